@@ -1,0 +1,7 @@
+// Package envtest starts the real control plane that lockstep's integration
+// tests run against: etcd and kube-apiserver built by `make testbin` into
+// bin/k8s, run through controller-runtime's envtest.
+//
+// There is no kubelet: Deployments never get pods here unless a test plays the
+// kubelet's part.
+package envtest

@@ -1,0 +1,163 @@
+// Package registry runs a real OCI registry in the test process:
+// go-containerregistry's pkg/registry behind httptest, over plain HTTP or TLS,
+// counting every request by method and path so tests can prove how many
+// registry round trips lockstep makes.
+package registry
+
+import (
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// Request is one request the registry answered.
+type Request struct {
+	Method string
+	Path   string
+}
+
+// Registry is a running in-process OCI registry.
+type Registry struct {
+	// Host is host:port, e.g. 127.0.0.1:40123, for image references.
+	Host string
+	// URL is the base URL, http:// or https://.
+	URL string
+	// TLS reports whether the registry serves HTTPS.
+	TLS bool
+
+	server  *httptest.Server
+	latency time.Duration
+
+	mu       sync.Mutex
+	requests []Request
+}
+
+// Option configures New.
+type Option func(*Registry)
+
+// WithTLS serves HTTPS with httptest's self-signed certificate; clients must
+// use Transport (or RemoteOptions) to trust it.
+func WithTLS() Option { return func(r *Registry) { r.TLS = true } }
+
+// WithLatency delays every response by d, to model a remote registry in
+// benchmarks.
+func WithLatency(d time.Duration) Option { return func(r *Registry) { r.latency = d } }
+
+// New starts a registry and stops it when tb ends.
+func New(tb testing.TB, opts ...Option) *Registry {
+	tb.Helper()
+	r := &Registry{}
+	for _, o := range opts {
+		o(r)
+	}
+	h := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+	counted := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.requests = append(r.requests, Request{Method: req.Method, Path: req.URL.Path})
+		r.mu.Unlock()
+		if r.latency > 0 {
+			time.Sleep(r.latency)
+		}
+		h.ServeHTTP(w, req)
+	})
+	if r.TLS {
+		r.server = httptest.NewTLSServer(counted)
+	} else {
+		r.server = httptest.NewServer(counted)
+	}
+	tb.Cleanup(r.server.Close)
+	r.URL = r.server.URL
+	r.Host = strings.TrimPrefix(strings.TrimPrefix(r.URL, "https://"), "http://")
+	return r
+}
+
+// Transport returns an HTTP transport that trusts the registry's certificate
+// (for a TLS registry) and otherwise behaves like http.DefaultTransport.
+func (r *Registry) Transport() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	if r.TLS {
+		pool := r.server.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return t
+}
+
+// RemoteOptions are the go-containerregistry remote options a test client
+// needs to talk to this registry.
+func (r *Registry) RemoteOptions() []remote.Option {
+	return []remote.Option{remote.WithTransport(r.Transport())}
+}
+
+// Ref parses "repo:tag" or "repo@sha256:..." under this registry's host, e.g.
+// Ref("crossplane-contrib/provider-nop:v0.4.0"). Plain-HTTP registries are
+// marked insecure, as a user would with --insecure-registry.
+func (r *Registry) Ref(tb testing.TB, s string) name.Reference {
+	tb.Helper()
+	var opts []name.Option
+	if !r.TLS {
+		opts = append(opts, name.Insecure)
+	}
+	ref, err := name.ParseReference(r.Host+"/"+s, opts...)
+	if err != nil {
+		tb.Fatalf("registry reference %q: %v", s, err)
+	}
+	return ref
+}
+
+// Requests returns every request so far, in arrival order.
+func (r *Registry) Requests() []Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Request(nil), r.requests...)
+}
+
+// Reset forgets the requests so far.
+func (r *Registry) Reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.requests = nil
+}
+
+// Count returns how many requests had the method (any method when empty) and
+// a path matching the regular expression pathRE.
+func (r *Registry) Count(method, pathRE string) int {
+	re := regexp.MustCompile(pathRE)
+	n := 0
+	for _, q := range r.Requests() {
+		if (method == "" || q.Method == method) && re.MatchString(q.Path) {
+			n++
+		}
+	}
+	return n
+}
+
+// Summary returns request counts keyed "METHOD path", for failure messages.
+func (r *Registry) Summary() string {
+	counts := map[string]int{}
+	for _, q := range r.Requests() {
+		counts[q.Method+" "+q.Path]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%4d %s\n", counts[k], k)
+	}
+	return b.String()
+}
