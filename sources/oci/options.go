@@ -1,0 +1,166 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/docker/cli/cli/config"
+	"github.com/docker/cli/cli/config/configfile"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// Options say how lockstep reaches registries. The zero value uses HTTPS
+// only, anonymous access unless the default Docker config has credentials,
+// and http.DefaultTransport.
+type Options struct {
+	// InsecureRegistries are registry hosts (host or host:port, exactly as in
+	// references) that are reached over plain HTTP. Every other host needs
+	// HTTPS. It mirrors the CLI's repeatable --insecure-registry flag.
+	InsecureRegistries []string
+	// RegistryConfig is a Docker config file (config.json) whose auths and
+	// credential helpers give the credentials for each registry. Empty means
+	// the default Docker and Podman locations, as `docker login` writes them.
+	RegistryConfig string
+	// Transport carries the requests; nil means http.DefaultTransport.
+	Transport http.RoundTripper
+	// UserAgent is sent with every request; empty means "lockstep".
+	UserAgent string
+}
+
+// Insecure reports whether host may be reached over plain HTTP.
+func (o Options) Insecure(host string) bool {
+	return slices.Contains(o.InsecureRegistries, host)
+}
+
+// ParseReference parses an image reference strictly (a registry, a
+// repository and a tag or digest, no defaults filled in), marking it insecure
+// when its registry is one of InsecureRegistries. The error names the
+// reference.
+func (o Options) ParseReference(s string) (name.Reference, error) {
+	opts := []name.Option{name.StrictValidation}
+	if host, _, ok := strings.Cut(s, "/"); ok && o.Insecure(host) {
+		opts = append(opts, name.Insecure)
+	}
+	ref, err := name.ParseReference(s, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("invalid package reference %q: %w", s, err)
+	}
+	return ref, nil
+}
+
+// ParseRepository parses a repository without tag or digest (a package
+// source such as xpkg.crossplane.io/crossplane-contrib/provider-nop), marking
+// it insecure like ParseReference.
+func (o Options) ParseRepository(s string) (name.Repository, error) {
+	opts := []name.Option{name.StrictValidation}
+	if host, _, ok := strings.Cut(s, "/"); ok && o.Insecure(host) {
+		opts = append(opts, name.Insecure)
+	}
+	repo, err := name.NewRepository(s, opts...)
+	if err != nil {
+		return name.Repository{}, fmt.Errorf("invalid package source %q: %w", s, err)
+	}
+	return repo, nil
+}
+
+// Keychain returns the credentials source: RegistryConfig when set, otherwise
+// go-containerregistry's default keychain (Docker and Podman config files).
+// It fails when RegistryConfig cannot be read or parsed, naming the file.
+func (o Options) Keychain() (authn.Keychain, error) {
+	if o.RegistryConfig == "" {
+		return authn.DefaultKeychain, nil
+	}
+	f, err := os.Open(o.RegistryConfig)
+	if err != nil {
+		return nil, fmt.Errorf("registry config: %w", err)
+	}
+	defer f.Close()
+	cf, err := config.LoadFromReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("registry config %s: %w", o.RegistryConfig, err)
+	}
+	return fileKeychain{cf: cf}, nil
+}
+
+// RemoteOptions returns the go-containerregistry options for one run: the
+// context, the keychain, the transport and the user agent.
+func (o Options) RemoteOptions(ctx context.Context) ([]remote.Option, error) {
+	kc, err := o.Keychain()
+	if err != nil {
+		return nil, err
+	}
+	ua := o.UserAgent
+	if ua == "" {
+		ua = "lockstep"
+	}
+	return []remote.Option{
+		remote.WithContext(ctx),
+		remote.WithAuthFromKeychain(kc),
+		remote.WithTransport(o.transport()),
+		remote.WithUserAgent(ua),
+	}, nil
+}
+
+// transport returns Transport (or http.DefaultTransport) behind a guard
+// that refuses plain-HTTP requests to any host not in InsecureRegistries.
+// go-containerregistry falls back to HTTP on its own for loopback and
+// private-range hosts; lockstep does not, so a registry is never reached
+// without TLS unless the user said so.
+func (o Options) transport() http.RoundTripper {
+	t := o.Transport
+	if t == nil {
+		t = http.DefaultTransport
+	}
+	return plainHTTPGuard{next: t, insecure: o.Insecure}
+}
+
+// ErrPlainHTTP is returned for a plain-HTTP request to a registry that is not
+// listed as insecure.
+var ErrPlainHTTP = errors.New("plain HTTP is allowed only for registries given with --insecure-registry")
+
+type plainHTTPGuard struct {
+	next     http.RoundTripper
+	insecure func(host string) bool
+}
+
+func (g plainHTTPGuard) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme == "http" && !g.insecure(r.URL.Host) {
+		return nil, fmt.Errorf("%s: %w", r.URL.Host, ErrPlainHTTP)
+	}
+	return g.next.RoundTrip(r)
+}
+
+// fileKeychain resolves credentials from one Docker config file, by
+// repository first and registry second, as `docker` does.
+type fileKeychain struct{ cf *configfile.ConfigFile }
+
+var _ authn.Keychain = fileKeychain{}
+
+func (k fileKeychain) Resolve(target authn.Resource) (authn.Authenticator, error) {
+	for _, key := range []string{target.String(), target.RegistryStr()} {
+		if key == name.DefaultRegistry {
+			key = authn.DefaultAuthKey
+		}
+		ac, err := k.cf.GetAuthConfig(key)
+		if err != nil {
+			return nil, fmt.Errorf("registry credentials for %s: %w", key, err)
+		}
+		if ac.Username != "" || ac.Password != "" || ac.Auth != "" || ac.IdentityToken != "" || ac.RegistryToken != "" {
+			return authn.FromConfig(authn.AuthConfig{
+				Username:      ac.Username,
+				Password:      ac.Password,
+				Auth:          ac.Auth,
+				IdentityToken: ac.IdentityToken,
+				RegistryToken: ac.RegistryToken,
+			}), nil
+		}
+	}
+	return authn.Anonymous, nil
+}
