@@ -1,0 +1,149 @@
+package declarations
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Location is where an object or a field was declared.
+type Location struct {
+	// File is the path of the file relative to the root that was loaded,
+	// slash-separated (an fs.FS path).
+	File string
+	// Line is the 1-based line in File; 0 when unknown.
+	Line int
+}
+
+// String returns "file:line", or "file" when the line is unknown.
+func (l Location) String() string {
+	if l.Line <= 0 {
+		return l.File
+	}
+	return fmt.Sprintf("%s:%d", l.File, l.Line)
+}
+
+// Declaration is one package the platform team declared in Git: a
+// pkg.crossplane.io/v1 Provider, Configuration or Function, with the CRD
+// defaults applied (see ApplyDefaults).
+type Declaration struct {
+	// Kind is KindProvider, KindConfiguration or KindFunction.
+	Kind string
+	// Name is metadata.name.
+	Name string
+	// Spec is the package spec with the CRD defaults applied.
+	Spec PackageSpec
+	// RuntimeConfigRef is spec.runtimeConfigRef with defaults for a Provider
+	// or Function (the DeploymentRuntimeConfig "default" when unset), and nil
+	// for a Configuration.
+	RuntimeConfigRef *RuntimeConfigReference
+	// Object is the declared metadata (name, labels, annotations, ...).
+	Object metav1.ObjectMeta
+	// Location is where the document starts. (Named Location, not Source,
+	// because Source is the package's repository.)
+	Location Location
+	// Ref is spec.package parsed with name.StrictValidation: a name.Tag, or a
+	// name.Digest when the reference carries a digest.
+	Ref name.Reference
+}
+
+// String returns "Kind name", the way errors name a declaration.
+func (d Declaration) String() string {
+	return d.Kind + " " + d.Name
+}
+
+// Source returns the package's source: its registry and repository without a
+// tag or digest, as written in spec.package (for example
+// "xpkg.upbound.io/crossplane-contrib/provider-nop" for
+// "xpkg.upbound.io/crossplane-contrib/provider-nop:v0.4.0@sha256:…").
+//
+// This is the identity Crossplane's Lock uses (ParsePackageSourceFromReference,
+// crossplane-package-manager.md §2.6), except that a tag before a digest is
+// removed too, so "repo:tag@sha256:…" and "repo@sha256:…" have the same source
+// (Crossplane keeps the tag, bug #7458, §10.6).
+func (d Declaration) Source() string {
+	return packageSource(d.Spec.Package)
+}
+
+// packageSource strips the digest and then the tag from an image reference.
+// A colon before the last slash belongs to the registry port.
+func packageSource(ref string) string {
+	if i := strings.IndexByte(ref, '@'); i >= 0 {
+		ref = ref[:i]
+	}
+	if i := strings.LastIndexByte(ref, ':'); i > strings.LastIndexByte(ref, '/') {
+		ref = ref[:i]
+	}
+	return ref
+}
+
+// Set is everything Load found in a tree of declarations.
+type Set struct {
+	// Packages are the Providers, Configurations and Functions, sorted by
+	// Kind and then Name.
+	Packages []Declaration
+	// RuntimeConfigs are the DeploymentRuntimeConfigs, sorted by name.
+	RuntimeConfigs []DeploymentRuntimeConfig
+	// ImageConfigs are the ImageConfigs, sorted by name.
+	ImageConfigs []ImageConfig
+	// Ignored counts the other objects by "apiVersion/Kind" (for example
+	// "v1/ConfigMap" or "apps/v1/Deployment"). They are not errors. Never nil
+	// in a Set returned by Load.
+	Ignored map[string]int
+}
+
+// digestVersion names the canonical encoding hashed by Set.Digest. Change it
+// whenever the encoding changes, so old lockfiles are seen as stale.
+const digestVersion = "lockstep.declarations/v1"
+
+type digestPackage struct {
+	Kind             string                  `json:"kind"`
+	Metadata         metav1.ObjectMeta       `json:"metadata"`
+	Spec             PackageSpec             `json:"spec"`
+	RuntimeConfigRef *RuntimeConfigReference `json:"runtimeConfigRef,omitempty"`
+}
+
+type digestContent struct {
+	Version        string                    `json:"version"`
+	Packages       []digestPackage           `json:"packages"`
+	RuntimeConfigs []DeploymentRuntimeConfig `json:"runtimeConfigs"`
+	ImageConfigs   []ImageConfig             `json:"imageConfigs"`
+}
+
+// Digest returns "sha256:<hex>" of a canonical JSON encoding of the set's
+// packages (kind, metadata, defaulted spec and runtimeConfigRef),
+// DeploymentRuntimeConfigs and ImageConfigs, each sorted by kind and name.
+// Locations, Ref and Ignored are left out.
+//
+// The lockfile records it to tell, without the network, whether the
+// declarations changed since the last lock: moving, renaming or reordering
+// files and documents, reformatting YAML and spelling out a CRD default keep
+// the digest; changing any spec or metadata field changes it.
+//
+// Digest panics only if an ImageConfig's Verification is not valid JSON,
+// which a Set returned by Load never holds.
+func (s *Set) Digest() string {
+	c := digestContent{
+		Version:        digestVersion,
+		Packages:       make([]digestPackage, 0, len(s.Packages)),
+		RuntimeConfigs: sortedCopy(s.RuntimeConfigs, func(r DeploymentRuntimeConfig) string { return r.Name }),
+		ImageConfigs:   sortedCopy(s.ImageConfigs, func(i ImageConfig) string { return i.Name }),
+	}
+	for _, d := range sortedCopy(s.Packages, func(d Declaration) string { return d.Kind + "/" + d.Name }) {
+		c.Packages = append(c.Packages, digestPackage{Kind: d.Kind, Metadata: d.Object, Spec: d.Spec, RuntimeConfigRef: d.RuntimeConfigRef})
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		// Every field is a string, number, bool, map[string]string,
+		// RawMessage produced by json.Marshal, or a Kubernetes API type:
+		// none of them fails to encode.
+		panic(fmt.Sprintf("declarations: cannot encode set for digest: %v", err))
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
