@@ -57,3 +57,6 @@ bench: testbin ## the Go benchmarks
 
 clean: ## remove bin/
 	rm -rf $(BIN)
+
+demo: build ## the main job (see README): today it builds the example packages
+	./test/demo/run.sh

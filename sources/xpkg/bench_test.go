@@ -1,0 +1,128 @@
+package xpkg
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BenchmarkParseMonolith parses the package.yaml of the largest real package
+// in the test data, provider-upjet-aws v2.6.0 with all 2,043 CRDs (98 MB),
+// from a temporary file. Besides ns/op it reports the peak heap the parse
+// adds over the heap before it (peakheap-bytes, sampled every millisecond
+// from runtime/metrics), that peak as a multiple of the package.yaml size
+// (peakheap/size; the target is below 3), the package.yaml size (yaml-bytes)
+// and the compact JSON the package keeps (json-bytes).
+func BenchmarkParseMonolith(b *testing.B) {
+	dir := testdataDir(b)
+	img, err := Build(filepath.Join(dir, "packages", "provider-aws-v2.6.0-monolith-allcrds"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rc, err := ExtractPackageYAML(img)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.CreateTemp(b.TempDir(), "package-*.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	size, err := io.Copy(f, rc)
+	_ = rc.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	img, rc = nil, nil
+
+	var peak, jsonBytes uint64
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		base := heapObjectBytes()
+		stop := sampleHeap()
+		b.StartTimer()
+
+		p, err := Parse(f)
+
+		b.StopTimer()
+		max := stop()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := p.Summary().CRDs; got != 2043 {
+			b.Fatalf("parsed %d CRDs, want 2043", got)
+		}
+		jsonBytes = 0
+		for _, o := range p.Objects {
+			jsonBytes += uint64(len(o.Raw))
+		}
+		runtime.KeepAlive(p)
+		if max > base && max-base > peak {
+			peak = max - base
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(peak), "peakheap-bytes")
+	b.ReportMetric(float64(peak)/float64(size), "peakheap/size")
+	b.ReportMetric(float64(size), "yaml-bytes")
+	b.ReportMetric(float64(jsonBytes), "json-bytes")
+}
+
+// heapObjectBytes returns the bytes of heap memory occupied by objects, live
+// or not yet swept, from runtime/metrics (no stop-the-world).
+func heapObjectBytes() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// sampleHeap samples heapObjectBytes every millisecond until the returned
+// function is called, which returns the largest sample.
+func sampleHeap() func() uint64 {
+	var (
+		mu   sync.Mutex
+		max  = heapObjectBytes()
+		done = make(chan struct{})
+		wg   sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				v := heapObjectBytes()
+				mu.Lock()
+				if v > max {
+					max = v
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		wg.Wait()
+		v := heapObjectBytes()
+		mu.Lock()
+		defer mu.Unlock()
+		if v > max {
+			max = v
+		}
+		return max
+	}
+}

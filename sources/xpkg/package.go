@@ -1,0 +1,134 @@
+package xpkg
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// GroupKinds of the objects a package may carry (design §2.4).
+var (
+	// GroupKindCRD is a CustomResourceDefinition, allowed in Provider and
+	// Function packages.
+	GroupKindCRD = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+	// GroupKindMRD is a Crossplane v2 ManagedResourceDefinition, allowed in
+	// Provider packages.
+	GroupKindMRD = schema.GroupKind{Group: "apiextensions.crossplane.io", Kind: "ManagedResourceDefinition"}
+	// GroupKindValidatingWebhookConfiguration is allowed in Provider packages.
+	GroupKindValidatingWebhookConfiguration = schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}
+	// GroupKindMutatingWebhookConfiguration is allowed in Provider packages.
+	GroupKindMutatingWebhookConfiguration = schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}
+
+	// GroupKindXRD is a CompositeResourceDefinition (apiextensions.crossplane.io
+	// v1 and v2 share it), allowed in Configuration packages.
+	GroupKindXRD = schema.GroupKind{Group: "apiextensions.crossplane.io", Kind: "CompositeResourceDefinition"}
+	// GroupKindComposition is allowed in Configuration packages.
+	GroupKindComposition = schema.GroupKind{Group: "apiextensions.crossplane.io", Kind: "Composition"}
+	// GroupKindMRAP is a ManagedResourceActivationPolicy, allowed in
+	// Configuration packages.
+	GroupKindMRAP = schema.GroupKind{Group: "apiextensions.crossplane.io", Kind: "ManagedResourceActivationPolicy"}
+	// GroupKindOperation is allowed in Configuration packages.
+	GroupKindOperation = schema.GroupKind{Group: "ops.crossplane.io", Kind: "Operation"}
+	// GroupKindCronOperation is allowed in Configuration packages.
+	GroupKindCronOperation = schema.GroupKind{Group: "ops.crossplane.io", Kind: "CronOperation"}
+	// GroupKindWatchOperation is allowed in Configuration packages.
+	GroupKindWatchOperation = schema.GroupKind{Group: "ops.crossplane.io", Kind: "WatchOperation"}
+)
+
+// AllowedPayload returns the GroupKinds a package of type k may carry in
+// package.yaml besides its meta object, following Crossplane's linter
+// allowlist (design §2.4): Provider: CRD, MRD, Validating and
+// MutatingWebhookConfiguration; Configuration: XRD, Composition, MRAP,
+// Operation, CronOperation, WatchOperation; Function: CRD (input schemas,
+// which Crossplane does not install). It returns nil for an unknown type.
+// The versions of these kinds are not restricted here; the API server
+// rejects a version it does not serve when the object is applied.
+func (k Kind) AllowedPayload() []schema.GroupKind {
+	switch k {
+	case KindProvider:
+		return []schema.GroupKind{GroupKindCRD, GroupKindMRD, GroupKindValidatingWebhookConfiguration, GroupKindMutatingWebhookConfiguration}
+	case KindConfiguration:
+		return []schema.GroupKind{GroupKindXRD, GroupKindComposition, GroupKindMRAP, GroupKindOperation, GroupKindCronOperation, GroupKindWatchOperation}
+	case KindFunction:
+		return []schema.GroupKind{GroupKindCRD}
+	}
+	return nil
+}
+
+// Object is one non-meta document of package.yaml. It keeps the document as
+// compact JSON and decodes it only on demand, so a package with thousands of
+// large CRDs costs little more than its JSON bytes.
+type Object struct {
+	// Index is the 0-based index of the document in the package.yaml stream,
+	// counting only non-empty documents (the meta object included).
+	Index int
+	// APIVersion, Kind, Name and Namespace are read from the document's
+	// header (apiVersion, kind, metadata.name, metadata.namespace).
+	APIVersion, Kind, Name, Namespace string
+	// Raw is the whole document as compact JSON.
+	Raw []byte
+}
+
+// Unstructured decodes Raw into a new Unstructured object. It returns an
+// error if Raw is not a JSON object with a kind.
+func (o Object) Unstructured() (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(o.Raw); err != nil {
+		return nil, fmt.Errorf("%s %s: cannot decode: %w", o.Kind, o.Name, err)
+	}
+	return u, nil
+}
+
+// GroupKind returns the object's API group (from APIVersion) and kind. An
+// APIVersion that cannot be parsed yields an empty group.
+func (o Object) GroupKind() schema.GroupKind {
+	gv, err := schema.ParseGroupVersion(o.APIVersion)
+	if err != nil {
+		return schema.GroupKind{Kind: o.Kind}
+	}
+	return gv.WithKind(o.Kind).GroupKind()
+}
+
+// Package is a parsed package.yaml: its metadata and its payload.
+type Package struct {
+	// Meta is the package's meta.pkg.crossplane.io object.
+	Meta Meta
+	// Objects are the payload documents in stream order.
+	Objects []Object
+}
+
+// Count returns how many payload objects have GroupKind gk.
+func (p *Package) Count(gk schema.GroupKind) int {
+	n := 0
+	for i := range p.Objects {
+		if p.Objects[i].GroupKind() == gk {
+			n++
+		}
+	}
+	return n
+}
+
+// Summary counts a package's payload by the categories of the test data
+// index (INDEX.md): CRDs, XRDs, Compositions and all other objects.
+type Summary struct {
+	CRDs, XRDs, Compositions, Other int
+}
+
+// Summary counts the payload objects of p by category.
+func (p *Package) Summary() Summary {
+	var s Summary
+	for i := range p.Objects {
+		switch p.Objects[i].GroupKind() {
+		case GroupKindCRD:
+			s.CRDs++
+		case GroupKindXRD:
+			s.XRDs++
+		case GroupKindComposition:
+			s.Compositions++
+		default:
+			s.Other++
+		}
+	}
+	return s
+}

@@ -1,0 +1,176 @@
+package xpkg
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// header is the part of a document Parse decodes eagerly.
+type header struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+}
+
+// Parse reads a package.yaml stream and returns the package it describes.
+// It reads r incrementally, one document at a time, and keeps each payload
+// document only as compact JSON.
+//
+// Parsing follows Crossplane's package parser and validator (design §2.2,
+// §2.4): documents are split on "---" lines; documents holding only
+// whitespace, "---", "..." or comment lines are skipped and not counted.
+// Every other document must be a YAML mapping with apiVersion and kind.
+// Exactly one must be a meta.pkg.crossplane.io Provider, Configuration or
+// Function (see Meta); its spec.crossplane.version must be a semver
+// constraint, and each dependency must have a target (Dependency.Target) and
+// a version that is a constraint or a digest. Every other document must be of
+// a kind the package type may carry (Kind.AllowedPayload); where Crossplane
+// only warns about other kinds and drops them, Parse rejects them.
+//
+// Errors about a document are *DocumentError values; a package without a
+// meta object gives ErrNoMeta, a second meta object ErrMultipleMeta, and
+// objects of disallowed kinds ErrKindNotAllowed (one *DocumentError per
+// object, joined). An error reading r is returned wrapped.
+func Parse(r io.Reader) (*Package, error) {
+	yr := utilyaml.NewYAMLReader(bufio.NewReaderSize(r, 64<<10))
+	p := &Package{}
+	metaIndex := -1
+	index := 0
+	for {
+		doc, err := yr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			var syntax utilyaml.YAMLSyntaxError
+			if errors.As(err, &syntax) {
+				return nil, &DocumentError{Index: index, Err: fmt.Errorf("malformed YAML: %w", err)}
+			}
+			return nil, fmt.Errorf("cannot read %s: %w", StreamFile, err)
+		}
+		if isEmptyDocument(doc) {
+			continue
+		}
+		i := index
+		index++
+
+		raw, h, err := decodeDocument(doc)
+		if err != nil {
+			return nil, &DocumentError{Index: i, Kind: h.Kind, Name: h.Metadata.Name, Err: err}
+		}
+		gv, err := schema.ParseGroupVersion(h.APIVersion)
+		if err != nil {
+			return nil, &DocumentError{Index: i, Kind: h.Kind, Name: h.Metadata.Name, Err: fmt.Errorf("invalid apiVersion %q: %w", h.APIVersion, err)}
+		}
+		if gv.Group != MetaGroup {
+			p.Objects = append(p.Objects, Object{
+				Index:      i,
+				APIVersion: h.APIVersion,
+				Kind:       h.Kind,
+				Name:       h.Metadata.Name,
+				Namespace:  h.Metadata.Namespace,
+				Raw:        raw,
+			})
+			continue
+		}
+		if err := checkMetaType(gv.Version, Kind(h.Kind)); err != nil {
+			return nil, &DocumentError{Index: i, Kind: h.Kind, Name: h.Metadata.Name, Err: err}
+		}
+		if metaIndex >= 0 {
+			return nil, &DocumentError{Index: i, Kind: h.Kind, Name: h.Metadata.Name,
+				Err: fmt.Errorf("%w: document %d (%s %s) is already the package meta", ErrMultipleMeta, metaIndex, p.Meta.Kind, p.Meta.Name)}
+		}
+		m, err := decodeMeta(raw)
+		if err != nil {
+			return nil, &DocumentError{Index: i, Kind: h.Kind, Name: h.Metadata.Name, Err: err}
+		}
+		p.Meta = m
+		metaIndex = i
+	}
+	if metaIndex < 0 {
+		return nil, ErrNoMeta
+	}
+	if err := checkPayload(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// decodeDocument converts one YAML document to compact JSON and decodes its
+// header. On error the returned header holds what could be decoded.
+func decodeDocument(doc []byte) ([]byte, header, error) {
+	var h header
+	raw, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return nil, h, fmt.Errorf("malformed YAML: %w", err)
+	}
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return nil, h, errors.New("document is not a YAML mapping (an object with apiVersion and kind)")
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &h); err != nil {
+		// A type error still fills in what it could; report it with the rest.
+		return nil, h, fmt.Errorf("invalid object header (apiVersion, kind, metadata.name, metadata.namespace): %w", err)
+	}
+	switch {
+	case h.APIVersion == "" && h.Kind == "":
+		return nil, h, errors.New("document has no apiVersion and no kind")
+	case h.APIVersion == "":
+		return nil, h, errors.New("document has no apiVersion")
+	case h.Kind == "":
+		return nil, h, errors.New("document has no kind")
+	}
+	return raw, h, nil
+}
+
+// isEmptyDocument reports whether doc holds only blank lines, document
+// markers ("---", "...") and comments, the documents Crossplane's parser
+// skips.
+func isEmptyDocument(doc []byte) bool {
+	for len(doc) > 0 {
+		line := doc
+		if i := bytes.IndexByte(doc, '\n'); i >= 0 {
+			line, doc = doc[:i], doc[i+1:]
+		} else {
+			doc = nil
+		}
+		t := bytes.TrimSpace(line)
+		if len(t) == 0 || t[0] == '#' || string(t) == "---" || string(t) == "..." {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// checkPayload returns a joined error with one *DocumentError per object the
+// package type may not carry.
+func checkPayload(p *Package) error {
+	allowed := p.Meta.Kind.AllowedPayload()
+	var errs []error
+	for _, o := range p.Objects {
+		gk := o.GroupKind()
+		ok := false
+		for _, a := range allowed {
+			if gk == a {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			errs = append(errs, &DocumentError{Index: o.Index, Kind: o.Kind, Name: o.Name,
+				Err: &kindNotAllowedError{pkg: p.Meta.Kind, got: gk, allowed: allowed}})
+		}
+	}
+	return errors.Join(errs...)
+}
