@@ -1,5 +1,30 @@
 // Package oci is lockstep's access to OCI registries: how references are
-// parsed, which hosts may be reached over plain HTTP, and which credentials
-// are sent. It wraps go-containerregistry's name, authn and remote packages
-// and adds no protocol code of its own.
+// parsed, which hosts may be reached over plain HTTP, which credentials are
+// sent, and how packages are resolved, pulled and cached. It wraps
+// go-containerregistry's name, authn and remote packages and adds no
+// protocol code of its own.
+//
+//   - Options says how registries are reached: strict reference parsing,
+//     plain HTTP only for --insecure-registry hosts, credentials from a Docker
+//     config, the --jobs bound and the retry backoff.
+//   - Client serves one run of the resolver: Digest resolves a tag with one
+//     HEAD (GET when HEAD is refused), Tags lists a repository, Package pulls
+//     a package by digest into the Cache and parses it with xpkg. It never
+//     sends the same request twice, bounds concurrent requests and retries
+//     transient failures. Requests go where the ImageConfigs' rewriteImage
+//     sends them (MatchImageConfigs, RewriteReference), while callers record
+//     the original reference; digests are the same at both places.
+//   - Cache is the content-addressed package cache on disk (--cache-dir):
+//     blobs named by their full digest, written atomically and verified on
+//     write and on read.
+//
+// The behaviour follows Crossplane's package manager as described in
+// ../shared/design/crossplane-package-manager.md: image handling §2.1,
+// digest resolution and fetch §3.3, ImageConfig §6, package cache §7, with
+// the differences each identifier's documentation states.
+//
+// Pull secrets named by ImageConfigs (spec.registry.authentication) are
+// reported by MatchImageConfigs but not read: the CLI's credentials come from
+// the Docker config. Reading the named Secret belongs to the in-cluster
+// agent and is not implemented yet.
 package oci

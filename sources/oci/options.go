@@ -8,17 +8,19 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/docker/cli/cli/config"
 	"github.com/docker/cli/cli/config/configfile"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
 
 // Options say how lockstep reaches registries. The zero value uses HTTPS
 // only, anonymous access unless the default Docker config has credentials,
-// and http.DefaultTransport.
+// http.DefaultTransport, DefaultJobs operations at once and DefaultRetry.
 type Options struct {
 	// InsecureRegistries are registry hosts (host or host:port, exactly as in
 	// references) that are reached over plain HTTP. Every other host needs
@@ -32,7 +34,28 @@ type Options struct {
 	Transport http.RoundTripper
 	// UserAgent is sent with every request; empty means "lockstep".
 	UserAgent string
+	// Jobs bounds how many registry operations a Client runs at once, across
+	// all its callers (the CLI's --jobs). Each operation sends its HTTP
+	// requests one after another, so Jobs also bounds the requests in flight.
+	// Zero or less means DefaultJobs.
+	Jobs int
+	// Retry is the backoff between attempts of a request that failed
+	// transiently: a network error, HTTP 429, or a 5xx status other than 501
+	// and 505. Retry.Steps is the total number of attempts (1 disables
+	// retries), Duration the first wait, Factor its growth, Jitter the added
+	// random fraction and Cap the longest wait; Steps below 1 counts as 1.
+	// Other 4xx answers are never retried. The zero value means DefaultRetry.
+	Retry remote.Backoff
 }
+
+// DefaultJobs is the default bound on concurrent registry operations
+// (Options.Jobs), the issue's --jobs default.
+const DefaultJobs = 8
+
+// DefaultRetry is the backoff used when Options.Retry is the zero value:
+// three attempts, waiting about 1s and then 3s, as go-containerregistry does
+// by default.
+var DefaultRetry = remote.Backoff{Duration: time.Second, Factor: 3, Jitter: 0.1, Steps: 3}
 
 // Insecure reports whether host may be reached over plain HTTP.
 func (o Options) Insecure(host string) bool {
@@ -90,7 +113,8 @@ func (o Options) Keychain() (authn.Keychain, error) {
 }
 
 // RemoteOptions returns the go-containerregistry options for one run: the
-// context, the keychain, the transport and the user agent.
+// context, the keychain, the transport, the user agent and the retry policy
+// (Retry's backoff for network errors, 429 and transient 5xx answers).
 func (o Options) RemoteOptions(ctx context.Context) ([]remote.Option, error) {
 	kc, err := o.Keychain()
 	if err != nil {
@@ -105,7 +129,47 @@ func (o Options) RemoteOptions(ctx context.Context) ([]remote.Option, error) {
 		remote.WithAuthFromKeychain(kc),
 		remote.WithTransport(o.transport()),
 		remote.WithUserAgent(ua),
+		remote.WithRetryBackoff(o.retry()),
+		remote.WithRetryStatusCodes(retryStatusCodes...),
+		remote.WithRetryPredicate(transient),
 	}, nil
+}
+
+// roundTripper returns the transport a Client builds its registry
+// transports on: the one RemoteOptions gives go-containerregistry (the
+// plain-HTTP guard over Transport, retries, the user agent), assembled here
+// because the Client hands go-containerregistry finished transports.
+func (o Options) roundTripper() http.RoundTripper {
+	ua := o.UserAgent
+	if ua == "" {
+		ua = "lockstep"
+	}
+	retrying := transport.NewRetry(o.transport(),
+		transport.WithRetryBackoff(o.retry()),
+		transport.WithRetryStatusCodes(retryStatusCodes...),
+		transport.WithRetryPredicate(transient),
+	)
+	return transport.NewUserAgent(retrying, ua)
+}
+
+// retry returns Retry, or DefaultRetry when Retry is the zero value.
+func (o Options) retry() remote.Backoff {
+	if o.Retry == (remote.Backoff{}) {
+		return DefaultRetry
+	}
+	b := o.Retry
+	if b.Steps < 1 {
+		b.Steps = 1 // go-containerregistry would not even try once
+	}
+	return b
+}
+
+// jobs returns Jobs, or DefaultJobs when Jobs is not positive.
+func (o Options) jobs() int {
+	if o.Jobs <= 0 {
+		return DefaultJobs
+	}
+	return o.Jobs
 }
 
 // transport returns Transport (or http.DefaultTransport) behind a guard

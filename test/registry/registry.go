@@ -38,8 +38,9 @@ type Registry struct {
 	// TLS reports whether the registry serves HTTPS.
 	TLS bool
 
-	server  *httptest.Server
-	latency time.Duration
+	server     *httptest.Server
+	latency    time.Duration
+	middleware func(http.Handler) http.Handler
 
 	mu       sync.Mutex
 	requests []Request
@@ -56,6 +57,15 @@ func WithTLS() Option { return func(r *Registry) { r.TLS = true } }
 // benchmarks.
 func WithLatency(d time.Duration) Option { return func(r *Registry) { r.latency = d } }
 
+// WithMiddleware wraps the registry's handler in mw, to fail, refuse,
+// tamper with or observe requests in a test. Every request is still counted
+// (Requests, Count) before mw sees it, and mw's handler includes the
+// WithLatency delay, so a middleware that tracks requests in flight sees
+// them for their whole duration.
+func WithMiddleware(mw func(next http.Handler) http.Handler) Option {
+	return func(r *Registry) { r.middleware = mw }
+}
+
 // New starts a registry and stops it when tb ends.
 func New(tb testing.TB, opts ...Option) *Registry {
 	tb.Helper()
@@ -64,14 +74,20 @@ func New(tb testing.TB, opts ...Option) *Registry {
 		o(r)
 	}
 	h := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
-	counted := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		r.mu.Lock()
-		r.requests = append(r.requests, Request{Method: req.Method, Path: req.URL.Path})
-		r.mu.Unlock()
+	var served http.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if r.latency > 0 {
 			time.Sleep(r.latency)
 		}
 		h.ServeHTTP(w, req)
+	})
+	if r.middleware != nil {
+		served = r.middleware(served)
+	}
+	counted := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.requests = append(r.requests, Request{Method: req.Method, Path: req.URL.Path})
+		r.mu.Unlock()
+		served.ServeHTTP(w, req)
 	})
 	if r.TLS {
 		r.server = httptest.NewTLSServer(counted)
