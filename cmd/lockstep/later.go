@@ -7,22 +7,6 @@ import (
 // The commands below have their flags and help now; their behaviour arrives
 // with the issues named in each. Until then they exit with code 3 and say so.
 
-func newLockCommand() *cobra.Command {
-	var reg registryFlags
-	var dir string
-	cmd := &cobra.Command{
-		Use:   "lock",
-		Short: "Resolve declarations into lockstep.lock (pinned digests, dependency closure)",
-		Example: `  lockstep lock --dir clusters/prod
-  lockstep lock --update provider-nop
-  lockstep lock --check   # no network, exit 1 when the lock is stale`,
-		RunE: func(cmd *cobra.Command, _ []string) error { return errNotImplemented("lockstep lock") },
-	}
-	cmd.Flags().StringVar(&dir, "dir", ".", "directory of declarations; lockstep.lock lives at its root")
-	reg.register(cmd)
-	return cmd
-}
-
 func newRenderCommand() *cobra.Command {
 	var reg registryFlags
 	var dir string

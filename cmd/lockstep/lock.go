@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockstep-gitops/lockstep/lockfile"
+	"github.com/lockstep-gitops/lockstep/sources/declarations"
+	"github.com/lockstep-gitops/lockstep/sources/oci"
+)
+
+// lockFlags are the flags of `lockstep lock`.
+type lockFlags struct {
+	reg               registryFlags
+	dir               string
+	update            bool
+	check             bool
+	crossplaneVersion string
+	defaultRegistry   string
+	jobs              int
+}
+
+func newLockCommand() *cobra.Command {
+	f := &lockFlags{}
+	cmd := &cobra.Command{
+		Use:   "lock [--update [PACKAGE...]]",
+		Short: "Resolve declarations into lockstep.lock (pinned digests, dependency closure)",
+		Long: `lock resolves the package declarations under --dir into lockstep.lock at its
+root: every Provider, Configuration and Function, and every package they
+depend on, pinned to an OCI digest.
+
+Pins that still satisfy the declarations and their dependents' constraints are
+kept, so an unchanged repository with a warm package cache needs no registry
+request. --update re-resolves every package (or only the named packages, by
+name or source, and what they need) to the newest allowed version and the
+digest its tag points to now. --check compares the lock with the declarations
+without the network and without writing, and exits 1 explaining every
+mismatch; CI runs it on every pull request.
+
+The Crossplane version packages must be compatible with is recorded in the
+lock; --crossplane-version is required the first time. A declaration whose
+spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
+--default-registry.`,
+		Example: `  lockstep lock --dir clusters/prod --crossplane-version v2.1.0
+  lockstep lock --update provider-nop
+  lockstep lock --check   # no network, exit 1 when the lock is stale`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 && !f.update {
+				return fmt.Errorf("package names (%s) are only accepted with --update", strings.Join(args, ", "))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.check {
+				return f.runCheck(cmd.OutOrStdout())
+			}
+			return f.runLock(cmd, args)
+		},
+	}
+	cmd.Flags().StringVar(&f.dir, "dir", ".", "directory of declarations; lockstep.lock lives at its root")
+	cmd.Flags().BoolVar(&f.update, "update", false, "re-resolve all packages, or only the PACKAGEs given as arguments (by name or source) and what they need")
+	cmd.Flags().BoolVar(&f.check, "check", false, "check the lock against the declarations without network or writes; exit 1 when stale")
+	cmd.Flags().StringVar(&f.crossplaneVersion, "crossplane-version", "", "Crossplane `VERSION` packages must be compatible with (default: the one recorded in the lock)")
+	cmd.Flags().StringVar(&f.defaultRegistry, "default-registry", "", "registry `HOST` for declarations whose spec.package names the registry "+lockfile.DefaultRegistryPlaceholder+" (default: the one recorded in the lock)")
+	cmd.Flags().IntVar(&f.jobs, "jobs", lockfile.DefaultJobs, "registry calls run in parallel at most")
+	cmd.MarkFlagsMutuallyExclusive("check", "update")
+	f.reg.register(cmd)
+	return cmd
+}
+
+// load reads the declarations and the current lock (nil when there is none).
+func (f *lockFlags) load() (*declarations.Set, *lockfile.Lock, string, error) {
+	set, err := declarations.Load(f.dir)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	path := filepath.Join(f.dir, lockfile.FileName)
+	prev, err := lockfile.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return set, nil, path, nil
+	}
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return set, prev, path, nil
+}
+
+// runCheck is `lockstep lock --check`: no network, no writes.
+func (f *lockFlags) runCheck(out io.Writer) error {
+	set, prev, path, err := f.load()
+	if err != nil {
+		return err
+	}
+	problems := lockfile.Check(set, prev, lockfile.Options{CrossplaneVersion: f.crossplaneVersion, DefaultRegistry: f.defaultRegistry})
+	if len(problems) == 0 {
+		fmt.Fprintf(out, "%s is up to date: %d packages for %d declarations, Crossplane %s\n", path, len(prev.Packages), len(set.Packages), prev.CrossplaneVersion)
+		return nil
+	}
+	fmt.Fprintf(out, "%s is stale:\n", path)
+	for _, p := range problems {
+		fmt.Fprintf(out, "  %s\n", p)
+	}
+	fmt.Fprintln(out, "run lockstep lock to update it")
+	return &exitError{code: 1, err: fmt.Errorf("%s is stale: %d %s", path, len(problems), plural(len(problems), "problem", "problems"))}
+}
+
+// runLock resolves and writes the lock.
+func (f *lockFlags) runLock(cmd *cobra.Command, packages []string) error {
+	set, prev, path, err := f.load()
+	if err != nil {
+		return err
+	}
+	cache, err := oci.NewCache(f.reg.cacheDir)
+	if err != nil {
+		return err
+	}
+	opts := f.reg.options()
+	opts.Jobs = f.jobs
+	client, err := oci.NewClient(opts, cache, set.ImageConfigs)
+	if err != nil {
+		return err
+	}
+	resolver := lockfile.NewResolver(client, lockfile.Options{
+		CrossplaneVersion:  f.crossplaneVersion,
+		DefaultRegistry:    f.defaultRegistry,
+		Update:             f.update && len(packages) == 0,
+		UpdatePackages:     packages,
+		Jobs:               f.jobs,
+		InsecureRegistries: f.reg.insecure,
+	})
+	res, err := resolver.Resolve(cmd.Context(), set, prev)
+	if err != nil {
+		return fmt.Errorf("cannot lock %s:\n%w", f.dir, err)
+	}
+	out := cmd.OutOrStdout()
+	changes := describeChanges(prev, res.Lock)
+	b, err := lockfile.Marshal(res.Lock)
+	if err != nil {
+		return err
+	}
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
+		fmt.Fprintf(out, "%s is unchanged: %d packages\n", path, len(res.Lock.Packages))
+	} else {
+		if err := lockfile.WriteFile(path, res.Lock); err != nil {
+			return err
+		}
+		declared := 0
+		for i := range res.Lock.Packages {
+			if res.Lock.Packages[i].Declared() {
+				declared++
+			}
+		}
+		fmt.Fprintf(out, "wrote %s: %d packages (%d declared, %d dependencies) for Crossplane %s\n",
+			path, len(res.Lock.Packages), declared, len(res.Lock.Packages)-declared, res.Lock.CrossplaneVersion)
+		for _, c := range changes {
+			fmt.Fprintf(out, "  %s\n", c)
+		}
+	}
+	fmt.Fprintf(out, "%d %s kept from the lock; %s\n", res.Kept, plural(res.Kept, "pin", "pins"), client.Stats())
+	return nil
+}
+
+// describeChanges lists what the new lock adds, removes and changes, by
+// source.
+func describeChanges(prev, next *lockfile.Lock) []string {
+	var out []string
+	old := map[string]*lockfile.Entry{}
+	if prev != nil {
+		for i := range prev.Packages {
+			old[prev.Packages[i].Source] = &prev.Packages[i]
+		}
+	}
+	pin := func(e *lockfile.Entry) string {
+		short := e.Digest
+		if i := strings.IndexByte(short, ':'); i >= 0 && len(short) > i+13 {
+			short = short[:i+13]
+		}
+		if e.Version == "" {
+			return short
+		}
+		return e.Version + " (" + short + ")"
+	}
+	seen := map[string]bool{}
+	for i := range next.Packages {
+		e := &next.Packages[i]
+		seen[e.Source] = true
+		switch o := old[e.Source]; {
+		case o == nil:
+			out = append(out, fmt.Sprintf("+ %s %s %s", e.Kind, e.Name, pin(e)))
+		case o.Digest != e.Digest || o.Version != e.Version:
+			out = append(out, fmt.Sprintf("~ %s %s %s -> %s", e.Kind, e.Name, pin(o), pin(e)))
+		}
+	}
+	if prev != nil {
+		for i := range prev.Packages {
+			if o := &prev.Packages[i]; !seen[o.Source] {
+				out = append(out, fmt.Sprintf("- %s %s %s", o.Kind, o.Name, pin(o)))
+			}
+		}
+	}
+	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lockstep-gitops/lockstep/lockfile"
+	"github.com/lockstep-gitops/lockstep/sources/xpkg"
+	"github.com/lockstep-gitops/lockstep/test/registry"
+)
+
+// pushExamples pushes lockstep's example packages to reg under
+// lockstep-examples/<name>:<version>.
+func pushExamples(t *testing.T, reg *registry.Registry) {
+	t.Helper()
+	for _, pkg := range []string{"provider-demo", "function-demo", "configuration-demo"} {
+		for _, v := range []string{"v0.1.0", "v0.2.0"} {
+			img, err := xpkg.Build(filepath.Join("..", "..", "examples", "packages", pkg, v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := xpkg.Push(context.Background(), img, reg.Ref(t, "lockstep-examples/"+pkg+":"+v), reg.RemoteOptions()...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func declarationsDir(t *testing.T, reg *registry.Registry, version string) string {
+	t.Helper()
+	return writePackage(t, map[string]string{
+		"platform.yaml": `apiVersion: pkg.crossplane.io/v1
+kind: Configuration
+metadata:
+  name: configuration-demo
+spec:
+  package: lockstep.example/lockstep-examples/configuration-demo:` + version + "\n",
+		"mirror.yaml": `apiVersion: pkg.crossplane.io/v1beta1
+kind: ImageConfig
+metadata:
+  name: mirror
+spec:
+  matchImages:
+  - prefix: lockstep.example/
+  rewriteImage:
+    prefix: ` + reg.Host + "/\n",
+	})
+}
+
+// TestLockCommand runs lockstep lock, then lock --check, against the
+// in-process registry with the example packages.
+func TestLockCommand(t *testing.T) {
+	reg := registry.New(t)
+	pushExamples(t, reg)
+	dir := declarationsDir(t, reg, "v0.1.0")
+	cache := t.TempDir()
+	flags := []string{"--dir", dir, "--cache-dir", cache, "--insecure-registry", reg.Host}
+	lockPath := filepath.Join(dir, lockfile.FileName)
+
+	if _, err := run(t, append([]string{"lock"}, flags...)...); err == nil || !strings.Contains(err.Error(), "--crossplane-version") {
+		t.Fatalf("first lock without --crossplane-version: got %v, want an error naming the flag", err)
+	}
+
+	out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0"}, flags...)...)
+	if err != nil {
+		t.Fatalf("lock: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"wrote " + lockPath + ": 3 packages (1 declared, 2 dependencies) for Crossplane v2.1.0",
+		"+ Configuration configuration-demo v0.1.0 (sha256:",
+		"+ Provider lockstep-examples-provider-demo v0.2.0",
+		"+ Function lockstep-examples-function-demo v0.2.0",
+		"0 pins kept from the lock; ", "registry requests (3 HEAD, 2 tags, 3 manifest, 3 blob,",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lock output lacks %q:\n%s", want, out)
+		}
+	}
+	l, err := lockfile.ReadFile(lockPath)
+	if err != nil {
+		t.Fatalf("the written lock does not read back: %v", err)
+	}
+	if len(l.Packages) != 3 || l.CrossplaneVersion != "v2.1.0" {
+		t.Errorf("lock: %d packages for Crossplane %s, want 3 for v2.1.0", len(l.Packages), l.CrossplaneVersion)
+	}
+	written, _ := os.ReadFile(lockPath)
+
+	// Again: the recorded Crossplane version is the default, nothing
+	// changes, no request is sent.
+	reg.Reset()
+	out, err = run(t, append([]string{"lock"}, flags...)...)
+	if err != nil {
+		t.Fatalf("second lock: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "is unchanged: 3 packages") || !strings.Contains(out, "3 pins kept from the lock; 0 registry requests") {
+		t.Errorf("second lock output:\n%s", out)
+	}
+	if n := len(reg.Requests()); n != 0 {
+		t.Errorf("unchanged lock with a warm cache sent %d requests:\n%s", n, reg.Summary())
+	}
+
+	out, err = run(t, "lock", "--check", "--dir", dir)
+	if err != nil {
+		t.Fatalf("lock --check of a fresh lock: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "is up to date: 3 packages for 1 declarations, Crossplane v2.1.0") {
+		t.Errorf("check output:\n%s", out)
+	}
+
+	// The declaration moves to v0.2.0: --check fails with exit code 1,
+	// explains, sends nothing and writes nothing.
+	if err := os.WriteFile(filepath.Join(dir, "platform.yaml"), []byte(strings.Replace(mustRead(t, filepath.Join(dir, "platform.yaml")), "v0.1.0", "v0.2.0", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg.Reset()
+	out, err = run(t, "lock", "--check", "--dir", dir, "--crossplane-version", "v1.13.0")
+	if err == nil || exitCode(err) != 1 {
+		t.Fatalf("lock --check of a stale lock: got %v (exit %d), want exit 1\n%s", err, exitCode(err), out)
+	}
+	for _, want := range []string{
+		lockPath + " is stale:",
+		"lockstep.lock: the declarations changed since the lock was written",
+		"lockstep.lock: the lock was resolved for Crossplane v2.1.0, not v1.13.0",
+		"Configuration configuration-demo (platform.yaml:1): declares tag v0.2.0, but the lock pins v0.1.0",
+		`lockstep.example/lockstep-examples/provider-demo: lockstep-examples-provider-demo v0.2.0 requires Crossplane ">=v1.14.0-0", which excludes v1.13.0`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := len(reg.Requests()); n != 0 {
+		t.Errorf("--check sent %d registry requests", n)
+	}
+	if now, _ := os.ReadFile(lockPath); string(now) != string(written) {
+		t.Errorf("--check modified the lock")
+	}
+
+	// lock follows the declaration; configuration-demo v0.2.0 needs
+	// provider-demo >=v0.2.0, which the kept pin satisfies.
+	out, err = run(t, append([]string{"lock"}, flags...)...)
+	if err != nil {
+		t.Fatalf("lock after the change: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "~ Configuration configuration-demo v0.1.0 (") || !strings.Contains(out, "2 pins kept from the lock") {
+		t.Errorf("lock after the change:\n%s", out)
+	}
+	if out, err := run(t, "lock", "--check", "--dir", dir); err != nil {
+		t.Errorf("check after relock: %v\n%s", err, out)
+	}
+}
+
+// TestLockCommandFlags: flag combinations the command refuses.
+func TestLockCommandFlags(t *testing.T) {
+	dir := t.TempDir()
+	cases := map[string]struct {
+		reason string
+		args   []string
+		want   string
+	}{
+		"PackagesWithoutUpdate": {
+			reason: "Package names only make sense with --update.",
+			args:   []string{"lock", "--dir", dir, "provider-nop"},
+			want:   "only accepted with --update",
+		},
+		"CheckAndUpdate": {
+			reason: "--check never resolves, so --update contradicts it.",
+			args:   []string{"lock", "--dir", dir, "--check", "--update"},
+			want:   "none of the others can be",
+		},
+		"CheckWithoutLock": {
+			reason: "--check without a lock is stale, exit 1.",
+			args:   []string{"lock", "--dir", dir, "--check"},
+			want:   "stale: 1 problem",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			out, err := run(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s\nlockstep %v: got %v, want an error containing %q\n%s", tc.reason, tc.args, err, tc.want, out)
+			}
+		})
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
