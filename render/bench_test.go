@@ -1,0 +1,146 @@
+package render
+
+import (
+	"io"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockstep-gitops/lockstep/sources/xpkg"
+)
+
+// monolithInput is the provider-upjet-aws v2.6.0 monolith (2,043 CRDs,
+// 98 MB of YAML) as one declared-with-defaults Provider.
+func monolithInput(b *testing.B) (Input, int) {
+	b.Helper()
+	built := build(b, upstream(b, "provider-aws-v2.6.0-monolith-allcrds"))
+	if n := built.contents.Summary().CRDs; n != 2043 {
+		b.Fatalf("monolith has %d CRDs, want 2043", n)
+	}
+	size := 0
+	for _, o := range built.contents.Objects {
+		size += len(o.Raw)
+	}
+	return Input{Namespace: "crossplane-system", Instance: "bench", Packages: []Package{{
+		Kind: xpkg.KindProvider, Name: "provider-aws", Source: "xpkg.upbound.io/upbound/provider-aws", Tag: "v2.6.0",
+		Digest: built.digest, Contents: built.contents,
+	}}}, size
+}
+
+// BenchmarkRenderMonolith renders the monolith. Besides ns/op it reports
+// the peak heap Render adds over the heap before it (peakheap-bytes, sampled
+// every millisecond from runtime/metrics), that peak as a multiple of the
+// package's compact JSON (peakheap/json), and the number of rendered
+// objects.
+func BenchmarkRenderMonolith(b *testing.B) {
+	in, size := monolithInput(b)
+	var peak uint64
+	objects := 0
+	for b.Loop() {
+		b.StopTimer()
+		runtime.GC()
+		base := heapObjectBytes()
+		stop := sampleHeap()
+		b.StartTimer()
+
+		out, err := Render(in)
+
+		b.StopTimer()
+		max := stop()
+		if err != nil {
+			b.Fatal(err)
+		}
+		objects = len(out.Objects())
+		runtime.KeepAlive(out)
+		if max > base && max-base > peak {
+			peak = max - base
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(peak), "peakheap-bytes")
+	b.ReportMetric(float64(peak)/float64(size), "peakheap/json")
+	b.ReportMetric(float64(size), "json-bytes")
+	b.ReportMetric(float64(objects), "objects")
+}
+
+// BenchmarkWriteYAMLMonolith writes the rendered monolith as a YAML stream
+// to io.Discard, reporting the peak heap the writing adds (peakheap-bytes).
+func BenchmarkWriteYAMLMonolith(b *testing.B) {
+	in, _ := monolithInput(b)
+	out, err := Render(in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var peak uint64
+	for b.Loop() {
+		b.StopTimer()
+		runtime.GC()
+		base := heapObjectBytes()
+		stop := sampleHeap()
+		b.StartTimer()
+
+		err := out.WriteYAML(io.Discard)
+
+		b.StopTimer()
+		max := stop()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if max > base && max-base > peak {
+			peak = max - base
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(peak), "peakheap-bytes")
+}
+
+// heapObjectBytes returns the bytes of heap memory occupied by objects, live
+// or not yet swept (runtime/metrics, no stop-the-world).
+func heapObjectBytes() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// sampleHeap samples heapObjectBytes every millisecond until the returned
+// function is called, which returns the largest sample.
+func sampleHeap() func() uint64 {
+	var (
+		mu   sync.Mutex
+		max  = heapObjectBytes()
+		done = make(chan struct{})
+		wg   sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if v := heapObjectBytes(); v > 0 {
+					mu.Lock()
+					if v > max {
+						max = v
+					}
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if v := heapObjectBytes(); v > max {
+			max = v
+		}
+		return max
+	}
+}

@@ -1,0 +1,47 @@
+// Package render turns locked packages into every Kubernetes object lockstep
+// applies, as a pure function: Render reads only its Input (the namespace,
+// the lockstep instance, the locked packages with their declarations and
+// parsed contents, the DeploymentRuntimeConfigs and ImageConfigs, and the
+// allowed provider permissions) and the same inputs, in any order, always
+// give byte-identical output.
+//
+// lockstep replaces Crossplane's package manager but keeps its API, so
+// render reproduces what Crossplane's controllers would create, following
+// ../shared/design/crossplane-package-manager.md ("the study") and issue 4:
+//
+//   - Records (§3, §4, §11): the pkg.crossplane.io/v1 Provider,
+//     Configuration or Function with spec.package pinned to source@digest and
+//     the tag in the lockstep.io/tag annotation, and one revision named
+//     <name[:50]>-<12 hex of the digest> (FriendlyID, §2.6, §3.4) labelled
+//     with its package and the package metadata's labels (a provider family
+//     label among them) and annotated with the metadata's annotations
+//     (seed 003). Both carry crossplane.io/paused: "true", which makes
+//     Crossplane's own controllers leave them alone.
+//   - Payload (§2.4, §4.2): the package's CRDs, XRDs, Compositions and other
+//     allowed objects verbatim apart from commonLabels, commonAnnotations
+//     and lockstep's labels; webhook configurations renamed and pointed at
+//     the package's Service, and CRDs with webhook conversion likewise, both
+//     asking for the CA bundle. Functions install no payload.
+//   - Runtime for Providers and Functions (§5): ServiceAccount, Service,
+//     Deployment (package-runtime first, Crossplane's defaults and forced
+//     fields, the image pinned by digest), TLS Secret requests, shaped by
+//     the DeploymentRuntimeConfig and ImageConfigs with Crossplane's
+//     precedence (§5.4, §6).
+//   - RBAC for Providers (§9): the aggregate-to-edit, aggregate-to-view and
+//     system ClusterRoles with sorted rules and family aggregation, and the
+//     ClusterRoleBinding to the runtime's ServiceAccount; v1-style
+//     permissionRequests are checked against an allow list.
+//
+// What only the cluster knows is left to apply as intents (see Output):
+// owner references (Object.Controller and Object.Owners), revision numbers,
+// CA bundles, TLS certificates and the revision UID. Object.Bind completes
+// an object once apply has them.
+//
+// Output.WriteYAML writes the objects as one YAML stream and Output.WriteDir
+// one file per package, grouped per package and sorted in the staged order
+// of fluxcd/pkg/ssa (CRDs, then cluster-scoped, then namespaced objects).
+//
+// Payload objects are kept as compact JSON and only their metadata is
+// decoded to add labels, so rendering a provider with thousands of CRDs
+// costs about the size of its package.yaml.
+package render
