@@ -7,20 +7,6 @@ import (
 // The commands below have their flags and help now; their behaviour arrives
 // with the issues named in each. Until then they exit with code 3 and say so.
 
-func newRenderCommand() *cobra.Command {
-	var reg registryFlags
-	var dir string
-	cmd := &cobra.Command{
-		Use:     "render",
-		Short:   "Print every object lockstep would apply, byte-identical for the same inputs",
-		Example: `  lockstep render --dir clusters/prod -o -`,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return errNotImplemented("lockstep render") },
-	}
-	cmd.Flags().StringVar(&dir, "dir", ".", "directory of declarations and lockstep.lock")
-	reg.register(cmd)
-	return cmd
-}
-
 func newApplyCommand() *cobra.Command {
 	var reg registryFlags
 	var cl clusterFlags

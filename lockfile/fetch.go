@@ -1,0 +1,71 @@
+package lockfile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/google/go-containerregistry/pkg/name"
+)
+
+// Fetch returns the contents of every locked package, keyed by Entry.Source,
+// read by its pinned digest through reg: from the cache when present,
+// otherwise pulled once. It never resolves a tag: what is installed is what
+// the lock pins. Calls run in parallel, at most opts.Jobs at once (DefaultJobs
+// when 0); hosts in opts.InsecureRegistries are reached over plain HTTP. The
+// error names every package that could not be read.
+func Fetch(ctx context.Context, lock *Lock, reg Registry, opts Options) (map[string]*Fetched, error) {
+	jobs := opts.Jobs
+	if jobs <= 0 {
+		jobs = DefaultJobs
+	}
+	var (
+		mu   sync.Mutex
+		out  = make(map[string]*Fetched, len(lock.Packages))
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, jobs)
+	)
+	for i := range lock.Packages {
+		e := &lock.Packages[i]
+		var nopts []name.Option
+		if host, _, _ := strings.Cut(e.Source, "/"); slices.Contains(opts.InsecureRegistries, host) {
+			nopts = append(nopts, name.Insecure)
+		}
+		ref, err := name.NewDigest(e.Source+"@"+e.Digest, nopts...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", e, err))
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", e, ctx.Err()))
+				mu.Unlock()
+				return
+			}
+			f, err := reg.Package(ctx, ref)
+			<-sem
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", e, err))
+				return
+			}
+			out[e.Source] = f
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		return nil, fmt.Errorf("cannot read the locked packages: %w", errors.Join(errs...))
+	}
+	return out, nil
+}
