@@ -32,7 +32,7 @@ build: ## build bin/lockstep
 # from go.etcd.io/etcd/server/v3/etcdmain, built in tools/k8s, a module of its
 # own so the kubernetes dependency graph stays out of lockstep's go.mod.
 # Each binary is built only when it is missing.
-testbin: $(K8S_BIN)/kube-apiserver $(K8S_BIN)/etcd ## build the test control plane into bin/k8s
+testbin: $(K8S_BIN)/kube-apiserver $(K8S_BIN)/etcd $(K8S_BIN)/kube-controller-manager $(K8S_BIN)/kube-scheduler $(K8S_BIN)/kwok $(K8S_BIN)/kwok-stages.yaml ## build the test control plane into bin/k8s
 
 $(K8S_BIN)/kube-apiserver:
 	@mkdir -p $(K8S_BIN)
@@ -41,6 +41,24 @@ $(K8S_BIN)/kube-apiserver:
 $(K8S_BIN)/etcd:
 	@mkdir -p $(K8S_BIN)
 	cd tools/k8s && $(GO) build -trimpath -ldflags "-s -w" -o $@ ./etcd
+
+# kube-controller-manager and kube-scheduler give Deployments ReplicaSets and
+# scheduled pods; kwok plays the kubelet on a simulated node, so Available is
+# real. kwok needs its stage configs, which ship in its module.
+$(K8S_BIN)/kube-controller-manager $(K8S_BIN)/kube-scheduler:
+	@mkdir -p $(K8S_BIN)
+	cd tools/k8s && $(GO) build -trimpath -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/$(notdir $@)
+
+KWOK_VERSION := v0.8.0
+$(K8S_BIN)/kwok:
+	@mkdir -p $(K8S_BIN)
+	GOBIN=$(K8S_BIN) $(GO) install -trimpath -ldflags "-s -w" sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
+
+$(K8S_BIN)/kwok-stages.yaml:
+	@mkdir -p $(K8S_BIN)
+	dir=$$($(GO) mod download -json sigs.k8s.io/kwok@$(KWOK_VERSION) | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'); \
+	for f in node/fast/node-initialize.yaml pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do \
+	  echo "---"; cat "$$dir/kustomize/stage/$$f"; done > $@.tmp && mv $@.tmp $@
 
 vet: ## go vet
 	$(GO) vet ./...
