@@ -23,7 +23,7 @@
 //     version constraints (design §2.5). Pins of a previous lock are kept
 //     while they still satisfy every constraint.
 //   - Check finds every way a lock is stale without the network.
-//   - ToDNSLabel and DependencyName give dependencies the names Crossplane
+//   - DependencyName (xpkg.ToDNSLabel of the repository path) gives dependencies the names Crossplane
 //     gives them (design §2.6, §10.3), which real Compositions rely on.
 //
 // Decisions where Crossplane or the seeds are silent:

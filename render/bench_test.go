@@ -1,12 +1,11 @@
 package render
 
 import (
+	"github.com/lockstep-gitops/lockstep/test/memstat"
+
 	"io"
 	"runtime"
-	"runtime/metrics"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/lockstep-gitops/lockstep/sources/xpkg"
 )
@@ -41,8 +40,8 @@ func BenchmarkRenderMonolith(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		runtime.GC()
-		base := heapObjectBytes()
-		stop := sampleHeap()
+		base := memstat.HeapObjectBytes()
+		stop := memstat.SamplePeak()
 		b.StartTimer()
 
 		out, err := Render(in)
@@ -77,8 +76,8 @@ func BenchmarkWriteYAMLMonolith(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		runtime.GC()
-		base := heapObjectBytes()
-		stop := sampleHeap()
+		base := memstat.HeapObjectBytes()
+		stop := memstat.SamplePeak()
 		b.StartTimer()
 
 		err := out.WriteYAML(io.Discard)
@@ -94,53 +93,4 @@ func BenchmarkWriteYAMLMonolith(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(peak), "peakheap-bytes")
-}
-
-// heapObjectBytes returns the bytes of heap memory occupied by objects, live
-// or not yet swept (runtime/metrics, no stop-the-world).
-func heapObjectBytes() uint64 {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
-
-// sampleHeap samples heapObjectBytes every millisecond until the returned
-// function is called, which returns the largest sample.
-func sampleHeap() func() uint64 {
-	var (
-		mu   sync.Mutex
-		max  = heapObjectBytes()
-		done = make(chan struct{})
-		wg   sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if v := heapObjectBytes(); v > 0 {
-					mu.Lock()
-					if v > max {
-						max = v
-					}
-					mu.Unlock()
-				}
-			}
-		}
-	}()
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		if v := heapObjectBytes(); v > max {
-			max = v
-		}
-		return max
-	}
 }

@@ -2,6 +2,8 @@ package render
 
 import (
 	"strings"
+
+	"github.com/lockstep-gitops/lockstep/sources/xpkg"
 )
 
 // Labels and annotations render writes. The pkg.crossplane.io keys are
@@ -85,37 +87,13 @@ const (
 	digestHexInRevision = 12
 )
 
-// ToDNSLabel converts s to a DNS label the way Crossplane's xpkg.ToDNSLabel
-// does (study §2.6): it keeps the bytes a-z and 0-9, turns '.', '/', ':'
-// and '-' into '-' except at index 0, at index 62 and at the last index,
-// drops every other byte (upper-case letters included), stops after index
-// 62, and trims '-' from both ends. The result has at most 63 bytes.
-func ToDNSLabel(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
-			b.WriteByte(c)
-		case c == '.' || c == '/' || c == ':' || c == '-':
-			if i != 0 && i != 62 && i != len(s)-1 {
-				b.WriteByte('-')
-			}
-		}
-		if i == 62 {
-			break
-		}
-	}
-	return strings.Trim(b.String(), "-")
-}
-
 // FriendlyID returns Crossplane's name for the revision of package name at
 // the digest whose hex (without "sha256:") is hex: ToDNSLabel of the first 50
 // bytes of name, a '-', and the first 12 bytes of hex (study §2.6, §3.4; the
 // release behaviour, v1.x to v2.3). For example provider-nop at
 // sha256:ecc25c121431… gives provider-nop-ecc25c121431.
 func FriendlyID(name, hex string) string {
-	return ToDNSLabel(truncate(name, maxNameInRevision) + "-" + truncate(hex, digestHexInRevision))
+	return xpkg.ToDNSLabel(truncate(name, maxNameInRevision) + "-" + truncate(hex, digestHexInRevision))
 }
 
 func truncate(s string, n int) string {

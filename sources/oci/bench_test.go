@@ -1,14 +1,14 @@
 package oci_test
 
 import (
+	"github.com/lockstep-gitops/lockstep/test/memstat"
+
 	"context"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
-	"sync"
 	"testing"
-	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -69,7 +69,7 @@ func BenchmarkPackage(b *testing.B) {
 						c := client(b, options(reg), cacheDir)
 						runtime.GC()
 						base := heapBytes()
-						stop := sampleHeap()
+						stop := memstat.SamplePeak()
 						b.StartTimer()
 
 						f, err := c.Package(context.Background(), ref)
@@ -105,37 +105,4 @@ func heapBytes() uint64 {
 	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	metrics.Read(s)
 	return s[0].Value.Uint64()
-}
-
-// sampleHeap samples heapBytes every millisecond until the returned function
-// is called, which returns the largest sample.
-func sampleHeap() func() uint64 {
-	var (
-		mu      sync.Mutex
-		highest = heapBytes()
-		done    = make(chan struct{})
-		wg      sync.WaitGroup
-	)
-	wg.Go(func() {
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				v := heapBytes()
-				mu.Lock()
-				highest = max(highest, v)
-				mu.Unlock()
-			}
-		}
-	})
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		return highest
-	}
 }

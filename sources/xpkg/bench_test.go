@@ -1,14 +1,13 @@
 package xpkg
 
 import (
+	"github.com/lockstep-gitops/lockstep/test/memstat"
+
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/metrics"
-	"sync"
 	"testing"
-	"time"
 )
 
 // BenchmarkParseMonolith parses the package.yaml of the largest real package
@@ -48,8 +47,8 @@ func BenchmarkParseMonolith(b *testing.B) {
 			b.Fatal(err)
 		}
 		runtime.GC()
-		base := heapObjectBytes()
-		stop := sampleHeap()
+		base := memstat.HeapObjectBytes()
+		stop := memstat.SamplePeak()
 		b.StartTimer()
 
 		p, err := Parse(f)
@@ -76,53 +75,4 @@ func BenchmarkParseMonolith(b *testing.B) {
 	b.ReportMetric(float64(peak)/float64(size), "peakheap/size")
 	b.ReportMetric(float64(size), "yaml-bytes")
 	b.ReportMetric(float64(jsonBytes), "json-bytes")
-}
-
-// heapObjectBytes returns the bytes of heap memory occupied by objects, live
-// or not yet swept, from runtime/metrics (no stop-the-world).
-func heapObjectBytes() uint64 {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
-
-// sampleHeap samples heapObjectBytes every millisecond until the returned
-// function is called, which returns the largest sample.
-func sampleHeap() func() uint64 {
-	var (
-		mu   sync.Mutex
-		max  = heapObjectBytes()
-		done = make(chan struct{})
-		wg   sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				v := heapObjectBytes()
-				mu.Lock()
-				if v > max {
-					max = v
-				}
-				mu.Unlock()
-			}
-		}
-	}()
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		v := heapObjectBytes()
-		mu.Lock()
-		defer mu.Unlock()
-		if v > max {
-			max = v
-		}
-		return max
-	}
 }

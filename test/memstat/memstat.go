@@ -1,0 +1,62 @@
+// Package memstat measures peak heap use in benchmarks: the figure the
+// memory targets of lockstep's issues are stated in (peak heap as a multiple
+// of a package.yaml's size).
+package memstat
+
+import (
+	"runtime/metrics"
+	"sync"
+	"time"
+)
+
+// HeapObjectBytes returns the bytes of heap memory occupied by objects, live
+// or not yet swept, from runtime/metrics (no stop-the-world).
+func HeapObjectBytes() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// SamplePeak samples HeapObjectBytes every millisecond until the returned
+// function is called; that function stops the sampling and returns the
+// largest sample in bytes, including one taken when it is called. Subtract
+// a HeapObjectBytes reading taken before (after runtime.GC) to get what the
+// measured code added.
+func SamplePeak() (stop func() uint64) {
+	var (
+		mu   sync.Mutex
+		max  = HeapObjectBytes()
+		done = make(chan struct{})
+		wg   sync.WaitGroup
+	)
+	record := func() {
+		v := HeapObjectBytes()
+		mu.Lock()
+		if v > max {
+			max = v
+		}
+		mu.Unlock()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				record()
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		wg.Wait()
+		record()
+		mu.Lock()
+		defer mu.Unlock()
+		return max
+	}
+}
