@@ -7,6 +7,12 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
@@ -64,6 +70,7 @@ package digests that were reviewed.`,
 	root.AddCommand(
 		newXpkgCommand(),
 		newLockCommand(),
+		newUpdateCommand(),
 		newRenderCommand(),
 		newApplyCommand(),
 		newStatusCommand(),
@@ -93,4 +100,34 @@ func exitCode(err error) int {
 // errNotImplemented marks a command whose behaviour a later issue delivers.
 func errNotImplemented(what string) error {
 	return &exitError{code: 3, err: fmt.Errorf("%s is not implemented yet", what)}
+}
+
+// restConfig returns the cluster's rest.Config: --kubeconfig when given,
+// otherwise $KUBECONFIG, ~/.kube/config or the in-cluster config, as
+// kubectl finds them.
+func (f *clusterFlags) restConfig() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if f.kubeconfig != "" {
+		rules.ExplicitPath = f.kubeconfig
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("cannot load a kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	cfg.UserAgent = "lockstep/" + version
+	return cfg, nil
+}
+
+// newClient returns a controller-runtime client on cfg whose scheme knows
+// the built-in types; lockstep reads Crossplane's kinds as unstructured.
+func newClient(cfg *rest.Config) (client.Client, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: s})
 }

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockstep-gitops/lockstep/lockfile"
+	"github.com/lockstep-gitops/lockstep/sources/git"
+	"github.com/lockstep-gitops/lockstep/sources/oci"
+	"github.com/lockstep-gitops/lockstep/sources/update"
+)
+
+// gitFlags are the flags of every command that reads the Git source: update
+// and the agent.
+type gitFlags struct {
+	url, ref, path string
+	cacheDir       string
+	secretDir      string
+	identity       string
+	knownHosts     string
+	username       string
+	passwordFile   string
+	tokenFile      string
+	caFile         string
+	insecureHTTP   bool
+}
+
+func (f *gitFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.url, "git-url", "", "`URL` of the Git repository: https://, ssh://, git@host:org/repo.git or file://")
+	fl.StringVar(&f.ref, "git-ref", "main", "branch, tag or full commit hash to watch (empty: the remote's default branch)")
+	fl.StringVar(&f.path, "git-path", ".", "directory of declarations and lockstep.lock inside the repository")
+	fl.StringVar(&f.cacheDir, "git-cache-dir", "", "`DIR` for the Git checkouts (default: a git directory in --cache-dir)")
+	fl.StringVar(&f.secretDir, "git-secret-dir", "", "`DIR` of a mounted Git credentials Secret with Flux's keys (identity, known_hosts, username, password, bearerToken, caFile)")
+	fl.StringVar(&f.identity, "git-ssh-key", "", "SSH private key `FILE` (its passphrase goes in --git-password-file)")
+	fl.StringVar(&f.knownHosts, "git-known-hosts", "", "known_hosts `FILE` for SSH; required with an SSH URL")
+	fl.StringVar(&f.username, "git-username", "", "HTTPS basic-auth user `NAME`")
+	fl.StringVar(&f.passwordFile, "git-password-file", "", "`FILE` holding the HTTPS password, or the SSH key's passphrase")
+	fl.StringVar(&f.tokenFile, "git-bearer-token-file", "", "`FILE` holding an HTTPS bearer token")
+	fl.StringVar(&f.caFile, "git-ca-file", "", "PEM `FILE` of CA certificates to trust for HTTPS")
+	fl.BoolVar(&f.insecureHTTP, "git-insecure-http", false, "allow sending credentials over a plain http:// URL")
+}
+
+// source builds the Git source: the Secret directory first, then the
+// individual flags over it. cacheDir is the registry cache directory, under
+// which the checkouts go unless --git-cache-dir says otherwise.
+func (f *gitFlags) source(cacheDir string) (git.Source, error) {
+	if f.url == "" {
+		return git.Source{}, fmt.Errorf("--git-url is required")
+	}
+	var auth git.Auth
+	if f.secretDir != "" {
+		a, err := git.AuthFromDir(f.secretDir)
+		if err != nil {
+			return git.Source{}, fmt.Errorf("--git-secret-dir: %w", err)
+		}
+		auth = a
+	}
+	read := func(flag, path string) ([]byte, error) {
+		if path == "" {
+			return nil, nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", flag, err)
+		}
+		return b, nil
+	}
+	for _, r := range []struct {
+		flag, path string
+		set        func([]byte)
+	}{
+		{"--git-ssh-key", f.identity, func(b []byte) { auth.Identity = b }},
+		{"--git-known-hosts", f.knownHosts, func(b []byte) { auth.KnownHosts = b }},
+		{"--git-password-file", f.passwordFile, func(b []byte) { auth.Password = strings.TrimRight(string(b), "\r\n") }},
+		{"--git-bearer-token-file", f.tokenFile, func(b []byte) { auth.BearerToken = strings.TrimSpace(string(b)) }},
+		{"--git-ca-file", f.caFile, func(b []byte) { auth.CAFile = b }},
+	} {
+		b, err := read(r.flag, r.path)
+		if err != nil {
+			return git.Source{}, err
+		}
+		if b != nil {
+			r.set(b)
+		}
+	}
+	if f.username != "" {
+		auth.Username = f.username
+	}
+	dir := f.cacheDir
+	if dir == "" {
+		dir = filepath.Join(cacheDir, "git")
+	}
+	src := git.Source{URL: f.url, Ref: f.ref, Path: f.path, Auth: auth, CacheDir: dir, InsecureHTTP: f.insecureHTTP}
+	return src, src.Validate()
+}
+
+// updateFlags are the --update-* flags: how a poll writes back. `lockstep
+// update` registers them with the Git and registry flags; the agent adds
+// them to its own for its scheduled polls.
+type updateFlags struct {
+	mode            string
+	branch          string
+	dependencies    bool
+	author          string
+	committer       string
+	signingKey      string
+	signingPassFile string
+}
+
+func (f *updateFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.mode, "update-mode", string(update.ModeBranch), "where a new lock goes: branch (commit on --update-branch, rewritten with each proposal), commit (push to the watched branch) or off (report only)")
+	fl.StringVar(&f.branch, "update-branch", update.DefaultBranch, "branch that holds the proposed lock in branch mode")
+	fl.BoolVar(&f.dependencies, "update-dependencies", false, "also move dependencies to the newest version inside their dependents' semver ranges")
+	fl.StringVar(&f.author, "update-author", update.DefaultAuthor.Name+" <"+update.DefaultAuthor.Email+">", "commit author, \"Name <email>\"")
+	fl.StringVar(&f.committer, "update-committer", "", "commit committer, \"Name <email>\" (default: the author)")
+	fl.StringVar(&f.signingKey, "update-signing-key", "", "armored OpenPGP private key `FILE` to sign commits with")
+	fl.StringVar(&f.signingPassFile, "update-signing-passphrase-file", "", "`FILE` holding the signing key's passphrase")
+}
+
+// options returns the Updater options the flags describe, reaching
+// registries as reg says with at most jobs calls at once.
+func (f *updateFlags) options(reg registryFlags, jobs int) (update.Options, error) {
+	mode, err := update.ParseMode(f.mode)
+	if err != nil {
+		return update.Options{}, fmt.Errorf("--update-mode: %w", err)
+	}
+	author, err := update.ParseSignature(f.author)
+	if err != nil {
+		return update.Options{}, fmt.Errorf("--update-author: %w", err)
+	}
+	var committer git.Signature
+	if f.committer != "" {
+		if committer, err = update.ParseSignature(f.committer); err != nil {
+			return update.Options{}, fmt.Errorf("--update-committer: %w", err)
+		}
+	}
+	opts := update.Options{
+		Mode:               mode,
+		Branch:             f.branch,
+		UpdateDependencies: f.dependencies,
+		Author:             author,
+		Committer:          committer,
+		Registry:           reg.options(),
+		Jobs:               jobs,
+	}
+	if f.signingKey != "" {
+		armored, err := os.ReadFile(f.signingKey)
+		if err != nil {
+			return update.Options{}, fmt.Errorf("--update-signing-key: %w", err)
+		}
+		var pass []byte
+		if f.signingPassFile != "" {
+			if pass, err = os.ReadFile(f.signingPassFile); err != nil {
+				return update.Options{}, fmt.Errorf("--update-signing-passphrase-file: %w", err)
+			}
+			pass = []byte(strings.TrimRight(string(pass), "\r\n"))
+		}
+		if opts.SignKey, err = update.ReadSigningKey(armored, pass); err != nil {
+			return update.Options{}, fmt.Errorf("--update-signing-key %s: %w", f.signingKey, err)
+		}
+	}
+	if opts.Cache, err = oci.NewCache(reg.cacheDir); err != nil {
+		return update.Options{}, err
+	}
+	return opts, nil
+}
+
+func newUpdateCommand() *cobra.Command {
+	var (
+		gf   gitFlags
+		reg  registryFlags
+		uf   updateFlags
+		jobs int
+	)
+	cmd := &cobra.Command{
+		Use:   "update",
+		Short: "Poll registries once for new digests and propose the new lockstep.lock as a Git commit",
+		Long: `update checks out the Git repository (--git-url, --git-ref, --git-path), polls
+the registries once and writes the result back to Git, then exits: the job the
+agent runs on --update-schedule, for teams that run it in CI instead.
+
+What is polled follows Crossplane's packagePullPolicy: a declaration with
+packagePullPolicy: Always has its tag checked for a new digest (one HEAD per
+tag: a channel tag like latest, or a re-pushed semver tag); IfNotPresent and
+Never are never checked, and a digest reference never changes. With
+--update-dependencies, dependencies whose dependents ask for semver ranges are
+checked for newer versions inside the ranges (one tag list per dependency).
+
+When something moved, the new lock is resolved exactly as
+"lockstep lock --update PACKAGE..." resolves it for those packages, and:
+  --update-mode branch  commits it on --update-branch, based on the watched
+                        head, rewriting the branch with each new proposal so
+                        one pull request tracks the latest state (default)
+  --update-mode commit  pushes it to the watched branch
+  --update-mode off     only reports it
+The commit message lists each changed package with its old and new version
+and digest and why. Nothing is committed when nothing changed or the branch
+already holds the lock; a watched branch that moved before the push is handled
+by redoing the update on its new head. Registry or Git failures commit nothing
+and exit 1.`,
+		Example: `  lockstep update --git-url https://github.com/acme/platform --git-path clusters/prod \
+    --git-secret-dir /var/run/secrets/git --update-author "Platform Bot <bot@acme.example>"
+  lockstep update --git-url git@github.com:acme/platform.git --git-ssh-key ~/.ssh/id_ed25519 \
+    --git-known-hosts ~/.ssh/known_hosts --update-dependencies --update-mode off`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			src, err := gf.source(reg.cacheDir)
+			if err != nil {
+				return err
+			}
+			opts, err := uf.options(reg, jobs)
+			if err != nil {
+				return err
+			}
+			u, err := update.New(src, opts)
+			if err != nil {
+				return err
+			}
+			res, err := u.Poll(cmd.Context())
+			printUpdate(cmd.OutOrStdout(), gf.url, res)
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			return nil
+		},
+	}
+	gf.register(cmd)
+	reg.register(cmd)
+	uf.register(cmd)
+	cmd.Flags().IntVar(&jobs, "jobs", lockfile.DefaultJobs, "registry calls run in parallel at most")
+	return cmd
+}
+
+// printUpdate writes what a poll did.
+func printUpdate(out io.Writer, url string, res *update.Result) {
+	if res.Revision != "" {
+		fmt.Fprintf(out, "polled %s at %s (%s): %d %s\n", git.RedactURL(url), res.Revision, res.LockPath, len(res.Checks), plural(len(res.Checks), "check", "checks"))
+	}
+	for _, s := range res.Skipped {
+		fmt.Fprintf(out, "  skipped %s: registry %s backs off until %s\n", s.Check.Source, s.Registry, s.Until.Format("15:04:05"))
+	}
+	for _, c := range res.Changes {
+		fmt.Fprintf(out, "  ~ %s\n", c)
+	}
+	if res.Outcome != update.Failed {
+		fmt.Fprintln(out, res.Summary())
+	}
+	fmt.Fprintln(out, res.Requests)
+}
