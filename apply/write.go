@@ -1,0 +1,133 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/fluxcd/pkg/ssa/utils"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ssaApply server-side applies u as manager, with force (the manager owns
+// what it applies, as in fluxcd/pkg/ssa), and returns the object the API
+// server answered with. dryRun, or a dry-run Manager, sends a server-side
+// dry-run, which is not counted as a write.
+func (r *run) ssaApply(ctx context.Context, u *unstructured.Unstructured, manager string, dryRun bool) (*unstructured.Unstructured, error) {
+	obj := u.DeepCopy()
+	opts := []client.ApplyOption{client.FieldOwner(manager), client.ForceOwnership}
+	if dryRun || r.opts.DryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	if err := r.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), opts...); err != nil {
+		return nil, err
+	}
+	if !dryRun {
+		r.wrote()
+	}
+	return obj, nil
+}
+
+// ssaApplyStatus server-side applies u's status through the status
+// subresource as StatusFieldManager.
+func (r *run) ssaApplyStatus(ctx context.Context, u *unstructured.Unstructured) error {
+	obj := u.DeepCopy()
+	opts := []client.SubResourceApplyOption{client.FieldOwner(StatusFieldManager), client.ForceOwnership}
+	if r.opts.DryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	if err := r.c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), opts...); err != nil {
+		return fmt.Errorf("%s: cannot write status: %w", utils.FmtUnstructured(u), err)
+	}
+	r.wrote()
+	return nil
+}
+
+// setDesiredState server-side applies spec.desiredState of a revision as
+// manager, leaving every other field to its owners.
+func (r *run) setDesiredState(ctx context.Context, rev *unstructured.Unstructured, state, manager string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": rev.GetAPIVersion(),
+		"kind":       rev.GetKind(),
+		"metadata":   map[string]any{"name": rev.GetName()},
+		"spec":       map[string]any{"desiredState": state},
+	}}
+	out, err := r.ssaApply(ctx, u, manager, false)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: cannot set spec.desiredState to %s: %w", rev.GetKind(), rev.GetName(), state, err)
+	}
+	return out, nil
+}
+
+// jsonPatchOp is one RFC 6902 operation.
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// patchOwnerReferences replaces the owner references of the live object
+// obj with refs, guarded by a test of its resourceVersion so that a
+// concurrent change fails the patch instead of being overwritten. It is how
+// lockstep releases control of objects it does not re-apply in full (a
+// payload object a newer revision dropped, a stale controller reference)
+// and orphans definitions it prunes: a server-side apply of only the owner
+// references would drop every other field lockstep owns.
+func (r *run) patchOwnerReferences(ctx context.Context, obj client.Object, refs []metav1.OwnerReference) error {
+	ops := []jsonPatchOp{{Op: "test", Path: "/metadata/resourceVersion", Value: obj.GetResourceVersion()}}
+	if len(refs) == 0 {
+		ops = append(ops, jsonPatchOp{Op: "remove", Path: "/metadata/ownerReferences"})
+	} else {
+		ops = append(ops, jsonPatchOp{Op: "replace", Path: "/metadata/ownerReferences", Value: refs})
+	}
+	b, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	opts := []client.PatchOption{client.FieldOwner(FieldManager)}
+	if r.opts.DryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	target := &unstructured.Unstructured{}
+	target.SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
+	target.SetName(obj.GetName())
+	target.SetNamespace(obj.GetNamespace())
+	if err := r.c.Patch(ctx, target, client.RawPatch(types.JSONPatchType, b), opts...); err != nil {
+		return err
+	}
+	r.wrote()
+	return nil
+}
+
+// deleteObject deletes obj if its UID is still uid (a precondition, so a
+// recreated object of the same name survives), in the background (the
+// garbage collector removes its dependents). A missing object is not an
+// error. A dry-run Manager deletes nothing.
+func (r *run) deleteObject(ctx context.Context, obj client.Object, uid types.UID) error {
+	if r.opts.DryRun {
+		return nil
+	}
+	opts := []client.DeleteOption{client.PropagationPolicy(metav1.DeletePropagationBackground)}
+	if uid != "" {
+		opts = append(opts, client.Preconditions{UID: &uid})
+	}
+	err := r.c.Delete(ctx, obj, opts...)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	r.wrote()
+	r.deletedMu.Lock()
+	if r.deleted == nil {
+		r.deleted = map[string]bool{}
+	}
+	r.deleted[idFor(obj.GetNamespace(), obj.GetName(), obj.GetObjectKind().GroupVersionKind().GroupKind())] = true
+	r.deletedMu.Unlock()
+	return nil
+}
