@@ -72,6 +72,7 @@ package digests that were reviewed.`,
 		newLockCommand(),
 		newUpdateCommand(),
 		newRenderCommand(),
+		newDiffCommand(),
 		newApplyCommand(),
 		newStatusCommand(),
 		newActivateCommand(),
@@ -95,11 +96,6 @@ func exitCode(err error) int {
 		return ee.code
 	}
 	return 1
-}
-
-// errNotImplemented marks a command whose behaviour a later issue delivers.
-func errNotImplemented(what string) error {
-	return &exitError{code: 3, err: fmt.Errorf("%s is not implemented yet", what)}
 }
 
 // restConfig returns the cluster's rest.Config: --kubeconfig when given,

@@ -117,14 +117,3 @@ func TestXpkgPush(t *testing.T) {
 		t.Errorf("push to a plain-HTTP registry without --insecure succeeded")
 	}
 }
-
-// TestLaterCommandsSayNotImplemented keeps the unfinished commands honest:
-// they exit 3 and say so rather than pretend to work.
-func TestLaterCommandsSayNotImplemented(t *testing.T) {
-	for _, c := range []string{"apply", "status", "agent"} {
-		_, err := run(t, c)
-		if err == nil || exitCode(err) != 3 || !strings.Contains(err.Error(), "not implemented") {
-			t.Errorf("lockstep %s: got %v (exit %d), want exit 3 'not implemented'", c, err, exitCode(err))
-		}
-	}
-}

@@ -173,3 +173,35 @@ func Context(tb testing.TB, timeout time.Duration) context.Context {
 	tb.Cleanup(cancel)
 	return ctx
 }
+
+// KubeConfig returns a kubeconfig for a new cluster-admin user of the
+// control plane, for processes such as the lockstep CLI in the demo.
+func (e *Env) KubeConfig(user string) ([]byte, error) {
+	u, err := e.env.ControlPlane.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("cannot add a control-plane user: %w", err)
+	}
+	return u.KubeConfig()
+}
+
+// Dedicated starts a control plane of the test's own and stops it when the
+// test ends: for tests whose cluster-scoped objects (CRDs, packages) would
+// collide with other tests' on a Shared one. It skips and fails like Shared.
+func Dedicated(tb testing.TB) *Env {
+	tb.Helper()
+	e, err := Start()
+	if err != nil {
+		if os.Getenv(AssetsEnv) == "" && os.Getenv("CI") == "" {
+			if _, aerr := AssetsDir(); aerr != nil {
+				tb.Skipf("no test control plane: %v", aerr)
+			}
+		}
+		tb.Fatalf("test control plane: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := e.Stop(); err != nil {
+			tb.Logf("stopping the test control plane: %v", err)
+		}
+	})
+	return e
+}

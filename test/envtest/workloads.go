@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // KwokNodeName is the simulated node that StartWorkloads creates.
@@ -46,11 +45,7 @@ func (e *Env) StartWorkloads(ctx context.Context) (*Workloads, error) {
 			return nil, fmt.Errorf("%s: missing %s (run `make testbin`)", assets, b)
 		}
 	}
-	user, err := e.env.ControlPlane.AddUser(envtest.User{Name: "lockstep-workloads", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return nil, fmt.Errorf("cannot add a control-plane user: %w", err)
-	}
-	kc, err := user.KubeConfig()
+	kc, err := e.KubeConfig("lockstep-workloads")
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +87,8 @@ func (e *Env) StartWorkloads(ctx context.Context) (*Workloads, error) {
 		}
 		w.procs = append(w.procs, cmd)
 	}
-	if err := e.Client.Create(ctx, kwokNode()); err != nil {
+	// A node left by an earlier StartWorkloads on the same Env is reused.
+	if err := e.Client.Create(ctx, kwokNode()); client.IgnoreAlreadyExists(err) != nil {
 		w.Stop()
 		return nil, fmt.Errorf("register the simulated node: %w", err)
 	}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/apply"
+	"github.com/lockstep-gitops/lockstep/sources/xpkg"
+)
+
+func newActivateCommand() *cobra.Command {
+	var (
+		cl   clusterFlags
+		kind string
+	)
+	cmd := &cobra.Command{
+		Use:   "activate PACKAGE [REVISION]",
+		Short: "Activate a revision of a package with revisionActivationPolicy Manual",
+		Long: `activate sets spec.desiredState: Active on a revision of PACKAGE, as a
+kubectl patch would: REVISION defaults to the package's current revision, the
+one of its locked digest. The next lockstep apply (or the agent's next
+reconcile) hands the payload to it, starts its runtime and makes the revision
+that was Active Inactive. Only the current revision can be activated; to roll
+back, pin the older digest in lockstep.lock. PACKAGE is a name, or Kind/name
+when several kinds have a package of that name.`,
+		Example: `  lockstep activate provider-nop
+  lockstep activate Provider/provider-nop provider-nop-1a2b3c4d5e6f`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := cl.restConfig()
+			if err != nil {
+				return err
+			}
+			c, err := newClient(cfg)
+			if err != nil {
+				return err
+			}
+			name := args[0]
+			if k, n, ok := strings.Cut(name, "/"); ok {
+				kind, name = k, n
+			}
+			k, err := packageKind(cmd.Context(), c, kind, name)
+			if err != nil {
+				return err
+			}
+			revision := ""
+			if len(args) == 2 {
+				revision = args[1]
+			}
+			rev, err := apply.Activate(cmd.Context(), c, k, name, revision)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%sRevision %s of %s %s is Active; the next lockstep apply (or the agent's next reconcile) hands it the payload and starts its runtime\n", k, rev, k, name)
+			return nil
+		},
+	}
+	cl.register(cmd)
+	cmd.Flags().StringVar(&kind, "kind", "", "the package kind (Provider, Configuration or Function) when the name is ambiguous")
+	return cmd
+}
+
+// packageKind returns the kind of the package named name: kind when given,
+// otherwise the one kind that has a package of that name.
+func packageKind(ctx context.Context, c client.Client, kind, name string) (xpkg.Kind, error) {
+	kinds := []xpkg.Kind{xpkg.KindProvider, xpkg.KindConfiguration, xpkg.KindFunction}
+	if kind != "" {
+		for _, k := range kinds {
+			if strings.EqualFold(string(k), kind) {
+				return k, nil
+			}
+		}
+		return "", fmt.Errorf("kind %q is not Provider, Configuration or Function", kind)
+	}
+	var found []xpkg.Kind
+	for _, k := range kinds {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: xpkg.PackageGroup, Version: "v1", Kind: string(k)})
+		err := c.Get(ctx, client.ObjectKey{Name: name}, u)
+		switch {
+		case err == nil:
+			found = append(found, k)
+		case !apierrors.IsNotFound(err):
+			return "", fmt.Errorf("cannot read %s %s: %w", k, name, err)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("no Provider, Configuration or Function is named %s", name)
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("%s names a %s and a %s: say which with Kind/%s or --kind", name, found[0], found[1], name)
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+
+	"github.com/lockstep-gitops/lockstep/agent"
+	"github.com/lockstep-gitops/lockstep/apply"
+	"github.com/lockstep-gitops/lockstep/sources/update"
+)
+
+type agentFlags struct {
+	render      renderFlags
+	git         gitFlags
+	cluster     clusterFlags
+	interval    time.Duration
+	pruneCRDs   string
+	once        bool
+	leaderElect bool
+	leaseName   string
+	probeAddr   string
+	metricsAddr string
+	update      updateFlags
+	schedule    string
+}
+
+func newAgentCommand() *cobra.Command {
+	f := &agentFlags{}
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run in the cluster: watch a Git repository and keep the cluster equal to it",
+		Long: `agent watches --git-url at --git-ref and keeps the cluster equal to the
+declarations and lockstep.lock under --git-path. On every new commit it checks
+the lock (a stale or invalid lock, or bad declarations, stall the sync and
+leave the last good state applied: lockstep never resolves versions in the
+cluster), reads the locked packages by digest, renders and applies them. On
+every --interval, even without a new commit, it re-applies to correct drift.
+It reports on the Sync object named --instance in --namespace
+(kubectl get syncs.lockstep.io -A), as Events, and as Prometheus metrics.`,
+		Example: `  lockstep agent --git-url https://github.com/acme/platform --git-ref main --git-path clusters/prod \
+    --git-secret-dir /etc/lockstep/git --leader-elect`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
+	}
+	f.render.register(cmd.Flags())
+	f.render.reg.register(cmd)
+	f.git.register(cmd)
+	f.cluster.register(cmd)
+	fl := cmd.Flags()
+	fl.DurationVar(&f.interval, "interval", time.Minute, "how often to poll Git and re-apply to correct drift")
+	fl.StringVar(&f.pruneCRDs, "prune-crds", string(apply.PruneCRDsUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists), never, always")
+	fl.BoolVar(&f.once, "once", false, "reconcile once and exit (non-zero when the reconcile failed)")
+	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader among replicas with a Lease in --namespace; only the leader reconciles")
+	fl.StringVar(&f.leaseName, "lease-name", "", "name of the leader-election Lease (default: lockstep-<instance>)")
+	fl.StringVar(&f.probeAddr, "probe-addr", ":8081", "address of /healthz and /readyz (empty: off)")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", ":8080", "address of /metrics (empty: off)")
+	f.update.register(cmd)
+	fl.StringVar(&f.schedule, "update-schedule", "", "poll registries for new digests on this cron `SCHEDULE` (standard cron, or @every 5m) and propose lock updates per --update-mode; empty: off")
+	_ = fl.MarkHidden("dir")
+	return cmd
+}
+
+func (f *agentFlags) run(cmd *cobra.Command) error {
+	ctx := cmd.Context()
+	src, err := f.git.source(f.render.reg.cacheDir)
+	if err != nil {
+		return err
+	}
+	allowed, err := readPolicyRules(f.render.allowedPermissions)
+	if err != nil {
+		return err
+	}
+	cfg, err := f.cluster.restConfig()
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	metrics := agent.NewMetrics(reg)
+	counted := rest.CopyConfig(cfg)
+	counted.Wrap(metrics.WrapTransport)
+	c, err := newClient(counted)
+	if err != nil {
+		return err
+	}
+	opts := apply.DefaultOptions()
+	opts.Namespace, opts.Instance, opts.PruneCRDs = f.cluster.namespace, f.render.instance, apply.PruneCRDsPolicy(f.pruneCRDs)
+	if err := agent.Prepare(ctx, c, opts.Namespace); err != nil {
+		return err
+	}
+	r, err := agent.NewReconciler(c, agent.Config{
+		Source: src, Interval: f.interval, Registry: f.render.reg.options(), CacheDir: f.render.reg.cacheDir,
+		AllowedProviderPermissions: allowed, Apply: opts,
+	}, metrics)
+	if err != nil {
+		return err
+	}
+	run := agent.RunOptions{}
+	if f.schedule != "" {
+		sched, err := update.ParseSchedule(f.schedule)
+		if err != nil {
+			return fmt.Errorf("--update-schedule: %w", err)
+		}
+		uopts, err := f.update.options(f.render.reg, 0)
+		if err != nil {
+			return err
+		}
+		u, err := update.New(src, uopts)
+		if err != nil {
+			return err
+		}
+		run.Updater, run.Schedule = u, sched
+		r.SetUpdater(u)
+	}
+	lease := f.leaseName
+	if lease == "" {
+		lease = "lockstep-" + opts.Instance
+	}
+	host, _ := os.Hostname()
+	out := cmd.OutOrStdout()
+	run.Once, run.LeaderElection, run.LeaseName, run.Identity = f.once, f.leaderElect, lease, host
+	run.ProbeAddr, run.MetricsAddr, run.Gatherer = f.probeAddr, f.metricsAddr, reg
+	run.OnReconcile = func(o *agent.Outcome, err error) { printOutcome(out, o, err) }
+	return agent.Run(ctx, cfg, r, run)
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/lockstep-gitops/lockstep/agent"
+)
+
+// printOutcome prints one reconcile: the commit, the result, and a table of
+// package health.
+func printOutcome(w io.Writer, o *agent.Outcome, err error) {
+	commit := "(none)"
+	if o != nil && o.Commit != "" {
+		commit = o.Commit
+		if len(commit) > 12 {
+			commit = commit[:12]
+		}
+	}
+	switch {
+	case err != nil:
+		fmt.Fprintf(w, "reconcile at %s failed: %v\n", commit, err)
+		return
+	case o == nil:
+		return
+	}
+	writes := int64(0)
+	if o.Result != nil {
+		writes = o.Result.Writes
+	}
+	fmt.Fprintf(w, "reconciled %s: %s, %d writes\n", commit, o.Health.Status, writes)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  KIND\tNAME\tVERSION\tREVISION\tHEALTH\tMESSAGE")
+	for _, p := range o.Packages {
+		msg := p.Message
+		if len(msg) > 80 {
+			msg = msg[:77] + "..."
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", p.Kind, p.Name, p.Version, p.Revision, p.Health, msg)
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/pkg/ssa"
+	"github.com/go-git/go-git/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/lockstep-gitops/lockstep/apply"
+	"github.com/lockstep-gitops/lockstep/lockfile"
+	"github.com/lockstep-gitops/lockstep/render"
+)
+
+// applyFlags are the flags of `lockstep apply`.
+type applyFlags struct {
+	render      renderFlags
+	cluster     clusterFlags
+	dryRun      bool
+	timeout     time.Duration
+	pruneCRDs   string
+	concurrency int
+	verbose     bool
+}
+
+func newApplyCommand() *cobra.Command {
+	f := &applyFlags{}
+	cmd := &cobra.Command{
+		Use:   "apply",
+		Short: "Install the locked packages into a cluster once (server-side apply, activation, GC, prune)",
+		Long: `apply makes the cluster equal to the declarations and lockstep.lock under
+--dir, once. It refuses a stale lock (as lock --check does): lockstep never
+resolves versions at apply time. Each locked package is read by digest (cache
+first), rendered, and applied with server-side apply (field manager lockstep)
+in named steps: records, preflight (server-side dry-run of the payload and a
+check that no other package controls it; a failing package stops before its
+first write while the others go on), payload (CRDs first, then XRDs,
+Compositions and the rest), activation, runtime and status. Revisions past
+revisionHistoryLimit are deleted, and packages gone from Git are pruned; their
+CRDs follow --prune-crds.
+
+It prints a change set per package and exits 1 when any package failed. An
+apply with nothing to change sends no mutating request and says so.`,
+		Example: `  lockstep apply --dir clusters/prod --kubeconfig ~/.kube/prod
+  lockstep apply --dir clusters/prod --dry-run`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
+	}
+	f.render.register(cmd.Flags())
+	f.render.reg.register(cmd)
+	f.cluster.register(cmd)
+	fl := cmd.Flags()
+	fl.BoolVar(&f.dryRun, "dry-run", false, "send every write as a server-side dry-run and delete nothing; print what would change")
+	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up after this long (0: no limit)")
+	fl.StringVar(&f.pruneCRDs, "prune-crds", string(apply.PruneCRDsUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists, else keep it and warn), never, always")
+	fl.IntVar(&f.concurrency, "concurrency", apply.DefaultOptions().Concurrency, "dry-runs and applies of one package sent in parallel")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also list unchanged objects")
+	return cmd
+}
+
+func (f *applyFlags) run(cmd *cobra.Command) error {
+	ctx := cmd.Context()
+	if f.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.timeout)
+		defer cancel()
+	}
+	opts := apply.DefaultOptions()
+	opts.Namespace, opts.Instance = f.cluster.namespace, f.render.instance
+	opts.PruneCRDs, opts.Concurrency, opts.DryRun = apply.PruneCRDsPolicy(f.pruneCRDs), f.concurrency, f.dryRun
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	l, err := f.render.load(ctx, f.cluster.namespace)
+	if err != nil {
+		return err
+	}
+	out, err := render.Render(l.input)
+	if err != nil {
+		return err
+	}
+	cfg, err := f.cluster.restConfig()
+	if err != nil {
+		return err
+	}
+	c, err := newClient(cfg)
+	if err != nil {
+		return err
+	}
+	m, err := apply.NewManager(c, opts)
+	if err != nil {
+		return err
+	}
+	lockDigest, err := fileDigest(filepath.Join(f.render.dir, lockfile.FileName))
+	if err != nil {
+		return err
+	}
+	meta := apply.ApplyMeta{Commit: gitCommit(f.render.dir), LockDigest: lockDigest, Replaces: apply.ReplacesFromInput(&l.input)}
+	res, err := m.Apply(ctx, out, meta)
+	if err != nil {
+		return err
+	}
+	printResult(cmd.OutOrStdout(), res, f.dryRun, f.verbose)
+	var errs []error
+	if err := out.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := res.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return &exitError{code: 1, err: errors.Join(errs...)}
+	}
+	return nil
+}
+
+// printResult writes the change set of every package, the pruned packages,
+// the warnings, and a summary line.
+func printResult(w io.Writer, res *apply.Result, dryRun, verbose bool) {
+	failed := 0
+	print := func(p *apply.PackageResult, verb string) {
+		head := fmt.Sprintf("%s %s", p.Kind, p.Name)
+		if p.CurrentRevision != "" {
+			state := "awaiting activation"
+			if p.ActiveRevision == p.CurrentRevision {
+				state = "Active"
+			} else if p.ActiveRevision != "" {
+				state = "awaiting activation; " + p.ActiveRevision + " is Active"
+			}
+			head += fmt.Sprintf(": revision %s (%s)", p.CurrentRevision, state)
+		}
+		if verb != "" {
+			head += " " + verb
+		}
+		fmt.Fprintln(w, head)
+		for _, e := range p.Changes.Entries {
+			if e.Action == ssa.UnchangedAction && !verbose {
+				continue
+			}
+			fmt.Fprintf(w, "  %-10s %s\n", e.Action, e.Subject)
+		}
+		c := p.Counts()
+		fmt.Fprintf(w, "  %d created, %d configured, %d unchanged, %d deleted\n",
+			c[ssa.CreatedAction], c[ssa.ConfiguredAction], c[ssa.UnchangedAction], c[ssa.DeletedAction])
+		if p.Err != nil {
+			failed++
+			fmt.Fprintf(w, "  FAILED (%s): %s\n", p.Step, strings.ReplaceAll(p.Err.Error(), "\n", "\n    "))
+		}
+	}
+	for _, p := range res.Packages {
+		print(p, "")
+	}
+	for _, p := range res.Pruned {
+		print(p, "pruned (gone from Git)")
+	}
+	for _, warn := range res.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	prefix := ""
+	if dryRun {
+		prefix = "dry run: "
+	}
+	switch {
+	case dryRun:
+		fmt.Fprintf(w, "%s%d packages checked, %d failed; nothing was changed\n", prefix, len(res.Packages), failed)
+	case !res.Mutated():
+		fmt.Fprintf(w, "no changes: %d packages up to date, 0 mutating requests sent\n", len(res.Packages))
+	default:
+		fmt.Fprintf(w, "%d packages applied, %d pruned, %d failed; %d mutating requests sent\n", len(res.Packages), len(res.Pruned), failed, res.Writes)
+	}
+}
+
+// fileDigest returns "sha256:<hex>" of a file's bytes.
+func fileDigest(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// gitCommit returns the commit HEAD points at in the Git repository that
+// holds dir, "" when dir is not in one.
+func gitCommit(dir string) string {
+	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
+	if err != nil {
+		return ""
+	}
+	head, err := repo.Head()
+	if err != nil {
+		return ""
+	}
+	return head.Hash().String()
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/lockstep-gitops/lockstep/test/envtest"
+	"github.com/lockstep-gitops/lockstep/test/registry"
+)
+
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(envtest.Main(m))
+}
+
+// cluster starts (or reuses) the test control plane with Crossplane's CRDs
+// (or lockstep's stand-ins), creates namespace, and returns a kubeconfig
+// file for the CLI.
+func cluster(t *testing.T, namespace string) (*envtest.Env, string) {
+	t.Helper()
+	env := envtest.Shared(t)
+	if _, err := env.InstallCrossplaneCRDs(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := env.KubeConfig("lockstep-cli-" + namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return env, path
+}
+
+// TestApplyStatusActivate drives the three cluster commands on the example
+// configuration and its dependencies, pulled from the in-process registry:
+// apply installs and prints a change set, a second apply says nothing
+// changed, status shows the revisions, a Manual upgrade waits until
+// lockstep activate, --dry-run changes nothing, and a stale lock is refused
+// before anything is sent.
+func TestApplyStatusActivate(t *testing.T) {
+	reg := registry.New(t)
+	pushExamples(t, reg)
+	dir := declarationsDir(t, reg, "v0.1.0")
+	env, kubeconfig := cluster(t, "xp-cli")
+	regFlags := []string{"--dir", dir, "--cache-dir", t.TempDir(), "--insecure-registry", reg.Host}
+	clusterFlags := []string{"--kubeconfig", kubeconfig, "--namespace", "xp-cli"}
+	applyArgs := append(append([]string{"apply", "--instance", "cli"}, regFlags...), clusterFlags...)
+	if out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0"}, regFlags...)...); err != nil {
+		t.Fatalf("lock: %v\n%s", err, out)
+	}
+
+	out, err := run(t, applyArgs...)
+	if err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"Configuration configuration-demo: revision configuration-demo-",
+		"created    CustomResourceDefinition/buckets.demo.lockstep.io",
+		"created    CompositeResourceDefinition/xnetworks.platform.lockstep.io",
+		"Provider lockstep-examples-provider-demo",
+		"3 packages applied",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply output lacks %q:\n%s", want, out)
+		}
+	}
+	if cfg := getObj(t, env, "pkg.crossplane.io/v1", "Configuration", "configuration-demo"); cfg == nil {
+		t.Fatalf("the configuration was not installed")
+	}
+
+	out, err = run(t, applyArgs...)
+	if err != nil {
+		t.Fatalf("second apply: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "no changes: 3 packages up to date, 0 mutating requests sent") || strings.Contains(out, "created ") {
+		t.Errorf("the second apply does not say nothing changed:\n%s", out)
+	}
+
+	statusArgs := append([]string{"status", "--instance", "cli"}, clusterFlags...)
+	out, err = run(t, statusArgs...)
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	for _, want := range []string{"Configuration configuration-demo v0.1.0", "Installed: True (ActivePackageRevision)", "(current)", "Active", "Provider lockstep-examples-provider-demo"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// A Manual upgrade: the new revision waits for lockstep activate.
+	decl := `apiVersion: pkg.crossplane.io/v1
+kind: Configuration
+metadata:
+  name: configuration-demo
+spec:
+  package: lockstep.example/lockstep-examples/configuration-demo:v0.2.0
+  revisionActivationPolicy: Manual
+`
+	if err := os.WriteFile(filepath.Join(dir, "platform.yaml"), []byte(decl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The lock is stale now: apply refuses it before talking to the cluster.
+	out, err = run(t, applyArgs...)
+	if err == nil || exitCode(err) != 1 || !strings.Contains(err.Error(), "stale") {
+		t.Errorf("apply with a stale lock: %v (exit %d), want exit 1 naming the stale lock\n%s", err, exitCode(err), out)
+	}
+	if out, err := run(t, append([]string{"lock"}, regFlags...)...); err != nil {
+		t.Fatalf("lock v0.2.0: %v\n%s", err, out)
+	}
+	// --dry-run: the cluster does not change.
+	out, err = run(t, append(applyArgs, "--dry-run")...)
+	if err != nil {
+		t.Fatalf("apply --dry-run: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "nothing was changed") || len(revisionsOf(t, env, "ConfigurationRevision", "configuration-demo")) != 1 {
+		t.Errorf("apply --dry-run changed the cluster or did not say so:\n%s", out)
+	}
+	out, err = run(t, applyArgs...)
+	if err != nil {
+		t.Fatalf("apply v0.2.0: %v\n%s", err, out)
+	}
+	t.Logf("apply v0.2.0:\n%s", out)
+	if !strings.Contains(out, "awaiting activation") {
+		t.Errorf("the Manual revision is not reported as awaiting activation:\n%s", out)
+	}
+	revs := revisionsOf(t, env, "ConfigurationRevision", "configuration-demo")
+	if len(revs) != 2 || revs["2"] != "Inactive" || revs["1"] != "Active" {
+		t.Fatalf("configuration revisions after a Manual upgrade: %v, want #1 Active and #2 Inactive", revs)
+	}
+
+	out, err = run(t, append([]string{"activate", "configuration-demo"}, clusterFlags...)...)
+	if err != nil {
+		t.Fatalf("activate: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "is Active") {
+		t.Errorf("activate output: %s", out)
+	}
+	if out, err := run(t, applyArgs...); err != nil {
+		t.Fatalf("apply after activate: %v\n%s", err, out)
+	}
+	revs = revisionsOf(t, env, "ConfigurationRevision", "configuration-demo")
+	if revs["2"] != "Active" || revs["1"] != "Inactive" {
+		t.Errorf("configuration revisions after activate and apply: %v, want #2 Active and #1 Inactive", revs)
+	}
+	if _, err := run(t, append([]string{"activate", "no-such-package"}, clusterFlags...)...); err == nil {
+		t.Errorf("activate of a package that does not exist succeeded")
+	}
+}
+
+func getObj(t *testing.T, env *envtest.Env, apiVersion, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	gv, _ := schema.ParseGroupVersion(apiVersion)
+	u.SetGroupVersionKind(gv.WithKind(kind))
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, u); err != nil {
+		return nil
+	}
+	return u
+}
+
+// revisionsOf maps spec.revision to spec.desiredState of a package's
+// revisions.
+func revisionsOf(t *testing.T, env *envtest.Env, kind, pkg string) map[string]string {
+	t.Helper()
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: "pkg.crossplane.io", Version: "v1", Kind: kind + "List"})
+	if err := env.Client.List(context.Background(), list, client.MatchingLabels{"pkg.crossplane.io/package": pkg}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, it := range list.Items {
+		n, _, _ := unstructured.NestedInt64(it.Object, "spec", "revision")
+		s, _, _ := unstructured.NestedString(it.Object, "spec", "desiredState")
+		out[strconv.FormatInt(n, 10)] = s
+	}
+	return out
+}

@@ -1,0 +1,372 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/spf13/cobra"
+
+	"github.com/lockstep-gitops/lockstep/diff"
+	"github.com/lockstep-gitops/lockstep/diff/gitrev"
+	"github.com/lockstep-gitops/lockstep/lockfile"
+	"github.com/lockstep-gitops/lockstep/sources/declarations"
+	"github.com/lockstep-gitops/lockstep/sources/oci"
+	"github.com/lockstep-gitops/lockstep/sources/xpkg"
+)
+
+// Exit codes of `lockstep diff --fail-on`: exitChanges when the gate is
+// "any" and something changes, exitBreaking whenever the gate is set and a
+// change is breaking. Errors exit 1 too (see exitCode).
+const (
+	exitChanges  = 1
+	exitBreaking = 2
+)
+
+// diffFlags are the flags of `lockstep diff`.
+type diffFlags struct {
+	render           renderFlags
+	base, head       string
+	baseDir, headDir string
+	format           string
+	failOn           string
+	color            string
+	namespace        string
+	pruneCRDs        string
+	markdownMaxBytes int
+	fullReport       string
+	jsonOut          string
+	maxFields        int
+}
+
+func newDiffCommand() *cobra.Command {
+	f := &diffFlags{}
+	cmd := &cobra.Command{
+		Use:   "diff [--base REF] [--head REF] | --base-dir DIR --head-dir DIR",
+		Short: "Show what a change to the declarations and lock installs: packages, CRDs, API versions, RBAC",
+		Long: `diff compares two states of a declarations directory (its declarations and
+lockstep.lock) and reports what the cluster would get: packages added,
+removed, upgraded, downgraded or re-pinned (same tag, new digest), dependency
+edges, settings, and for each package its payload (CRDs, XRDs, Compositions;
+versions, storage and served flips, schema changes classified breaking or
+additive; dropped objects and what lockstep does with them), runtime image
+and objects, and RBAC rule changes with new API groups, resources and verbs
+highlighted. Payload, runtime and RBAC are compared as lockstep renders
+them. Package contents come from the cache, pulled by digest when missing.
+
+By default it compares the Git revision that the working tree branched from
+(the merge base of HEAD and the default branch) with the working tree of the
+repository that holds --dir. --base and --head name Git revisions (branch,
+tag, commit, HEAD~1); --base-dir and --head-dir compare two plain
+directories instead.
+
+--format text (colour on a terminal), markdown (a pull-request comment with
+a summary table and collapsible details, kept under --markdown-max-bytes) or
+json (apiVersion lockstep.io/v1alpha1, kind Diff; see the diff package
+documentation). --fail-on breaking exits 2 when a change is breaking;
+--fail-on any exits 1 when anything changes and 2 when something is breaking.
+Errors exit 1.`,
+		Example: `  lockstep diff                                   # working tree against its merge base with the default branch
+  lockstep diff --dir clusters/prod --base origin/main --head HEAD --format markdown
+  lockstep diff --base-dir old/ --head-dir new/ --format json --fail-on breaking`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
+	}
+	f.render.register(cmd.Flags())
+	f.render.reg.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.base, "base", "", "Git `REF` of the base state (default: the merge base of HEAD and the default branch)")
+	fl.StringVar(&f.head, "head", "", "Git `REF` of the head state (default: the working tree)")
+	fl.StringVar(&f.baseDir, "base-dir", "", "`DIR` of declarations and lockstep.lock to compare from, instead of a Git revision")
+	fl.StringVar(&f.headDir, "head-dir", "", "`DIR` of declarations and lockstep.lock to compare to, instead of a Git revision")
+	fl.StringVar(&f.format, "format", "text", "output format: text, markdown or json")
+	fl.StringVar(&f.failOn, "fail-on", "none", "exit non-zero for CI: none, breaking (exit 2) or any (exit 1, or 2 when breaking)")
+	fl.StringVar(&f.color, "color", "auto", "colour text output: auto (when stdout is a terminal and NO_COLOR is unset), always or never")
+	fl.StringVar(&f.namespace, "namespace", "crossplane-system", "the Crossplane namespace the runtimes are rendered for")
+	fl.StringVar(&f.pruneCRDs, "prune-crds", string(diff.PruneUnused), "the --prune-crds mode apply runs with (unused, never, always): what happens to a removed package's CRDs")
+	fl.IntVar(&f.markdownMaxBytes, "markdown-max-bytes", diff.DefaultMarkdownMaxBytes, "bound on the size of --format markdown; details are shortened to fit")
+	fl.StringVar(&f.fullReport, "full-report", "", "where the full report is (for example a CI artifact URL), named at the end of the markdown")
+	fl.StringVar(&f.jsonOut, "json-output", "", "also write the full JSON report to `FILE`")
+	fl.IntVar(&f.maxFields, "max-field-changes", diff.DefaultMaxFieldChanges, "changed fields listed per runtime or config object (-1: all)")
+	cmd.MarkFlagsRequiredTogether("base-dir", "head-dir")
+	cmd.MarkFlagsMutuallyExclusive("base-dir", "base")
+	cmd.MarkFlagsMutuallyExclusive("base-dir", "head")
+	cmd.MarkFlagsMutuallyExclusive("head-dir", "base")
+	cmd.MarkFlagsMutuallyExclusive("head-dir", "head")
+	return cmd
+}
+
+// side is one state as read from Git or a directory, before rendering.
+type side struct {
+	name, commit string
+	set          *declarations.Set
+	lock         *lockfile.Lock
+}
+
+func (f *diffFlags) run(cmd *cobra.Command) error {
+	switch f.format {
+	case "text", "markdown", "json":
+	default:
+		return fmt.Errorf("--format %q is not text, markdown or json", f.format)
+	}
+	failOn := diff.FailOn(f.failOn)
+	switch failOn {
+	case diff.FailOnNone, diff.FailOnBreaking, diff.FailOnAny:
+	default:
+		return fmt.Errorf("--fail-on %q is not none, breaking or any", f.failOn)
+	}
+	switch f.color {
+	case "auto", "always", "never":
+	default:
+		return fmt.Errorf("--color %q is not auto, always or never", f.color)
+	}
+
+	base, head, err := f.sides()
+	if err != nil {
+		return err
+	}
+	if head.lock == nil && len(head.set.Packages) > 0 {
+		return fmt.Errorf("%s declares %d packages but has no %s; run lockstep lock", head.name, len(head.set.Packages), lockfile.FileName)
+	}
+	allowed, err := readPolicyRules(f.render.allowedPermissions)
+	if err != nil {
+		return err
+	}
+	headContents, baseContents, err := f.fetch(cmd.Context(), head, base)
+	if err != nil {
+		return err
+	}
+	opts := func(s *side) diff.StateOptions {
+		return diff.StateOptions{Name: s.name, Commit: s.commit, Namespace: f.namespace, Instance: f.render.instance, AllowedProviderPermissions: allowed}
+	}
+	bs, err := diff.NewState(base.set, base.lock, baseContents, opts(base))
+	if err != nil {
+		return err
+	}
+	hs, err := diff.NewState(head.set, head.lock, headContents, opts(head))
+	if err != nil {
+		return err
+	}
+	report, err := diff.Compare(bs, hs, diff.Options{PruneCRDs: diff.PruneCRDs(f.pruneCRDs), MaxFieldChanges: f.maxFields})
+	if err != nil {
+		return err
+	}
+
+	if f.jsonOut != "" {
+		if err := writeJSONReport(f.jsonOut, report); err != nil {
+			return err
+		}
+	}
+	out := cmd.OutOrStdout()
+	switch f.format {
+	case "json":
+		err = report.WriteJSON(out)
+	case "markdown":
+		err = report.WriteMarkdown(out, diff.MarkdownOptions{MaxBytes: f.markdownMaxBytes, FullReport: f.fullReport})
+	default:
+		err = report.WriteText(out, diff.TextOptions{Color: f.useColor(out)})
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case report.Failed(diff.FailOnBreaking) && failOn != diff.FailOnNone:
+		return &exitError{code: exitBreaking, err: fmt.Errorf("--fail-on %s: %d breaking %s", failOn, report.Summary.Breaking, plural(report.Summary.Breaking, "change", "changes"))}
+	case report.Failed(failOn):
+		return &exitError{code: exitChanges, err: fmt.Errorf("--fail-on %s: %d %s changed", failOn, len(report.Packages), plural(len(report.Packages), "package", "packages"))}
+	}
+	return nil
+}
+
+// sides reads the base and head declarations and locks, from two
+// directories or from Git.
+func (f *diffFlags) sides() (base, head *side, err error) {
+	if f.baseDir != "" {
+		if base, err = readDirSide(f.baseDir); err != nil {
+			return nil, nil, fmt.Errorf("--base-dir: %w", err)
+		}
+		if head, err = readDirSide(f.headDir); err != nil {
+			return nil, nil, fmt.Errorf("--head-dir: %w", err)
+		}
+		return base, head, nil
+	}
+	repo, err := gitrev.Open(f.render.dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (use --base-dir and --head-dir to compare plain directories)", err)
+	}
+	// The head: a revision, or the working tree.
+	headCommit := f.head
+	if f.head == "" {
+		head, err = readDirSide(f.render.dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		head.name = "working tree"
+		headCommit = "HEAD"
+	}
+	hc, err := repo.Resolve(headCommit)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.head != "" {
+		if head, err = readGitSide(repo, hc, f.head); err != nil {
+			return nil, nil, err
+		}
+	}
+	// The base: a revision, or where the head branched from the default
+	// branch.
+	if f.base != "" {
+		bc, err := repo.Resolve(f.base)
+		if err != nil {
+			return nil, nil, err
+		}
+		base, err = readGitSide(repo, bc, f.base)
+		return base, head, err
+	}
+	branch, tip, err := repo.DefaultBranch()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w with --base", err)
+	}
+	mb, err := gitrev.MergeBase(hc, tip)
+	if err != nil {
+		return nil, nil, err
+	}
+	base, err = readGitSide(repo, mb, "merge base with "+branch)
+	return base, head, err
+}
+
+// readDirSide reads a declarations directory; a missing lock is nil.
+func readDirSide(dir string) (*side, error) {
+	set, err := declarations.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	lock, err := lockfile.ReadFile(filepath.Join(dir, lockfile.FileName))
+	if errors.Is(err, fs.ErrNotExist) {
+		lock, err = nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &side{name: dir, set: set, lock: lock}, nil
+}
+
+// readGitSide reads the declarations directory as it is in commit c. A
+// directory that does not exist there is an empty state.
+func readGitSide(repo *gitrev.Repo, commit *object.Commit, name string) (*side, error) {
+	s := &side{name: name, commit: commit.Hash.String()}
+	fsys, err := gitrev.FS(commit, repo.Dir)
+	if errors.Is(err, gitrev.ErrNoDirectory) {
+		s.set = &declarations.Set{Ignored: map[string]int{}}
+		return s, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.set, err = declarations.LoadFS(fsys); err != nil {
+		return nil, fmt.Errorf("%s (%s): %w", name, commit.Hash.String()[:12], err)
+	}
+	b, err := fs.ReadFile(fsys, lockfile.FileName)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return s, nil
+	case err != nil:
+		return nil, fmt.Errorf("%s (%s): %w", name, commit.Hash.String()[:12], err)
+	}
+	path := filepath.ToSlash(filepath.Join(repo.Dir, lockfile.FileName))
+	if s.lock, err = lockfile.Parse(fmt.Sprintf("%s:%s", commit.Hash.String()[:12], path), b); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// fetch reads the contents of both locks' packages by digest, cache first.
+// A digest locked on both sides is read once.
+func (f *diffFlags) fetch(ctx context.Context, head, base *side) (map[string]*xpkg.Package, map[string]*xpkg.Package, error) {
+	cache, err := oci.NewCache(f.render.reg.cacheDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	byDigest := map[string]*xpkg.Package{}
+	read := func(s *side) (map[string]*xpkg.Package, error) {
+		out := map[string]*xpkg.Package{}
+		if s.lock == nil {
+			return out, nil
+		}
+		need := *s.lock
+		need.Packages = nil
+		for _, e := range s.lock.Packages {
+			if p := byDigest[e.Source+"@"+e.Digest]; p != nil {
+				out[e.Source] = p
+				continue
+			}
+			need.Packages = append(need.Packages, e)
+		}
+		if len(need.Packages) == 0 {
+			return out, nil
+		}
+		client, err := oci.NewClient(f.render.reg.options(), cache, s.set.ImageConfigs)
+		if err != nil {
+			return nil, err
+		}
+		fetched, err := lockfile.Fetch(ctx, &need, client, lockfile.Options{InsecureRegistries: f.render.reg.insecure})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		for _, e := range need.Packages {
+			if fp := fetched[e.Source]; fp != nil {
+				out[e.Source] = fp.Package
+				byDigest[e.Source+"@"+e.Digest] = fp.Package
+			}
+		}
+		return out, nil
+	}
+	hc, err := read(head)
+	if err != nil {
+		return nil, nil, err
+	}
+	bc, err := read(base)
+	if err != nil {
+		return nil, nil, err
+	}
+	return hc, bc, nil
+}
+
+func writeJSONReport(path string, r *diff.Report) error {
+	fh, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--json-output: %w", err)
+	}
+	if err := r.WriteJSON(fh); err != nil {
+		_ = fh.Close()
+		return fmt.Errorf("--json-output %s: %w", path, err)
+	}
+	if err := fh.Close(); err != nil {
+		return fmt.Errorf("--json-output %s: %w", path, err)
+	}
+	return nil
+}
+
+// useColor decides whether text output is coloured.
+func (f *diffFlags) useColor(out io.Writer) bool {
+	switch f.color {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	if os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	fh, ok := out.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := fh.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

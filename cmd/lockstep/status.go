@@ -1,0 +1,125 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockstep-gitops/lockstep/apply"
+)
+
+func newStatusCommand() *cobra.Command {
+	var (
+		cl       clusterFlags
+		instance string
+	)
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the packages, revisions and health lockstep installed",
+		Long: `status reads the cluster and prints every package the lockstep --instance
+installed: the commit and lock digest it came from (from lockstep's inventory),
+its Installed and Healthy conditions, each revision with its number, state and
+health, the live health of the active runtime, and the payload objects the
+package keeps although its current revision no longer ships them.`,
+		Example: `  lockstep status --kubeconfig ~/.kube/prod`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := cl.restConfig()
+			if err != nil {
+				return err
+			}
+			c, err := newClient(cfg)
+			if err != nil {
+				return err
+			}
+			rep, err := apply.Inspect(cmd.Context(), c, cl.namespace, instance)
+			if err != nil {
+				return err
+			}
+			printReport(cmd.OutOrStdout(), rep)
+			return nil
+		},
+	}
+	cl.register(cmd)
+	cmd.Flags().StringVar(&instance, "instance", "lockstep", "the lockstep instance whose packages to show")
+	return cmd
+}
+
+// printReport writes the report: one block per package with a table of its
+// revisions.
+func printReport(w io.Writer, rep *apply.Report) {
+	if len(rep.Packages) == 0 {
+		fmt.Fprintf(w, "lockstep instance %q has installed no package in namespace %s\n", rep.Instance, rep.Namespace)
+		return
+	}
+	for i, p := range rep.Packages {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		head := fmt.Sprintf("%s %s", p.Kind, p.Name)
+		if p.Tag != "" {
+			head += " " + p.Tag
+		}
+		if p.Commit != "" {
+			head += " from commit " + shortHash(p.Commit)
+		}
+		if p.LockDigest != "" {
+			head += " (lock " + shortHash(p.LockDigest) + ")"
+		}
+		fmt.Fprintln(w, head)
+		if p.Missing {
+			fmt.Fprintln(w, "  the inventory lists it, but its package object is gone")
+			continue
+		}
+		fmt.Fprintf(w, "  package:   %s\n", p.Package)
+		fmt.Fprintf(w, "  Installed: %s\n", withMessage(p.Installed))
+		fmt.Fprintf(w, "  Healthy:   %s\n", withMessage(p.Healthy))
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  REVISION\t#\tSTATE\tREVISION-HEALTHY\tRUNTIME-HEALTHY\tOBJECTS\tRUNTIME")
+		for _, r := range p.Revisions {
+			name := r.Name
+			if name == p.CurrentRevision {
+				name += " (current)"
+			}
+			runtime := r.Runtime
+			if runtime == "" {
+				runtime = "-"
+			}
+			state := r.State
+			if state == "" {
+				state = "-"
+			}
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%d\t%s\n", name, r.Number, state, r.RevisionHealthy, r.RuntimeHealthy, r.Objects, runtime)
+		}
+		_ = tw.Flush()
+		if len(p.Retained) > 0 {
+			fmt.Fprintf(w, "  kept, no longer shipped by the current revision (owned by the package until it is pruned):\n")
+			for _, o := range p.Retained {
+				fmt.Fprintf(w, "    %s\n", o)
+			}
+		}
+	}
+}
+
+func withMessage(c apply.ConditionReport) string {
+	s := c.String()
+	if c.Message != "" {
+		s += ": " + strings.ReplaceAll(c.Message, "\n", " ")
+	}
+	return s
+}
+
+// shortHash shortens a commit or "sha256:<hex>" digest for display.
+func shortHash(s string) string {
+	prefix := ""
+	if i := strings.IndexByte(s, ':'); i >= 0 {
+		prefix, s = s[:i+1], s[i+1:]
+	}
+	if len(s) > 12 {
+		s = s[:12]
+	}
+	return prefix + s
+}
