@@ -76,5 +76,5 @@ bench: testbin ## the Go benchmarks
 clean: ## remove bin/
 	rm -rf $(BIN)
 
-demo: build ## the main job (see README): today it builds the example packages
-	./test/demo/run.sh
+demo: build testbin ## the main job (see README): control plane, registry, Git repo, agent, install and upgrade
+	LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) run ./test/demo
