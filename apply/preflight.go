@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/fluxcd/pkg/ssa/utils"
 	"golang.org/x/sync/errgroup"
@@ -249,7 +250,10 @@ func (p *pkgRun) isReplaced(u *unstructured.Unstructured) bool {
 
 // checkController returns a *ConflictError when d's live object is
 // controlled by something other than this package, its revisions, or (for
-// payload) a package it replaces. A controller reference to a revision that
+// payload) a package it replaces or a package of this instance that is gone
+// from Git (a renamed package, or one whose CRDs another package now ships:
+// prune removes it after the installs, so its payload changes controller in
+// this pass, as a replaced package's does). A controller reference to a revision that
 // no longer exists is stale (Crossplane #7656): it is released before the
 // apply.
 func (p *pkgRun) checkController(d *desired) error {
@@ -267,7 +271,7 @@ func (p *pkgRun) checkController(d *desired) error {
 		return nil
 	case owner != nil && p.isOwnRevision(owner):
 		return nil
-	case owner != nil && d.role == RolePayload && p.isReplaced(owner):
+	case owner != nil && d.role == RolePayload && (p.isReplaced(owner) || p.r.isGoneFromGit(owner)):
 		return nil
 	}
 	e := &ConflictError{Object: utils.FmtUnstructured(d.u), Controller: *c}
@@ -285,4 +289,26 @@ func kindOfRevision(k string) string {
 		return k[:len(k)-len("Revision")]
 	}
 	return k
+}
+
+// isGoneFromGit reports whether u is a package of this lockstep instance
+// that the Output no longer has, or a revision of one: prune deletes it at
+// the end of this Apply.
+func (r *run) isGoneFromGit(u *unstructured.Unstructured) bool {
+	if u.GetLabels()[render.LabelInstance] != r.opts.Instance {
+		return false
+	}
+	key := pkgKey{Kind: xpkg.Kind(u.GetKind()), Name: u.GetName()}
+	if strings.HasSuffix(u.GetKind(), "Revision") {
+		key = pkgKey{Kind: xpkg.Kind(kindOfRevision(u.GetKind())), Name: u.GetLabels()[render.LabelParentPackage]}
+	}
+	if _, installed := r.live.packages[key]; !installed {
+		return false
+	}
+	for _, po := range r.out.Packages {
+		if po.Kind == key.Kind && po.Name == key.Name {
+			return false
+		}
+	}
+	return true
 }
