@@ -189,6 +189,4 @@ func entry(u *unstructured.Unstructured, a ssa.Action) ssa.ChangeSetEntry {
 
 // renderedID returns the inventory identity of a rendered object in
 // cli-utils' form, which writes a ':' of a name (RBAC names) as "__".
-func renderedID(o *render.Object) string {
-	return idFor(o.Namespace, o.Name, o.GroupKind())
-}
+func renderedID(o *render.Object) string { return o.ID() }

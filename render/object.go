@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/fluxcd/cli-utils/pkg/object"
+
 	"github.com/fluxcd/pkg/ssa"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -74,10 +76,10 @@ func (o *Object) String() string {
 }
 
 // ID returns the object's identity in the inventory form of Flux and
-// cli-utils (object.ObjMetadata): "<namespace>_<name>_<group>_<kind>".
+// cli-utils (object.ObjMetadata.String): "<namespace>_<name>_<group>_<kind>",
+// with the ':' of RBAC names written as "__" as cli-utils does.
 func (o *Object) ID() string {
-	gk := o.GroupKind()
-	return o.Namespace + "_" + o.Name + "_" + gk.Group + "_" + gk.Kind
+	return object.ObjMetadata{Namespace: o.Namespace, Name: o.Name, GroupKind: o.GroupKind()}.String()
 }
 
 // Unstructured decodes a new copy of the rendered object, without the

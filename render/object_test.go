@@ -134,6 +134,16 @@ func TestBind(t *testing.T) {
 		if got, want := hook.ID(), "_crossplane-provider-provider-test_admissionregistration.k8s.io_MutatingWebhookConfiguration"; got != want {
 			t.Errorf("ID() = %q, want %q", got, want)
 		}
+		if len(po.Revision.RBAC) == 0 {
+			t.Fatal("the test provider rendered no RBAC")
+		}
+		for _, o := range po.Revision.RBAC {
+			// cli-utils (and Flux's inventories) write the ':' of RBAC
+			// names as "__", so IDs round-trip through object.ParseObjMetadata.
+			if strings.Contains(o.ID(), ":") || !strings.Contains(o.ID(), "crossplane__provider__") {
+				t.Errorf("%s: ID() = %q, want ':' written as \"__\"", o, o.ID())
+			}
+		}
 		for _, o := range po.Revision.Runtime {
 			if o.Kind == "Deployment" && o.String() != "Deployment/crossplane-system/"+po.Revision.Name {
 				t.Errorf("String() = %q", o.String())
