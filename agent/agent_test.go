@@ -40,6 +40,19 @@ type fixture struct {
 
 func newFixture(t *testing.T, ns string) *fixture {
 	t.Helper()
+	f := newEmptyFixture(t, ns)
+	for _, pkg := range []string{"provider-demo", "function-demo", "configuration-demo"} {
+		for _, v := range []string{"v0.1.0", "v0.2.0"} {
+			f.push(t, pkg, v, v)
+		}
+	}
+	f.mirror(t, "lockstep.example/")
+	return f
+}
+
+// newEmptyFixture is a fixture with an empty registry and no declarations.
+func newEmptyFixture(t *testing.T, ns string) *fixture {
+	t.Helper()
 	// A control plane per test: the example packages' CRDs and package
 	// objects are cluster-scoped, and one lockstep instance never takes over
 	// another's.
@@ -53,21 +66,22 @@ func newFixture(t *testing.T, ns string) *fixture {
 	}
 	t.Cleanup(w.Stop)
 	f := &fixture{env: env, reg: registry.New(t), repo: gittest.NewRemote(t, "platform", "main"), dir: t.TempDir(), ns: ns}
-	for _, pkg := range []string{"provider-demo", "function-demo", "configuration-demo"} {
-		for _, v := range []string{"v0.1.0", "v0.2.0"} {
-			f.push(t, pkg, v, v)
-		}
-	}
+	return f
+}
+
+// mirror declares an ImageConfig that pulls every reference under prefix
+// (e.g. "xpkg.upbound.io/") from the test registry.
+func (f *fixture) mirror(t *testing.T, prefix string) {
+	t.Helper()
 	f.write(t, "mirror.yaml", `apiVersion: pkg.crossplane.io/v1beta1
 kind: ImageConfig
 metadata:
   name: mirror
 spec:
   matchImages:
-  - prefix: lockstep.example/
+  - prefix: `+prefix+`
   rewriteImage:
     prefix: `+f.reg.Host+"/\n")
-	return f
 }
 
 func (f *fixture) write(t *testing.T, name, content string) {
@@ -117,11 +131,18 @@ func (f *fixture) lock(t *testing.T) {
 // push pushes the example package pkg at version under tag.
 func (f *fixture) push(t *testing.T, pkg, version, tag string) {
 	t.Helper()
-	img, err := xpkg.Build(filepath.Join("..", "examples", "packages", pkg, version))
+	f.pushDir(t, filepath.Join("..", "examples", "packages", pkg, version), "lockstep-examples/"+pkg+":"+tag)
+}
+
+// pushDir builds the package in dir and pushes it as repoTag
+// ("org/name:tag") to the test registry.
+func (f *fixture) pushDir(t *testing.T, dir, repoTag string) {
+	t.Helper()
+	img, err := xpkg.Build(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := xpkg.Push(context.Background(), img, f.reg.Ref(t, "lockstep-examples/"+pkg+":"+tag), f.reg.RemoteOptions()...); err != nil {
+	if _, err := xpkg.Push(context.Background(), img, f.reg.Ref(t, repoTag), f.reg.RemoteOptions()...); err != nil {
 		t.Fatal(err)
 	}
 }
