@@ -26,6 +26,9 @@ type Metrics struct {
 	APIRequests *prometheus.CounterVec
 	// Errors counts failed reconcile steps by step name.
 	Errors *prometheus.CounterVec
+	// UpdatePolls is the number of scheduled registry polls since the
+	// agent started, by result (succeeded, failed).
+	UpdatePolls *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -56,8 +59,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "lockstep_reconcile_errors_total",
 			Help: "Failed reconcile steps by step.",
 		}, []string{"step"}),
+		UpdatePolls: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lockstep_update_polls",
+			Help: "Scheduled registry polls since the agent started, by result.",
+		}, []string{"result"}),
 	}
-	reg.MustRegister(m.ReconcileDuration, m.LastAppliedTimestamp, m.Packages, m.RegistryRequests, m.APIRequests, m.Errors)
+	reg.MustRegister(m.ReconcileDuration, m.LastAppliedTimestamp, m.Packages, m.RegistryRequests, m.APIRequests, m.Errors, m.UpdatePolls)
 	return m
 }
 

@@ -4,6 +4,11 @@ import (
 	"context"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/agent"
+
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 	"github.com/lockstep-gitops/lockstep/sources/update"
 )
@@ -58,5 +63,21 @@ spec:
 	st := syncStatus(t, f.env.Client, f.ns)
 	if st.Updates == nil || st.Updates.LastPushedCommit != res.Push.Commit || st.Updates.Polls != 1 {
 		t.Errorf("Sync updates status: %+v, want the pushed commit %s after 1 poll", st.Updates, res.Push.Commit)
+	}
+	events := &corev1.EventList{}
+	if err := f.env.Client.List(context.Background(), events, client.InNamespace(f.ns)); err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, e := range events.Items {
+		if e.InvolvedObject.Kind == "Sync" {
+			count[e.Reason]++
+		}
+	}
+	if count[agent.EventUpdateProposed] != 1 {
+		t.Errorf("UpdateProposed events on the Sync: %d, want 1 (events: %v)", count[agent.EventUpdateProposed], count)
+	}
+	if count[agent.EventApplied] != 2 {
+		t.Errorf("ReconciliationSucceeded events: %d, want 2 (one per applied commit, none for reconciles that changed nothing; events: %v)", count[agent.EventApplied], count)
 	}
 }

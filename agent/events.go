@@ -1,0 +1,81 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Event reasons on the Sync object.
+const (
+	EventApplied         = "ReconciliationSucceeded"
+	EventStalled         = "Stalled"
+	EventUpdateProposed  = "UpdateProposed"
+	EventUpdateFailed    = "UpdateFailed"
+	eventComponentSource = "lockstep-agent"
+)
+
+var eventSeq atomic.Int64
+
+// event records a Kubernetes Event about the Sync, as `kubectl describe
+// sync` shows it. A failure to record is not a reconcile failure.
+func (r *Reconciler) event(ctx context.Context, sync *unstructured.Unstructured, typ, reason, msg string) {
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage-3] + "..."
+	}
+	t := metav1.NewTime(now())
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: sync.GetNamespace(),
+			Name:      fmt.Sprintf("%s.%x.%d", sync.GetName(), t.UnixNano(), eventSeq.Add(1)),
+		},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: SyncGVK.GroupVersion().String(), Kind: SyncGVK.Kind,
+			Namespace: sync.GetNamespace(), Name: sync.GetName(), UID: sync.GetUID(), ResourceVersion: sync.GetResourceVersion(),
+		},
+		Reason: reason, Message: msg, Type: typ, Count: 1,
+		FirstTimestamp: t, LastTimestamp: t,
+		Source: corev1.EventSource{Component: eventComponentSource},
+	}
+	_ = r.c.Create(ctx, ev)
+}
+
+// announce emits the Events of a status change: a newly applied commit, a
+// sync that became stalled, a poll that pushed a lock update or failed.
+// Nothing is emitted when nothing changed (Flux's rule).
+func (r *Reconciler) announce(ctx context.Context, sync *unstructured.Unstructured, prev, next *SyncStatus) {
+	if next.LastAppliedCommit != "" && next.LastAppliedCommit != prev.LastAppliedCommit {
+		r.event(ctx, sync, corev1.EventTypeNormal, EventApplied, fmt.Sprintf("applied commit %s: %d packages", short(next.LastAppliedCommit), len(next.Packages)))
+	}
+	was, is := conditionOf(prev, ConditionStalled), conditionOf(next, ConditionStalled)
+	if is.Status == metav1.ConditionTrue && (was.Status != metav1.ConditionTrue || was.Message != is.Message) {
+		r.event(ctx, sync, corev1.EventTypeWarning, EventStalled, is.Message)
+	}
+	if next.Updates == nil {
+		return
+	}
+	prevFailed, prevPushed := 0, ""
+	if prev.Updates != nil {
+		prevFailed, prevPushed = prev.Updates.FailedPolls, prev.Updates.LastPushedCommit
+	}
+	if next.Updates.FailedPolls > prevFailed {
+		r.event(ctx, sync, corev1.EventTypeWarning, EventUpdateFailed, next.Updates.LastPollResult)
+	}
+	if next.Updates.LastPushedCommit != "" && next.Updates.LastPushedCommit != prevPushed {
+		r.event(ctx, sync, corev1.EventTypeNormal, EventUpdateProposed,
+			fmt.Sprintf("pushed %s to %s: %s", short(next.Updates.LastPushedCommit), next.Updates.LastPushBranch, next.Updates.LastPollResult))
+	}
+}
+
+func conditionOf(st *SyncStatus, typ string) metav1.Condition {
+	for _, c := range st.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
