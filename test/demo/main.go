@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log"
 	"net"
 	"net/http"
@@ -34,6 +33,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/agent"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
+	"github.com/lockstep-gitops/lockstep/test/gitrepo"
 )
 
 // registryAddr is where the demo serves its registry; examples/repo's
@@ -127,7 +127,7 @@ func run(ctx context.Context) error {
 
 	step("committing examples/repo into a local Git repository")
 	repoDir := filepath.Join(work, "platform")
-	if err := copyTree(filepath.Join("examples", "repo"), repoDir); err != nil {
+	if err := gitrepo.CopyTree(filepath.Join("examples", "repo"), repoDir); err != nil {
 		return err
 	}
 	decl := filepath.Join(repoDir, "clusters", "demo")
@@ -244,22 +244,4 @@ func replaceIn(path, old, new string) error {
 		return errors.New(path + " does not contain " + old)
 	}
 	return os.WriteFile(path, []byte(strings.ReplaceAll(string(b), old, new)), 0o644)
-}
-
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, b, 0o644)
-	})
 }

@@ -53,7 +53,7 @@ func (r *Repo) CommitDir(tb testing.TB, src, path, msg string) plumbing.Hash {
 	if err := removeAllButGit(dst, r.Dir); err != nil {
 		tb.Fatal(err)
 	}
-	if err := copyTree(src, dst); err != nil {
+	if err := CopyTree(src, dst); err != nil {
 		tb.Fatalf("copy %s into the repository: %v", src, err)
 	}
 	return r.commit(tb, msg)
@@ -128,7 +128,9 @@ func removeAllButGit(dir, root string) error {
 	return nil
 }
 
-func copyTree(src, dst string) error {
+// CopyTree copies the files below src into dst (created as needed), skipping
+// .git directories. Files get mode 0644 and directories 0755.
+func CopyTree(src, dst string) error {
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
