@@ -94,6 +94,10 @@ type Outcome struct {
 // reconciles but the last applied commit, which it also reads back from the
 // Sync status after a restart.
 type Reconciler struct {
+	// last is the render of the last commit that got as far as apply;
+	// render is pure, so an unchanged commit reuses it instead of parsing
+	// every package again (the drift-correcting re-apply of each interval).
+	last    *rendered
 	updater *update.Updater
 	cfg     Config
 	c       client.Client
@@ -154,6 +158,13 @@ func (r *Reconciler) Reconcile(ctx context.Context) (*Outcome, error) {
 	return out, err
 }
 
+// rendered is what the steps before apply produced for one commit.
+type rendered struct {
+	commit, lockDigest string
+	out                *render.Output
+	replaces           map[string][]string
+}
+
 func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	out := &Outcome{}
 	art, err := r.cfg.Source.Checkout(ctx)
@@ -161,32 +172,45 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 		return out, &StepError{Step: StepSource, Reason: ReasonGitOperationFailed, Err: err}
 	}
 	out.Commit = art.Commit
+	rd := r.last
+	if rd == nil || rd.commit != art.Commit {
+		if rd, err = r.prepare(ctx, art); err != nil {
+			return out, err
+		}
+		r.last = rd
+	}
+	return out, r.applyRendered(ctx, rd, out)
+}
+
+// prepare runs the steps that read the commit: declarations, lock,
+// packages and render.
+func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered, error) {
 
 	set, err := declarations.Load(art.Dir)
 	if err != nil {
-		return out, &StepError{Step: StepDeclarations, Reason: ReasonInvalidSource, Stalled: true, Err: err}
+		return nil, &StepError{Step: StepDeclarations, Reason: ReasonInvalidSource, Stalled: true, Err: err}
 	}
 	lockPath := filepath.Join(art.Dir, lockfile.FileName)
 	lockBytes, err := os.ReadFile(lockPath)
 	if err != nil {
-		return out, &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true, Err: fmt.Errorf("%s: %w", relPath(art, lockfile.FileName), err)}
+		return nil, &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true, Err: fmt.Errorf("%s: %w", relPath(art, lockfile.FileName), err)}
 	}
 	lock, err := lockfile.Parse(relPath(art, lockfile.FileName), lockBytes)
 	if err != nil {
-		return out, &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true, Err: err}
+		return nil, &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true, Err: err}
 	}
 	if problems := lockfile.Check(set, lock, lockfile.Options{}); len(problems) > 0 {
 		msgs := make([]string, len(problems))
 		for i, p := range problems {
 			msgs[i] = p.String()
 		}
-		return out, &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true,
+		return nil, &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true,
 			Err: fmt.Errorf("%s is stale: %s", relPath(art, lockfile.FileName), strings.Join(msgs, "; "))}
 	}
 
 	client, err := oci.NewClient(r.cfg.Registry, r.cache, set.ImageConfigs)
 	if err != nil {
-		return out, &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Stalled: true, Err: err}
+		return nil, &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Stalled: true, Err: err}
 	}
 	fetched, err := lockfile.Fetch(ctx, lock, client, lockfile.Options{InsecureRegistries: r.cfg.Registry.InsecureRegistries})
 	if r.metrics != nil {
@@ -196,7 +220,7 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 		}
 	}
 	if err != nil {
-		return out, &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Err: err}
+		return nil, &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Err: err}
 	}
 	contents := make(map[string]*xpkg.Package, len(fetched))
 	for src, f := range fetched {
@@ -204,40 +228,39 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	}
 	pkgs, err := render.PackagesFromLock(set, lock, contents)
 	if err != nil {
-		return out, &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: err}
+		return nil, &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: err}
 	}
 	in := render.Input{
 		Namespace: r.cfg.Apply.Namespace, Instance: r.cfg.Apply.Instance, Packages: pkgs,
 		RuntimeConfigs: set.RuntimeConfigs, ImageConfigs: set.ImageConfigs,
 		AllowedProviderPermissions: r.cfg.AllowedProviderPermissions,
 	}
-	rendered, err := render.Render(in)
+	ro, err := render.Render(in)
 	if err != nil {
-		return out, &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: err}
+		return nil, &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: err}
 	}
-
 	sum := sha256.Sum256(lockBytes)
-	out.lockDigest = "sha256:" + hex.EncodeToString(sum[:])
-	res, err := r.mgr.Apply(ctx, rendered, apply.ApplyMeta{
-		Commit:     art.Commit,
-		LockDigest: out.lockDigest,
-		Replaces:   apply.ReplacesFromInput(&in),
-	})
+	return &rendered{commit: art.Commit, lockDigest: "sha256:" + hex.EncodeToString(sum[:]), out: ro, replaces: apply.ReplacesFromInput(&in)}, nil
+}
+
+// applyRendered runs the apply and health steps.
+func (r *Reconciler) applyRendered(ctx context.Context, rd *rendered, out *Outcome) error {
+	out.lockDigest = rd.lockDigest
+	res, err := r.mgr.Apply(ctx, rd.out, apply.ApplyMeta{Commit: rd.commit, LockDigest: rd.lockDigest, Replaces: rd.replaces})
 	if err != nil {
-		return out, &StepError{Step: StepApply, Reason: ReasonApplyFailed, Err: err}
+		return &StepError{Step: StepApply, Reason: ReasonApplyFailed, Err: err}
 	}
 	out.Result = res
-	if perr := errors.Join(res.Err(), rendered.Err()); perr != nil {
+	if perr := errors.Join(res.Err(), rd.out.Err()); perr != nil {
 		// Some packages were refused: the others are applied, the refused
 		// ones keep what they had. It needs a change in Git.
-		return out, &StepError{Step: StepApply, Reason: ReasonApplyFailed, Stalled: true, Err: perr}
+		return &StepError{Step: StepApply, Reason: ReasonApplyFailed, Stalled: true, Err: perr}
 	}
 	out.Applied = true
-
-	if err := r.readHealth(ctx, rendered, out); err != nil {
-		return out, &StepError{Step: StepHealth, Reason: ReasonHealthCheckFailed, Err: err}
+	if err := r.readHealth(ctx, rd.out, out); err != nil {
+		return &StepError{Step: StepHealth, Reason: ReasonHealthCheckFailed, Err: err}
 	}
-	return out, nil
+	return nil
 }
 
 func relPath(a *git.Artifact, name string) string {
