@@ -47,7 +47,7 @@ It reports on the Sync object named --instance in --namespace
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
 	}
-	f.render.register(cmd.Flags())
+	f.render.registerRender(cmd.Flags())
 	f.render.reg.register(cmd)
 	f.git.register(cmd)
 	f.cluster.register(cmd)
@@ -61,7 +61,6 @@ It reports on the Sync object named --instance in --namespace
 	fl.StringVar(&f.metricsAddr, "metrics-addr", ":8080", "address of /metrics (empty: off)")
 	f.update.register(cmd)
 	fl.StringVar(&f.schedule, "update-schedule", "", "poll registries for new digests on this cron `SCHEDULE` (standard cron, or @every 5m) and propose lock updates per --update-mode; empty: off")
-	_ = fl.MarkHidden("dir")
 	return cmd
 }
 

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
@@ -26,12 +28,16 @@ type renderFlags struct {
 	allowedPermissions string
 }
 
-func (f *renderFlags) register(cmdFlags interface {
-	StringVar(p *string, name, value, usage string)
-}) {
-	cmdFlags.StringVar(&f.dir, "dir", ".", "directory of declarations and lockstep.lock")
-	cmdFlags.StringVar(&f.instance, "instance", "lockstep", "name of this lockstep instance, recorded in a label on every object it renders")
-	cmdFlags.StringVar(&f.allowedPermissions, "allowed-provider-permissions", "", "YAML `FILE` with a list of RBAC PolicyRules that v1-style providers may request with spec.controller.permissionRequests (default: none)")
+func (f *renderFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.dir, "dir", ".", "directory of declarations and lockstep.lock")
+	f.registerRender(fl)
+}
+
+// registerRender registers the rendering flags without --dir, for the agent,
+// whose declarations come from --git-path.
+func (f *renderFlags) registerRender(fl *pflag.FlagSet) {
+	fl.StringVar(&f.instance, "instance", "lockstep", "name of this lockstep instance, recorded in a label on every object it renders")
+	fl.StringVar(&f.allowedPermissions, "allowed-provider-permissions", "", "YAML `FILE` with a list of RBAC PolicyRules that v1-style providers may request with spec.controller.permissionRequests (default: none)")
 }
 
 // loaded is a declarations directory read, checked against its lock, and
