@@ -70,8 +70,18 @@ fmt: ## fail when gofmt would change a file
 test: testbin fmt vet ## build the control plane, then go test -race ./...
 	LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) test $(GO_TEST_FLAGS) ./...
 
-bench: testbin ## the Go benchmarks
+# The Go micro-benchmarks, then test/bench: lockstep against the floor (plain
+# server-side apply) and Flux (fluxcd/pkg/ssa) on the local control plane,
+# for the provider-aws monolith, the AWS family and 20 small packages. It
+# prints a Markdown table and writes $(BENCH_OUT)/bench/results.json (a new
+# temp dir when BENCH_OUT is empty). Without testdata (TESTDATA= ) the
+# monolith is synthetic and the family is skipped. BENCH_FLAGS passes more
+# flags, e.g. BENCH_FLAGS='-reps 3 -profile'.
+BENCH_OUT ?=
+BENCH_FLAGS ?=
+bench: testbin ## the Go micro-benchmarks, then the end-to-end benchmark test/bench (BENCH_OUT=DIR keeps the results)
 	LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) test -run '^$$' -bench . -benchtime 1x -benchmem ./...
+	LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) run ./test/bench $(if $(BENCH_OUT),-out $(BENCH_OUT)) $(BENCH_FLAGS)
 
 clean: ## remove bin/
 	rm -rf $(BIN)

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bytes"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/lockstep-gitops/lockstep/sources/xpkg"
+)
+
+func TestClassify(t *testing.T) {
+	cases := []struct {
+		name, reason        string
+		method, path, ctype string
+		wantVerb            string
+		wantDry             bool
+	}{
+		{"get cluster-scoped", "a named GET is a get", "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/buckets.demo.lockstep.io", "", verbGet, false},
+		{"list cluster-scoped", "a GET of a collection is a list", "GET", "/apis/pkg.crossplane.io/v1/providers?limit=500", "", verbList, false},
+		{"list namespaced", "namespaces/NS/RESOURCE is a collection", "GET", "/api/v1/namespaces/crossplane-system/secrets", "", verbList, false},
+		{"get namespaced", "namespaces/NS/RESOURCE/NAME is one object", "GET", "/api/v1/namespaces/crossplane-system/configmaps/lockstep-inventory", "", verbGet, false},
+		{"get namespace", "namespaces/NAME is the namespace itself", "GET", "/api/v1/namespaces/crossplane-system", "", verbGet, false},
+		{"list namespaces", "", "GET", "/api/v1/namespaces", "", verbList, false},
+		{"watch", "watch=true makes a GET of a collection a watch", "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?watch=true&resourceVersion=12", "", verbWatch, false},
+		{"apply", "an apply patch is counted as apply", "PATCH", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x?fieldManager=lockstep&force=true", "application/apply-patch+yaml", verbApply, false},
+		{"dry-run apply", "dryRun=All marks a dry-run", "PATCH", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x?dryRun=All&fieldManager=lockstep", "application/apply-patch+yaml", verbApply, true},
+		{"json patch", "other patches are patch", "PATCH", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x", "application/json-patch+json", verbPatch, false},
+		{"status apply", "a subresource is still one object", "PATCH", "/apis/pkg.crossplane.io/v1/providerrevisions/x/status", "application/apply-patch+yaml", verbApply, false},
+		{"create", "", "POST", "/api/v1/namespaces/crossplane-system/events", "application/json", verbCreate, false},
+		{"update", "", "PUT", "/api/v1/namespaces/crossplane-system/configmaps/x", "application/json", verbUpdate, false},
+		{"delete", "", "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x", "", verbDelete, false},
+		{"delete collection", "a DELETE of a collection", "DELETE", "/api/v1/namespaces/ns/secrets", "", verbDeleteCollection, false},
+		{"discovery group", "API discovery is not a resource request", "GET", "/apis/pkg.crossplane.io/v1", "", verbDiscovery, false},
+		{"discovery root", "", "GET", "/apis", "", verbDiscovery, false},
+		{"openapi", "", "GET", "/openapi/v3", "", verbDiscovery, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			u, err := url.Parse(tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			verb, dry := classify(tc.method, u, tc.ctype)
+			if verb != tc.wantVerb || dry != tc.wantDry {
+				t.Errorf("%s\nclassify(%s %s) = %s, dry-run %t; want %s, dry-run %t", tc.reason, tc.method, tc.path, verb, dry, tc.wantVerb, tc.wantDry)
+			}
+		})
+	}
+}
+
+func TestAPICounts(t *testing.T) {
+	var c APICounts
+	for _, r := range []struct {
+		verb string
+		dry  bool
+	}{{verbApply, false}, {verbApply, true}, {verbGet, false}, {verbList, false}, {verbDelete, false}, {verbDiscovery, false}, {verbApply, true}} {
+		c.add(r.verb, r.dry)
+	}
+	want := APICounts{Total: 7, Mutating: 2, DryRun: 2, Reads: 2, Discovery: 1,
+		ByVerb: map[string]int{"apply": 1, "apply (dry-run)": 2, "get": 1, "list": 1, "delete": 1, "discovery": 1}}
+	if diff := cmp.Diff(want, c); diff != "" {
+		t.Errorf("counts: -want +got\n%s", diff)
+	}
+	if got, want := c.String(), "apply=1 apply(dry-run)=2 delete=1 discovery=1 get=1 list=1"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
+
+// TestWriteMonolith generates the synthetic monolith and checks that it
+// has the requested CRD count, total size and size distribution, that
+// xpkg builds and parses it as a Provider with that many CRDs, and that
+// every CRD is small enough for etcd once compact JSON.
+func TestWriteMonolith(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 98 MB")
+	}
+	dir := t.TempDir()
+	total, err := WriteMonolith(dir, "provider-aws", awsMonolith)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "crds", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != awsMonolith.CRDs {
+		t.Fatalf("%d CRD files, want %d", len(files), awsMonolith.CRDs)
+	}
+	var sizes []int
+	var sum int64
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, int(fi.Size()))
+		sum += fi.Size()
+	}
+	if sum != total {
+		t.Errorf("WriteMonolith reported %d bytes, the files hold %d", total, sum)
+	}
+	if d := float64(sum-awsMonolith.TotalBytes) / float64(awsMonolith.TotalBytes); d > 0.01 || d < -0.01 {
+		t.Errorf("total %d bytes, want %d within 1%%", sum, awsMonolith.TotalBytes)
+	}
+	sort.Ints(sizes)
+	for _, q := range awsMonolith.Quantiles {
+		got := sizes[int(q.Fraction*float64(len(sizes)-1)+0.5)]
+		if d := float64(got-q.Bytes) / float64(q.Bytes); d > 0.05 || d < -0.05 {
+			t.Errorf("size at %.1f%%: %d bytes, want %d within 5%%", q.Fraction*100, got, q.Bytes)
+		}
+	}
+
+	img, err := xpkg.Build(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg, err := xpkg.FromImage(img)
+	if err != nil {
+		t.Fatalf("the synthetic package does not parse: %v", err)
+	}
+	if pkg.Meta.Kind != xpkg.KindProvider || pkg.Meta.Name != "provider-aws" {
+		t.Errorf("meta: %s %s, want Provider provider-aws", pkg.Meta.Kind, pkg.Meta.Name)
+	}
+	if n := pkg.Count(xpkg.GroupKindCRD); n != awsMonolith.CRDs {
+		t.Errorf("parsed %d CRDs, want %d", n, awsMonolith.CRDs)
+	}
+	groups := map[string]bool{}
+	names := map[string]bool{}
+	var largest int
+	for _, o := range pkg.Objects {
+		names[o.Name] = true
+		groups[o.Name[strings.Index(o.Name, ".")+1:]] = true
+		largest = max(largest, len(o.Raw))
+	}
+	if len(names) != awsMonolith.CRDs {
+		t.Errorf("%d distinct CRD names, want %d", len(names), awsMonolith.CRDs)
+	}
+	if len(groups) != awsMonolith.Groups {
+		t.Errorf("%d API groups, want %d", len(groups), awsMonolith.Groups)
+	}
+	// etcd refuses requests over 1.5 MiB; the real largest CRD is 850 kB
+	// of JSON.
+	if largest > 1<<20 {
+		t.Errorf("the largest CRD is %d bytes of JSON, more than 1 MiB", largest)
+	}
+}
+
+// TestWriteCRDStructural checks that a generated CRD decodes as YAML into a
+// CRD whose every property has a type, as the API server's structural
+// schema check demands.
+func TestWriteCRDStructural(t *testing.T) {
+	for _, size := range []int{3174, 27779, 400000} {
+		var b strings.Builder
+		writeCRD(&b, synthCRD{Group: "svc001.aws.bench.lockstep.io", Kind: "Thing0001", Plural: "thing0001s"}, size, newRand(1))
+		if d := float64(b.Len()-size) / float64(size); d > 0.05 || d < -0.05 {
+			t.Errorf("size %d: wrote %d bytes", size, b.Len())
+		}
+		var crd map[string]any
+		if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader([]byte(b.String())), 4096).Decode(&crd); err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		versions := crd["spec"].(map[string]any)["versions"].([]any)
+		schema := versions[0].(map[string]any)["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)
+		var walk func(path string, s map[string]any)
+		walk = func(path string, s map[string]any) {
+			if _, ok := s["type"]; !ok {
+				t.Errorf("size %d: %s has no type", size, path)
+			}
+			props, _ := s["properties"].(map[string]any)
+			for k, v := range props {
+				walk(path+"."+k, v.(map[string]any))
+			}
+		}
+		walk("openAPIV3Schema", schema)
+	}
+}
+
+func TestRatio(t *testing.T) {
+	cases := []struct {
+		name   string
+		a, b   float64
+		ok     bool
+		want   string
+		reason string
+	}{
+		{"plain", 12, 10, true, "1.20×", "two decimals"},
+		{"large", 1234, 10, true, "123×", "no decimals from 100×"},
+		{"small", 1, 1000, true, "0.001×", "three decimals below 0.01×"},
+		{"missing", 1, 1, false, "–", "a missing figure has no ratio"},
+		{"both zero", 0, 0, true, "–", "0/0 is no ratio"},
+		{"zero base", 3, 0, true, "∞", "a figure over a zero baseline"},
+	}
+	for _, tc := range cases {
+		if got := ratio(tc.a, tc.b, tc.ok); got != tc.want {
+			t.Errorf("%s: %s: ratio(%v, %v) = %q, want %q", tc.name, tc.reason, tc.a, tc.b, got, tc.want)
+		}
+	}
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -4200: "-4,200"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestEvaluate checks the targets against the median runs of a workload.
+func TestEvaluate(t *testing.T) {
+	run := func(tool, sc string, wall float64, mut, total, regReq, other int, rss int64) *Run {
+		r := &Run{Measurement: Measurement{Tool: tool, Scenario: sc, WallSeconds: wall, PeakRSSBytes: rss, API: APICounts{Total: total, Mutating: mut}}}
+		if tool == toolLockstep {
+			r.Registry = &RegistryFigures{Requests: regReq, OtherRepos: other}
+		}
+		return r
+	}
+	w := &WorkloadReport{Key: "monolith", Objects: map[string]int{stateInstall: 2054}, PackageYAMLBytes: 100e6, Runs: []*Run{
+		// Three cold installs: the median wall time (60) decides.
+		run(toolLockstep, "cold install", 55, 0, 0, 3, 0, 300e6),
+		run(toolLockstep, "cold install", 60, 0, 0, 3, 0, 500e6),
+		run(toolLockstep, "cold install", 90, 0, 0, 3, 0, 300e6),
+		run(toolFloor, "cold install", 50, 0, 0, 0, 0, 0),
+		run(toolLockstep, "no-op", 1, 0, 20, 0, 0, 0),
+		run(toolLockstep, "upgrade", 130, 0, 0, 2, 1, 0),
+		run(toolFloor, "upgrade", 100, 0, 0, 0, 0, 0),
+	}}
+	got := map[string]string{}
+	for _, tg := range evaluate(w) {
+		status := "none"
+		if tg.Met != nil {
+			status = map[bool]string{true: "met", false: "missed"}[*tg.Met]
+		}
+		got[tg.Target] = status
+	}
+	want := map[string]string{
+		"cold install wall time":                                  "met",    // 60/50 = 1.2
+		"no-op: zero mutating requests":                           "met",    // 0
+		"no-op: API requests < objects/50":                        "met",    // 20 < 41.08
+		"warm cache: no-op registry requests":                     "met",    // 0
+		"upgrade wall time (floor: new revision's objects alone)": "missed", // 1.3
+		"warm cache: upgrade requests for other packages":         "missed", // 1
+		"monolith install peak RSS < 4× package.yaml":             "missed", // 500 MB / 100 MB
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("targets: -want +got\n%s", diff)
+	}
+}
+
+func TestParsers(t *testing.T) {
+	stat := "1234 (kube apiserver) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 12 0 100 0 0"
+	if got := parseStatCPU(stat); got != 3.0 {
+		t.Errorf("parseStatCPU = %v, want 3 (300 ticks)", got)
+	}
+	status := "Name:\tbench\nVmPeak:\t  900000 kB\nVmHWM:\t  123456 kB\nVmRSS:\t  100000 kB\n"
+	if got := parseVmHWM(status); got != 123456*1024 {
+		t.Errorf("parseVmHWM = %d, want %d", got, 123456*1024)
+	}
+	for path, want := range map[string]string{
+		"/v2/": "",
+		"/v2/upbound/provider-aws/manifests/v2.6.0": "upbound/provider-aws",
+		"/v2/upbound/provider-aws/blobs/sha256:ab":  "upbound/provider-aws",
+		"/v2/bench/provider-demo-0/tags/list":       "bench/provider-demo-0",
+	} {
+		if got := repoOfPath(path); got != want {
+			t.Errorf("repoOfPath(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
