@@ -57,14 +57,15 @@ func TestClassify(t *testing.T) {
 
 func TestAPICounts(t *testing.T) {
 	var c APICounts
-	for _, r := range []struct {
+	for i, r := range []struct {
 		verb string
 		dry  bool
 	}{{verbApply, false}, {verbApply, true}, {verbGet, false}, {verbList, false}, {verbDelete, false}, {verbDiscovery, false}, {verbApply, true}} {
-		c.add(r.verb, r.dry)
+		c.add(r.verb, r.dry, float64(i))
 	}
 	want := APICounts{Total: 7, Mutating: 2, DryRun: 2, Reads: 2, Discovery: 1,
-		ByVerb: map[string]int{"apply": 1, "apply (dry-run)": 2, "get": 1, "list": 1, "delete": 1, "discovery": 1}}
+		ByVerb:   map[string]int{"apply": 1, "apply (dry-run)": 2, "get": 1, "list": 1, "delete": 1, "discovery": 1},
+		Timeline: map[string][2]float64{"apply": {0, 0}, "apply (dry-run)": {1, 6}, "get": {2, 2}, "list": {3, 3}, "delete": {4, 4}, "discovery": {5, 5}}}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("counts: -want +got\n%s", diff)
 	}
@@ -95,13 +96,21 @@ func TestWriteMonolith(t *testing.T) {
 	}
 	var sizes []int
 	var sum int64
+	empty := 0
 	for _, f := range files {
-		fi, err := os.Stat(f)
+		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sizes = append(sizes, int(fi.Size()))
-		sum += fi.Size()
+		sizes = append(sizes, len(b))
+		sum += int64(len(b))
+		empty += emptyDescriptions(string(b))
+	}
+	// The API server drops empty strings: a CRD with an empty description
+	// would differ from the package forever, and lockstep's no-op would
+	// dry-run it every time.
+	if empty > 0 {
+		t.Errorf("%d empty descriptions", empty)
 	}
 	if sum != total {
 		t.Errorf("WriteMonolith reported %d bytes, the files hold %d", total, sum)
@@ -152,6 +161,23 @@ func TestWriteMonolith(t *testing.T) {
 	}
 }
 
+// emptyDescriptions counts "description: |-" block scalars without a line.
+func emptyDescriptions(yamlText string) int {
+	lines := strings.Split(yamlText, "\n")
+	n := 0
+	for i, l := range lines {
+		if strings.TrimSpace(l) != "description: |-" || i+1 >= len(lines) {
+			continue
+		}
+		indent := len(l) - len(strings.TrimLeft(l, " "))
+		next := lines[i+1]
+		if len(next)-len(strings.TrimLeft(next, " ")) <= indent {
+			n++
+		}
+	}
+	return n
+}
+
 // TestWriteCRDStructural checks that a generated CRD decodes as YAML into a
 // CRD whose every property has a type, as the API server's structural
 // schema check demands.
@@ -172,6 +198,11 @@ func TestWriteCRDStructural(t *testing.T) {
 		walk = func(path string, s map[string]any) {
 			if _, ok := s["type"]; !ok {
 				t.Errorf("size %d: %s has no type", size, path)
+			}
+			// The API server drops empty strings; an empty description
+			// would make the stored CRD differ from the package.
+			if d, ok := s["description"]; ok && d == "" {
+				t.Errorf("size %d: %s has an empty description", size, path)
 			}
 			props, _ := s["properties"].(map[string]any)
 			for k, v := range props {
@@ -247,6 +278,16 @@ func TestEvaluate(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("targets: -want +got\n%s", diff)
+	}
+}
+
+func TestTimelineText(t *testing.T) {
+	got := timelineText(map[string][2]float64{"apply": {3, 98.71}, "apply (dry-run)": {2.8, 41}, "list": {0.1, 137}, "get": {0, 1}})
+	if want := "dry-run applies 2.80–41.0, applies 3.00–98.7, lists 0.10–137.0"; got != want {
+		t.Errorf("timelineText = %q, want %q", got, want)
+	}
+	if got := timelineText(nil); got != "" {
+		t.Errorf("timelineText(nil) = %q, want empty", got)
 	}
 }
 

@@ -175,6 +175,7 @@ func measure(spec *childSpec) *Measurement {
 	}
 	cpu0 := cpuTime()
 	stopHeap := memstat.SamplePeak()
+	counter.begin()
 	start := time.Now()
 	switch spec.Tool {
 	case toolLockstep:

@@ -284,8 +284,8 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	s := rep.Settings
 	fmt.Fprintf(w, "\n\nEach tool runs in a process of its own against a fresh control plane (etcd + kube-apiserver %s) per workload and tool; the scenarios run in order on it. "+
 		"lockstep: the `lockstep apply` pipeline (declarations, lock check, packages by digest through the cache, render, apply.Manager with default options, concurrency %d). "+
-		"floor: the rendered payload with plain server-side apply from client-go, %d in parallel, then a watch until every CRD is Established. "+
-		"Flux: fluxcd/pkg/ssa ApplyAllStaged + WaitForSetWithContext on the same payload, concurrency %d, DeleteAll to uninstall. "+
+		"floor: the same rendered objects (records, payload, runtime, RBAC; bound with made-up UIDs) with plain server-side apply from client-go, %d in parallel, then a watch until every CRD is Established; its upgrade applies the upgraded package's objects alone. "+
+		"Flux: fluxcd/pkg/ssa ApplyAllStaged + WaitForSetWithContext (all but Deployments, which never become Available without a kubelet) on the same objects, concurrency %d, DeleteAll to uninstall. "+
 		"Waits poll every %s (lockstep and Flux). Client QPS %.0f for all. Figures are the run with the median wall time of %s repetitions; ratios are lockstep / baseline. "+
 		"Flux's drift check ignores metadata other than labels and annotations, so it does not re-apply objects whose only change is their owner references (a new revision taking control). "+
 		"`server CPU` is kube-apiserver plus etcd during the scenario: on a 2-core machine the tool and the server share the cores, so every CPU second either spends lengthens the wall time.\n\n",
@@ -334,6 +334,13 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		if ls := wr.median(toolLockstep, "cold install"); ls != nil && len(ls.Phases) > 0 {
 			fmt.Fprintf(w, "- lockstep phases, cold install: load %s s, render %s s, apply %s s.\n", secs(ls.Phases["load"]), secs(ls.Phases["render"]), secs(ls.Phases["apply"]))
 		}
+		for _, sc := range []string{"cold install", "upgrade"} {
+			if ls := wr.median(toolLockstep, sc); ls != nil {
+				if t := timelineText(ls.API.Timeline); t != "" {
+					fmt.Fprintf(w, "- lockstep requests over the %s's %s s (first–last, seconds from the start): %s.\n", sc, secs(ls.WallSeconds), t)
+				}
+			}
+		}
 		if ls := wr.median(toolLockstep, "uninstall"); ls != nil {
 			fl, fx := wr.median(toolFloor, "uninstall"), wr.median(toolFlux, "uninstall")
 			fmt.Fprintf(w, "- uninstall: CRDs still terminating when the tool returned: lockstep %d", ls.CRDsLeft)
@@ -365,6 +372,18 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", t.Target, t.Workload, t.Value, t.Limit, status)
 	}
 	fmt.Fprintf(w, "\nHarness run time: %.1f min.\n", rep.TotalSeconds/60)
+}
+
+// timelineText formats the spans of dry-runs, applies and lists,
+// "dry-run applies 2.8–41.0, applies 3.0–98.7, lists 0.1–137.0".
+func timelineText(tl map[string][2]float64) string {
+	var parts []string
+	for _, k := range []struct{ key, name string }{{"apply (dry-run)", "dry-run applies"}, {"apply", "applies"}, {"list", "lists"}} {
+		if t, ok := tl[k.key]; ok {
+			parts = append(parts, fmt.Sprintf("%s %s–%s", k.name, secs(t[0]), secs(t[1])))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // repsText formats the repetitions per workload, "monolith 1, small 3".

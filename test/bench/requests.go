@@ -1,12 +1,14 @@
 package main
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Request verbs, as the API server's audit log and RBAC name them, plus
@@ -112,12 +114,17 @@ type APICounts struct {
 	// ByVerb counts requests by verb; dry-runs carry the suffix
 	// " (dry-run)".
 	ByVerb map[string]int `json:"byVerb"`
+	// Timeline holds, per ByVerb key, when the first and the last such
+	// request was sent, in seconds since the measured phase began: where
+	// a run spent its time (dry-runs, then applies, then polling).
+	Timeline map[string][2]float64 `json:"timeline,omitempty"`
 }
 
-// add counts one request.
-func (c *APICounts) add(verb string, dryRun bool) {
+// add counts one request, sent at seconds since the measured phase began.
+func (c *APICounts) add(verb string, dryRun bool, at float64) {
 	if c.ByVerb == nil {
 		c.ByVerb = map[string]int{}
+		c.Timeline = map[string][2]float64{}
 	}
 	c.Total++
 	key := verb
@@ -131,6 +138,12 @@ func (c *APICounts) add(verb string, dryRun bool) {
 		c.Discovery++
 	default:
 		c.Reads++
+	}
+	if _, ok := c.ByVerb[key]; !ok {
+		c.Timeline[key] = [2]float64{at, at}
+	} else {
+		t := c.Timeline[key]
+		c.Timeline[key] = [2]float64{min(t[0], at), max(t[1], at)}
 	}
 	c.ByVerb[key]++
 }
@@ -157,8 +170,16 @@ func (c APICounts) String() string {
 // apiCounter counts the API requests of every client made from a
 // rest.Config it wraps (rest.Config.Wrap(counter.wrap)).
 type apiCounter struct {
-	mu sync.Mutex
-	c  APICounts
+	mu    sync.Mutex
+	c     APICounts
+	start time.Time
+}
+
+// begin marks the start of the measured phase, for APICounts.Timeline.
+func (t *apiCounter) begin() {
+	t.mu.Lock()
+	t.start = time.Now()
+	t.mu.Unlock()
 }
 
 // wrap returns a round tripper that counts requests into t and sends them
@@ -177,7 +198,7 @@ type countingTransport struct {
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	verb, dry := classify(req.Method, req.URL, req.Header.Get("Content-Type"))
 	t.counter.mu.Lock()
-	t.counter.c.add(verb, dry)
+	t.counter.c.add(verb, dry, time.Since(t.counter.start).Seconds())
 	t.counter.mu.Unlock()
 	return t.next.RoundTrip(req)
 }
@@ -187,9 +208,7 @@ func (t *apiCounter) snapshot() APICounts {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := t.c
-	out.ByVerb = make(map[string]int, len(t.c.ByVerb))
-	for k, v := range t.c.ByVerb {
-		out.ByVerb[k] = v
-	}
+	out.ByVerb = maps.Clone(t.c.ByVerb)
+	out.Timeline = maps.Clone(t.c.Timeline)
 	return out
 }

@@ -293,6 +293,9 @@ func writeProperty(b *strings.Builder, name string, indent, depth, budget int, r
 		if left < want {
 			want = left
 		}
+		// Never an empty description: the API server drops empty strings,
+		// so the stored CRD would differ from the package's forever.
+		want = max(want, linePad+9)
 		for want > 0 {
 			n := min(72, want-linePad-1)
 			if n < 1 {
