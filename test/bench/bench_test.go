@@ -21,25 +21,26 @@ func TestClassify(t *testing.T) {
 		method, path, ctype string
 		wantVerb            string
 		wantDry             bool
+		wantResource        string
 	}{
-		{"get cluster-scoped", "a named GET is a get", "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/buckets.demo.lockstep.io", "", verbGet, false},
-		{"list cluster-scoped", "a GET of a collection is a list", "GET", "/apis/pkg.crossplane.io/v1/providers?limit=500", "", verbList, false},
-		{"list namespaced", "namespaces/NS/RESOURCE is a collection", "GET", "/api/v1/namespaces/crossplane-system/secrets", "", verbList, false},
-		{"get namespaced", "namespaces/NS/RESOURCE/NAME is one object", "GET", "/api/v1/namespaces/crossplane-system/configmaps/lockstep-inventory", "", verbGet, false},
-		{"get namespace", "namespaces/NAME is the namespace itself", "GET", "/api/v1/namespaces/crossplane-system", "", verbGet, false},
-		{"list namespaces", "", "GET", "/api/v1/namespaces", "", verbList, false},
-		{"watch", "watch=true makes a GET of a collection a watch", "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?watch=true&resourceVersion=12", "", verbWatch, false},
-		{"apply", "an apply patch is counted as apply", "PATCH", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x?fieldManager=lockstep&force=true", "application/apply-patch+yaml", verbApply, false},
-		{"dry-run apply", "dryRun=All marks a dry-run", "PATCH", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x?dryRun=All&fieldManager=lockstep", "application/apply-patch+yaml", verbApply, true},
-		{"json patch", "other patches are patch", "PATCH", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x", "application/json-patch+json", verbPatch, false},
-		{"status apply", "a subresource is still one object", "PATCH", "/apis/pkg.crossplane.io/v1/providerrevisions/x/status", "application/apply-patch+yaml", verbApply, false},
-		{"create", "", "POST", "/api/v1/namespaces/crossplane-system/events", "application/json", verbCreate, false},
-		{"update", "", "PUT", "/api/v1/namespaces/crossplane-system/configmaps/x", "application/json", verbUpdate, false},
-		{"delete", "", "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x", "", verbDelete, false},
-		{"delete collection", "a DELETE of a collection", "DELETE", "/api/v1/namespaces/ns/secrets", "", verbDeleteCollection, false},
-		{"discovery group", "API discovery is not a resource request", "GET", "/apis/pkg.crossplane.io/v1", "", verbDiscovery, false},
-		{"discovery root", "", "GET", "/apis", "", verbDiscovery, false},
-		{"openapi", "", "GET", "/openapi/v3", "", verbDiscovery, false},
+		{"get cluster-scoped", "a named GET is a get", "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/buckets.demo.lockstep.io", "", verbGet, false, "customresourcedefinitions"},
+		{"list cluster-scoped", "a GET of a collection is a list", "GET", "/apis/pkg.crossplane.io/v1/providers?limit=500", "", verbList, false, "providers"},
+		{"list namespaced", "namespaces/NS/RESOURCE is a collection", "GET", "/api/v1/namespaces/crossplane-system/secrets", "", verbList, false, "secrets"},
+		{"get namespaced", "namespaces/NS/RESOURCE/NAME is one object", "GET", "/api/v1/namespaces/crossplane-system/configmaps/lockstep-inventory", "", verbGet, false, "configmaps"},
+		{"get namespace", "namespaces/NAME is the namespace itself", "GET", "/api/v1/namespaces/crossplane-system", "", verbGet, false, "namespaces"},
+		{"list namespaces", "", "GET", "/api/v1/namespaces", "", verbList, false, "namespaces"},
+		{"watch", "watch=true makes a GET of a collection a watch", "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?watch=true&resourceVersion=12", "", verbWatch, false, "customresourcedefinitions"},
+		{"apply", "an apply patch is counted as apply", "PATCH", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x?fieldManager=lockstep&force=true", "application/apply-patch+yaml", verbApply, false, "customresourcedefinitions"},
+		{"dry-run apply", "dryRun=All marks a dry-run", "PATCH", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x?dryRun=All&fieldManager=lockstep", "application/apply-patch+yaml", verbApply, true, "customresourcedefinitions"},
+		{"json patch", "other patches are patch", "PATCH", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x", "application/json-patch+json", verbPatch, false, "customresourcedefinitions"},
+		{"status apply", "a subresource is still one object", "PATCH", "/apis/pkg.crossplane.io/v1/providerrevisions/x/status", "application/apply-patch+yaml", verbApply, false, "providerrevisions/status"},
+		{"create", "", "POST", "/api/v1/namespaces/crossplane-system/events", "application/json", verbCreate, false, "events"},
+		{"update", "", "PUT", "/api/v1/namespaces/crossplane-system/configmaps/x", "application/json", verbUpdate, false, "configmaps"},
+		{"delete", "", "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x", "", verbDelete, false, "customresourcedefinitions"},
+		{"delete collection", "a DELETE of a collection", "DELETE", "/api/v1/namespaces/ns/secrets", "", verbDeleteCollection, false, "secrets"},
+		{"discovery group", "API discovery is not a resource request", "GET", "/apis/pkg.crossplane.io/v1", "", verbDiscovery, false, ""},
+		{"discovery root", "", "GET", "/apis", "", verbDiscovery, false, ""},
+		{"openapi", "", "GET", "/openapi/v3", "", verbDiscovery, false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,9 +48,9 @@ func TestClassify(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			verb, dry := classify(tc.method, u, tc.ctype)
-			if verb != tc.wantVerb || dry != tc.wantDry {
-				t.Errorf("%s\nclassify(%s %s) = %s, dry-run %t; want %s, dry-run %t", tc.reason, tc.method, tc.path, verb, dry, tc.wantVerb, tc.wantDry)
+			verb, resource, dry := classify(tc.method, u, tc.ctype)
+			if verb != tc.wantVerb || dry != tc.wantDry || resource != tc.wantResource {
+				t.Errorf("%s\nclassify(%s %s) = %s %q, dry-run %t; want %s %q, dry-run %t", tc.reason, tc.method, tc.path, verb, resource, dry, tc.wantVerb, tc.wantResource, tc.wantDry)
 			}
 		})
 	}
@@ -58,14 +59,14 @@ func TestClassify(t *testing.T) {
 func TestAPICounts(t *testing.T) {
 	var c APICounts
 	for i, r := range []struct {
-		verb string
-		dry  bool
-	}{{verbApply, false}, {verbApply, true}, {verbGet, false}, {verbList, false}, {verbDelete, false}, {verbDiscovery, false}, {verbApply, true}} {
-		c.add(r.verb, r.dry, float64(i))
+		verb, resource string
+		dry            bool
+	}{{verbApply, "crds", false}, {verbApply, "crds", true}, {verbGet, "crds", false}, {verbList, "crds", false}, {verbDelete, "crds", false}, {verbDiscovery, "", false}, {verbApply, "crds", true}} {
+		c.add(r.verb, r.resource, r.dry, float64(i))
 	}
 	want := APICounts{Total: 7, Mutating: 2, DryRun: 2, Reads: 2, Discovery: 1,
 		ByVerb:   map[string]int{"apply": 1, "apply (dry-run)": 2, "get": 1, "list": 1, "delete": 1, "discovery": 1},
-		Timeline: map[string][2]float64{"apply": {0, 0}, "apply (dry-run)": {1, 6}, "get": {2, 2}, "list": {3, 3}, "delete": {4, 4}, "discovery": {5, 5}}}
+		Timeline: map[string][2]float64{"apply crds": {0, 0}, "apply (dry-run) crds": {1, 6}, "get crds": {2, 2}, "list crds": {3, 3}, "delete crds": {4, 4}, "discovery": {5, 5}}}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("counts: -want +got\n%s", diff)
 	}
@@ -282,8 +283,13 @@ func TestEvaluate(t *testing.T) {
 }
 
 func TestTimelineText(t *testing.T) {
-	got := timelineText(map[string][2]float64{"apply": {3, 98.71}, "apply (dry-run)": {2.8, 41}, "list": {0.1, 137}, "get": {0, 1}})
-	if want := "dry-run applies 2.80–41.0, applies 3.00–98.7, lists 0.10–137.0"; got != want {
+	got := timelineText(map[string][2]float64{
+		"apply customresourcedefinitions":           {3, 98.71},
+		"apply (dry-run) customresourcedefinitions": {2.8, 41},
+		"list customresourcedefinitions":            {0.1, 137},
+		"apply providers":                           {0, 1},
+	})
+	if want := "CRD dry-runs 2.80–41.0, CRD applies 3.00–98.7, CRD lists 0.10–137.0"; got != want {
 		t.Errorf("timelineText = %q, want %q", got, want)
 	}
 	if got := timelineText(nil); got != "" {

@@ -19,7 +19,8 @@
 // own; the registry runs in the harness. Each workload and tool gets a fresh
 // control plane.
 //
-//	go run ./test/bench [-out DIR] [-workloads monolith,family,small] [-reps 1] [-small-reps 3] [-profile]
+//	go run ./test/bench [-out DIR] [-workloads monolith,family,small] [-tools lockstep,floor,flux] [-reps 1] [-small-reps 3] [-profile]
+//	go run ./test/bench -report DIR/bench/results.json   # print a saved run's Markdown
 package main
 
 import (
@@ -60,7 +61,9 @@ func main() {
 		reps      = flag.Int("reps", 1, "repetitions of the monolith and family workloads")
 		smallReps = flag.Int("small-reps", 3, "repetitions of the small workload")
 		interval  = flag.Duration("wait-interval", apply.DefaultOptions().WaitInterval, "polling interval of lockstep's and Flux's waits for CRDs")
-		profile   = flag.Bool("profile", false, "write a CPU profile of every lockstep run to <out>/bench/profiles")
+		profile   = flag.Bool("profile", false, "write a CPU profile and a heap profile of every lockstep run to <out>/bench/profiles")
+		only      = flag.String("tools", strings.Join(tools, ","), "comma-separated tools to run (lockstep, floor, flux); targets need all three")
+		reprint   = flag.String("report", "", "print the Markdown of a saved results.json `FILE` and exit")
 		keep      = flag.Bool("keep", false, "keep the temp dir of packages, declarations and caches")
 		testdata  = flag.String("testdata", os.Getenv("LOCKSTEP_TESTDATA"), "the shared testdata `DIR` (default $LOCKSTEP_TESTDATA; empty: synthetic monolith, no family)")
 	)
@@ -72,8 +75,22 @@ func main() {
 		}
 		return
 	}
+	if *reprint != "" {
+		if err := printReport(*reprint); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	h := &harness{testdata: *testdata, interval: *interval, profile: *profile, keep: *keep,
 		reps: map[string]int{"monolith": *reps, "family": *reps, "small": *smallReps}}
+	for _, t := range strings.Split(*only, ",") {
+		if t = strings.TrimSpace(t); t != toolLockstep && t != toolFloor && t != toolFlux {
+			fmt.Fprintf(os.Stderr, "bench: unknown tool %q (lockstep, floor, flux)\n", t)
+			os.Exit(2)
+		}
+		h.tools = append(h.tools, t)
+	}
 	// On an interrupt, stop the control plane and the child of the moment
 	// rather than leave them running.
 	sig := make(chan os.Signal, 1)
@@ -97,6 +114,7 @@ type harness struct {
 	profile  bool
 	keep     bool
 	reps     map[string]int
+	tools    []string
 
 	// mu guards env and proc, what an interrupt must stop.
 	mu   sync.Mutex
@@ -213,6 +231,20 @@ func (h *harness) run(out string, names []string) error {
 	return nil
 }
 
+// printReport prints the Markdown of a saved results.json.
+func printReport(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	rep := &Report{}
+	if err := json.Unmarshal(b, rep); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	rep.WriteMarkdown(os.Stdout)
+	return nil
+}
+
 // cleanup kills the running child and stops the running control plane.
 func (h *harness) cleanup() {
 	h.mu.Lock()
@@ -245,7 +277,7 @@ func (h *harness) runWorkload(ctx context.Context, w *workload) error {
 	for rep := 0; rep < reps; rep++ {
 		// Rotate the order of the tools so that a drift in the machine's
 		// load does not always favour the same one.
-		order := append(append([]string(nil), tools[rep%len(tools):]...), tools[:rep%len(tools)]...)
+		order := append(append([]string(nil), h.tools[rep%len(h.tools):]...), h.tools[:rep%len(h.tools)]...)
 		for _, tool := range order {
 			runs, err := h.runTool(ctx, p, tool, rep)
 			if err != nil {

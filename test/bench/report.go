@@ -343,10 +343,10 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		if ls := wr.median(toolLockstep, "cold install"); ls != nil && len(ls.Phases) > 0 {
 			fmt.Fprintf(w, "- lockstep phases, cold install: load %s s, render %s s, apply %s s.\n", secs(ls.Phases["load"]), secs(ls.Phases["render"]), secs(ls.Phases["apply"]))
 		}
-		for _, sc := range []string{"cold install", "upgrade"} {
-			if ls := wr.median(toolLockstep, sc); ls != nil {
+		for _, sc := range scenarios {
+			if ls := wr.median(toolLockstep, sc); ls != nil && ls.WallSeconds >= 1 {
 				if t := timelineText(ls.API.Timeline); t != "" {
-					fmt.Fprintf(w, "- lockstep requests over the %s's %s s (first–last, seconds from the start): %s.\n", sc, secs(ls.WallSeconds), t)
+					fmt.Fprintf(w, "- lockstep, %s (%s s): %s (first–last request, seconds from the start).\n", sc, secs(ls.WallSeconds), t)
 				}
 			}
 		}
@@ -383,11 +383,18 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "\nHarness run time: %.1f min.\n", rep.TotalSeconds/60)
 }
 
-// timelineText formats the spans of dry-runs, applies and lists,
-// "dry-run applies 2.8–41.0, applies 3.0–98.7, lists 0.1–137.0".
+// timelineText formats when lockstep sent its CRD requests, first–last
+// in seconds from the start: "CRD dry-runs 2.80–41.0, CRD applies
+// 3.00–98.7, CRD lists 0.10–137.0".
 func timelineText(tl map[string][2]float64) string {
 	var parts []string
-	for _, k := range []struct{ key, name string }{{"apply (dry-run)", "dry-run applies"}, {"apply", "applies"}, {"list", "lists"}} {
+	for _, k := range []struct{ key, name string }{
+		{"apply (dry-run) customresourcedefinitions", "CRD dry-runs"},
+		{"apply customresourcedefinitions", "CRD applies"},
+		{"list customresourcedefinitions", "CRD lists"},
+		{"get customresourcedefinitions", "CRD gets"},
+		{"delete customresourcedefinitions", "CRD deletes"},
+	} {
 		if t, ok := tl[k.key]; ok {
 			parts = append(parts, fmt.Sprintf("%s %s–%s", k.name, secs(t[0]), secs(t[1])))
 		}

@@ -32,13 +32,14 @@ const (
 // "apply (dry-run)".
 const dryRunSuffix = " (dry-run)"
 
-// classify returns the verb of an API request and whether it is a
-// server-side dry-run (dryRun=All in the query). It follows the API server's
+// classify returns the verb of an API request, its resource (the plural,
+// "RESOURCE/SUBRESOURCE" for a subresource, "" for discovery) and whether it
+// is a server-side dry-run (dryRun=All in the query). It follows the API server's
 // request info: a GET of a collection is a list (a watch with watch=true or
 // a /watch/ path), a GET of one object a get; POST create, PUT update,
 // PATCH patch (apply for an apply patch), DELETE delete or deletecollection.
 // Paths outside /api/v1 and /apis/GROUP/VERSION resources are discovery.
-func classify(method string, u *url.URL, contentType string) (verb string, dryRun bool) {
+func classify(method string, u *url.URL, contentType string) (verb, resource string, dryRun bool) {
 	q := u.Query()
 	dryRun = q.Get("dryRun") != ""
 	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
@@ -50,7 +51,7 @@ func classify(method string, u *url.URL, contentType string) (verb string, dryRu
 	case len(parts) >= 4 && parts[0] == "apis":
 		rest = parts[3:]
 	default:
-		return verbDiscovery, dryRun
+		return verbDiscovery, "", dryRun
 	}
 	watch := q.Get("watch") == "true" || q.Get("watch") == "1"
 	if len(rest) > 0 && rest[0] == "watch" {
@@ -62,31 +63,37 @@ func classify(method string, u *url.URL, contentType string) (verb string, dryRu
 		rest = rest[2:]
 	}
 	named := len(rest) >= 2 // RESOURCE/NAME[/SUBRESOURCE]
+	if len(rest) > 0 {
+		resource = rest[0]
+	}
+	if len(rest) >= 3 {
+		resource += "/" + rest[2]
+	}
 	switch method {
 	case http.MethodGet, http.MethodHead:
 		switch {
 		case watch:
-			return verbWatch, dryRun
+			return verbWatch, resource, dryRun
 		case named:
-			return verbGet, dryRun
+			return verbGet, resource, dryRun
 		}
-		return verbList, dryRun
+		return verbList, resource, dryRun
 	case http.MethodPost:
-		return verbCreate, dryRun
+		return verbCreate, resource, dryRun
 	case http.MethodPut:
-		return verbUpdate, dryRun
+		return verbUpdate, resource, dryRun
 	case http.MethodPatch:
 		if strings.HasPrefix(contentType, "application/apply-patch") {
-			return verbApply, dryRun
+			return verbApply, resource, dryRun
 		}
-		return verbPatch, dryRun
+		return verbPatch, resource, dryRun
 	case http.MethodDelete:
 		if named {
-			return verbDelete, dryRun
+			return verbDelete, resource, dryRun
 		}
-		return verbDeleteCollection, dryRun
+		return verbDeleteCollection, resource, dryRun
 	}
-	return strings.ToLower(method), dryRun
+	return strings.ToLower(method), resource, dryRun
 }
 
 // mutating reports whether verb changes the cluster (unless dry-run).
@@ -114,14 +121,16 @@ type APICounts struct {
 	// ByVerb counts requests by verb; dry-runs carry the suffix
 	// " (dry-run)".
 	ByVerb map[string]int `json:"byVerb"`
-	// Timeline holds, per ByVerb key, when the first and the last such
+	// Timeline holds, per ByVerb key and resource ("apply
+	// customresourcedefinitions"), when the first and the last such
 	// request was sent, in seconds since the measured phase began: where
 	// a run spent its time (dry-runs, then applies, then polling).
 	Timeline map[string][2]float64 `json:"timeline,omitempty"`
 }
 
-// add counts one request, sent at seconds since the measured phase began.
-func (c *APICounts) add(verb string, dryRun bool, at float64) {
+// add counts one request for resource, sent at seconds since the
+// measured phase began.
+func (c *APICounts) add(verb, resource string, dryRun bool, at float64) {
 	if c.ByVerb == nil {
 		c.ByVerb = map[string]int{}
 		c.Timeline = map[string][2]float64{}
@@ -139,11 +148,11 @@ func (c *APICounts) add(verb string, dryRun bool, at float64) {
 	default:
 		c.Reads++
 	}
-	if _, ok := c.ByVerb[key]; !ok {
-		c.Timeline[key] = [2]float64{at, at}
+	tk := strings.TrimSpace(key + " " + resource)
+	if t, ok := c.Timeline[tk]; !ok {
+		c.Timeline[tk] = [2]float64{at, at}
 	} else {
-		t := c.Timeline[key]
-		c.Timeline[key] = [2]float64{min(t[0], at), max(t[1], at)}
+		c.Timeline[tk] = [2]float64{min(t[0], at), max(t[1], at)}
 	}
 	c.ByVerb[key]++
 }
@@ -196,9 +205,9 @@ type countingTransport struct {
 
 // RoundTrip counts req and sends it on.
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	verb, dry := classify(req.Method, req.URL, req.Header.Get("Content-Type"))
+	verb, resource, dry := classify(req.Method, req.URL, req.Header.Get("Content-Type"))
 	t.counter.mu.Lock()
-	t.counter.c.add(verb, dry, time.Since(t.counter.start).Seconds())
+	t.counter.c.add(verb, resource, dry, time.Since(t.counter.start).Seconds())
 	t.counter.mu.Unlock()
 	return t.next.RoundTrip(req)
 }
