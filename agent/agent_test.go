@@ -170,6 +170,7 @@ func (f *fixture) reconciler(t *testing.T) *agent.Reconciler {
 		Interval: time.Second,
 		Registry: oci.Options{InsecureRegistries: []string{f.reg.Host}},
 		CacheDir: t.TempDir(),
+		REST:     f.env.Config,
 		Apply:    opts,
 	}, nil)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/apply"
@@ -46,6 +47,10 @@ type Config struct {
 	// Apply are the apply options; Namespace and Instance also name the
 	// Sync object (in Namespace, named Instance).
 	Apply apply.Options
+	// REST is the cluster's REST config, from which apply watches CRDs
+	// until they are Established (apply.WithRESTConfig); nil makes apply
+	// poll instead.
+	REST *rest.Config
 }
 
 // Step names, as they appear in errors, conditions and the
@@ -116,7 +121,11 @@ func NewReconciler(c client.Client, cfg Config, metrics *Metrics) (*Reconciler, 
 	if err := cfg.Source.Validate(); err != nil {
 		return nil, err
 	}
-	mgr, err := apply.NewManager(c, cfg.Apply)
+	var mopts []apply.ManagerOption
+	if cfg.REST != nil {
+		mopts = append(mopts, apply.WithRESTConfig(cfg.REST))
+	}
+	mgr, err := apply.NewManager(c, cfg.Apply, mopts...)
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ spec:
 	transport := &switchable{}
 	cache := t.TempDir()
 	r, err := agent.NewReconciler(f.env.Client, agent.Config{
-		Source: f.source(t), Interval: time.Second, CacheDir: cache, Apply: opts,
+		Source: f.source(t), Interval: time.Second, CacheDir: cache, Apply: opts, REST: f.env.Config,
 		Registry: oci.Options{InsecureRegistries: []string{f.reg.Host}, Transport: transport},
 	}, nil)
 	if err != nil {

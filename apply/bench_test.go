@@ -40,7 +40,7 @@ func BenchmarkNoOpApplyMonolith(b *testing.B) {
 	_ = env.Client.Create(context.Background(), namespaceObject(ns))
 	opts := apply.DefaultOptions()
 	opts.Namespace, opts.Instance, opts.WaitTimeout = ns, instance, 10*time.Minute
-	m, err := apply.NewManager(c, opts)
+	m, err := apply.NewManager(c, opts, apply.WithRESTConfig(cfg))
 	if err != nil {
 		b.Fatal(err)
 	}

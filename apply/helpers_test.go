@@ -107,6 +107,7 @@ func (r *requests) snapshot() (all, mutating []string) {
 type fixture struct {
 	env       *envtest.Env
 	c         client.Client
+	cfg       *rest.Config
 	reqs      *requests
 	namespace string
 	instance  string
@@ -132,6 +133,7 @@ func newFixture(t *testing.T) *fixture {
 		namespace: fmt.Sprintf("xp-%d", n), instance: fmt.Sprintf("test-%d", n), prefix: fmt.Sprintf("t%d", n)}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt, r: f.reqs} })
+	f.cfg = cfg
 	f.c, err = client.New(cfg, client.Options{Scheme: envtest.Scheme()})
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +156,7 @@ func (f *fixture) manager(t *testing.T, mutate func(*apply.Options)) *apply.Mana
 	if mutate != nil {
 		mutate(&o)
 	}
-	m, err := apply.NewManager(f.c, o)
+	m, err := apply.NewManager(f.c, o, apply.WithRESTConfig(f.cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,12 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -113,12 +115,52 @@ func (r *run) load(ctx context.Context) error {
 			}
 		}
 	}
-	for _, k := range sortedListKeys(keys) {
-		if err := r.listLabelled(ctx, k); err != nil {
-			return err
-		}
+	return r.listAllLabelled(ctx, sortedListKeys(keys))
+}
+
+// listAllLabelled lists the labelled objects of every key, Concurrency
+// LISTs at a time: the first LIST of a custom resource's kind can take a
+// second on an API server that has not served it yet (it builds the
+// kind's storage and watch cache), and those waits overlap.
+func (r *run) listAllLabelled(ctx context.Context, keys []listKey) error {
+	type listed struct {
+		objs []*unstructured.Unstructured
+		err  error
 	}
-	return nil
+	results := make([]listed, len(keys))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.opts.Concurrency)
+	for i, k := range keys {
+		if r.live.listed[k] {
+			continue
+		}
+		g.Go(func() error {
+			objs, err := listAll(gctx, r.c, k.gvk, k.namespace, client.MatchingLabels{render.LabelInstance: r.opts.Instance})
+			if err != nil && !meta.IsNoMatchError(err) {
+				err = fmt.Errorf("cannot list %s: %w", k.gvk.Kind, err)
+			} else {
+				err = nil
+			}
+			results[i] = listed{objs: objs, err: err}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	var errs []error
+	for i, k := range keys {
+		if res := results[i]; res.err != nil {
+			errs = append(errs, res.err)
+			continue
+		}
+		for _, o := range results[i].objs {
+			r.live.objects[objectID(o)] = o
+		}
+		r.live.listed[k] = true
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return ctx.Err()
 }
 
 func listKeyFor(apiVersion, kind, namespace string) listKey {
@@ -200,24 +242,6 @@ const (
 	stateActive   = "Active"
 	stateInactive = "Inactive"
 )
-
-// listLabelled lists the objects of k labelled with this instance into
-// r.live.objects. A kind the API server does not serve lists as empty: its
-// objects cannot exist yet (a CRD the same apply creates).
-func (r *run) listLabelled(ctx context.Context, k listKey) error {
-	if r.live.listed[k] {
-		return nil
-	}
-	objs, err := listAll(ctx, r.c, k.gvk, k.namespace, client.MatchingLabels{render.LabelInstance: r.opts.Instance})
-	if err != nil && !meta.IsNoMatchError(err) {
-		return fmt.Errorf("cannot list %s: %w", k.gvk.Kind, err)
-	}
-	for _, o := range objs {
-		r.live.objects[objectID(o)] = o
-	}
-	r.live.listed[k] = true
-	return nil
-}
 
 // listForeign lists the metadata of every object of k, to find objects
 // lockstep is about to apply that exist without this instance's label.

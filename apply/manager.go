@@ -11,6 +11,7 @@ import (
 
 	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/health"
@@ -129,14 +130,32 @@ func (o Options) Validate() error {
 type Manager struct {
 	client client.Client
 	rm     *ssa.ResourceManager
+	crds   *crdWatcher
 	opts   Options
 	now    func() time.Time
 }
 
+// ManagerOption configures a Manager beyond its Options.
+type ManagerOption func(*managerConfig)
+
+type managerConfig struct {
+	rest *rest.Config
+}
+
+// WithRESTConfig gives the Manager the cluster's REST config, from which it
+// builds a client that waits for CRDs to be Established with one watch
+// (see crdWatcher) instead of polling full CRD lists every WaitInterval.
+// Without it, the wait polls through kstatus as fluxcd/pkg/ssa's
+// WaitForSet does, which costs a LIST of every CRD per interval.
+func WithRESTConfig(cfg *rest.Config) ManagerOption {
+	return func(c *managerConfig) { c.rest = cfg }
+}
+
 // NewManager returns a Manager on c, whose RESTMapper must know the
 // pkg.crossplane.io kinds (Crossplane's CRDs, or lockstep's stand-ins in
-// examples/crossplane-crds). It returns an error when opts do not validate.
-func NewManager(c client.Client, opts Options) (*Manager, error) {
+// examples/crossplane-crds). It returns an error when opts do not validate
+// or a ManagerOption cannot be used.
+func NewManager(c client.Client, opts Options, mopts ...ManagerOption) (*Manager, error) {
 	if opts.Concurrency < 1 {
 		opts.Concurrency = 1
 	}
@@ -145,7 +164,19 @@ func NewManager(c client.Client, opts Options) (*Manager, error) {
 	}
 	rm := ssa.NewResourceManager(c, health.NewStatusPoller(c, c.RESTMapper()), ssa.Owner{Field: FieldManager, Group: "lockstep.io"})
 	rm.SetConcurrency(opts.Concurrency)
-	return &Manager{client: c, rm: rm, opts: opts, now: time.Now}, nil
+	m := &Manager{client: c, rm: rm, opts: opts, now: time.Now}
+	var mc managerConfig
+	for _, o := range mopts {
+		o(&mc)
+	}
+	if mc.rest != nil {
+		w, err := newCRDWatcher(mc.rest)
+		if err != nil {
+			return nil, err
+		}
+		m.crds = w
+	}
+	return m, nil
 }
 
 // Options returns the Manager's options.

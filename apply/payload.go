@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/lockstep-gitops/lockstep/render"
 	"github.com/lockstep-gitops/lockstep/sources/xpkg"
 )
 
@@ -60,16 +61,8 @@ func (p *pkgRun) payloadStep(ctx context.Context) error {
 		if i != 0 || r.opts.DryRun {
 			continue
 		}
-		var set object.ObjMetadataSet
-		for _, d := range stage {
-			if d.action == ssa.CreatedAction || d.action == ssa.ConfiguredAction {
-				set = append(set, object.UnstructuredToObjMetadata(d.u))
-			}
-		}
-		if len(set) > 0 {
-			if err := r.m.rm.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: r.opts.WaitInterval, Timeout: r.opts.WaitTimeout}); err != nil {
-				return fmt.Errorf("waiting for CustomResourceDefinitions to be Established: %w", err)
-			}
+		if err := r.waitEstablished(ctx, stage); err != nil {
+			return fmt.Errorf("waiting for CustomResourceDefinitions to be Established: %w", err)
 		}
 	}
 	p.objectRefs = objectRefs(p.payload)
@@ -141,6 +134,32 @@ func (p *pkgRun) releaseStale(ctx context.Context, d *desired) error {
 	}
 	p.r.warn(p.res, "released the stale controller reference %s of %s", describeRef(d.release[0]), d.id)
 	return nil
+}
+
+// waitEstablished waits until every CRD of objs that this apply created or
+// changed is Established: with one watch when the Manager has a REST config
+// (WithRESTConfig), else by polling through kstatus every WaitInterval.
+// Objects of other kinds (MRDs share the stage) are not waited for.
+func (r *run) waitEstablished(ctx context.Context, objs []*desired) error {
+	var set object.ObjMetadataSet
+	var names []string
+	for _, d := range objs {
+		if d.action != ssa.CreatedAction && d.action != ssa.ConfiguredAction {
+			continue
+		}
+		if d.u.GroupVersionKind().GroupKind() != xpkg.GroupKindCRD {
+			continue
+		}
+		set = append(set, object.UnstructuredToObjMetadata(d.u))
+		names = append(names, d.u.GetName())
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	if r.m.crds != nil {
+		return r.m.crds.waitEstablished(ctx, names, render.LabelInstance, r.opts.Instance, r.opts.WaitTimeout)
+	}
+	return r.m.rm.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: r.opts.WaitInterval, Timeout: r.opts.WaitTimeout})
 }
 
 // objectRefs returns the status.objectRefs of a revision that established

@@ -93,7 +93,7 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	}
 	r, err := agent.NewReconciler(c, agent.Config{
 		Source: src, Interval: f.interval, Registry: f.render.reg.options(), CacheDir: f.render.reg.cacheDir,
-		AllowedProviderPermissions: allowed, Apply: opts,
+		AllowedProviderPermissions: allowed, Apply: opts, REST: counted,
 	}, metrics)
 	if err != nil {
 		return err

@@ -113,6 +113,17 @@ func (w *WorkloadReport) median(tool, scenario string) *Run {
 	return rs[(len(rs)-1)/2]
 }
 
+// ran reports whether tool ran on the workload at all (test/bench -tools
+// may leave it out), failed or not.
+func (w *WorkloadReport) ran(tool string) bool {
+	for _, r := range w.Runs {
+		if r.Tool == tool {
+			return true
+		}
+	}
+	return false
+}
+
 // failures returns the errors of the workload's runs.
 func (w *WorkloadReport) failures() []string {
 	var out []string
@@ -291,11 +302,11 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		fmt.Fprint(w, " No other control plane ran on the machine during the run.")
 	}
 	s := rep.Settings
-	fmt.Fprintf(w, "\n\nEach tool runs in a process of its own against a fresh control plane (etcd + kube-apiserver %s) per workload and tool; the scenarios run in order on it. "+
+	fmt.Fprintf(w, "\n\nEach tool runs in a process of its own against a fresh control plane (etcd + kube-apiserver %s) per workload and tool, with Crossplane's CRDs installed and each of their kinds listed once (as Crossplane's controllers would have); the scenarios run in order on it. "+
 		"lockstep: the `lockstep apply` pipeline (declarations, lock check, packages by digest through the cache, render, apply.Manager with default options, concurrency %d). "+
 		"floor: the same rendered objects (records, payload, runtime, RBAC; bound with made-up UIDs) with plain server-side apply from client-go, %d in parallel, then a watch until every CRD is Established; its upgrade applies the upgraded package's objects alone. "+
 		"Flux: fluxcd/pkg/ssa ApplyAllStaged + WaitForSetWithContext (all but Deployments, which never become Available without a kubelet) on the same objects, concurrency %d, DeleteAll to uninstall. "+
-		"Waits poll every %s (lockstep and Flux). Client QPS %.0f for all. Figures are the run with the median wall time of %s repetitions; ratios are lockstep / baseline. "+
+		"lockstep waits for CRDs with a watch, Flux polls every %s. Client QPS %.0f for all. Figures are the run with the median wall time of %s repetitions; ratios are lockstep / baseline. "+
 		"Flux's drift check ignores metadata other than labels and annotations, so it does not re-apply objects whose only change is their owner references (a new revision taking control). "+
 		"`server CPU` is kube-apiserver plus etcd during the scenario: on a 2-core machine the tool and the server share the cores, so every CPU second either spends lengthens the wall time.\n\n",
 		"v1.36", s.LockstepConcurrency, s.FloorConcurrency, s.FluxConcurrency, s.WaitInterval, s.ClientQPS, repsText(s.Reps))
@@ -319,7 +330,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 				cells := make([]string, 0, 5)
 				for _, t := range tools {
 					if runs[t] == nil {
-						cells = append(cells, "failed")
+						cells = append(cells, map[bool]string{true: "failed", false: "not run"}[wr.ran(t)])
 						continue
 					}
 					cells = append(cells, f.format(runs[t]))

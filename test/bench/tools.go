@@ -101,7 +101,7 @@ func runLockstep(ctx context.Context, spec *childSpec, cfg *rest.Config, m *Meas
 	opts := apply.DefaultOptions()
 	opts.Namespace, opts.Instance = benchNamespace, benchInstance
 	opts.WaitInterval, opts.WaitTimeout = spec.WaitInterval, waitTimeout
-	mgr, err := apply.NewManager(c, opts)
+	mgr, err := apply.NewManager(c, opts, apply.WithRESTConfig(cfg))
 	if err != nil {
 		return err
 	}
