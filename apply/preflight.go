@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -117,9 +118,18 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 	pending := map[schema.GroupKind]bool{}
 	for _, d := range p.payload {
 		if gk := d.u.GroupVersionKind().GroupKind(); (gk == xpkg.GroupKindCRD) && !d.exists() {
-			group, _, _ := unstructured.NestedString(d.u.Object, "spec", "group")
-			kind, _, _ := unstructured.NestedString(d.u.Object, "spec", "names", "kind")
-			pending[schema.GroupKind{Group: group, Kind: kind}] = true
+			var crd struct {
+				Spec struct {
+					Group string `json:"group"`
+					Names struct {
+						Kind string `json:"kind"`
+					} `json:"names"`
+				} `json:"spec"`
+			}
+			if err := json.Unmarshal(d.body, &crd); err != nil {
+				return fmt.Errorf("%s: %w", d.id, err)
+			}
+			pending[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = true
 		}
 	}
 	for _, d := range all {
@@ -189,6 +199,9 @@ func (p *pkgRun) rebind(d *desired) error {
 		return err
 	}
 	d.u, d.hash = u, h
+	if d.role == RolePayload {
+		return d.compact()
+	}
 	return nil
 }
 

@@ -72,9 +72,17 @@ type desired struct {
 	role Role
 	// revision is the revision a runtime or record object belongs to.
 	revision string
-	// u is what FieldManager applies, AnnotationAppliedHash included.
+	// u is what FieldManager applies, AnnotationAppliedHash included. For
+	// a payload object it holds only apiVersion, kind and metadata, and
+	// body the whole object (see full).
 	u    *unstructured.Unstructured
 	hash string
+	// body is the JSON of a payload object as applied, nil for records and
+	// runtime. A provider's payload is thousands of CRDs of up to a
+	// megabyte: kept decoded for the whole apply they cost about ten times
+	// their JSON, so apply keeps the JSON, sends it as the apply patch
+	// as it is, and decodes it only to compare it with a live object.
+	body []byte
 	// create holds fields applied only when the object is created (a
 	// Manual revision's spec.desiredState); nil for none.
 	create map[string]any
@@ -92,6 +100,39 @@ type desired struct {
 	release []metav1.OwnerReference
 	action  ssa.Action
 	result  *unstructured.Unstructured
+}
+
+// full returns the whole object lockstep applies: u, or for a payload
+// object a fresh decode of body.
+func (d *desired) full() (*unstructured.Unstructured, error) {
+	if d.body == nil {
+		return d.u, nil
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(d.body); err != nil {
+		return nil, fmt.Errorf("%s: cannot decode: %w", d.id, err)
+	}
+	return u, nil
+}
+
+// compact keeps a payload object as JSON (body) and u as its
+// apiVersion, kind and metadata only.
+func (d *desired) compact() error {
+	b, err := json.Marshal(d.u.Object)
+	if err != nil {
+		return fmt.Errorf("%s: cannot encode: %w", d.id, err)
+	}
+	d.body, d.u = b, header(d.u)
+	return nil
+}
+
+// header returns u's apiVersion, kind and metadata, sharing u's metadata.
+func header(u *unstructured.Unstructured) *unstructured.Unstructured {
+	h := &unstructured.Unstructured{Object: map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind()}}
+	if m, ok := u.Object["metadata"]; ok {
+		h.Object["metadata"] = m
+	}
+	return h
 }
 
 // exists reports whether the object exists in the cluster.
@@ -137,17 +178,29 @@ func (r *run) newDesired(u *unstructured.Unstructured, role Role, revision strin
 // date, nor when a server-side dry-run shows that applying would change
 // nothing (the difference was the API server's normalization). Otherwise
 // the dry-run has validated the object.
+//
+// Only when the live object carries the hash of what lockstep applies now
+// can the dry-run show no change (a different hash is a change of the
+// annotation itself); otherwise a payload object's dry-run asks for the
+// object's metadata alone, which spares decoding a large answer.
 func (r *run) plan(ctx context.Context, d *desired) error {
-	if d.live != nil && upToDate(d.live, d.u, d.hash) {
-		d.action, d.result = ssa.UnchangedAction, d.live
-		return nil
+	sameHash := d.live != nil && d.live.GetAnnotations()[AnnotationAppliedHash] == d.hash
+	if sameHash {
+		full, err := d.full()
+		if err != nil {
+			return err
+		}
+		if upToDate(d.live, full, d.hash) {
+			d.action, d.result = ssa.UnchangedAction, d.live
+			return nil
+		}
 	}
-	dry, err := r.ssaApply(ctx, d.applyObject(), FieldManager, true)
+	dry, err := r.applyDesired(ctx, d, true, !sameHash)
 	if err != nil {
 		return ssaerrors.NewDryRunErr(err, d.u)
 	}
 	switch {
-	case d.live != nil && !drifted(d.live, dry):
+	case sameHash && !drifted(d.live, dry):
 		d.action, d.result = ssa.UnchangedAction, d.live
 	case d.exists():
 		d.action = ssa.ConfiguredAction
@@ -169,7 +222,7 @@ func (r *run) write(ctx context.Context, d *desired) error {
 	if d.action == ssa.UnchangedAction {
 		return nil
 	}
-	res, err := r.ssaApply(ctx, d.applyObject(), FieldManager, false)
+	res, err := r.applyDesired(ctx, d, false, true)
 	if err != nil {
 		return fmt.Errorf("%s apply failed: %w", utils.FmtUnstructured(d.u), err)
 	}

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -30,6 +31,51 @@ func (r *run) ssaApply(ctx context.Context, u *unstructured.Unstructured, manage
 		r.wrote()
 	}
 	return obj, nil
+}
+
+// applyDesired server-side applies d as FieldManager, as ssaApply does, and
+// returns the API server's answer. A payload object is sent as its JSON
+// body, and with metaOnly the answer is its apiVersion, kind and metadata
+// alone (the server encodes a PartialObjectMetadata), which is all apply
+// keeps of it. Records and runtime are sent and answered in full.
+func (r *run) applyDesired(ctx context.Context, d *desired, dryRun, metaOnly bool) (*unstructured.Unstructured, error) {
+	if d.body == nil {
+		return r.ssaApply(ctx, d.applyObject(), FieldManager, dryRun)
+	}
+	opts := []client.PatchOption{client.FieldOwner(FieldManager), client.ForceOwnership}
+	if dryRun || r.opts.DryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	patch := client.RawPatch(types.ApplyPatchType, d.body)
+	gvk := d.u.GroupVersionKind()
+	var out *unstructured.Unstructured
+	if metaOnly {
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(gvk)
+		m.SetName(d.u.GetName())
+		m.SetNamespace(d.u.GetNamespace())
+		if err := r.c.Patch(ctx, m, patch, opts...); err != nil {
+			return nil, err
+		}
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(m)
+		if err != nil {
+			return nil, err
+		}
+		out = &unstructured.Unstructured{Object: obj}
+		out.SetGroupVersionKind(gvk)
+	} else {
+		out = &unstructured.Unstructured{}
+		out.SetGroupVersionKind(gvk)
+		out.SetName(d.u.GetName())
+		out.SetNamespace(d.u.GetNamespace())
+		if err := r.c.Patch(ctx, out, patch, opts...); err != nil {
+			return nil, err
+		}
+	}
+	if !dryRun {
+		r.wrote()
+	}
+	return out, nil
 }
 
 // ssaApplyStatus server-side applies u's status through the status
