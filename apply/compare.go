@@ -10,8 +10,11 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/fluxcd/pkg/ssa/utils"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/lockstep-gitops/lockstep/render"
 )
@@ -21,6 +24,15 @@ import (
 // When an object's desired state still hashes to it and every field lockstep
 // sets still has lockstep's value, lockstep sends no request for the object.
 const AnnotationAppliedHash = "lockstep.io/applied-hash"
+
+// AnnotationContentHash is set by lockstep on every object it applies: the
+// SHA-256 of the object as lockstep applied it without its metadata (and
+// status). When a live object carries the content hash of what lockstep
+// applies now and still holds that content, the apply changes its metadata
+// alone (a new revision taking control of a payload object changes only
+// its owner references): apply then checks the metadata in-process with
+// the API server's own validation instead of a server-side dry-run.
+const AnnotationContentHash = "lockstep.io/applied-content-hash"
 
 // objectID returns the object's identity in Flux's inventory form,
 // "<namespace>_<name>_<group>_<kind>" (cli-utils ObjMetadata.String).
@@ -33,14 +45,21 @@ func idFor(ns, name string, gk schema.GroupKind) string {
 	return object.ObjMetadata{Namespace: ns, Name: name, GroupKind: gk}.String()
 }
 
-// setAppliedHash computes the hash of u without AnnotationAppliedHash, sets
-// the annotation to it and returns it.
+// setAppliedHash sets AnnotationContentHash to the hash of u's content
+// (see contentOf), then computes the hash of u without
+// AnnotationAppliedHash, sets that annotation to it and returns it.
 func setAppliedHash(u *unstructured.Unstructured) (string, error) {
+	cb, err := json.Marshal(contentOf(u.Object))
+	if err != nil {
+		return "", fmt.Errorf("%s: cannot encode: %w", utils.FmtUnstructured(u), err)
+	}
+	csum := sha256.Sum256(cb)
 	ann := u.GetAnnotations()
 	delete(ann, AnnotationAppliedHash)
-	if len(ann) == 0 {
-		ann = nil
+	if ann == nil {
+		ann = map[string]string{}
 	}
+	ann[AnnotationContentHash] = "sha256:" + hex.EncodeToString(csum[:])
 	u.SetAnnotations(ann)
 	b, err := json.Marshal(u.Object) // maps are encoded with sorted keys
 	if err != nil {
@@ -48,12 +67,47 @@ func setAppliedHash(u *unstructured.Unstructured) (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	h := "sha256:" + hex.EncodeToString(sum[:])
-	if ann == nil {
-		ann = map[string]string{}
-	}
 	ann[AnnotationAppliedHash] = h
 	u.SetAnnotations(ann)
 	return h, nil
+}
+
+// contentOf returns obj without metadata and status: what the API server
+// validates of an object beyond its metadata.
+func contentOf(obj map[string]any) map[string]any {
+	out := make(map[string]any, len(obj))
+	for k, v := range obj {
+		if k != "metadata" && k != "status" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// metadataOnly reports whether applying desired to live changes live's
+// metadata alone: live carries desired's content hash, so lockstep applied
+// this content before and nothing it owns beyond metadata is dropped, and
+// live still holds every value of that content.
+func metadataOnly(live, desired *unstructured.Unstructured) bool {
+	h := desired.GetAnnotations()[AnnotationContentHash]
+	if live == nil || h == "" || live.GetAnnotations()[AnnotationContentHash] != h {
+		return false
+	}
+	return contains(contentOf(live.Object), contentOf(desired.Object))
+}
+
+// validateMetadata checks u's labels, annotations and owner references
+// with the API server's own metadata validation (apimachinery), which is
+// what a server-side dry-run of a metadata-only change would check.
+func validateMetadata(u *unstructured.Unstructured) error {
+	var errs field.ErrorList
+	errs = append(errs, metav1validation.ValidateLabels(u.GetLabels(), field.NewPath("metadata", "labels"))...)
+	errs = append(errs, apivalidation.ValidateAnnotations(u.GetAnnotations(), field.NewPath("metadata", "annotations"))...)
+	errs = append(errs, apivalidation.ValidateOwnerReferences(u.GetOwnerReferences(), field.NewPath("metadata", "ownerReferences"))...)
+	if err := errs.ToAggregate(); err != nil {
+		return fmt.Errorf("%s: %w", utils.FmtUnstructured(u), err)
+	}
+	return nil
 }
 
 // upToDate reports whether live needs no apply for desired: it carries the

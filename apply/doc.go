@@ -13,7 +13,9 @@
 // (ActivationFieldManager) so that lockstep never fights a user's
 // `kubectl patch` of spec.desiredState. Manager.Apply runs one reconcile,
 // package by package, as a sequence of named steps, each with its own error
-// and condition (issue 5):
+// and condition (issue 5). Packages that share no object and do not replace
+// one another are applied concurrently (packageGroups); the others one
+// after the other, in the render's order:
 //
 //  1. Records: the package object and its revision for the locked digest,
 //     both paused for Crossplane (crossplane.io/paused: "true"); a new digest
@@ -21,9 +23,13 @@
 //  2. Preflight: the payload's controller references are checked (only this
 //     package's revisions, or those of a package it replaces, may control an
 //     object) and every payload object that differs from the cluster is
-//     dry-run server-side; any failure stops the package before its first
-//     payload write, and other packages go on (preflight.go).
-//  3. Payload, staged: CRDs, then a wait until Established, then XRDs,
+//     dry-run server-side, except one whose change is metadata alone (a
+//     new revision taking control), which is checked in-process with the
+//     API server's metadata validation (AnnotationContentHash); any failure
+//     stops the package before its first payload write, and other packages
+//     go on (preflight.go).
+//  3. Payload, staged: CRDs, then a wait until Established (one watch,
+//     establish.go), then XRDs,
 //     Compositions and the rest; the active revision controls every payload
 //     object and the package and the other revisions own it (payload.go).
 //  4. Runtime, for the active revision only: TLS Secrets signed by

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -52,7 +53,10 @@ type listKey struct {
 }
 
 // cluster is what lockstep read from the cluster at the start of an apply.
+// Packages that share no object are applied concurrently, so its maps are
+// read and written through the methods below, under mu.
 type cluster struct {
+	mu sync.RWMutex
 	// packages are the live package objects of every kind.
 	packages map[pkgKey]*unstructured.Unstructured
 	// revisions are the live revisions of every package kind, by package
@@ -75,6 +79,76 @@ type cluster struct {
 	inventory *Inventory
 	// inventoryExists says whether the inventory ConfigMap exists.
 	inventoryExists bool
+}
+
+// read runs f under c's read lock and returns its result.
+func read[T any](c *cluster, f func() T) T {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return f()
+}
+
+// object returns the live labelled object with inventory ID id, nil when
+// there is none.
+func (c *cluster) object(id string) *unstructured.Unstructured {
+	return read(c, func() *unstructured.Unstructured { return c.objects[id] })
+}
+
+// foreignOf returns the metadata of an object with inventory ID id that
+// exists without this instance's label, nil when there is none (or its
+// kind was not listed).
+func (c *cluster) foreignOf(id string) *metav1.PartialObjectMetadata {
+	return read(c, func() *metav1.PartialObjectMetadata { return c.foreign[id] })
+}
+
+// owner returns the package or revision with uid, nil when unknown.
+func (c *cluster) owner(uid types.UID) *unstructured.Unstructured {
+	return read(c, func() *unstructured.Unstructured { return c.byUID[uid] })
+}
+
+// pkg returns the live package record of key, nil when not installed.
+func (c *cluster) pkg(key pkgKey) *unstructured.Unstructured {
+	return read(c, func() *unstructured.Unstructured { return c.packages[key] })
+}
+
+// revisionsOf returns a copy of the live revisions of key, sorted by
+// spec.revision.
+func (c *cluster) revisionsOf(key pkgKey) []*unstructured.Unstructured {
+	return read(c, func() []*unstructured.Unstructured {
+		return append([]*unstructured.Unstructured(nil), c.revisions[key]...)
+	})
+}
+
+// packageKeys returns the keys of every installed package.
+func (c *cluster) packageKeys() []pkgKey {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]pkgKey, 0, len(c.packages))
+	for k := range c.packages {
+		out = append(out, k)
+	}
+	return out
+}
+
+// objectsWhere returns the live labelled objects for which keep is true,
+// by inventory ID.
+func (c *cluster) objectsWhere(keep func(*unstructured.Unstructured) bool) map[string]*unstructured.Unstructured {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := map[string]*unstructured.Unstructured{}
+	for id, u := range c.objects {
+		if keep(u) {
+			out[id] = u
+		}
+	}
+	return out
+}
+
+// forget removes the object with inventory ID id, which was deleted.
+func (c *cluster) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.objects, id)
 }
 
 // load reads the cluster state of the run: the inventory, every package and
@@ -246,10 +320,13 @@ const (
 // listForeign lists the metadata of every object of k, to find objects
 // lockstep is about to apply that exist without this instance's label.
 func (r *run) listForeign(ctx context.Context, k listKey) error {
-	if r.live.metaListed[k] {
+	r.live.mu.Lock()
+	done := r.live.metaListed[k]
+	r.live.metaListed[k] = true
+	r.live.mu.Unlock()
+	if done {
 		return nil
 	}
-	r.live.metaListed[k] = true
 	cont := ""
 	for {
 		list := &metav1.PartialObjectMetadataList{}
@@ -267,6 +344,7 @@ func (r *run) listForeign(ctx context.Context, k listKey) error {
 			}
 			return fmt.Errorf("cannot list %s: %w", k.gvk.Kind, err)
 		}
+		r.live.mu.Lock()
 		for i := range list.Items {
 			m := &list.Items[i]
 			m.SetGroupVersionKind(k.gvk)
@@ -275,6 +353,7 @@ func (r *run) listForeign(ctx context.Context, k listKey) error {
 				r.live.foreign[id] = m
 			}
 		}
+		r.live.mu.Unlock()
 		cont = list.Continue
 		if cont == "" {
 			return nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -309,9 +310,25 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 	if err := r.load(ctx); err != nil {
 		return nil, err
 	}
-	for _, po := range out.Packages {
-		pr := r.applyPackage(ctx, po)
-		r.res.Packages = append(r.res.Packages, pr.res)
+	r.replacedBy = r.replacedInOutput()
+	// Packages that share no object and do not replace one another are
+	// independent: their groups run concurrently, Concurrency at a time,
+	// and the packages of a group in out's order.
+	pkgs := make([]*pkgRun, len(out.Packages))
+	var g errgroup.Group
+	g.SetLimit(m.opts.Concurrency)
+	for _, group := range packageGroups(out, r.replacedBy, meta.Replaces) {
+		g.Go(func() error {
+			for _, i := range group {
+				pkgs[i] = r.applyPackage(ctx, out.Packages[i])
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for _, p := range pkgs {
+		r.pkgs = append(r.pkgs, p)
+		r.res.Packages = append(r.res.Packages, p.res)
 	}
 	r.finish(ctx)
 	r.res.Writes = r.writes.Load()
@@ -330,6 +347,9 @@ type run struct {
 
 	live *cluster
 	pkgs []*pkgRun
+	// mu guards res.Warnings, caMu ca: concurrent packages share them.
+	mu   sync.Mutex
+	caMu sync.Mutex
 	ca   *certAuthority
 	// replacedBy maps packages of the output that another package of the
 	// output replaces to the replacing package.
@@ -352,6 +372,8 @@ func (r *run) wrote() {
 // package's result.
 func (r *run) warn(p *PackageResult, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if p != nil {
 		p.Warnings = append(p.Warnings, msg)
 		msg = fmt.Sprintf("%s %s: %s", p.Kind, p.Name, msg)

@@ -92,7 +92,7 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 		if err := r.listForeign(ctx, listKeyFor(d.obj.APIVersion, d.obj.Kind, d.obj.Namespace)); err != nil {
 			return err
 		}
-		d.foreign = r.live.foreign[d.id]
+		d.foreign = r.live.foreignOf(d.id)
 	}
 	// Bind once more now that foreign owner references are known.
 	for _, d := range all {
@@ -166,7 +166,7 @@ func (p *pkgRun) planAll(ctx context.Context, objs []*desired) error {
 // owners to keep (see extraOwners).
 func (p *pkgRun) bind(o *render.Object, role Role, revision string) (*desired, error) {
 	d := &desired{obj: o, role: role, revision: revision, id: renderedID(o)}
-	d.live = p.r.live.objects[d.id]
+	d.live = p.r.live.object(d.id)
 	if err := p.rebind(d); err != nil {
 		return nil, err
 	}
@@ -224,7 +224,7 @@ func (p *pkgRun) extraOwners(live, have []metav1.OwnerReference) []metav1.OwnerR
 		if seen[string(ref.UID)] {
 			continue
 		}
-		owner := p.r.live.byUID[ref.UID]
+		owner := p.r.live.owner(ref.UID)
 		if owner == nil || !(p.isOwnRevision(owner) || p.isReplaced(owner)) || p.doomed[string(ref.UID)] {
 			continue
 		}
@@ -275,7 +275,7 @@ func (p *pkgRun) checkController(d *desired) error {
 	if c == nil {
 		return nil
 	}
-	owner := p.r.live.byUID[c.UID]
+	owner := p.r.live.owner(c.UID)
 	switch {
 	case c.UID == p.uids[p.revRef] || c.UID == p.uids[p.pkgRef]:
 		return nil
@@ -315,7 +315,7 @@ func (r *run) isGoneFromGit(u *unstructured.Unstructured) bool {
 	if strings.HasSuffix(u.GetKind(), "Revision") {
 		key = pkgKey{Kind: xpkg.Kind(kindOfRevision(u.GetKind())), Name: u.GetLabels()[render.LabelParentPackage]}
 	}
-	if _, installed := r.live.packages[key]; !installed {
+	if r.live.pkg(key) == nil {
 		return false
 	}
 	for _, po := range r.out.Packages {

@@ -170,7 +170,7 @@ func (r *run) newDesired(u *unstructured.Unstructured, role Role, revision strin
 		return nil, err
 	}
 	id := objectID(u)
-	d := &desired{u: u, hash: h, role: role, revision: revision, id: id, live: r.live.objects[id]}
+	d := &desired{u: u, hash: h, role: role, revision: revision, id: id, live: r.live.object(id)}
 	return d, nil
 }
 
@@ -192,6 +192,21 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 		}
 		if upToDate(d.live, full, d.hash) {
 			d.action, d.result = ssa.UnchangedAction, d.live
+			return nil
+		}
+	}
+	if !sameHash && d.live != nil {
+		// A change of metadata alone (a new revision taking control) is
+		// checked in-process: the API server accepted this content before.
+		full, err := d.full()
+		if err != nil {
+			return err
+		}
+		if metadataOnly(d.live, full) {
+			if err := validateMetadata(d.u); err != nil {
+				return err
+			}
+			d.action = ssa.ConfiguredAction
 			return nil
 		}
 	}
@@ -230,13 +245,30 @@ func (r *run) write(ctx context.Context, d *desired) error {
 	return nil
 }
 
-// reconcile plans and writes d at once, for objects no preflight covers
-// (records, and the revision record's activation).
+// reconcile plans (planRecord) and writes d at once, for objects no
+// preflight covers: records, and the revision record's activation.
 func (r *run) reconcile(ctx context.Context, d *desired) error {
-	if err := r.plan(ctx, d); err != nil {
+	if err := r.planRecord(ctx, d); err != nil {
 		return err
 	}
 	return r.write(ctx, d)
+}
+
+// planRecord decides whether a record must be applied. A dry-run would
+// guard nothing here, since records are written before anything else of
+// the package, so one is sent only to tell the API server's
+// normalization from drift: when the live record carries d's hash. A new
+// record is created, and one with another hash applied, straight away.
+func (r *run) planRecord(ctx context.Context, d *desired) error {
+	switch {
+	case !d.exists():
+		d.action = ssa.CreatedAction
+	case d.live == nil || d.live.GetAnnotations()[AnnotationAppliedHash] != d.hash:
+		d.action = ssa.ConfiguredAction
+	default:
+		return r.plan(ctx, d)
+	}
+	return nil
 }
 
 // recordsStep is step 1: the package record, then the revision record for
@@ -244,7 +276,7 @@ func (r *run) reconcile(ctx context.Context, d *desired) error {
 // decides the current revision's activation (see decideActivation).
 func (p *pkgRun) recordsStep(ctx context.Context) error {
 	r := p.r
-	livePkg := r.live.packages[p.key]
+	livePkg := r.live.pkg(p.key)
 	if livePkg != nil {
 		if inst := livePkg.GetLabels()[render.LabelInstance]; inst != "" && inst != r.opts.Instance {
 			return fmt.Errorf("%s %s is managed by lockstep instance %q; this is instance %q", p.key.Kind, p.key.Name, inst, r.opts.Instance)
@@ -277,7 +309,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	// The revision record.
 	var cur *unstructured.Unstructured
 	var maxRev int64
-	for _, rev := range r.live.revisions[p.key] {
+	for _, rev := range r.live.revisionsOf(p.key) {
 		if n := revisionNumber(rev); n > maxRev {
 			maxRev = n
 		}
@@ -311,7 +343,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 		// change of it is never overwritten (issue 5).
 		rd.create = map[string]any{"spec.desiredState": stateInactive}
 	}
-	if err := r.plan(ctx, rd); err != nil {
+	if err := r.planRecord(ctx, rd); err != nil {
 		return err
 	}
 	if p.manual && cur != nil && rd.action != ssa.UnchangedAction && soleOwner(cur, FieldManager, "f:spec", "f:desiredState") {

@@ -51,13 +51,14 @@ func (p *pkgRun) findReplaced(sources []string) {
 	for _, s := range sources {
 		want[normalizeSource(s)] = true
 	}
-	for key, pkg := range p.r.live.packages {
+	for _, key := range p.r.live.packageKeys() {
 		if key.Kind != p.key.Kind || key == p.key {
 			continue
 		}
+		pkg := p.r.live.pkg(key)
 		ref, _, _ := unstructured.NestedString(pkg.Object, "spec", "package")
 		if src := sourceOf(ref); src != "" && want[src] {
-			p.replaced = append(p.replaced, &replacedPkg{key: key, pkg: pkg, revisions: p.r.live.revisions[key]})
+			p.replaced = append(p.replaced, &replacedPkg{key: key, pkg: pkg, revisions: p.r.live.revisionsOf(key)})
 		}
 	}
 }
@@ -186,6 +187,6 @@ func (p *pkgRun) deleteRevisionDeployment(ctx context.Context, rev *unstructured
 		return fmt.Errorf("cannot delete Deployment %s/%s of %s %s: %w", dep.GetNamespace(), dep.GetName(), rev.GetKind(), rev.GetName(), err)
 	}
 	p.res.Changes.Add(entry(dep, ssa.DeletedAction))
-	delete(r.live.objects, objectID(dep))
+	r.live.forget(objectID(dep))
 	return nil
 }

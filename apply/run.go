@@ -34,6 +34,71 @@ func (r *run) replacedInOutput() map[pkgKey]string {
 	return out
 }
 
+// packageGroups partitions the packages of out into groups that can be
+// applied concurrently, as indexes into out.Packages, each group in out's
+// order and the groups by their first package. Two packages are in one
+// group when they render an object with the same identity (a CRD two
+// packages ship, a family's shared RBAC: the second must see the first's
+// ownership), when one replaces the other (replacedBy), or when both
+// replace the same source (meta replaces).
+func packageGroups(out *render.Output, replacedBy map[pkgKey]string, replaces map[string][]string) [][]int {
+	parent := make([]int, len(out.Packages))
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(i int) int {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	union := func(a, b int) {
+		if ra, rb := find(a), find(b); ra != rb {
+			parent[max(ra, rb)] = min(ra, rb)
+		}
+	}
+	first := map[string]int{}
+	claim := func(key string, i int) {
+		if j, ok := first[key]; ok {
+			union(i, j)
+		} else {
+			first[key] = i
+		}
+	}
+	for i, po := range out.Packages {
+		key := pkgKey{po.Kind, po.Name}.String()
+		claim("package "+key, i)
+		if by, ok := replacedBy[pkgKey{po.Kind, po.Name}]; ok {
+			claim("package "+by, i)
+		}
+		for _, src := range replaces[key] {
+			claim("replaces "+string(po.Kind)+" "+normalizeSource(src), i)
+		}
+		rev := po.Revision
+		for _, objs := range [][]*render.Object{rev.Payload, rev.Runtime, rev.RBAC} {
+			for _, o := range objs {
+				claim("object "+o.ID(), i)
+			}
+		}
+	}
+	byRoot := map[int][]int{}
+	var roots []int
+	for i := range out.Packages {
+		root := find(i)
+		if _, ok := byRoot[root]; !ok {
+			roots = append(roots, root)
+		}
+		byRoot[root] = append(byRoot[root], i)
+	}
+	groups := make([][]int, 0, len(roots))
+	for _, root := range roots {
+		groups = append(groups, byRoot[root])
+	}
+	return groups
+}
+
 // applyPackage runs the steps of one package. A failed step stops the
 // package; its status is written regardless, and a failure (or a change)
 // is recorded as an Event.
@@ -47,12 +112,8 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 		manual: po.Revision.ActivationPolicy == declarations.ManualActivation,
 		uids:   map[render.Reference]types.UID{},
 	}
-	if r.replacedBy == nil {
-		r.replacedBy = r.replacedInOutput()
-	}
 	p.replacedBy = r.replacedBy[p.key]
 	p.findReplaced(r.meta.Replaces[p.key.String()])
-	r.pkgs = append(r.pkgs, p)
 
 	steps := []struct {
 		name string
@@ -261,6 +322,8 @@ func (p *pkgRun) inventory(old *InventoryPackage) InventoryPackage {
 // shipping the same CRD must find them controlled by this one.
 func (p *pkgRun) remember() {
 	live := p.r.live
+	live.mu.Lock()
+	defer live.mu.Unlock()
 	if p.pkg != nil {
 		live.packages[p.key] = p.pkg
 		live.byUID[p.pkg.GetUID()] = p.pkg

@@ -53,12 +53,9 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 	for _, d := range p.runtime {
 		desiredIDs[d.id] = true
 	}
-	candidates := map[string]*unstructured.Unstructured{}
-	for id, u := range r.live.objects {
-		if u.GetKind() == "Deployment" && u.GroupVersionKind().Group == "apps" && u.GetNamespace() == r.opts.Namespace {
-			candidates[id] = u
-		}
-	}
+	candidates := r.live.objectsWhere(func(u *unstructured.Unstructured) bool {
+		return u.GetKind() == "Deployment" && u.GroupVersionKind().Group == "apps" && u.GetNamespace() == r.opts.Namespace
+	})
 	// A revision deactivated by this apply may run a Deployment lockstep did
 	// not label (installed by Crossplane before lockstep took over): look it
 	// up by Crossplane's default name, the revision's.
@@ -80,7 +77,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 		if c == nil {
 			continue
 		}
-		owner := r.live.byUID[c.UID]
+		owner := r.live.owner(c.UID)
 		if owner == nil || !p.isOwnRevision(owner) || c.UID == p.uids[p.revRef] {
 			continue
 		}
@@ -88,7 +85,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 			return fmt.Errorf("cannot delete Deployment %s/%s of inactive revision %s: %w", dep.GetNamespace(), dep.GetName(), owner.GetName(), err)
 		}
 		p.res.Changes.Add(entry(dep, ssa.DeletedAction))
-		delete(r.live.objects, id)
+		r.live.forget(id)
 	}
 	return nil
 }
