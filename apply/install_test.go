@@ -2,6 +2,8 @@ package apply_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"strings"
@@ -247,6 +249,13 @@ func TestInstallExamples(t *testing.T) {
 			}
 			if string(sec.Data["ca.crt"]) != string(ca.Data["tls.crt"]) {
 				t.Errorf("%s: ca.crt is not crossplane-root-ca's certificate", name)
+			}
+			// The runtimes load tls.crt and tls.key as Go's crypto/tls does.
+			pair, err := tls.X509KeyPair(sec.Data["tls.crt"], sec.Data["tls.key"])
+			if err != nil {
+				t.Errorf("%s: tls.crt and tls.key do not load as a key pair: %v", name, err)
+			} else if _, ok := pair.PrivateKey.(*ecdsa.PrivateKey); !ok {
+				t.Errorf("%s: tls.key is a %T, want an ECDSA key", name, pair.PrivateKey)
 			}
 		}
 	})
