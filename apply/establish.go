@@ -58,7 +58,8 @@ type crdEvent struct {
 	Type   string `json:"type"`
 	Object struct {
 		Metadata struct {
-			Name string `json:"name"`
+			Name            string `json:"name"`
+			ResourceVersion string `json:"resourceVersion"`
 		} `json:"metadata"`
 		Status struct {
 			Conditions []struct {
@@ -86,7 +87,9 @@ var errNamesNotAccepted = errors.New("names not accepted")
 // CRD it applies), or the one CRD by name when names has one element: the
 // watch starts without a resourceVersion, so the API server first sends
 // every matching CRD as it is now, then each change. A watch the server
-// closes (its request timeout) or expires (410 Gone) is started again.
+// closes (its request timeout, or a watcher too slow for its cache) is
+// resumed from the last resourceVersion seen, so the CRDs are not sent
+// again; one that expired (410 Gone) starts over.
 func (w *crdWatcher) waitEstablished(ctx context.Context, names []string, labelKey, instance string, timeout time.Duration) error {
 	pending := make(map[string]bool, len(names))
 	for _, n := range names {
@@ -97,8 +100,12 @@ func (w *crdWatcher) waitEstablished(ctx context.Context, names []string, labelK
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var rv string
 	req := func() *rest.Request {
 		r := w.rc.Get().Resource("customresourcedefinitions").Param("watch", "true")
+		if rv != "" {
+			r = r.Param("resourceVersion", rv).Param("allowWatchBookmarks", "true")
+		}
 		if len(pending) == 1 {
 			for n := range pending {
 				return r.Param("fieldSelector", fields.OneTermEqualSelector("metadata.name", n).String())
@@ -107,7 +114,11 @@ func (w *crdWatcher) waitEstablished(ctx context.Context, names []string, labelK
 		return r.Param("labelSelector", labels.SelectorFromSet(labels.Set{labelKey: instance}).String())
 	}
 	for {
-		err := w.watchOnce(ctx, req(), pending)
+		err := w.watchOnce(ctx, req(), pending, &rv)
+		var we *watchError
+		if errors.As(err, &we) && we.code == http.StatusGone {
+			rv = ""
+		}
 		switch {
 		case len(pending) == 0:
 			return nil
@@ -134,7 +145,7 @@ func (w *crdWatcher) waitEstablished(ctx context.Context, names []string, labelK
 
 // watchOnce reads one watch stream until pending is empty, the stream
 // ends, or an event says a CRD cannot become Established.
-func (w *crdWatcher) watchOnce(ctx context.Context, req *rest.Request, pending map[string]bool) error {
+func (w *crdWatcher) watchOnce(ctx context.Context, req *rest.Request, pending map[string]bool, rv *string) error {
 	body, err := req.Stream(ctx)
 	if err != nil {
 		return fmt.Errorf("cannot watch CustomResourceDefinitions: %w", err)
@@ -154,9 +165,13 @@ func (w *crdWatcher) watchOnce(ctx context.Context, req *rest.Request, pending m
 		case "ERROR":
 			return &watchError{err: fmt.Errorf("watch of CustomResourceDefinitions failed: %s", o.Message), code: o.Code}
 		case "ADDED", "MODIFIED":
+		case "BOOKMARK":
+			*rv = o.Metadata.ResourceVersion
+			continue
 		default:
 			continue
 		}
+		*rv = o.Metadata.ResourceVersion
 		if !pending[o.Metadata.Name] {
 			continue
 		}

@@ -82,7 +82,8 @@ type Options struct {
 	// WaitInterval is the polling interval of that wait.
 	WaitInterval time.Duration
 	// Concurrency is how many dry-runs and applies of one package's payload
-	// run in parallel, at least 1.
+	// run in parallel, and how many independent packages are applied at
+	// once; at least 1.
 	Concurrency int
 	// DryRun sends every write as a server-side dry-run and deletes nothing:
 	// the Result says what a real apply would change.
@@ -91,7 +92,9 @@ type Options struct {
 
 // DefaultOptions returns the options of `lockstep apply` without flags:
 // namespace crossplane-system, instance lockstep, --prune-crds unused, a
-// 2-minute wait for CRDs polled every second, 4 requests in parallel.
+// 2-minute wait for CRDs polled every second (when no REST config is
+// given; see WithRESTConfig), 8 requests in parallel (as many as the
+// benchmark's floor, plain server-side apply, sends).
 func DefaultOptions() Options {
 	return Options{
 		Namespace:    "crossplane-system",
@@ -99,7 +102,7 @@ func DefaultOptions() Options {
 		PruneCRDs:    PruneCRDsUnused,
 		WaitTimeout:  2 * time.Minute,
 		WaitInterval: time.Second,
-		Concurrency:  4,
+		Concurrency:  8,
 	}
 }
 

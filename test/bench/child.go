@@ -50,6 +50,8 @@ type childSpec struct {
 	Objects string `json:"objects,omitempty"`
 	// WaitInterval is the polling interval of lockstep's and Flux's waits.
 	WaitInterval time.Duration `json:"waitInterval"`
+	// Concurrency is lockstep's apply.Options.Concurrency.
+	Concurrency int `json:"concurrency"`
 	// CPUProfile, when set, is where the measured phase's CPU profile goes;
 	// a heap profile taken near the peak of the heap goes beside it
 	// (.heap.pprof instead of .pprof).

@@ -60,7 +60,8 @@ func main() {
 		names     = flag.String("workloads", "monolith,family,small", "comma-separated workloads to run")
 		reps      = flag.Int("reps", 1, "repetitions of the monolith and family workloads")
 		smallReps = flag.Int("small-reps", 3, "repetitions of the small workload")
-		interval  = flag.Duration("wait-interval", apply.DefaultOptions().WaitInterval, "polling interval of lockstep's and Flux's waits for CRDs")
+		interval  = flag.Duration("wait-interval", apply.DefaultOptions().WaitInterval, "polling interval of Flux's wait for CRDs (and lockstep's without a REST config)")
+		conc      = flag.Int("concurrency", apply.DefaultOptions().Concurrency, "lockstep's --concurrency")
 		profile   = flag.Bool("profile", false, "write a CPU profile and a heap profile of every lockstep run to <out>/bench/profiles")
 		only      = flag.String("tools", strings.Join(tools, ","), "comma-separated tools to run (lockstep, floor, flux); targets need all three")
 		reprint   = flag.String("report", "", "print the Markdown of a saved results.json `FILE` and exit")
@@ -82,7 +83,7 @@ func main() {
 		}
 		return
 	}
-	h := &harness{testdata: *testdata, interval: *interval, profile: *profile, keep: *keep,
+	h := &harness{testdata: *testdata, interval: *interval, concurrency: *conc, profile: *profile, keep: *keep,
 		reps: map[string]int{"monolith": *reps, "family": *reps, "small": *smallReps}}
 	for _, t := range strings.Split(*only, ",") {
 		if t = strings.TrimSpace(t); t != toolLockstep && t != toolFloor && t != toolFlux {
@@ -113,8 +114,10 @@ type harness struct {
 	interval time.Duration
 	profile  bool
 	keep     bool
-	reps     map[string]int
-	tools    []string
+	// concurrency is lockstep's apply concurrency.
+	concurrency int
+	reps        map[string]int
+	tools       []string
 
 	// mu guards env and proc, what an interrupt must stop.
 	mu   sync.Mutex
@@ -170,7 +173,7 @@ func (h *harness) run(out string, names []string) error {
 		Machine: machine(),
 		Settings: Settings{
 			WaitInterval: h.interval.String(), Reps: map[string]int{}, FloorConcurrency: floorConcurrency,
-			FluxConcurrency: fluxConcurrency, LockstepConcurrency: apply.DefaultOptions().Concurrency, ClientQPS: 1000,
+			FluxConcurrency: fluxConcurrency, LockstepConcurrency: h.concurrency, ClientQPS: 1000,
 			Testdata: h.testdata != "",
 		},
 	}
@@ -365,7 +368,7 @@ func (h *harness) runTool(ctx context.Context, p *prepared, tool string, rep int
 		if sp.APIServer != 0 {
 			sp.waitIdle(idleWait)
 		}
-		spec := &childSpec{Tool: tool, Scenario: sc, KubeConfig: kubeconfig, WaitInterval: h.interval,
+		spec := &childSpec{Tool: tool, Scenario: sc, KubeConfig: kubeconfig, WaitInterval: h.interval, Concurrency: h.concurrency,
 			Result: filepath.Join(dir, strings.ReplaceAll(sc, " ", "-")+".result.json")}
 		state := map[string]string{"cold install": stateInstall, "no-op": stateInstall, "upgrade": stateUpgrade, "uninstall": stateUninstall}[sc]
 		switch tool {

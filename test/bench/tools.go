@@ -101,6 +101,9 @@ func runLockstep(ctx context.Context, spec *childSpec, cfg *rest.Config, m *Meas
 	opts := apply.DefaultOptions()
 	opts.Namespace, opts.Instance = benchNamespace, benchInstance
 	opts.WaitInterval, opts.WaitTimeout = spec.WaitInterval, waitTimeout
+	if spec.Concurrency > 0 {
+		opts.Concurrency = spec.Concurrency
+	}
 	mgr, err := apply.NewManager(c, opts, apply.WithRESTConfig(cfg))
 	if err != nil {
 		return err
