@@ -13,7 +13,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
@@ -31,23 +30,26 @@ type crdWatcher struct {
 	rc rest.Interface
 }
 
-// newCRDWatcher returns a crdWatcher on cfg, with its own REST client for
-// apiextensions.k8s.io/v1 speaking JSON (the stream is decoded as JSON).
-func newCRDWatcher(cfg *rest.Config) (*crdWatcher, error) {
+// crdsPath is the API path of CustomResourceDefinitions.
+const crdsPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+// newJSONClient returns a REST client on cfg for absolute paths that
+// speaks JSON (apply decodes the streams it reads itself) and that no
+// client-side timeout cuts short: a watch is a long request, the context
+// ends it.
+func newJSONClient(cfg *rest.Config) (rest.Interface, error) {
 	c := rest.CopyConfig(cfg)
-	c.GroupVersion = &schema.GroupVersion{Group: "apiextensions.k8s.io", Version: "v1"}
-	c.APIPath = "/apis"
+	c.APIPath = "/"
+	c.GroupVersion = nil
 	c.ContentType = "application/json"
 	c.AcceptContentTypes = "application/json"
 	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	// A watch is a long request: no client-side timeout cuts it, the
-	// context does.
 	c.Timeout = 0
-	rc, err := rest.RESTClientFor(c)
+	rc, err := rest.UnversionedRESTClientFor(c)
 	if err != nil {
-		return nil, fmt.Errorf("cannot build the client that watches CustomResourceDefinitions: %w", err)
+		return nil, fmt.Errorf("cannot build a REST client: %w", err)
 	}
-	return &crdWatcher{rc: rc}, nil
+	return rc, nil
 }
 
 // crdEvent is the part of a watch event on a CustomResourceDefinition that
@@ -102,7 +104,7 @@ func (w *crdWatcher) waitEstablished(ctx context.Context, names []string, labelK
 	defer cancel()
 	var rv string
 	req := func() *rest.Request {
-		r := w.rc.Get().Resource("customresourcedefinitions").Param("watch", "true")
+		r := w.rc.Get().AbsPath(crdsPath).Param("watch", "true")
 		if rv != "" {
 			r = r.Param("resourceVersion", rv).Param("allowWatchBookmarks", "true")
 		}

@@ -44,10 +44,11 @@ func ptrTo[T any](v T) *T { return &v }
 // once, and a CRD that does not exist times out with its name.
 func TestWaitEstablished(t *testing.T) {
 	env := envtest.Shared(t)
-	w, err := newCRDWatcher(env.Config)
+	rc, err := newJSONClient(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
+	w := &crdWatcher{rc: rc}
 	n := establishSeq.Add(1)
 	group, instance := fmt.Sprintf("est%d.lockstep.io", n), fmt.Sprintf("est-%d", n)
 	ctx := context.Background()

@@ -67,6 +67,10 @@ type cluster struct {
 	// objects are the live objects labelled with this instance, of every
 	// kind lockstep applies in this run, by inventory ID.
 	objects map[string]*unstructured.Unstructured
+	// raw holds, for objects of compactKinds listed by the rawLister, the
+	// JSON the API server sent; their entry in objects is a header (see
+	// compactObject).
+	raw map[string][]byte
 	// foreign are objects of those kinds that exist without this
 	// instance's label, found only when a desired object was missing from
 	// objects; only their metadata is read.
@@ -149,6 +153,25 @@ func (c *cluster) forget(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.objects, id)
+	delete(c.raw, id)
+}
+
+// full returns the live object with inventory ID id in full: the listed
+// object, or for a compact kind a fresh decode of its JSON. It returns nil
+// when there is no such object.
+func (c *cluster) full(id string) (*unstructured.Unstructured, error) {
+	c.mu.RLock()
+	u, raw := c.objects[id], c.raw[id]
+	c.mu.RUnlock()
+	if raw == nil {
+		return u, nil
+	}
+	full, err := decodeItem(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot decode the live object: %w", id, err)
+	}
+	full.SetGroupVersionKind(u.GroupVersionKind())
+	return full, nil
 }
 
 // load reads the cluster state of the run: the inventory, every package and
@@ -159,6 +182,7 @@ func (r *run) load(ctx context.Context) error {
 		revisions:  map[pkgKey][]*unstructured.Unstructured{},
 		byUID:      map[types.UID]*unstructured.Unstructured{},
 		objects:    map[string]*unstructured.Unstructured{},
+		raw:        map[string][]byte{},
 		foreign:    map[string]*metav1.PartialObjectMetadata{},
 		metaListed: map[listKey]bool{},
 		listed:     map[listKey]bool{},
@@ -199,6 +223,7 @@ func (r *run) load(ctx context.Context) error {
 func (r *run) listAllLabelled(ctx context.Context, keys []listKey) error {
 	type listed struct {
 		objs []*unstructured.Unstructured
+		raw  [][]byte
 		err  error
 	}
 	results := make([]listed, len(keys))
@@ -209,13 +234,13 @@ func (r *run) listAllLabelled(ctx context.Context, keys []listKey) error {
 			continue
 		}
 		g.Go(func() error {
-			objs, err := listAll(gctx, r.c, k.gvk, k.namespace, client.MatchingLabels{render.LabelInstance: r.opts.Instance})
-			if err != nil && !meta.IsNoMatchError(err) {
+			objs, raw, err := r.listLabelled(gctx, k)
+			if err != nil && !isNotServed(err) {
 				err = fmt.Errorf("cannot list %s: %w", k.gvk.Kind, err)
 			} else {
 				err = nil
 			}
-			results[i] = listed{objs: objs, err: err}
+			results[i] = listed{objs: objs, raw: raw, err: err}
 			return nil
 		})
 	}
@@ -226,8 +251,12 @@ func (r *run) listAllLabelled(ctx context.Context, keys []listKey) error {
 			errs = append(errs, res.err)
 			continue
 		}
-		for _, o := range results[i].objs {
-			r.live.objects[objectID(o)] = o
+		for j, o := range results[i].objs {
+			id := objectID(o)
+			r.live.objects[id] = o
+			if raw := results[i].raw; raw != nil && raw[j] != nil {
+				r.live.raw[id] = raw[j]
+			}
 		}
 		r.live.listed[k] = true
 	}
@@ -235,6 +264,41 @@ func (r *run) listAllLabelled(ctx context.Context, keys []listKey) error {
 		return err
 	}
 	return ctx.Err()
+}
+
+// listLabelled lists the objects of k labelled with this instance. With
+// the Manager's rawLister, objects of compactKinds come back as headers,
+// with their JSON at the same index of raw; other objects, and every
+// object without a rawLister, in full.
+func (r *run) listLabelled(ctx context.Context, k listKey) ([]*unstructured.Unstructured, [][]byte, error) {
+	sel := map[string]string{render.LabelInstance: r.opts.Instance}
+	if r.m.lister == nil {
+		objs, err := listAll(ctx, r.c, k.gvk, k.namespace, client.MatchingLabels(sel))
+		return objs, nil, err
+	}
+	compact := compactKinds[k.gvk.GroupKind()]
+	var objs []*unstructured.Unstructured
+	var raws [][]byte
+	err := r.m.lister.list(ctx, k.gvk, k.namespace, sel, func(b []byte) error {
+		if compact {
+			u, err := compactObject(b)
+			if err != nil {
+				return err
+			}
+			objs, raws = append(objs, u), append(raws, b)
+			return nil
+		}
+		u, err := decodeItem(b)
+		if err != nil {
+			return err
+		}
+		objs, raws = append(objs, u), append(raws, nil)
+		return nil
+	})
+	for _, o := range objs {
+		o.SetGroupVersionKind(k.gvk)
+	}
+	return objs, raws, err
 }
 
 func listKeyFor(apiVersion, kind, namespace string) listKey {

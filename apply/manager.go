@@ -135,6 +135,7 @@ type Manager struct {
 	client client.Client
 	rm     *ssa.ResourceManager
 	crds   *crdWatcher
+	lister *rawLister
 	opts   Options
 	now    func() time.Time
 }
@@ -148,9 +149,11 @@ type managerConfig struct {
 
 // WithRESTConfig gives the Manager the cluster's REST config, from which it
 // builds a client that waits for CRDs to be Established with one watch
-// (see crdWatcher) instead of polling full CRD lists every WaitInterval.
-// Without it, the wait polls through kstatus as fluxcd/pkg/ssa's
-// WaitForSet does, which costs a LIST of every CRD per interval.
+// (see crdWatcher) instead of polling full CRD lists every WaitInterval,
+// and one that streams LISTs so that live CRDs, XRDs and Compositions are
+// kept as JSON rather than decoded (see compactKinds). Without it, the
+// wait polls through kstatus as fluxcd/pkg/ssa's WaitForSet does, which
+// costs a LIST of every CRD per interval, and live objects are decoded.
 func WithRESTConfig(cfg *rest.Config) ManagerOption {
 	return func(c *managerConfig) { c.rest = cfg }
 }
@@ -174,11 +177,12 @@ func NewManager(c client.Client, opts Options, mopts ...ManagerOption) (*Manager
 		o(&mc)
 	}
 	if mc.rest != nil {
-		w, err := newCRDWatcher(mc.rest)
+		rc, err := newJSONClient(mc.rest)
 		if err != nil {
 			return nil, err
 		}
-		m.crds = w
+		m.crds = &crdWatcher{rc: rc}
+		m.lister = &rawLister{rc: rc, mapper: c.RESTMapper()}
 	}
 	return m, nil
 }

@@ -115,6 +115,16 @@ func (d *desired) full() (*unstructured.Unstructured, error) {
 	return u, nil
 }
 
+// liveObject returns d's live object in full: d.live, or the decode of the
+// JSON of a compact kind's live object (cluster.full) when d.live is the
+// header the LIST left.
+func (r *run) liveObject(d *desired) (*unstructured.Unstructured, error) {
+	if r.live.object(d.id) != d.live {
+		return d.live, nil
+	}
+	return r.live.full(d.id)
+}
+
 // compact keeps a payload object as JSON (body) and u as its
 // apiVersion, kind and metadata only.
 func (d *desired) compact() error {
@@ -182,40 +192,48 @@ func (r *run) newDesired(u *unstructured.Unstructured, role Role, revision strin
 // Only when the live object carries the hash of what lockstep applies now
 // can the dry-run show no change (a different hash is a change of the
 // annotation itself); otherwise a payload object's dry-run asks for the
-// object's metadata alone, which spares decoding a large answer.
+// object's metadata alone, which spares decoding a large answer. When the
+// live object carries the content hash of what lockstep applies now and
+// still holds that content, the change is one of metadata alone, checked
+// in-process without a dry-run (metadataOnly, validateMetadata). The live
+// object's content is decoded only in those two cases.
 func (r *run) plan(ctx context.Context, d *desired) error {
-	sameHash := d.live != nil && d.live.GetAnnotations()[AnnotationAppliedHash] == d.hash
-	if sameHash {
-		full, err := d.full()
-		if err != nil {
+	var liveAnn map[string]string
+	if d.live != nil {
+		liveAnn = d.live.GetAnnotations()
+	}
+	sameHash := d.live != nil && liveAnn[AnnotationAppliedHash] == d.hash
+	contentHash := d.u.GetAnnotations()[AnnotationContentHash]
+	sameContent := !sameHash && d.live != nil && contentHash != "" && liveAnn[AnnotationContentHash] == contentHash
+	var live, full *unstructured.Unstructured
+	if sameHash || sameContent {
+		var err error
+		if live, err = r.liveObject(d); err != nil {
 			return err
 		}
-		if upToDate(d.live, full, d.hash) {
-			d.action, d.result = ssa.UnchangedAction, d.live
-			return nil
+		if full, err = d.full(); err != nil {
+			return err
 		}
 	}
-	if !sameHash && d.live != nil {
+	switch {
+	case sameHash && upToDate(live, full, d.hash):
+		d.action, d.result = ssa.UnchangedAction, d.live
+		return nil
+	case sameContent && metadataOnly(live, full):
 		// A change of metadata alone (a new revision taking control) is
 		// checked in-process: the API server accepted this content before.
-		full, err := d.full()
-		if err != nil {
+		if err := validateMetadata(d.u); err != nil {
 			return err
 		}
-		if metadataOnly(d.live, full) {
-			if err := validateMetadata(d.u); err != nil {
-				return err
-			}
-			d.action = ssa.ConfiguredAction
-			return nil
-		}
+		d.action = ssa.ConfiguredAction
+		return nil
 	}
 	dry, err := r.applyDesired(ctx, d, true, !sameHash)
 	if err != nil {
 		return ssaerrors.NewDryRunErr(err, d.u)
 	}
 	switch {
-	case sameHash && !drifted(d.live, dry):
+	case sameHash && !drifted(live, dry):
 		d.action, d.result = ssa.UnchangedAction, d.live
 	case d.exists():
 		d.action = ssa.ConfiguredAction

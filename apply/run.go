@@ -342,6 +342,7 @@ func (p *pkgRun) remember() {
 	for _, d := range append(append([]*desired(nil), p.payload...), p.runtime...) {
 		if d.result != nil && !p.r.opts.DryRun {
 			live.objects[d.id] = d.result
+			delete(live.raw, d.id)
 			delete(live.foreign, d.id)
 		}
 	}

@@ -62,7 +62,7 @@ apply with nothing to change sends no mutating request and says so.`,
 	fl.BoolVar(&f.dryRun, "dry-run", false, "send every write as a server-side dry-run and delete nothing; print what would change")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up after this long (0: no limit)")
 	fl.StringVar(&f.pruneCRDs, "prune-crds", string(apply.PruneCRDsUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists, else keep it and warn), never, always")
-	fl.IntVar(&f.concurrency, "concurrency", apply.DefaultOptions().Concurrency, "dry-runs and applies of one package sent in parallel")
+	fl.IntVar(&f.concurrency, "concurrency", apply.DefaultOptions().Concurrency, "requests of one package sent in parallel, and packages that share no object applied at once")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also list unchanged objects")
 	return cmd
 }

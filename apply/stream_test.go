@@ -1,0 +1,45 @@
+package apply
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestReadList(t *testing.T) {
+	body := `{"kind":"CustomResourceDefinitionList","apiVersion":"apiextensions.k8s.io/v1",
+		"metadata":{"resourceVersion":"42","continue":"next-page"},
+		"items":[{"metadata":{"name":"a.x.io","generation":3,"managedFields":[{"manager":"m"}]},"spec":{"group":"x.io"}},
+		         {"metadata":{"name":"b.x.io"},"spec":{"group":"x.io","names":{"kind":"B"}}}]}`
+	var items []string
+	cont, err := readList(strings.NewReader(body), func(b []byte) error {
+		items = append(items, string(b))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cont != "next-page" {
+		t.Errorf("continue = %q, want next-page", cont)
+	}
+	want := []string{
+		`{"metadata":{"name":"a.x.io","generation":3,"managedFields":[{"manager":"m"}]},"spec":{"group":"x.io"}}`,
+		`{"metadata":{"name":"b.x.io"},"spec":{"group":"x.io","names":{"kind":"B"}}}`,
+	}
+	if diff := cmp.Diff(want, items); diff != "" {
+		t.Errorf("items: -want +got\n%s", diff)
+	}
+
+	h, err := compactObject([]byte(items[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.GetName() != "a.x.io" || h.GetGeneration() != 3 || len(h.GetManagedFields()) != 0 || h.Object["spec"] != nil {
+		t.Errorf("compactObject = %v, want the name and generation (as int64), no managedFields, no spec", h.Object)
+	}
+
+	if _, err := readList(strings.NewReader(`{"items":{}}`), func([]byte) error { return nil }); err == nil {
+		t.Error("a list whose items is not an array: no error")
+	}
+}
