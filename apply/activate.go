@@ -32,14 +32,18 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 		return nil
 	}
 	r := p.r
-	for _, o := range p.others {
+	for i, o := range p.others {
 		if desiredState(o) != stateActive {
 			continue
 		}
 		if _, err := r.setDesiredState(ctx, o, stateInactive, ActivationFieldManager); err != nil {
 			return err
 		}
+		// o is the run's view of the cluster, which concurrent packages
+		// read: change a copy.
+		o = o.DeepCopy()
 		_ = unstructured.SetNestedField(o.Object, stateInactive, "spec", "desiredState")
+		p.others[i] = o
 		p.deactivated = append(p.deactivated, o)
 		p.res.Changes.Add(entry(o, ssa.ConfiguredAction))
 		r.event(ctx, o, eventNormal, ReasonTransitionRevision, fmt.Sprintf("Revision %s is Inactive: revision %s of %s %s is Active", o.GetName(), p.po.Revision.Name, p.key.Kind, p.key.Name))

@@ -329,15 +329,14 @@ func (p *pkgRun) remember() {
 		live.byUID[p.pkg.GetUID()] = p.pkg
 	}
 	if p.cur != nil {
-		live.byUID[p.cur.GetUID()] = p.cur
-		revs := live.revisions[p.key][:0:0]
-		for _, o := range live.revisions[p.key] {
-			if o.GetName() != p.cur.GetName() {
-				revs = append(revs, o)
-			}
+		// The package's revisions as this apply left them: others (some
+		// deactivated, their statuses written) and the current one.
+		revs := append(append(make([]*unstructured.Unstructured, 0, len(p.others)+1), p.others...), p.cur)
+		for _, o := range revs {
+			live.byUID[o.GetUID()] = o
 		}
-		live.revisions[p.key] = append(revs, p.cur)
-		sortRevisions(live.revisions[p.key])
+		sortRevisions(revs)
+		live.revisions[p.key] = revs
 	}
 	for _, d := range append(append([]*desired(nil), p.payload...), p.runtime...) {
 		if d.result != nil && !p.r.opts.DryRun {

@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"time"
 
@@ -100,22 +101,23 @@ func (p *pkgRun) statusStep(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
+	var err error
 	if p.cur != nil {
-		if err := r.writeStatus(ctx, p.cur, p.revisionStatus(), p.managedRevisionConds()); err != nil {
+		if p.cur, err = r.writeStatus(ctx, p.cur, p.revisionStatus(), p.managedRevisionConds()); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	for _, o := range p.others {
+	for i, o := range p.others {
 		st := inactiveRevisionStatus(o)
 		if st == nil {
 			continue
 		}
-		if err := r.writeStatus(ctx, o, st, p.managedRevisionConds()); err != nil {
+		if p.others[i], err = r.writeStatus(ctx, o, st, p.managedRevisionConds()); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if p.pkg != nil {
-		if err := r.writeStatus(ctx, p.pkg, p.packageStatus(), []string{CondInstalled, CondHealthy}); err != nil {
+		if p.pkg, err = r.writeStatus(ctx, p.pkg, p.packageStatus(), []string{CondInstalled, CondHealthy}); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -288,11 +290,13 @@ func (p *pkgRun) packageHealth() condition {
 // writeStatus applies st as obj's status unless the live status already
 // holds it. managed are the condition types lockstep owns: a live condition
 // of those types that st does not list is dropped; others are left to
-// their writers.
-func (r *run) writeStatus(ctx context.Context, obj *unstructured.Unstructured, st map[string]any, managed []string) error {
+// their writers. It returns obj, or after a write a copy of obj with st as
+// its status: obj may be the run's view of the cluster, which packages
+// applied concurrently read, so it is never changed in place.
+func (r *run) writeStatus(ctx context.Context, obj *unstructured.Unstructured, st map[string]any, managed []string) (*unstructured.Unstructured, error) {
 	liveStatus, _ := obj.Object["status"].(map[string]any)
 	if statusHolds(liveStatus, st, managed) {
-		return nil
+		return obj, nil
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": obj.GetAPIVersion(),
@@ -301,12 +305,14 @@ func (r *run) writeStatus(ctx context.Context, obj *unstructured.Unstructured, s
 		"status":     st,
 	}}
 	if err := r.ssaApplyStatus(ctx, u); err != nil {
-		return err
+		return obj, err
 	}
-	if !r.opts.DryRun {
-		obj.Object["status"] = st
+	if r.opts.DryRun {
+		return obj, nil
 	}
-	return nil
+	cp := &unstructured.Unstructured{Object: maps.Clone(obj.Object)}
+	cp.Object["status"] = st
+	return cp, nil
 }
 
 // statusHolds reports whether live has every field of want, conditions of
