@@ -3,6 +3,7 @@ package apply_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -263,4 +264,60 @@ func TestManualActivation(t *testing.T) {
 	if s, _, _ := unstructured.NestedString(f.revision(t, xpkg.KindProvider, rev2).Object, "spec", "desiredState"); s != "Active" {
 		t.Errorf("desiredState = %q after another apply, want the user's Active", s)
 	}
+}
+
+// TestHandOffWithoutDryRun: a new build of a package with the same CRDs (a
+// new digest, so a new revision takes control of every CRD) changes the
+// CRDs' metadata alone, which apply checks in-process: no CRD is dry-run,
+// and the new revision controls each. A CRD whose spec someone edited in
+// the meantime differs in content, so it is dry-run (and restored).
+func TestHandOffWithoutDryRun(t *testing.T) {
+	f := newFixture(t)
+	m := f.manager(t, nil)
+	v1 := f.demo(t, "provider-demo", "v0.1.0")
+	b1, b2 := build(t, v1), build(t, synthetic(v1, 7))
+	rev2 := render.RevisionName(b2.Name, b2.Digest)
+	mustSucceed(t, f.apply(t, m, f.render(t, b1), apply.ApplyMeta{}))
+
+	edited := "buckets." + f.prefix + ".demo.lockstep.io"
+	crd := f.crd(t, edited)
+	_ = unstructured.SetNestedStringSlice(crd.Object, []string{"edited"}, "spec", "names", "categories")
+	if err := f.env.Client.Update(context.Background(), crd); err != nil {
+		t.Fatal(err)
+	}
+
+	f.reqs.reset()
+	mustSucceed(t, f.apply(t, m, f.render(t, b2), apply.ApplyMeta{}))
+	all, _ := f.reqs.snapshot()
+	var dryRuns []string
+	for _, l := range all {
+		if strings.Contains(l, "/customresourcedefinitions/") && strings.HasSuffix(l, "(dry-run)") {
+			dryRuns = append(dryRuns, l[strings.LastIndex(l, "/")+1:])
+		}
+	}
+	if diff := cmp.Diff([]string{edited + " (dry-run)"}, dryRuns); diff != "" {
+		t.Errorf("CRD dry-runs of the hand-off (only the edited CRD's content differs): -want +got\n%s", diff)
+	}
+	for _, name := range []string{edited, "queues." + f.prefix + ".demo.lockstep.io"} {
+		crd := f.crd(t, name)
+		if crd == nil {
+			t.Fatalf("CRD %s missing", name)
+		}
+		if c := controllerOf(crd); c != "ProviderRevision/"+rev2 {
+			t.Errorf("CRD %s is controlled by %q, want ProviderRevision/%s", name, c, rev2)
+		}
+	}
+	if cats, _, _ := unstructured.NestedStringSlice(f.crd(t, edited).Object, "spec", "names", "categories"); slices.Contains(cats, "edited") {
+		t.Errorf("the edited CRD's categories %v were not restored", cats)
+	}
+}
+
+// controllerOf returns "Kind/name" of u's controller reference, "" for none.
+func controllerOf(u *unstructured.Unstructured) string {
+	for _, ref := range u.GetOwnerReferences() {
+		if ref.Controller != nil && *ref.Controller {
+			return ref.Kind + "/" + ref.Name
+		}
+	}
+	return ""
 }
