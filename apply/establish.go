@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +30,10 @@ import (
 type crdWatcher struct {
 	rc rest.Interface
 }
+
+// watchStreamSeconds is how long one watch of waitEstablished lasts
+// before the server ends it and a new one reads the CRDs afresh.
+const watchStreamSeconds = 30
 
 // crdsPath is the API path of CustomResourceDefinitions.
 const crdsPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -60,8 +65,7 @@ type crdEvent struct {
 	Type   string `json:"type"`
 	Object struct {
 		Metadata struct {
-			Name            string `json:"name"`
-			ResourceVersion string `json:"resourceVersion"`
+			Name string `json:"name"`
 		} `json:"metadata"`
 		Status struct {
 			Conditions []struct {
@@ -88,10 +92,11 @@ var errNamesNotAccepted = errors.New("names not accepted")
 // It watches the CRDs labelled instance=<instance> (lockstep labels every
 // CRD it applies), or the one CRD by name when names has one element: the
 // watch starts without a resourceVersion, so the API server first sends
-// every matching CRD as it is now, then each change. A watch the server
-// closes (its request timeout, or a watcher too slow for its cache) is
-// resumed from the last resourceVersion seen, so the CRDs are not sent
-// again; one that expired (410 Gone) starts over.
+// every matching CRD as it is now, then each change. Each watch asks the
+// server to end it after watchStreamSeconds, and every new watch starts
+// from the CRDs as they are then: a stream that stops reporting (seen once
+// in a benchmark, never explained) costs at most that long, never the
+// whole timeout.
 func (w *crdWatcher) waitEstablished(ctx context.Context, names []string, labelKey, instance string, timeout time.Duration) error {
 	pending := make(map[string]bool, len(names))
 	for _, n := range names {
@@ -102,12 +107,8 @@ func (w *crdWatcher) waitEstablished(ctx context.Context, names []string, labelK
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var rv string
 	req := func() *rest.Request {
-		r := w.rc.Get().AbsPath(crdsPath).Param("watch", "true")
-		if rv != "" {
-			r = r.Param("resourceVersion", rv).Param("allowWatchBookmarks", "true")
-		}
+		r := w.rc.Get().AbsPath(crdsPath).Param("watch", "true").Param("timeoutSeconds", strconv.Itoa(watchStreamSeconds))
 		if len(pending) == 1 {
 			for n := range pending {
 				return r.Param("fieldSelector", fields.OneTermEqualSelector("metadata.name", n).String())
@@ -116,11 +117,7 @@ func (w *crdWatcher) waitEstablished(ctx context.Context, names []string, labelK
 		return r.Param("labelSelector", labels.SelectorFromSet(labels.Set{labelKey: instance}).String())
 	}
 	for {
-		err := w.watchOnce(ctx, req(), pending, &rv)
-		var we *watchError
-		if errors.As(err, &we) && we.code == http.StatusGone {
-			rv = ""
-		}
+		err := w.watchOnce(ctx, req(), pending)
 		switch {
 		case len(pending) == 0:
 			return nil
@@ -147,7 +144,7 @@ func (w *crdWatcher) waitEstablished(ctx context.Context, names []string, labelK
 
 // watchOnce reads one watch stream until pending is empty, the stream
 // ends, or an event says a CRD cannot become Established.
-func (w *crdWatcher) watchOnce(ctx context.Context, req *rest.Request, pending map[string]bool, rv *string) error {
+func (w *crdWatcher) watchOnce(ctx context.Context, req *rest.Request, pending map[string]bool) error {
 	body, err := req.Stream(ctx)
 	if err != nil {
 		return fmt.Errorf("cannot watch CustomResourceDefinitions: %w", err)
@@ -167,13 +164,9 @@ func (w *crdWatcher) watchOnce(ctx context.Context, req *rest.Request, pending m
 		case "ERROR":
 			return &watchError{err: fmt.Errorf("watch of CustomResourceDefinitions failed: %s", o.Message), code: o.Code}
 		case "ADDED", "MODIFIED":
-		case "BOOKMARK":
-			*rv = o.Metadata.ResourceVersion
-			continue
 		default:
 			continue
 		}
-		*rv = o.Metadata.ResourceVersion
 		if !pending[o.Metadata.Name] {
 			continue
 		}
