@@ -8,8 +8,8 @@ import (
 	"io"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/fields"
@@ -31,9 +31,10 @@ type crdWatcher struct {
 	rc rest.Interface
 }
 
-// watchStreamSeconds is how long one watch of waitEstablished lasts
-// before the server ends it and a new one reads the CRDs afresh.
-const watchStreamSeconds = 30
+// watchStallAfter is how long a watch of waitEstablished may go without
+// an awaited CRD becoming Established before it is closed and a new one
+// reads the CRDs afresh.
+const watchStallAfter = 30 * time.Second
 
 // crdsPath is the API path of CustomResourceDefinitions.
 const crdsPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -92,11 +93,12 @@ var errNamesNotAccepted = errors.New("names not accepted")
 // It watches the CRDs labelled instance=<instance> (lockstep labels every
 // CRD it applies), or the one CRD by name when names has one element: the
 // watch starts without a resourceVersion, so the API server first sends
-// every matching CRD as it is now, then each change. Each watch asks the
-// server to end it after watchStreamSeconds, and every new watch starts
-// from the CRDs as they are then: a stream that stops reporting (seen once
-// in a benchmark, never explained) costs at most that long, never the
-// whole timeout.
+// every matching CRD as it is now, then each change. A watch on which no
+// awaited CRD became Established for watchStallAfter is closed, and every
+// new watch (also after the server ends one) starts from the CRDs as they
+// are then: a stream that stops reporting (seen once in a benchmark, cause
+// not found) costs at most that long, never the whole timeout, while a
+// wait that makes progress keeps its one stream.
 func (w *crdWatcher) waitEstablished(ctx context.Context, names []string, labelKey, instance string, timeout time.Duration) error {
 	pending := make(map[string]bool, len(names))
 	for _, n := range names {
@@ -108,7 +110,7 @@ func (w *crdWatcher) waitEstablished(ctx context.Context, names []string, labelK
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req := func() *rest.Request {
-		r := w.rc.Get().AbsPath(crdsPath).Param("watch", "true").Param("timeoutSeconds", strconv.Itoa(watchStreamSeconds))
+		r := w.rc.Get().AbsPath(crdsPath).Param("watch", "true")
 		if len(pending) == 1 {
 			for n := range pending {
 				return r.Param("fieldSelector", fields.OneTermEqualSelector("metadata.name", n).String())
@@ -150,11 +152,19 @@ func (w *crdWatcher) watchOnce(ctx context.Context, req *rest.Request, pending m
 		return fmt.Errorf("cannot watch CustomResourceDefinitions: %w", err)
 	}
 	defer body.Close()
+	// A stream on which no awaited CRD became Established for
+	// watchStallAfter is closed, and the caller starts a new one.
+	var stalled atomic.Bool
+	stall := time.AfterFunc(watchStallAfter, func() {
+		stalled.Store(true)
+		body.Close()
+	})
+	defer stall.Stop()
 	dec := json.NewDecoder(body)
 	for len(pending) > 0 {
 		var ev crdEvent
 		if err := dec.Decode(&ev); err != nil {
-			if errors.Is(err, io.EOF) || ctx.Err() != nil {
+			if errors.Is(err, io.EOF) || ctx.Err() != nil || stalled.Load() {
 				return nil
 			}
 			return &watchError{err: err}
@@ -174,6 +184,7 @@ func (w *crdWatcher) watchOnce(ctx context.Context, req *rest.Request, pending m
 			switch {
 			case c.Type == "Established" && c.Status == "True":
 				delete(pending, o.Metadata.Name)
+				stall.Reset(watchStallAfter)
 			case c.Type == "NamesAccepted" && c.Status == "False":
 				return fmt.Errorf("CustomResourceDefinition %s: %w: %s: %s", o.Metadata.Name, errNamesNotAccepted, c.Reason, c.Message)
 			}
