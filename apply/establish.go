@@ -32,8 +32,8 @@ type crdWatcher struct {
 }
 
 // watchStallAfter is how long a watch of waitEstablished may go without
-// an awaited CRD becoming Established before it is closed and a new one
-// reads the CRDs afresh.
+// an event about an awaited CRD before it is closed and a new one reads the
+// CRDs afresh.
 const watchStallAfter = 30 * time.Second
 
 // crdsPath is the API path of CustomResourceDefinitions.
@@ -93,8 +93,8 @@ var errNamesNotAccepted = errors.New("names not accepted")
 // It watches the CRDs labelled instance=<instance> (lockstep labels every
 // CRD it applies), or the one CRD by name when names has one element: the
 // watch starts without a resourceVersion, so the API server first sends
-// every matching CRD as it is now, then each change. A watch on which no
-// awaited CRD became Established for watchStallAfter is closed, and every
+// every matching CRD as it is now, then each change. A watch that sends no
+// event about an awaited CRD for watchStallAfter is closed, and every
 // new watch (also after the server ends one) starts from the CRDs as they
 // are then: a stream that stops reporting (seen once in a benchmark, cause
 // not found) costs at most that long, never the whole timeout, while a
@@ -152,7 +152,7 @@ func (w *crdWatcher) watchOnce(ctx context.Context, req *rest.Request, pending m
 		return fmt.Errorf("cannot watch CustomResourceDefinitions: %w", err)
 	}
 	defer body.Close()
-	// A stream on which no awaited CRD became Established for
+	// A stream that reports nothing about an awaited CRD for
 	// watchStallAfter is closed, and the caller starts a new one.
 	var stalled atomic.Bool
 	stall := time.AfterFunc(watchStallAfter, func() {
@@ -180,11 +180,11 @@ func (w *crdWatcher) watchOnce(ctx context.Context, req *rest.Request, pending m
 		if !pending[o.Metadata.Name] {
 			continue
 		}
+		stall.Reset(watchStallAfter)
 		for _, c := range o.Status.Conditions {
 			switch {
 			case c.Type == "Established" && c.Status == "True":
 				delete(pending, o.Metadata.Name)
-				stall.Reset(watchStallAfter)
 			case c.Type == "NamesAccepted" && c.Status == "False":
 				return fmt.Errorf("CustomResourceDefinition %s: %w: %s: %s", o.Metadata.Name, errNamesNotAccepted, c.Reason, c.Message)
 			}
