@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/fields"
@@ -30,11 +29,6 @@ import (
 type crdWatcher struct {
 	rc rest.Interface
 }
-
-// watchStallAfter is how long a watch of waitEstablished may go without
-// an event about an awaited CRD before it is closed and a new one reads the
-// CRDs afresh.
-const watchStallAfter = 30 * time.Second
 
 // crdsPath is the API path of CustomResourceDefinitions.
 const crdsPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -66,7 +60,8 @@ type crdEvent struct {
 	Type   string `json:"type"`
 	Object struct {
 		Metadata struct {
-			Name string `json:"name"`
+			Name            string `json:"name"`
+			ResourceVersion string `json:"resourceVersion"`
 		} `json:"metadata"`
 		Status struct {
 			Conditions []struct {
@@ -93,12 +88,10 @@ var errNamesNotAccepted = errors.New("names not accepted")
 // It watches the CRDs labelled instance=<instance> (lockstep labels every
 // CRD it applies), or the one CRD by name when names has one element: the
 // watch starts without a resourceVersion, so the API server first sends
-// every matching CRD as it is now, then each change. A watch that sends no
-// event about an awaited CRD for watchStallAfter is closed, and every
-// new watch (also after the server ends one) starts from the CRDs as they
-// are then: a stream that stops reporting (seen once in a benchmark, cause
-// not found) costs at most that long, never the whole timeout, while a
-// wait that makes progress keeps its one stream.
+// every matching CRD as it is now, then each change. A watch the server
+// closes (its request timeout, or a watcher too slow for its cache) is
+// resumed from the last resourceVersion seen, so the CRDs are not sent
+// again; one that expired (410 Gone) starts over.
 func (w *crdWatcher) waitEstablished(ctx context.Context, names []string, labelKey, instance string, timeout time.Duration) error {
 	pending := make(map[string]bool, len(names))
 	for _, n := range names {
@@ -109,8 +102,12 @@ func (w *crdWatcher) waitEstablished(ctx context.Context, names []string, labelK
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var rv string
 	req := func() *rest.Request {
 		r := w.rc.Get().AbsPath(crdsPath).Param("watch", "true")
+		if rv != "" {
+			r = r.Param("resourceVersion", rv).Param("allowWatchBookmarks", "true")
+		}
 		if len(pending) == 1 {
 			for n := range pending {
 				return r.Param("fieldSelector", fields.OneTermEqualSelector("metadata.name", n).String())
@@ -119,7 +116,11 @@ func (w *crdWatcher) waitEstablished(ctx context.Context, names []string, labelK
 		return r.Param("labelSelector", labels.SelectorFromSet(labels.Set{labelKey: instance}).String())
 	}
 	for {
-		err := w.watchOnce(ctx, req(), pending)
+		err := w.watchOnce(ctx, req(), pending, &rv)
+		var we *watchError
+		if errors.As(err, &we) && we.code == http.StatusGone {
+			rv = ""
+		}
 		switch {
 		case len(pending) == 0:
 			return nil
@@ -146,25 +147,17 @@ func (w *crdWatcher) waitEstablished(ctx context.Context, names []string, labelK
 
 // watchOnce reads one watch stream until pending is empty, the stream
 // ends, or an event says a CRD cannot become Established.
-func (w *crdWatcher) watchOnce(ctx context.Context, req *rest.Request, pending map[string]bool) error {
+func (w *crdWatcher) watchOnce(ctx context.Context, req *rest.Request, pending map[string]bool, rv *string) error {
 	body, err := req.Stream(ctx)
 	if err != nil {
 		return fmt.Errorf("cannot watch CustomResourceDefinitions: %w", err)
 	}
 	defer body.Close()
-	// A stream that reports nothing about an awaited CRD for
-	// watchStallAfter is closed, and the caller starts a new one.
-	var stalled atomic.Bool
-	stall := time.AfterFunc(watchStallAfter, func() {
-		stalled.Store(true)
-		body.Close()
-	})
-	defer stall.Stop()
 	dec := json.NewDecoder(body)
 	for len(pending) > 0 {
 		var ev crdEvent
 		if err := dec.Decode(&ev); err != nil {
-			if errors.Is(err, io.EOF) || ctx.Err() != nil || stalled.Load() {
+			if errors.Is(err, io.EOF) || ctx.Err() != nil {
 				return nil
 			}
 			return &watchError{err: err}
@@ -174,13 +167,16 @@ func (w *crdWatcher) watchOnce(ctx context.Context, req *rest.Request, pending m
 		case "ERROR":
 			return &watchError{err: fmt.Errorf("watch of CustomResourceDefinitions failed: %s", o.Message), code: o.Code}
 		case "ADDED", "MODIFIED":
+		case "BOOKMARK":
+			*rv = o.Metadata.ResourceVersion
+			continue
 		default:
 			continue
 		}
+		*rv = o.Metadata.ResourceVersion
 		if !pending[o.Metadata.Name] {
 			continue
 		}
-		stall.Reset(watchStallAfter)
 		for _, c := range o.Status.Conditions {
 			switch {
 			case c.Type == "Established" && c.Status == "True":
