@@ -303,21 +303,11 @@ func TestHandOffWithoutDryRun(t *testing.T) {
 		if crd == nil {
 			t.Fatalf("CRD %s missing", name)
 		}
-		if c := controllerOf(crd); c != "ProviderRevision/"+rev2 {
-			t.Errorf("CRD %s is controlled by %q, want ProviderRevision/%s", name, c, rev2)
+		if want := "ProviderRevision/" + rev2 + " controller=true"; !slices.Contains(ownerRefs(crd), want) {
+			t.Errorf("CRD %s owner references %v lack %q", name, ownerRefs(crd), want)
 		}
 	}
 	if cats, _, _ := unstructured.NestedStringSlice(f.crd(t, edited).Object, "spec", "names", "categories"); slices.Contains(cats, "edited") {
 		t.Errorf("the edited CRD's categories %v were not restored", cats)
 	}
-}
-
-// controllerOf returns "Kind/name" of u's controller reference, "" for none.
-func controllerOf(u *unstructured.Unstructured) string {
-	for _, ref := range u.GetOwnerReferences() {
-		if ref.Controller != nil && *ref.Controller {
-			return ref.Kind + "/" + ref.Name
-		}
-	}
-	return ""
 }

@@ -201,20 +201,11 @@ func linkTree(src, dst string, edit func(rel string, b []byte) ([]byte, error)) 
 
 // copyTree copies the files of src to dst, each passed through edit.
 func copyTree(src, dst string, edit func([]byte) []byte) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	return linkTree(src, dst, func(_ string, b []byte) ([]byte, error) {
+		if nb := edit(b); nb != nil {
+			return nb, nil
 		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, edit(b), 0o644)
+		return []byte{}, nil // written, not linked
 	})
 }
 
