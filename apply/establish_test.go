@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/render"
@@ -38,38 +40,71 @@ func establishCRD(group, plural, kind, instance string) *apiextensionsv1.CustomR
 
 func ptrTo[T any](v T) *T { return &v }
 
-// TestWaitEstablished waits with the watch for CRDs created at the same
-// time, one by name and several by label, and checks the two ways a wait
-// fails: a CRD whose kind conflicts never becomes Established and fails at
-// once, and a CRD that does not exist times out with its name.
+// countWatches returns a copy of cfg whose requests with watch=true are
+// counted in n.
+func countWatches(cfg *rest.Config, n *atomic.Int64) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.URL.Query().Get("watch") == "true" {
+				n.Add(1)
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	return c
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestWaitEstablished waits with one tracker for CRDs created at the same
+// time by two concurrent waiters, which share one watch, and checks the
+// two ways a wait fails: a CRD whose kind conflicts never becomes
+// Established and fails at once, and a CRD that does not exist times out
+// with its name.
 func TestWaitEstablished(t *testing.T) {
 	env := envtest.Shared(t)
-	rc, err := newJSONClient(env.Config)
+	var watches atomic.Int64
+	rc, err := newJSONClient(countWatches(env.Config, &watches))
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &crdWatcher{rc: rc}
 	n := establishSeq.Add(1)
 	group, instance := fmt.Sprintf("est%d.lockstep.io", n), fmt.Sprintf("est-%d", n)
+	tr := (&crdWatcher{rc: rc}).track(render.LabelInstance, instance)
+	defer tr.stop()
 	ctx := context.Background()
 
-	// Several by label, created while the wait already runs.
+	// Two waiters, as two packages of one apply, for CRDs created while
+	// they already wait.
 	var names []string
 	var crds []*apiextensionsv1.CustomResourceDefinition
-	for i := range 3 {
+	for i := range 4 {
 		c := establishCRD(group, fmt.Sprintf("gadgets%d", i), fmt.Sprintf("Gadget%d", i), instance)
 		crds = append(crds, c)
 		names = append(names, c.Name)
 	}
-	done := make(chan error, 1)
-	go func() { done <- w.waitEstablished(ctx, names, render.LabelInstance, instance, time.Minute) }()
+	wants := func(names ...string) []crdWant {
+		var out []crdWant
+		for _, n := range names {
+			out = append(out, crdWant{name: n})
+		}
+		return out
+	}
+	done := make(chan error, 2)
+	go func() { done <- tr.waitEstablished(ctx, wants(names[:2]...), time.Minute) }()
+	go func() { done <- tr.waitEstablished(ctx, wants(names[2:]...), time.Minute) }()
 	for _, c := range crds {
 		if err := env.Client.Create(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := <-done; err != nil {
-		t.Fatalf("waiting for %d new CRDs: %v", len(names), err)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatalf("waiting for new CRDs: %v", err)
+		}
 	}
 	for _, name := range names {
 		got := &apiextensionsv1.CustomResourceDefinition{}
@@ -81,9 +116,13 @@ func TestWaitEstablished(t *testing.T) {
 		}
 	}
 
-	// One by name, already Established: the initial events settle it.
-	if err := w.waitEstablished(ctx, names[:1], render.LabelInstance, instance, 10*time.Second); err != nil {
-		t.Errorf("waiting for an Established CRD by name: %v", err)
+	// Already Established, with the resourceVersion of its last write.
+	got := &apiextensionsv1.CustomResourceDefinition{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: names[0]}, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.waitEstablished(ctx, []crdWant{{name: names[0], rv: got.ResourceVersion}}, 10*time.Second); err != nil {
+		t.Errorf("waiting for an Established CRD: %v", err)
 	}
 
 	// A second CRD of the group with an existing kind: NamesAccepted=False.
@@ -92,7 +131,7 @@ func TestWaitEstablished(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	err = w.waitEstablished(ctx, []string{conflict.Name, names[1]}, render.LabelInstance, instance, time.Minute)
+	err = tr.waitEstablished(ctx, []crdWant{{name: conflict.Name, rv: conflict.ResourceVersion}, {name: names[1]}}, time.Minute)
 	if !errors.Is(err, errNamesNotAccepted) || !strings.Contains(err.Error(), conflict.Name) {
 		t.Errorf("waiting for a CRD whose kind conflicts: got %v, want a names-not-accepted error naming %s", err, conflict.Name)
 	}
@@ -102,10 +141,56 @@ func TestWaitEstablished(t *testing.T) {
 
 	// A CRD that never comes: the timeout names it.
 	missing := "nothing." + group
-	err = w.waitEstablished(ctx, []string{missing, names[2]}, render.LabelInstance, instance, 500*time.Millisecond)
+	err = tr.waitEstablished(ctx, wants(missing, names[2]), 500*time.Millisecond)
 	want := fmt.Sprintf("1 CustomResourceDefinition (%s) not Established after 500ms", missing)
 	if err == nil || err.Error() != want {
 		t.Errorf("waiting for a missing CRD: got %v, want %q", err, want)
+	}
+
+	if got := watches.Load(); got != 1 {
+		t.Errorf("the waits opened %d watches, want 1 shared by all", got)
+	}
+	tr.stop()
+	select {
+	case <-tr.done:
+	default:
+		t.Error("the watch goroutine still runs after stop")
+	}
+}
+
+// TestTrackerWaitsForTheWrite checks that a state older than the write a
+// waiter names does not settle its wait, and a newer one does.
+func TestTrackerWaitsForTheWrite(t *testing.T) {
+	tr := (&crdWatcher{}).track(render.LabelInstance, "x")
+	tr.started = true // no watch: the test plays the events
+	tr.state["a.x"] = crdState{rv: 5, established: true}
+
+	if err := tr.waitEstablished(context.Background(), []crdWant{{name: "a.x", rv: ""}}, time.Second); err != nil {
+		t.Errorf("a wait without a write's resourceVersion: %v", err)
+	}
+	err := tr.waitEstablished(context.Background(), []crdWant{{name: "a.x", rv: "10"}}, 100*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "not Established") {
+		t.Errorf("a state from before the write settled the wait: %v", err)
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- tr.waitEstablished(context.Background(), []crdWant{{name: "a.x", rv: "10"}}, time.Minute) }()
+	tr.update(func() { tr.state["a.x"] = crdState{rv: 9, established: true} })
+	tr.update(func() { tr.state["a.x"] = crdState{rv: 10, established: false} })
+	select {
+	case err := <-done:
+		t.Fatalf("the wait returned before the CRD was Established after the write: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	tr.update(func() { tr.state["a.x"] = crdState{rv: 11, established: true} })
+	if err := <-done; err != nil {
+		t.Errorf("the wait after an Established state newer than the write: %v", err)
+	}
+
+	tr.update(func() { tr.state["b.x"] = crdState{rv: 20, notAccepted: "KindConflict: kind B is already in use"} })
+	err = tr.waitEstablished(context.Background(), []crdWant{{name: "b.x", rv: "20"}}, time.Minute)
+	if !errors.Is(err, errNamesNotAccepted) || !strings.Contains(err.Error(), "KindConflict") {
+		t.Errorf("NamesAccepted=False: got %v", err)
 	}
 }
 

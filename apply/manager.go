@@ -314,6 +314,10 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 			out.Namespace, out.Instance, m.opts.Namespace, m.opts.Instance)
 	}
 	r := &run{m: m, c: m.client, opts: m.opts, out: out, meta: meta, res: &Result{}, now: m.now()}
+	if m.crds != nil {
+		r.crds = m.crds.track(render.LabelInstance, m.opts.Instance)
+		defer r.crds.stop()
+	}
 	if err := r.load(ctx); err != nil {
 		return nil, err
 	}
@@ -354,6 +358,9 @@ type run struct {
 
 	live *cluster
 	pkgs []*pkgRun
+	// crds follows the CRDs the packages wait for (nil without a REST
+	// config): one watch for the whole run.
+	crds *crdTracker
 	// mu guards res.Warnings, caMu ca: concurrent packages share them.
 	mu   sync.Mutex
 	caMu sync.Mutex

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/lockstep-gitops/lockstep/render"
 	"github.com/lockstep-gitops/lockstep/sources/xpkg"
 )
 
@@ -137,12 +136,13 @@ func (p *pkgRun) releaseStale(ctx context.Context, d *desired) error {
 }
 
 // waitEstablished waits until every CRD of objs that this apply created or
-// changed is Established: with one watch when the Manager has a REST config
-// (WithRESTConfig), else by polling through kstatus every WaitInterval.
-// Objects of other kinds (MRDs share the stage) are not waited for.
+// changed is Established: through the run's CRD tracker when the Manager
+// has a REST config (WithRESTConfig), else by polling through kstatus
+// every WaitInterval. Objects of other kinds (MRDs share the stage) are
+// not waited for.
 func (r *run) waitEstablished(ctx context.Context, objs []*desired) error {
 	var set object.ObjMetadataSet
-	var names []string
+	var want []crdWant
 	for _, d := range objs {
 		if d.action != ssa.CreatedAction && d.action != ssa.ConfiguredAction {
 			continue
@@ -151,13 +151,17 @@ func (r *run) waitEstablished(ctx context.Context, objs []*desired) error {
 			continue
 		}
 		set = append(set, object.UnstructuredToObjMetadata(d.u))
-		names = append(names, d.u.GetName())
+		c := crdWant{name: d.u.GetName()}
+		if d.result != nil {
+			c.rv = d.result.GetResourceVersion()
+		}
+		want = append(want, c)
 	}
-	if len(names) == 0 {
+	if len(want) == 0 {
 		return nil
 	}
-	if r.m.crds != nil {
-		return r.m.crds.waitEstablished(ctx, names, render.LabelInstance, r.opts.Instance, r.opts.WaitTimeout)
+	if r.crds != nil {
+		return r.crds.waitEstablished(ctx, want, r.opts.WaitTimeout)
 	}
 	return r.m.rm.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: r.opts.WaitInterval, Timeout: r.opts.WaitTimeout})
 }

@@ -62,7 +62,7 @@ func main() {
 		smallReps = flag.Int("small-reps", 3, "repetitions of the small workload")
 		interval  = flag.Duration("wait-interval", apply.DefaultOptions().WaitInterval, "polling interval of Flux's wait for CRDs (and lockstep's without a REST config)")
 		conc      = flag.Int("concurrency", apply.DefaultOptions().Concurrency, "lockstep's --concurrency")
-		profile   = flag.Bool("profile", false, "write a CPU profile and a heap profile of every lockstep run to <out>/bench/profiles")
+		profile   = flag.Bool("profile", false, "write a CPU profile and a heap profile of every lockstep run, and kube-apiserver's CPU profile during every run of every tool, to <out>/bench/profiles")
 		only      = flag.String("tools", strings.Join(tools, ","), "comma-separated tools to run (lockstep, floor, flux); targets need all three")
 		reprint   = flag.String("report", "", "print the Markdown of a saved results.json `FILE` and exit")
 		keep      = flag.Bool("keep", false, "keep the temp dir of packages, declarations and caches")
@@ -388,6 +388,12 @@ func (h *harness) runTool(ctx context.Context, p *prepared, tool string, rep int
 		h.mu.Unlock()
 		load := loadavg()
 		h.reg.takeCounts()
+		var sprof *serverProfiler
+		if h.profile {
+			if sprof, err = startServerProfile(env.Config); err != nil {
+				return nil, err
+			}
+		}
 		cpu0 := sp.cpu()
 		run, err := h.runChild(spec, filepath.Join(h.outDir, "logs", fmt.Sprintf("%s-%s-%s-%d.log", p.Key, tool, strings.ReplaceAll(sc, " ", "-"), rep)))
 		if err != nil {
@@ -396,6 +402,14 @@ func (h *harness) runTool(ctx context.Context, p *prepared, tool string, rep int
 		run.Rep, run.LoadAtStart, run.OtherControlPlanes = rep, load, others
 		if sp.APIServer != 0 {
 			run.ServerCPUSeconds = sp.cpu() - cpu0
+		}
+		if sprof != nil {
+			// After the server CPU figure: the last chunk may run on
+			// past the scenario's end.
+			path := filepath.Join(h.outDir, "profiles", fmt.Sprintf("%s-%s-%s-%d-server.pprof", p.Key, tool, strings.ReplaceAll(sc, " ", "-"), rep))
+			if err := sprof.stop(path); err != nil {
+				logf("  (no server profile for %s %s: %v)", tool, sc, err)
+			}
 		}
 		if run.Registry != nil {
 			for repo, n := range h.reg.takeCounts() {
