@@ -174,7 +174,9 @@ func TestTrackerWaitsForTheWrite(t *testing.T) {
 	}
 
 	done := make(chan error, 1)
-	go func() { done <- tr.waitEstablished(context.Background(), []crdWant{{name: "a.x", rv: "10"}}, time.Minute) }()
+	go func() {
+		done <- tr.waitEstablished(context.Background(), []crdWant{{name: "a.x", rv: "10"}}, time.Minute)
+	}()
 	tr.update(func() { tr.state["a.x"] = crdState{rv: 9, established: true} })
 	tr.update(func() { tr.state["a.x"] = crdState{rv: 10, established: false} })
 	select {
