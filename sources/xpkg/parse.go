@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -43,32 +45,14 @@ type header struct {
 // objects of disallowed kinds ErrKindNotAllowed (one *DocumentError per
 // object, joined). An error reading r is returned wrapped.
 func Parse(r io.Reader) (*Package, error) {
-	yr := utilyaml.NewYAMLReader(bufio.NewReaderSize(r, 64<<10))
+	docs, readErr := decodeAll(utilyaml.NewYAMLReader(bufio.NewReaderSize(r, 64<<10)), runtime.GOMAXPROCS(0))
 	p := &Package{}
 	metaIndex := -1
-	index := 0
-	for {
-		doc, err := yr.Read()
-		if errors.Is(err, io.EOF) {
-			break
+	for i, d := range docs {
+		if d.err != nil {
+			return nil, &DocumentError{Index: i, Kind: d.h.Kind, Name: d.h.Metadata.Name, Err: d.err}
 		}
-		if err != nil {
-			var syntax utilyaml.YAMLSyntaxError
-			if errors.As(err, &syntax) {
-				return nil, &DocumentError{Index: index, Err: fmt.Errorf("malformed YAML: %w", err)}
-			}
-			return nil, fmt.Errorf("cannot read %s: %w", StreamFile, err)
-		}
-		if isEmptyDocument(doc) {
-			continue
-		}
-		i := index
-		index++
-
-		raw, h, err := decodeDocument(doc)
-		if err != nil {
-			return nil, &DocumentError{Index: i, Kind: h.Kind, Name: h.Metadata.Name, Err: err}
-		}
+		h := d.h
 		gv, err := schema.ParseGroupVersion(h.APIVersion)
 		if err != nil {
 			return nil, &DocumentError{Index: i, Kind: h.Kind, Name: h.Metadata.Name, Err: fmt.Errorf("invalid apiVersion %q: %w", h.APIVersion, err)}
@@ -80,7 +64,7 @@ func Parse(r io.Reader) (*Package, error) {
 				Kind:       h.Kind,
 				Name:       h.Metadata.Name,
 				Namespace:  h.Metadata.Namespace,
-				Raw:        raw,
+				Raw:        d.raw,
 			})
 			continue
 		}
@@ -91,12 +75,17 @@ func Parse(r io.Reader) (*Package, error) {
 			return nil, &DocumentError{Index: i, Kind: h.Kind, Name: h.Metadata.Name,
 				Err: fmt.Errorf("%w: document %d (%s %s) is already the package meta", ErrMultipleMeta, metaIndex, p.Meta.Kind, p.Meta.Name)}
 		}
-		m, err := decodeMeta(raw)
+		m, err := decodeMeta(d.raw)
 		if err != nil {
 			return nil, &DocumentError{Index: i, Kind: h.Kind, Name: h.Metadata.Name, Err: err}
 		}
 		p.Meta = m
 		metaIndex = i
+	}
+	// A read error comes after every document before it, and after their
+	// errors.
+	if readErr != nil {
+		return nil, readErr
 	}
 	if metaIndex < 0 {
 		return nil, ErrNoMeta
@@ -105,6 +94,72 @@ func Parse(r io.Reader) (*Package, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// decoded is one non-empty document converted by decodeDocument.
+type decoded struct {
+	raw []byte
+	h   header
+	err error
+}
+
+// decodeAll reads the documents of yr in order and converts each to JSON
+// with decodeDocument, workers at a time: reading and splitting the stream
+// is sequential and cheap, the YAML to JSON conversion is where the time
+// goes (2.5 s of CPU for the 98 MB provider-aws monolith). It returns the
+// non-empty documents in stream order and the error that stopped the read
+// (a *DocumentError for malformed YAML), after converting every document
+// read before it.
+func decodeAll(yr *utilyaml.YAMLReader, workers int) ([]decoded, error) {
+	type job struct {
+		i   int
+		doc []byte
+	}
+	var (
+		mu   sync.Mutex
+		docs []decoded
+		wg   sync.WaitGroup
+	)
+	jobs := make(chan job, 2*workers)
+	for range max(workers, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				raw, h, err := decodeDocument(j.doc)
+				mu.Lock()
+				docs[j.i] = decoded{raw: raw, h: h, err: err}
+				mu.Unlock()
+			}
+		}()
+	}
+	var readErr error
+	for i := 0; ; {
+		doc, err := yr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			var syntax utilyaml.YAMLSyntaxError
+			if errors.As(err, &syntax) {
+				readErr = &DocumentError{Index: i, Err: fmt.Errorf("malformed YAML: %w", err)}
+			} else {
+				readErr = fmt.Errorf("cannot read %s: %w", StreamFile, err)
+			}
+			break
+		}
+		if isEmptyDocument(doc) {
+			continue
+		}
+		mu.Lock()
+		docs = append(docs, decoded{})
+		mu.Unlock()
+		jobs <- job{i: i, doc: doc}
+		i++
+	}
+	close(jobs)
+	wg.Wait()
+	return docs, readErr
 }
 
 // decodeDocument converts one YAML document to compact JSON and decodes its
