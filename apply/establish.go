@@ -121,6 +121,25 @@ type crdTracker struct {
 	err    error
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// from is the resourceVersion of the apply's LIST of the same CRDs,
+	// where the watch starts, and listed what that LIST said of a CRD
+	// (see seed); "" and nil without one.
+	from   string
+	listed func(name string) (crdState, bool)
+}
+
+// seed makes the watch start at rv, the resourceVersion of a LIST of the
+// tracker's CRDs, rather than with every CRD as it is now: the API server
+// then sends only the changes after that LIST (the CRDs this apply creates
+// or changes, and their status), not every labelled CRD in full once more,
+// which for the provider-aws monolith is ~100 MB of JSON to encode. listed
+// returns what the LIST said of a CRD: a CRD that no event reports (its
+// apply changed nothing) is judged by it. Call seed before the first wait.
+func (t *crdTracker) seed(rv string, listed func(name string) (crdState, bool)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.from, t.listed = rv, listed
 }
 
 // track returns a tracker of the CRDs labelled labelKey=instance. It does
@@ -166,6 +185,9 @@ func (t *crdTracker) waitEstablished(ctx context.Context, want []crdWant, timeou
 		t.mu.Lock()
 		for name, minRV := range pending {
 			st, ok := t.state[name]
+			if !ok && t.listed != nil {
+				st, ok = t.listed(name)
+			}
 			if !ok || (minRV != 0 && st.rv != 0 && st.rv < minRV) {
 				continue
 			}
@@ -199,7 +221,8 @@ func (t *crdTracker) waitEstablished(ctx context.Context, want []crdWant, timeou
 	}
 }
 
-// start starts the watch once.
+// start starts the watch once: at the apply's first write of a CRD, or
+// at its first wait.
 func (t *crdTracker) start() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -209,18 +232,18 @@ func (t *crdTracker) start() {
 	t.started = true
 	ctx, cancel := context.WithCancel(context.Background())
 	t.cancel, t.done = cancel, make(chan struct{})
-	go t.loop(ctx)
+	go t.loop(ctx, t.from)
 }
 
-// loop keeps the watch open until ctx ends. It starts without a
-// resourceVersion, so the API server first sends every labelled CRD as it
-// is now, then each change. A watch the server closes (its request
-// timeout, or a watcher too slow for its cache) is resumed from the last
-// resourceVersion seen, so the CRDs are not sent again; one that expired
-// (410 Gone) starts over, forgetting what it saw.
-func (t *crdTracker) loop(ctx context.Context) {
+// loop keeps the watch open until ctx ends. It starts from rv, or without
+// a resourceVersion when rv is "": the API server then first sends every
+// labelled CRD as it is now, then each change. A watch the server closes
+// (its request timeout, or a watcher too slow for its cache) is resumed
+// from the last resourceVersion seen, so the CRDs are not sent again; one
+// that expired (410 Gone) starts over without a resourceVersion,
+// forgetting what it saw, and no longer consults the LIST.
+func (t *crdTracker) loop(ctx context.Context, rv string) {
 	defer close(t.done)
-	var rv string
 	for {
 		err := t.watchOnce(ctx, rv, &rv)
 		if ctx.Err() != nil {
@@ -269,7 +292,7 @@ func (t *crdTracker) watchOnce(ctx context.Context, from string, last *string) e
 	}
 	defer body.Close()
 	if from == "" {
-		t.update(func() { clear(t.state) })
+		t.update(func() { clear(t.state); t.listed = nil })
 	}
 	dec := json.NewDecoder(body)
 	for {
@@ -291,19 +314,26 @@ func (t *crdTracker) watchOnce(ctx context.Context, from string, last *string) e
 			t.update(func() { delete(t.state, o.Metadata.Name) })
 		case "ADDED", "MODIFIED":
 			*last = o.Metadata.ResourceVersion
-			st := crdState{}
-			st.rv, _ = strconv.ParseUint(o.Metadata.ResourceVersion, 10, 64)
-			for _, c := range o.Status.Conditions {
-				switch {
-				case c.Type == "Established" && c.Status == "True":
-					st.established = true
-				case c.Type == "NamesAccepted" && c.Status == "False":
-					st.notAccepted = c.Reason + ": " + c.Message
-				}
-			}
+			st := stateOf(&ev)
 			t.update(func() { t.state[o.Metadata.Name] = st })
 		}
 	}
+}
+
+// stateOf returns the state of the CRD in ev.
+func stateOf(ev *crdEvent) crdState {
+	o := &ev.Object
+	st := crdState{}
+	st.rv, _ = strconv.ParseUint(o.Metadata.ResourceVersion, 10, 64)
+	for _, c := range o.Status.Conditions {
+		switch {
+		case c.Type == "Established" && c.Status == "True":
+			st.established = true
+		case c.Type == "NamesAccepted" && c.Status == "False":
+			st.notAccepted = c.Reason + ": " + c.Message
+		}
+	}
+	return st
 }
 
 // statusCode returns the HTTP status of an API error, 0 for others.

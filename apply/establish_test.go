@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -224,5 +225,86 @@ func TestDescribePending(t *testing.T) {
 				t.Errorf("describePending(%v) = %q, want %q", tc.names, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestTrackerFromList seeds a tracker with a LIST of the labelled CRDs: its
+// watch starts from the LIST's resourceVersion, so a CRD that did not
+// change since is judged by what the LIST said of it, and one created after
+// the LIST by the watch's events.
+func TestTrackerFromList(t *testing.T) {
+	env := envtest.Shared(t)
+	rc, err := newJSONClient(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := establishSeq.Add(1)
+	group, instance := fmt.Sprintf("est%d.lockstep.io", n), fmt.Sprintf("est-%d", n)
+	ctx := context.Background()
+
+	before := establishCRD(group, "widgets", "Widget", instance)
+	if err := env.Client.Create(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	first := (&crdWatcher{rc: rc}).track(render.LabelInstance, instance)
+	if err := first.waitEstablished(ctx, []crdWant{{name: before.Name}}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	first.stop()
+
+	lister := &rawLister{rc: rc, mapper: env.Client.RESTMapper()}
+	raws := map[string][]byte{}
+	rv, err := lister.list(ctx, apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"), "", map[string]string{render.LabelInstance: instance}, func(b []byte) error {
+		h, err := compactObject(b)
+		if err != nil {
+			return err
+		}
+		raws[h.GetName()] = append([]byte(nil), b...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv == "" || raws[before.Name] == nil {
+		t.Fatalf("the LIST returned resourceVersion %q and %d CRDs, want a resourceVersion and %s", rv, len(raws), before.Name)
+	}
+	listed := func(name string) (crdState, bool) {
+		b, ok := raws[name]
+		if !ok {
+			return crdState{}, false
+		}
+		var ev crdEvent
+		if err := json.Unmarshal(b, &ev.Object); err != nil {
+			t.Error(err)
+		}
+		return stateOf(&ev), true
+	}
+	var beforeRV string
+	{
+		var ev crdEvent
+		_ = json.Unmarshal(raws[before.Name], &ev.Object)
+		beforeRV = ev.Object.Metadata.ResourceVersion
+	}
+
+	// Without what the LIST said, an unchanged CRD is never reported: the
+	// watch sends no state from before its resourceVersion.
+	blind := (&crdWatcher{rc: rc}).track(render.LabelInstance, instance)
+	blind.seed(rv, func(string) (crdState, bool) { return crdState{}, false })
+	err = blind.waitEstablished(ctx, []crdWant{{name: before.Name, rv: beforeRV}}, time.Second)
+	blind.stop()
+	if err == nil {
+		t.Error("a watch from the LIST's resourceVersion reported a CRD that did not change since: it sent the current state first")
+	}
+
+	tr := (&crdWatcher{rc: rc}).track(render.LabelInstance, instance)
+	defer tr.stop()
+	tr.seed(rv, listed)
+	tr.start()
+	after := establishCRD(group, "gizmos", "Gizmo", instance)
+	if err := env.Client.Create(ctx, after); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.waitEstablished(ctx, []crdWant{{name: before.Name, rv: beforeRV}, {name: after.Name, rv: after.ResourceVersion}}, time.Minute); err != nil {
+		t.Errorf("waiting for a CRD from the LIST and one created after it: %v", err)
 	}
 }

@@ -279,7 +279,7 @@ func (r *run) listLabelled(ctx context.Context, k listKey) ([]*unstructured.Unst
 	compact := compactKinds[k.gvk.GroupKind()]
 	var objs []*unstructured.Unstructured
 	var raws [][]byte
-	err := r.m.lister.list(ctx, k.gvk, k.namespace, sel, func(b []byte) error {
+	rv, err := r.m.lister.list(ctx, k.gvk, k.namespace, sel, func(b []byte) error {
 		if compact {
 			u, err := compactObject(b)
 			if err != nil {
@@ -297,6 +297,11 @@ func (r *run) listLabelled(ctx context.Context, k listKey) ([]*unstructured.Unst
 	})
 	for _, o := range objs {
 		o.SetGroupVersionKind(k.gvk)
+	}
+	if err == nil && k.gvk.GroupKind() == xpkg.GroupKindCRD && r.crds != nil {
+		// The CRD tracker's watch starts from this LIST, which it
+		// selects the same way (crdTracker.seed).
+		r.crds.seed(rv, r.listedCRD)
 	}
 	return objs, raws, err
 }

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -164,6 +165,21 @@ func (r *run) waitEstablished(ctx context.Context, objs []*desired) error {
 		return r.crds.waitEstablished(ctx, want, r.opts.WaitTimeout)
 	}
 	return r.m.rm.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: r.opts.WaitInterval, Timeout: r.opts.WaitTimeout})
+}
+
+// listedCRD returns what the apply's LIST said of the CRD name: its
+// resourceVersion and conditions, decoded from the JSON the LIST kept
+// (cluster.raw). It is false when the LIST did not have it.
+func (r *run) listedCRD(name string) (crdState, bool) {
+	raw := read(r.live, func() []byte { return r.live.raw[idFor("", name, xpkg.GroupKindCRD)] })
+	if raw == nil {
+		return crdState{}, false
+	}
+	var ev crdEvent
+	if err := json.Unmarshal(raw, &ev.Object); err != nil {
+		return crdState{}, false
+	}
+	return stateOf(&ev), true
 }
 
 // objectRefs returns the status.objectRefs of a revision that established

@@ -40,11 +40,13 @@ type rawLister struct {
 
 // list lists the objects of gvk in namespace ("" for all or cluster-scoped)
 // that match selector, listPageSize a page, and calls item with the JSON of
-// each. It returns a NoKindMatchError when the kind is not served.
-func (l *rawLister) list(ctx context.Context, gvk schema.GroupVersionKind, namespace string, selector labels.Set, item func([]byte) error) error {
+// each. It returns the list's resourceVersion (that of the first page: the
+// pages are one snapshot), from which a watch sees every later change, and
+// a NoKindMatchError when the kind is not served.
+func (l *rawLister) list(ctx context.Context, gvk schema.GroupVersionKind, namespace string, selector labels.Set, item func([]byte) error) (string, error) {
 	m, err := l.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		return err
+		return "", err
 	}
 	p := "/api/" + gvk.Version
 	if gvk.Group != "" {
@@ -54,7 +56,7 @@ func (l *rawLister) list(ctx context.Context, gvk schema.GroupVersionKind, names
 		p = path.Join(p, "namespaces", namespace)
 	}
 	p = path.Join(p, m.Resource.Resource)
-	cont := ""
+	cont, rv := "", ""
 	for {
 		req := l.rc.Get().AbsPath(p).Param("limit", strconv.Itoa(listPageSize))
 		if len(selector) > 0 {
@@ -65,63 +67,64 @@ func (l *rawLister) list(ctx context.Context, gvk schema.GroupVersionKind, names
 		}
 		body, err := req.Stream(ctx)
 		if err != nil {
-			return err
+			return "", err
 		}
-		cont, err = readList(body, item)
+		lm, err := readList(body, item)
 		body.Close()
 		if err != nil {
-			return fmt.Errorf("reading the list of %s: %w", m.Resource.Resource, err)
+			return "", fmt.Errorf("reading the list of %s: %w", m.Resource.Resource, err)
 		}
-		if cont == "" {
-			return nil
+		if rv == "" {
+			rv = lm.ResourceVersion
+		}
+		if cont = lm.Continue; cont == "" {
+			return rv, nil
 		}
 	}
 }
 
 // readList reads a JSON list response, calls item with each element of
-// "items" and returns metadata.continue.
-func readList(r io.Reader, item func([]byte) error) (string, error) {
+// "items" and returns the list's metadata (continue, resourceVersion).
+func readList(r io.Reader, item func([]byte) error) (metav1.ListMeta, error) {
+	var lm metav1.ListMeta
 	dec := json.NewDecoder(r)
 	if err := expectDelim(dec, '{'); err != nil {
-		return "", err
+		return lm, err
 	}
-	cont := ""
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return "", err
+			return lm, err
 		}
 		switch key, _ := t.(string); key {
 		case "metadata":
-			var lm metav1.ListMeta
 			if err := dec.Decode(&lm); err != nil {
-				return "", err
+				return lm, err
 			}
-			cont = lm.Continue
 		case "items":
 			if err := expectDelim(dec, '['); err != nil {
-				return "", err
+				return lm, err
 			}
 			for dec.More() {
 				var raw json.RawMessage
 				if err := dec.Decode(&raw); err != nil {
-					return "", err
+					return lm, err
 				}
 				if err := item(raw); err != nil {
-					return "", err
+					return lm, err
 				}
 			}
 			if err := expectDelim(dec, ']'); err != nil {
-				return "", err
+				return lm, err
 			}
 		default:
 			var skip json.RawMessage
 			if err := dec.Decode(&skip); err != nil {
-				return "", err
+				return lm, err
 			}
 		}
 	}
-	return cont, nil
+	return lm, nil
 }
 
 func expectDelim(dec *json.Decoder, want json.Delim) error {

@@ -13,15 +13,15 @@ func TestReadList(t *testing.T) {
 		"items":[{"metadata":{"name":"a.x.io","generation":3,"managedFields":[{"manager":"m"}]},"spec":{"group":"x.io"}},
 		         {"metadata":{"name":"b.x.io"},"spec":{"group":"x.io","names":{"kind":"B"}}}]}`
 	var items []string
-	cont, err := readList(strings.NewReader(body), func(b []byte) error {
+	lm, err := readList(strings.NewReader(body), func(b []byte) error {
 		items = append(items, string(b))
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cont != "next-page" {
-		t.Errorf("continue = %q, want next-page", cont)
+	if lm.Continue != "next-page" || lm.ResourceVersion != "42" {
+		t.Errorf("list metadata = %+v, want continue next-page and resourceVersion 42", lm)
 	}
 	want := []string{
 		`{"metadata":{"name":"a.x.io","generation":3,"managedFields":[{"manager":"m"}]},"spec":{"group":"x.io"}}`,
