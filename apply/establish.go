@@ -107,7 +107,8 @@ type crdWant struct {
 // CRD, in full, at its start and at each change, and the API server deep-
 // copies and encodes an event once per watcher: for the AWS family that was
 // ~1.8 s of the server's CPU (pprof of kube-apiserver, test/bench
-// -profile). The watch starts at the first wait and stops with stop.
+// -profile). The watch starts at the apply's first CRD write or first
+// wait, from the apply's LIST when seeded (see seed), and stops with stop.
 type crdTracker struct {
 	w        *crdWatcher
 	selector string
@@ -186,7 +187,10 @@ func (t *crdTracker) waitEstablished(ctx context.Context, want []crdWant, timeou
 		for name, minRV := range pending {
 			st, ok := t.state[name]
 			if !ok && t.listed != nil {
-				st, ok = t.listed(name)
+				// Decoded once: any later event replaces it.
+				if st, ok = t.listed(name); ok {
+					t.state[name] = st
+				}
 			}
 			if !ok || (minRV != 0 && st.rv != 0 && st.rv < minRV) {
 				continue
