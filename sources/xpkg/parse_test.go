@@ -1,13 +1,16 @@
 package xpkg
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // Small documents shared by the cases below.
@@ -591,5 +594,42 @@ func TestObject(t *testing.T) {
 	}
 	if diff := cmp.Diff(schema.GroupKind{Kind: "Thing"}, bad.GroupKind()); diff != "" {
 		t.Errorf("GroupKind() of an unparseable apiVersion: -want, +got:\n%s", diff)
+	}
+}
+
+// TestDecodeAllKeepsStreamOrder converts many documents with several
+// workers and checks that they come back in stream order, and that the
+// first bad document is reported at its own index even when later ones are
+// bad too and may be converted first.
+func TestDecodeAllKeepsStreamOrder(t *testing.T) {
+	var docs []string
+	for i := range 300 {
+		docs = append(docs, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-%d\n", i))
+	}
+	decode := func(s string) []decoded {
+		t.Helper()
+		got, err := decodeAll(utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(s))), 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	got := decode(stream(docs...))
+	if len(got) != len(docs) {
+		t.Fatalf("decodeAll returned %d documents, want %d", len(got), len(docs))
+	}
+	for i, d := range got {
+		if want := fmt.Sprintf("cm-%d", i); d.err != nil || d.h.Metadata.Name != want {
+			t.Fatalf("document %d: name %q, error %v; want %q in stream order", i, d.h.Metadata.Name, d.err, want)
+		}
+	}
+
+	bad := append([]string(nil), docs...)
+	bad[120] = "kind: ConfigMap\n"    // no apiVersion
+	bad[250] = "- not\n- a mapping\n" // not an object
+	_, err := Parse(strings.NewReader(stream(append([]string{providerV1}, bad...)...)))
+	var de *DocumentError
+	if !errors.As(err, &de) || de.Index != 121 || !strings.Contains(err.Error(), "no apiVersion") {
+		t.Errorf("Parse with bad documents 121 and 251: got %v, want the *DocumentError of document 121 (no apiVersion)", err)
 	}
 }
