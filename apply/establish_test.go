@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -279,12 +280,8 @@ func TestTrackerFromList(t *testing.T) {
 		}
 		return stateOf(&ev), true
 	}
-	var beforeRV string
-	{
-		var ev crdEvent
-		_ = json.Unmarshal(raws[before.Name], &ev.Object)
-		beforeRV = ev.Object.Metadata.ResourceVersion
-	}
+	listedBefore, _ := listed(before.Name)
+	beforeRV := strconv.FormatUint(listedBefore.rv, 10)
 
 	// Without what the LIST said, an unchanged CRD is never reported: the
 	// watch sends no state from before its resourceVersion.

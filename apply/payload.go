@@ -54,6 +54,12 @@ func (p *pkgRun) payloadStep(ctx context.Context) error {
 		s := payloadStage(d.u.GroupVersionKind().GroupKind())
 		stages[s] = append(stages[s], d)
 	}
+	crds := changedCRDs(stages[0])
+	if len(crds) > 0 && r.crds != nil && !r.opts.DryRun {
+		// Watch from the apply's LIST before the first CRD changes, so
+		// the API server's watch cache still holds every event since.
+		r.crds.start()
+	}
 	for i, stage := range stages {
 		if err := p.writeAll(ctx, stage); err != nil {
 			return err
@@ -61,7 +67,7 @@ func (p *pkgRun) payloadStep(ctx context.Context) error {
 		if i != 0 || r.opts.DryRun {
 			continue
 		}
-		if err := r.waitEstablished(ctx, stage); err != nil {
+		if err := r.waitEstablished(ctx, crds); err != nil {
 			return fmt.Errorf("waiting for CustomResourceDefinitions to be Established: %w", err)
 		}
 	}
@@ -136,33 +142,41 @@ func (p *pkgRun) releaseStale(ctx context.Context, d *desired) error {
 	return nil
 }
 
-// waitEstablished waits until every CRD of objs that this apply created or
-// changed is Established: through the run's CRD tracker when the Manager
-// has a REST config (WithRESTConfig), else by polling through kstatus
-// every WaitInterval. Objects of other kinds (MRDs share the stage) are
-// not waited for.
-func (r *run) waitEstablished(ctx context.Context, objs []*desired) error {
-	var set object.ObjMetadataSet
-	var want []crdWant
+// changedCRDs returns the CRDs of objs that this apply creates or changes
+// (their action was planned in the preflight): the ones to wait for.
+// Objects of other kinds (MRDs share the stage) are not waited for.
+func changedCRDs(objs []*desired) []*desired {
+	var out []*desired
 	for _, d := range objs {
-		if d.action != ssa.CreatedAction && d.action != ssa.ConfiguredAction {
-			continue
+		if (d.action == ssa.CreatedAction || d.action == ssa.ConfiguredAction) && d.u.GroupVersionKind().GroupKind() == xpkg.GroupKindCRD {
+			out = append(out, d)
 		}
-		if d.u.GroupVersionKind().GroupKind() != xpkg.GroupKindCRD {
-			continue
-		}
-		set = append(set, object.UnstructuredToObjMetadata(d.u))
-		c := crdWant{name: d.u.GetName()}
-		if d.result != nil {
-			c.rv = d.result.GetResourceVersion()
-		}
-		want = append(want, c)
 	}
-	if len(want) == 0 {
+	return out
+}
+
+// waitEstablished waits until every CRD of crds (see changedCRDs), written
+// by this apply, is Established: through the run's CRD tracker when the
+// Manager has a REST config (WithRESTConfig), else by polling through
+// kstatus every WaitInterval.
+func (r *run) waitEstablished(ctx context.Context, crds []*desired) error {
+	if len(crds) == 0 {
 		return nil
 	}
 	if r.crds != nil {
+		want := make([]crdWant, 0, len(crds))
+		for _, d := range crds {
+			c := crdWant{name: d.u.GetName()}
+			if d.result != nil {
+				c.rv = d.result.GetResourceVersion()
+			}
+			want = append(want, c)
+		}
 		return r.crds.waitEstablished(ctx, want, r.opts.WaitTimeout)
+	}
+	set := make(object.ObjMetadataSet, 0, len(crds))
+	for _, d := range crds {
+		set = append(set, object.UnstructuredToObjMetadata(d.u))
 	}
 	return r.m.rm.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: r.opts.WaitInterval, Timeout: r.opts.WaitTimeout})
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/render"
 	"github.com/lockstep-gitops/lockstep/sources/declarations"
-	"github.com/lockstep-gitops/lockstep/sources/xpkg"
 )
 
 // pkgRun is the state of one package during an apply.
@@ -255,11 +254,6 @@ func (r *run) write(ctx context.Context, d *desired) error {
 	}
 	if d.action == ssa.UnchangedAction {
 		return nil
-	}
-	if r.crds != nil && !r.opts.DryRun && d.u.GroupVersionKind().GroupKind() == xpkg.GroupKindCRD {
-		// Watch from the LIST before the first CRD changes, so the
-		// watch cache still holds every event since.
-		r.crds.start()
 	}
 	res, err := r.applyDesired(ctx, d, false, true)
 	if err != nil {

@@ -368,14 +368,15 @@ func (h *harness) runTool(ctx context.Context, p *prepared, tool string, rep int
 		if sp.APIServer != 0 {
 			sp.waitIdle(idleWait)
 		}
+		scName := strings.ReplaceAll(sc, " ", "-")
 		spec := &childSpec{Tool: tool, Scenario: sc, KubeConfig: kubeconfig, WaitInterval: h.interval, Concurrency: h.concurrency,
-			Result: filepath.Join(dir, strings.ReplaceAll(sc, " ", "-")+".result.json")}
+			Result: filepath.Join(dir, scName+".result.json")}
 		state := map[string]string{"cold install": stateInstall, "no-op": stateInstall, "upgrade": stateUpgrade, "uninstall": stateUninstall}[sc]
 		switch tool {
 		case toolLockstep:
 			spec.DeclDir, spec.CacheDir, spec.Insecure = p.DeclDirs[state], filepath.Join(dir, "cache"), []string{h.reg.Host}
 			if h.profile {
-				spec.CPUProfile = filepath.Join(h.outDir, "profiles", fmt.Sprintf("%s-%s-%d.pprof", p.Key, strings.ReplaceAll(sc, " ", "-"), rep))
+				spec.CPUProfile = filepath.Join(h.outDir, "profiles", fmt.Sprintf("%s-%s-%d.pprof", p.Key, scName, rep))
 			}
 		case toolFloor:
 			spec.Objects = p.ObjectFiles[map[string]string{"cold install": "install", "no-op": "install", "upgrade": "upgrade-new", "uninstall": "uninstall"}[sc]]
@@ -395,7 +396,7 @@ func (h *harness) runTool(ctx context.Context, p *prepared, tool string, rep int
 			}
 		}
 		cpu0 := sp.cpu()
-		run, err := h.runChild(spec, filepath.Join(h.outDir, "logs", fmt.Sprintf("%s-%s-%s-%d.log", p.Key, tool, strings.ReplaceAll(sc, " ", "-"), rep)))
+		run, err := h.runChild(spec, filepath.Join(h.outDir, "logs", fmt.Sprintf("%s-%s-%s-%d.log", p.Key, tool, scName, rep)))
 		if err != nil {
 			return nil, err
 		}
@@ -406,7 +407,7 @@ func (h *harness) runTool(ctx context.Context, p *prepared, tool string, rep int
 		if sprof != nil {
 			// After the server CPU figure: the last chunk may run on
 			// past the scenario's end.
-			path := filepath.Join(h.outDir, "profiles", fmt.Sprintf("%s-%s-%s-%d-server.pprof", p.Key, tool, strings.ReplaceAll(sc, " ", "-"), rep))
+			path := filepath.Join(h.outDir, "profiles", fmt.Sprintf("%s-%s-%s-%d-server.pprof", p.Key, tool, scName, rep))
 			if err := sprof.stop(path); err != nil {
 				logf("  (no server profile for %s %s: %v)", tool, sc, err)
 			}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 
 	"github.com/google/pprof/profile"
 	"k8s.io/client-go/rest"
@@ -31,8 +30,9 @@ type serverProfiler struct {
 	url    string
 
 	cancel context.CancelFunc
+	// done is closed when loop returns; chunks and err are loop's alone
+	// until then.
 	done   chan struct{}
-	mu     sync.Mutex
 	chunks []*profile.Profile
 	err    error
 }
@@ -57,14 +57,11 @@ func (p *serverProfiler) loop(ctx context.Context) {
 	defer close(p.done)
 	for ctx.Err() == nil {
 		prof, err := p.chunk()
-		p.mu.Lock()
 		if err != nil {
 			p.err = err
-			p.mu.Unlock()
 			return
 		}
 		p.chunks = append(p.chunks, prof)
-		p.mu.Unlock()
 	}
 }
 
@@ -91,8 +88,6 @@ func (p *serverProfiler) chunk() (*profile.Profile, error) {
 func (p *serverProfiler) stop(path string) error {
 	p.cancel()
 	<-p.done
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.err != nil {
 		return p.err
 	}
