@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 
-	"github.com/lockstep-gitops/lockstep/agent"
-	"github.com/lockstep-gitops/lockstep/apply"
-	"github.com/lockstep-gitops/lockstep/sources/update"
+	"github.com/lockstep-gitops/lockstep/internal/agent"
+	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/update"
 )
 
 type agentFlags struct {

@@ -5,7 +5,7 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/lockstep-gitops/lockstep/agent"
+	"github.com/lockstep-gitops/lockstep/internal/agent"
 )
 
 // printOutcome prints one reconcile: the commit, the result, and a table of

@@ -12,12 +12,12 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/spf13/cobra"
 
-	"github.com/lockstep-gitops/lockstep/diff"
-	"github.com/lockstep-gitops/lockstep/diff/gitrev"
-	"github.com/lockstep-gitops/lockstep/lockfile"
-	"github.com/lockstep-gitops/lockstep/sources/declarations"
-	"github.com/lockstep-gitops/lockstep/sources/oci"
-	"github.com/lockstep-gitops/lockstep/sources/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/diff"
+	"github.com/lockstep-gitops/lockstep/internal/gitrev"
+	"github.com/lockstep-gitops/lockstep/internal/lockfile"
+	"github.com/lockstep-gitops/lockstep/internal/oci"
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // Exit codes of `lockstep diff --fail-on`: exitChanges when the gate is

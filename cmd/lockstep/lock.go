@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lockstep-gitops/lockstep/lockfile"
-	"github.com/lockstep-gitops/lockstep/sources/declarations"
-	"github.com/lockstep-gitops/lockstep/sources/oci"
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/lockfile"
+	"github.com/lockstep-gitops/lockstep/internal/oci"
 )
 
 // lockFlags are the flags of `lockstep lock`.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockstep-gitops/lockstep/lockfile"
-	"github.com/lockstep-gitops/lockstep/sources/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/lockfile"
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
 

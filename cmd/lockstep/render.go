@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lockstep-gitops/lockstep/render"
+	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
 func newRenderCommand() *cobra.Command {

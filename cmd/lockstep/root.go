@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lockstep-gitops/lockstep/sources/oci"
+	"github.com/lockstep-gitops/lockstep/internal/oci"
 )
 
 // registryFlags are the flags of every command that talks to registries.

@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lockstep-gitops/lockstep/lockfile"
-	"github.com/lockstep-gitops/lockstep/sources/git"
-	"github.com/lockstep-gitops/lockstep/sources/oci"
-	"github.com/lockstep-gitops/lockstep/sources/update"
+	"github.com/lockstep-gitops/lockstep/internal/git"
+	"github.com/lockstep-gitops/lockstep/internal/lockfile"
+	"github.com/lockstep-gitops/lockstep/internal/oci"
+	"github.com/lockstep-gitops/lockstep/internal/update"
 )
 
 // gitFlags are the flags of every command that reads the Git source: update

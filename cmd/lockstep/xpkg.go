@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/spf13/cobra"
 
-	"github.com/lockstep-gitops/lockstep/sources/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 func newXpkgCommand() *cobra.Command {

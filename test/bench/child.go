@@ -83,7 +83,7 @@ type Measurement struct {
 	PeakHeapBytes int64 `json:"peakHeapBytes"`
 	// API are the requests to the API server, by verb.
 	API APICounts `json:"api"`
-	// Registry is lockstep's registry traffic (sources/oci Client.Stats);
+	// Registry is lockstep's registry traffic (internal/oci Client.Stats);
 	// nil for the baselines, which read no registry.
 	Registry *RegistryFigures `json:"registry,omitempty"`
 	// Phases are lockstep's phase durations in seconds: "load" (declarations,

@@ -33,11 +33,11 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lockstep-gitops/lockstep/apply"
-	"github.com/lockstep-gitops/lockstep/lockfile"
-	"github.com/lockstep-gitops/lockstep/render"
-	"github.com/lockstep-gitops/lockstep/sources/declarations"
-	"github.com/lockstep-gitops/lockstep/sources/oci"
+	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/lockfile"
+	"github.com/lockstep-gitops/lockstep/internal/oci"
+	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 )
 

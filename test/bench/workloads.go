@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockstep-gitops/lockstep/sources/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // The Crossplane namespace and lockstep instance of every run: each tool

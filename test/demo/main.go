@@ -31,7 +31,7 @@ import (
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/lockstep-gitops/lockstep/agent"
+	"github.com/lockstep-gitops/lockstep/internal/agent"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 	"github.com/lockstep-gitops/lockstep/test/gitrepo"
 )

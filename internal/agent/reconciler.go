@@ -1,0 +1,354 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/git"
+	"github.com/lockstep-gitops/lockstep/internal/health"
+	"github.com/lockstep-gitops/lockstep/internal/lockfile"
+	"github.com/lockstep-gitops/lockstep/internal/oci"
+	"github.com/lockstep-gitops/lockstep/internal/render"
+	"github.com/lockstep-gitops/lockstep/internal/update"
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+)
+
+// Config is what one agent watches and where it installs.
+type Config struct {
+	// Source is the Git repository, ref and path of the declarations.
+	Source git.Source
+	// Interval is how often the agent polls Git and re-applies to correct
+	// drift (--interval, default one minute).
+	Interval time.Duration
+	// Registry says how registries are reached; CacheDir holds the package
+	// cache.
+	Registry oci.Options
+	CacheDir string
+	// AllowedProviderPermissions is render's allow list for v1-style
+	// permissionRequests.
+	AllowedProviderPermissions []rbacv1.PolicyRule
+	// Apply are the apply options; Namespace and Instance also name the
+	// Sync object (in Namespace, named Instance).
+	Apply apply.Options
+	// REST is the cluster's REST config, from which apply watches CRDs
+	// until they are Established (apply.WithRESTConfig); nil makes apply
+	// poll instead.
+	REST *rest.Config
+}
+
+// Step names, as they appear in errors, conditions and the
+// lockstep_reconcile_errors_total metric.
+const (
+	StepSource       = "source"
+	StepDeclarations = "declarations"
+	StepLock         = "lock"
+	StepPackages     = "packages"
+	StepRender       = "render"
+	StepApply        = "apply"
+	StepHealth       = "health"
+	StepStatus       = "status"
+)
+
+// StepError is a failed reconcile step. Stalled errors need a change in
+// Git (bad declarations, a stale lock, a package the cluster refuses);
+// the others may pass by themselves and are retried at the next interval.
+type StepError struct {
+	Step    string
+	Reason  string
+	Stalled bool
+	Err     error
+}
+
+func (e *StepError) Error() string { return e.Step + ": " + e.Err.Error() }
+func (e *StepError) Unwrap() error { return e.Err }
+
+// Outcome is what one reconcile did.
+type Outcome struct {
+	// Commit is the commit the reconcile read ("" when Git failed).
+	Commit string
+	// Applied reports that Commit was applied without a package failing.
+	Applied bool
+	// Result is apply's result, nil when the reconcile stopped before.
+	Result *apply.Result
+	// Health is the sync's health after the apply.
+	Health health.Summary
+	// Packages is each applied package's health.
+	Packages []PackageHealth
+
+	lockDigest string
+}
+
+// Reconciler runs reconciles for one Config. It keeps no state between
+// reconciles but the last applied commit, which it also reads back from the
+// Sync status after a restart.
+type Reconciler struct {
+	// last is the render of the last commit that got as far as apply;
+	// render is pure, so an unchanged commit reuses it instead of parsing
+	// every package again (the drift-correcting re-apply of each interval).
+	last    *rendered
+	updater *update.Updater
+	cfg     Config
+	c       client.Client
+	mgr     *apply.Manager
+	cache   *oci.Cache
+	metrics *Metrics
+}
+
+// NewReconciler returns a Reconciler that applies through c. metrics may be
+// nil. It fails when the apply options or the cache directory are not
+// usable.
+func NewReconciler(c client.Client, cfg Config, metrics *Metrics) (*Reconciler, error) {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Minute
+	}
+	if err := cfg.Source.Validate(); err != nil {
+		return nil, err
+	}
+	var mopts []apply.ManagerOption
+	if cfg.REST != nil {
+		mopts = append(mopts, apply.WithRESTConfig(cfg.REST))
+	}
+	mgr, err := apply.NewManager(c, cfg.Apply, mopts...)
+	if err != nil {
+		return nil, err
+	}
+	cache, err := oci.NewCache(cfg.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	return &Reconciler{cfg: cfg, c: c, mgr: mgr, cache: cache, metrics: metrics}, nil
+}
+
+// SetUpdater makes the Sync status report u's polls (see RunOptions
+// Updater, which runs them).
+func (r *Reconciler) SetUpdater(u *update.Updater) { r.updater = u }
+
+// Reconcile runs one reconcile: source, declarations, lock, packages,
+// render, apply, health, then the Sync status. A step that fails stops the
+// reconcile and leaves the cluster as the last good commit left it. The
+// returned error is a *StepError; the Sync status says the same.
+func (r *Reconciler) Reconcile(ctx context.Context) (*Outcome, error) {
+	start := now()
+	out, err := r.reconcile(ctx)
+	result := "success"
+	var se *StepError
+	switch {
+	case errors.As(err, &se) && se.Stalled:
+		result = "stalled"
+	case err != nil:
+		result = "failed"
+	}
+	if r.metrics != nil {
+		r.metrics.observe(start, result)
+		if se != nil {
+			r.metrics.Errors.WithLabelValues(se.Step).Inc()
+		}
+	}
+	if serr := r.writeStatus(ctx, out, err); serr != nil && err == nil {
+		err = &StepError{Step: StepStatus, Reason: ReasonApplyFailed, Err: serr}
+	}
+	return out, err
+}
+
+// rendered is what the steps before apply produced for one commit.
+type rendered struct {
+	commit, lockDigest string
+	out                *render.Output
+	replaces           map[string][]string
+}
+
+func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
+	out := &Outcome{}
+	art, err := r.cfg.Source.Checkout(ctx)
+	if err != nil {
+		return out, &StepError{Step: StepSource, Reason: ReasonGitOperationFailed, Err: err}
+	}
+	out.Commit = art.Commit
+	rd := r.last
+	if rd == nil || rd.commit != art.Commit {
+		if rd, err = r.prepare(ctx, art); err != nil {
+			return out, err
+		}
+		r.last = rd
+	}
+	return out, r.applyRendered(ctx, rd, out)
+}
+
+// prepare runs the steps that read the commit: declarations, lock,
+// packages and render.
+func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered, error) {
+
+	set, err := declarations.Load(art.Dir)
+	if err != nil {
+		return nil, &StepError{Step: StepDeclarations, Reason: ReasonInvalidSource, Stalled: true, Err: err}
+	}
+	lockPath := filepath.Join(art.Dir, lockfile.FileName)
+	lockBytes, err := os.ReadFile(lockPath)
+	if err != nil {
+		return nil, &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true, Err: fmt.Errorf("%s: %w", relPath(art, lockfile.FileName), err)}
+	}
+	lock, err := lockfile.Parse(relPath(art, lockfile.FileName), lockBytes)
+	if err != nil {
+		return nil, &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true, Err: err}
+	}
+	if problems := lockfile.Check(set, lock, lockfile.Options{}); len(problems) > 0 {
+		msgs := make([]string, len(problems))
+		for i, p := range problems {
+			msgs[i] = p.String()
+		}
+		return nil, &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true,
+			Err: fmt.Errorf("%s is stale: %s", relPath(art, lockfile.FileName), strings.Join(msgs, "; "))}
+	}
+
+	client, err := oci.NewClient(r.cfg.Registry, r.cache, set.ImageConfigs)
+	if err != nil {
+		return nil, &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Stalled: true, Err: err}
+	}
+	fetched, err := lockfile.Fetch(ctx, lock, client, lockfile.Options{InsecureRegistries: r.cfg.Registry.InsecureRegistries})
+	if r.metrics != nil {
+		st := client.Stats()
+		for kind, n := range map[string]int{"HEAD": st.Head, "tags": st.Tags, "manifest": st.Manifests, "blob": st.Blobs, "other": st.Other} {
+			r.metrics.RegistryRequests.WithLabelValues(kind).Add(float64(n))
+		}
+	}
+	if err != nil {
+		return nil, &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Err: err}
+	}
+	contents := make(map[string]*xpkg.Package, len(fetched))
+	for src, f := range fetched {
+		contents[src] = f.Package
+	}
+	pkgs, err := render.PackagesFromLock(set, lock, contents)
+	if err != nil {
+		return nil, &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: err}
+	}
+	in := render.Input{
+		Namespace: r.cfg.Apply.Namespace, Instance: r.cfg.Apply.Instance, Packages: pkgs,
+		RuntimeConfigs: set.RuntimeConfigs, ImageConfigs: set.ImageConfigs,
+		AllowedProviderPermissions: r.cfg.AllowedProviderPermissions,
+	}
+	ro, err := render.Render(in)
+	if err != nil {
+		return nil, &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: err}
+	}
+	sum := sha256.Sum256(lockBytes)
+	return &rendered{commit: art.Commit, lockDigest: "sha256:" + hex.EncodeToString(sum[:]), out: ro, replaces: apply.ReplacesFromInput(&in)}, nil
+}
+
+// applyRendered runs the apply and health steps.
+func (r *Reconciler) applyRendered(ctx context.Context, rd *rendered, out *Outcome) error {
+	out.lockDigest = rd.lockDigest
+	res, err := r.mgr.Apply(ctx, rd.out, apply.ApplyMeta{Commit: rd.commit, LockDigest: rd.lockDigest, Replaces: rd.replaces})
+	if err != nil {
+		return &StepError{Step: StepApply, Reason: ReasonApplyFailed, Err: err}
+	}
+	out.Result = res
+	if perr := errors.Join(res.Err(), rd.out.Err()); perr != nil {
+		// Some packages were refused: the others are applied, the refused
+		// ones keep what they had. It needs a change in Git.
+		return &StepError{Step: StepApply, Reason: ReasonApplyFailed, Stalled: true, Err: perr}
+	}
+	out.Applied = true
+	if err := r.readHealth(ctx, rd.out, out); err != nil {
+		return &StepError{Step: StepHealth, Reason: ReasonHealthCheckFailed, Err: err}
+	}
+	return nil
+}
+
+func relPath(a *git.Artifact, name string) string {
+	if a.Path == "" || a.Path == "." {
+		return name
+	}
+	return a.Path + "/" + name
+}
+
+// readHealth reads every applied package object and its current revision
+// and computes their health with the health package: a package is healthy
+// when Crossplane's consumers would say so (Installed and Healthy), its
+// revision too, and its runtime Deployment is Available.
+func (r *Reconciler) readHealth(ctx context.Context, out *render.Output, o *Outcome) error {
+	var all []health.ObjectStatus
+	for _, p := range out.Packages {
+		var objs []health.ObjectStatus
+		ph := PackageHealth{Kind: string(p.Kind), Name: p.Name, Version: p.Tag, Digest: p.Digest}
+		if p.Revision != nil {
+			ph.Revision = p.Revision.Name
+		}
+		targets := []*render.Object{p.Record}
+		if p.Revision != nil {
+			targets = append(targets, p.Revision.Record)
+			for _, rt := range p.Revision.Runtime {
+				if rt.Kind == "Deployment" {
+					targets = append(targets, rt)
+				}
+			}
+		}
+		for _, t := range targets {
+			if t == nil {
+				continue
+			}
+			s, err := r.objectStatus(ctx, t)
+			if err != nil {
+				return err
+			}
+			objs = append(objs, s)
+		}
+		sum := health.Aggregate(objs)
+		ph.Health, ph.Message = string(sum.Status), sum.Reason
+		o.Packages = append(o.Packages, ph)
+		all = append(all, objs...)
+	}
+	sort.Slice(o.Packages, func(i, j int) bool {
+		if o.Packages[i].Kind != o.Packages[j].Kind {
+			return o.Packages[i].Kind < o.Packages[j].Kind
+		}
+		return o.Packages[i].Name < o.Packages[j].Name
+	})
+	o.Health = health.Aggregate(all)
+	if r.metrics != nil {
+		r.metrics.Packages.Reset()
+		for _, p := range o.Packages {
+			r.metrics.Packages.WithLabelValues(p.Health).Inc()
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) objectStatus(ctx context.Context, o *render.Object) (health.ObjectStatus, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.FromAPIVersionAndKind(o.APIVersion, o.Kind))
+	id := health.ObjectStatus{}
+	err := r.c.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, u)
+	if client.IgnoreNotFound(err) != nil {
+		return id, fmt.Errorf("read %s: %w", o, err)
+	}
+	id.ID.GroupKind = u.GroupVersionKind().GroupKind()
+	id.ID.Namespace, id.ID.Name = o.Namespace, o.Name
+	if err != nil {
+		id.Status, id.Message = status.NotFoundStatus, "not found"
+		return id, nil
+	}
+	res, err := health.Compute(u)
+	if err != nil {
+		return id, fmt.Errorf("health of %s: %w", o, err)
+	}
+	id.Status, id.Message = res.Status, res.Message
+	return id, nil
+}

@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/health"
+)
+
+func TestNextStatus(t *testing.T) {
+	prev := &SyncStatus{LastAppliedCommit: "aaa", LastAttemptedCommit: "aaa", LockDigest: "sha256:old",
+		Packages: []PackageHealth{{Kind: "Provider", Name: "p", Digest: "sha256:1", Health: "Current"}}}
+	type want struct {
+		applied, attempted, lock string
+		ready, reconciling       metav1.ConditionStatus
+		stalled                  metav1.ConditionStatus
+		reason                   string
+	}
+	cases := map[string]struct {
+		reason string
+		out    *Outcome
+		err    error
+		want   want
+	}{
+		"Healthy": {
+			reason: "an applied commit whose packages are Current is Ready",
+			out:    &Outcome{Commit: "bbb", Applied: true, Result: &apply.Result{}, lockDigest: "sha256:new", Health: health.Summary{Status: status.CurrentStatus}},
+			want:   want{applied: "bbb", attempted: "bbb", lock: "sha256:new", ready: "True", reconciling: "False", stalled: "False", reason: ReasonSucceeded},
+		},
+		"Progressing": {
+			reason: "an applied commit whose packages are still starting is Reconciling, not Ready",
+			out:    &Outcome{Commit: "bbb", Applied: true, Result: &apply.Result{}, lockDigest: "sha256:new", Health: health.Summary{Status: status.InProgressStatus, Reason: "Deployment/x: 0 of 1 replicas available"}},
+			want:   want{applied: "bbb", attempted: "bbb", lock: "sha256:new", ready: "False", reconciling: "True", stalled: "False", reason: ReasonProgressing},
+		},
+		"StaleLock": {
+			reason: "a stale lock stalls the sync and keeps the last applied commit and lock",
+			out:    &Outcome{Commit: "ccc"},
+			err:    &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true, Err: errors.New("lockstep.lock is stale")},
+			want:   want{applied: "aaa", attempted: "ccc", lock: "sha256:old", ready: "False", reconciling: "False", stalled: "True", reason: ReasonStaleLock},
+		},
+		"GitDown": {
+			reason: "a Git failure is not stalled: it may pass by itself",
+			out:    &Outcome{},
+			err:    &StepError{Step: StepSource, Reason: ReasonGitOperationFailed, Err: errors.New("connection refused")},
+			want:   want{applied: "aaa", attempted: "aaa", lock: "sha256:old", ready: "False", reconciling: "False", stalled: "False", reason: ReasonGitOperationFailed},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			st := nextStatus(prev, tc.out, tc.err, 3)
+			cond := map[string]metav1.Condition{}
+			for _, c := range st.Conditions {
+				cond[c.Type] = c
+				if c.ObservedGeneration != 3 {
+					t.Errorf("%s: condition %s observedGeneration %d, want 3", tc.reason, c.Type, c.ObservedGeneration)
+				}
+			}
+			got := want{applied: st.LastAppliedCommit, attempted: st.LastAttemptedCommit, lock: st.LockDigest,
+				ready: cond[ConditionReady].Status, reconciling: cond[ConditionReconciling].Status, stalled: cond[ConditionStalled].Status,
+				reason: cond[ConditionReady].Reason}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("%s\nnextStatus(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+	if prev.LastAppliedCommit != "aaa" || len(prev.Conditions) != 0 {
+		t.Errorf("nextStatus modified the previous status")
+	}
+}

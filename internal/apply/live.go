@@ -1,0 +1,507 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/internal/render"
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+)
+
+// pkgAPIVersion is the apiVersion of package and revision records.
+const pkgAPIVersion = "pkg.crossplane.io/v1"
+
+// packageKinds are the Crossplane package kinds, in the order a first
+// install needs.
+var packageKinds = []xpkg.Kind{xpkg.KindProvider, xpkg.KindFunction, xpkg.KindConfiguration}
+
+// revisionKind returns the revision kind of a package kind
+// (ProviderRevision, ...).
+func revisionKind(k xpkg.Kind) string { return string(k) + "Revision" }
+
+// pkgKey identifies a package by kind and name.
+type pkgKey struct {
+	Kind xpkg.Kind
+	Name string
+}
+
+// String returns "Kind/name".
+func (k pkgKey) String() string { return string(k.Kind) + "/" + k.Name }
+
+// listPageSize is the page size of every LIST lockstep sends.
+const listPageSize = 500
+
+// listKey is one LIST: a kind at an API version, in a namespace ("" for
+// cluster-scoped kinds).
+type listKey struct {
+	gvk       schema.GroupVersionKind
+	namespace string
+}
+
+// cluster is what lockstep read from the cluster at the start of an apply.
+// Packages that share no object are applied concurrently, so its maps are
+// read and written through the methods below, under mu.
+type cluster struct {
+	mu sync.RWMutex
+	// packages are the live package objects of every kind.
+	packages map[pkgKey]*unstructured.Unstructured
+	// revisions are the live revisions of every package kind, by package
+	// (label pkg.crossplane.io/package), sorted by spec.revision.
+	revisions map[pkgKey][]*unstructured.Unstructured
+	// byUID indexes packages and revisions by UID.
+	byUID map[types.UID]*unstructured.Unstructured
+	// objects are the live objects labelled with this instance, of every
+	// kind lockstep applies in this run, by inventory ID.
+	objects map[string]*unstructured.Unstructured
+	// raw holds, for objects of compactKinds listed by the rawLister, the
+	// JSON the API server sent; their entry in objects is a header (see
+	// compactObject).
+	raw map[string][]byte
+	// foreign are objects of those kinds that exist without this
+	// instance's label, found only when a desired object was missing from
+	// objects; only their metadata is read.
+	foreign map[string]*metav1.PartialObjectMetadata
+	// metaListed records the kinds whose foreign objects were listed.
+	metaListed map[listKey]bool
+	// listed records the kinds whose labelled objects were listed.
+	listed map[listKey]bool
+	// inventory is the instance's inventory, empty when there is none.
+	inventory *Inventory
+	// inventoryExists says whether the inventory ConfigMap exists.
+	inventoryExists bool
+}
+
+// read runs f under c's read lock and returns its result.
+func read[T any](c *cluster, f func() T) T {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return f()
+}
+
+// object returns the live labelled object with inventory ID id, nil when
+// there is none.
+func (c *cluster) object(id string) *unstructured.Unstructured {
+	return read(c, func() *unstructured.Unstructured { return c.objects[id] })
+}
+
+// foreignOf returns the metadata of an object with inventory ID id that
+// exists without this instance's label, nil when there is none (or its
+// kind was not listed).
+func (c *cluster) foreignOf(id string) *metav1.PartialObjectMetadata {
+	return read(c, func() *metav1.PartialObjectMetadata { return c.foreign[id] })
+}
+
+// owner returns the package or revision with uid, nil when unknown.
+func (c *cluster) owner(uid types.UID) *unstructured.Unstructured {
+	return read(c, func() *unstructured.Unstructured { return c.byUID[uid] })
+}
+
+// pkg returns the live package record of key, nil when not installed.
+func (c *cluster) pkg(key pkgKey) *unstructured.Unstructured {
+	return read(c, func() *unstructured.Unstructured { return c.packages[key] })
+}
+
+// revisionsOf returns a copy of the live revisions of key, sorted by
+// spec.revision.
+func (c *cluster) revisionsOf(key pkgKey) []*unstructured.Unstructured {
+	return read(c, func() []*unstructured.Unstructured {
+		return append([]*unstructured.Unstructured(nil), c.revisions[key]...)
+	})
+}
+
+// packageKeys returns the keys of every installed package.
+func (c *cluster) packageKeys() []pkgKey {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]pkgKey, 0, len(c.packages))
+	for k := range c.packages {
+		out = append(out, k)
+	}
+	return out
+}
+
+// objectsWhere returns the live labelled objects for which keep is true,
+// by inventory ID.
+func (c *cluster) objectsWhere(keep func(*unstructured.Unstructured) bool) map[string]*unstructured.Unstructured {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := map[string]*unstructured.Unstructured{}
+	for id, u := range c.objects {
+		if keep(u) {
+			out[id] = u
+		}
+	}
+	return out
+}
+
+// forget removes the object with inventory ID id, which was deleted.
+func (c *cluster) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.objects, id)
+	delete(c.raw, id)
+}
+
+// full returns the live object with inventory ID id in full: the listed
+// object, or for a compact kind a fresh decode of its JSON. It returns nil
+// when there is no such object.
+func (c *cluster) full(id string) (*unstructured.Unstructured, error) {
+	c.mu.RLock()
+	u, raw := c.objects[id], c.raw[id]
+	c.mu.RUnlock()
+	if raw == nil {
+		return u, nil
+	}
+	full, err := decodeItem(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot decode the live object: %w", id, err)
+	}
+	full.SetGroupVersionKind(u.GroupVersionKind())
+	return full, nil
+}
+
+// load reads the cluster state of the run: the inventory, every package and
+// revision, and the live objects of every kind the output applies.
+func (r *run) load(ctx context.Context) error {
+	r.live = &cluster{
+		packages:   map[pkgKey]*unstructured.Unstructured{},
+		revisions:  map[pkgKey][]*unstructured.Unstructured{},
+		byUID:      map[types.UID]*unstructured.Unstructured{},
+		objects:    map[string]*unstructured.Unstructured{},
+		raw:        map[string][]byte{},
+		foreign:    map[string]*metav1.PartialObjectMetadata{},
+		metaListed: map[listKey]bool{},
+		listed:     map[listKey]bool{},
+	}
+	inv, exists, err := readInventory(ctx, r.c, r.opts.Namespace, r.opts.Instance)
+	if err != nil {
+		return err
+	}
+	r.live.inventory, r.live.inventoryExists = inv, exists
+	if !exists {
+		// A first apply may find no Crossplane namespace yet: the runtime,
+		// TLS Secrets and the inventory go there.
+		if err := r.ensureNamespace(ctx); err != nil {
+			return err
+		}
+	}
+	if err := r.loadRecords(ctx); err != nil {
+		return err
+	}
+
+	// One labelled LIST per kind and namespace of the objects to apply.
+	keys := map[listKey]bool{}
+	for _, po := range r.out.Packages {
+		rev := po.Revision
+		for _, group := range [][]*render.Object{rev.Payload, rev.Runtime, rev.RBAC} {
+			for _, o := range group {
+				keys[listKeyFor(o.APIVersion, o.Kind, o.Namespace)] = true
+			}
+		}
+	}
+	return r.listAllLabelled(ctx, sortedListKeys(keys))
+}
+
+// listAllLabelled lists the labelled objects of every key, Concurrency
+// LISTs at a time: the first LIST of a custom resource's kind can take a
+// second on an API server that has not served it yet (it builds the
+// kind's storage and watch cache), and those waits overlap.
+func (r *run) listAllLabelled(ctx context.Context, keys []listKey) error {
+	type listed struct {
+		objs []*unstructured.Unstructured
+		raw  [][]byte
+		err  error
+	}
+	results := make([]listed, len(keys))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.opts.Concurrency)
+	for i, k := range keys {
+		if r.live.listed[k] {
+			continue
+		}
+		g.Go(func() error {
+			objs, raw, err := r.listLabelled(gctx, k)
+			if err != nil && !isNotServed(err) {
+				err = fmt.Errorf("cannot list %s: %w", k.gvk.Kind, err)
+			} else {
+				err = nil
+			}
+			results[i] = listed{objs: objs, raw: raw, err: err}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	var errs []error
+	for i, k := range keys {
+		if res := results[i]; res.err != nil {
+			errs = append(errs, res.err)
+			continue
+		}
+		for j, o := range results[i].objs {
+			id := objectID(o)
+			r.live.objects[id] = o
+			if raw := results[i].raw; raw != nil && raw[j] != nil {
+				r.live.raw[id] = raw[j]
+			}
+		}
+		r.live.listed[k] = true
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// listLabelled lists the objects of k labelled with this instance. With
+// the Manager's rawLister, objects of compactKinds come back as headers,
+// with their JSON at the same index of raw; other objects, and every
+// object without a rawLister, in full.
+func (r *run) listLabelled(ctx context.Context, k listKey) ([]*unstructured.Unstructured, [][]byte, error) {
+	sel := map[string]string{render.LabelInstance: r.opts.Instance}
+	if r.m.lister == nil {
+		objs, err := listAll(ctx, r.c, k.gvk, k.namespace, client.MatchingLabels(sel))
+		return objs, nil, err
+	}
+	compact := compactKinds[k.gvk.GroupKind()]
+	var objs []*unstructured.Unstructured
+	var raws [][]byte
+	rv, err := r.m.lister.list(ctx, k.gvk, k.namespace, sel, func(b []byte) error {
+		if compact {
+			u, err := compactObject(b)
+			if err != nil {
+				return err
+			}
+			objs, raws = append(objs, u), append(raws, b)
+			return nil
+		}
+		u, err := decodeItem(b)
+		if err != nil {
+			return err
+		}
+		objs, raws = append(objs, u), append(raws, nil)
+		return nil
+	})
+	for _, o := range objs {
+		o.SetGroupVersionKind(k.gvk)
+	}
+	if err == nil && k.gvk.GroupKind() == xpkg.GroupKindCRD && r.crds != nil {
+		// The CRD tracker's watch starts from this LIST, which it
+		// selects the same way (crdTracker.seed).
+		r.crds.seed(rv, r.listedCRD)
+	}
+	return objs, raws, err
+}
+
+func listKeyFor(apiVersion, kind, namespace string) listKey {
+	gv, _ := schema.ParseGroupVersion(apiVersion)
+	return listKey{gvk: gv.WithKind(kind), namespace: namespace}
+}
+
+func sortedListKeys(keys map[listKey]bool) []listKey {
+	out := make([]listKey, 0, len(keys))
+	for k := range keys {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.gvk.String() != b.gvk.String() {
+			return a.gvk.String() < b.gvk.String()
+		}
+		return a.namespace < b.namespace
+	})
+	return out
+}
+
+// loadRecords lists every package and revision of every kind.
+func (r *run) loadRecords(ctx context.Context) error {
+	for _, k := range packageKinds {
+		pkgs, err := listAll(ctx, r.c, schema.GroupVersionKind{Group: xpkg.PackageGroup, Version: "v1", Kind: string(k)}, "", nil)
+		if err != nil {
+			return fmt.Errorf("cannot list %s objects (are Crossplane's CRDs, or lockstep's stand-ins in examples/crossplane-crds, installed?): %w", k, err)
+		}
+		for _, p := range pkgs {
+			r.live.packages[pkgKey{k, p.GetName()}] = p
+			r.live.byUID[p.GetUID()] = p
+		}
+		revs, err := listAll(ctx, r.c, schema.GroupVersionKind{Group: xpkg.PackageGroup, Version: "v1", Kind: revisionKind(k)}, "", nil)
+		if err != nil {
+			return fmt.Errorf("cannot list %s objects: %w", revisionKind(k), err)
+		}
+		for _, rev := range revs {
+			r.live.byUID[rev.GetUID()] = rev
+			owner := rev.GetLabels()[render.LabelParentPackage]
+			if owner == "" {
+				continue
+			}
+			key := pkgKey{k, owner}
+			r.live.revisions[key] = append(r.live.revisions[key], rev)
+		}
+	}
+	for k := range r.live.revisions {
+		sortRevisions(r.live.revisions[k])
+	}
+	return nil
+}
+
+// sortRevisions sorts revisions by spec.revision, then name.
+func sortRevisions(revs []*unstructured.Unstructured) {
+	sort.SliceStable(revs, func(i, j int) bool {
+		a, b := revisionNumber(revs[i]), revisionNumber(revs[j])
+		if a != b {
+			return a < b
+		}
+		return revs[i].GetName() < revs[j].GetName()
+	})
+}
+
+// revisionNumber returns a revision's spec.revision, 0 when unset.
+func revisionNumber(rev *unstructured.Unstructured) int64 {
+	n, _, _ := unstructured.NestedInt64(rev.Object, "spec", "revision")
+	return n
+}
+
+// desiredState returns a revision's spec.desiredState.
+func desiredState(rev *unstructured.Unstructured) string {
+	s, _, _ := unstructured.NestedString(rev.Object, "spec", "desiredState")
+	return s
+}
+
+// Revision states (Crossplane's PackageRevisionDesiredState).
+const (
+	stateActive   = "Active"
+	stateInactive = "Inactive"
+)
+
+// listForeign lists the metadata of every object of k, to find objects
+// lockstep is about to apply that exist without this instance's label.
+func (r *run) listForeign(ctx context.Context, k listKey) error {
+	r.live.mu.Lock()
+	done := r.live.metaListed[k]
+	r.live.metaListed[k] = true
+	r.live.mu.Unlock()
+	if done {
+		return nil
+	}
+	cont := ""
+	for {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(k.gvk.GroupVersion().WithKind(k.gvk.Kind + "List"))
+		opts := []client.ListOption{client.Limit(listPageSize)}
+		if k.namespace != "" {
+			opts = append(opts, client.InNamespace(k.namespace))
+		}
+		if cont != "" {
+			opts = append(opts, client.Continue(cont))
+		}
+		if err := r.c.List(ctx, list, opts...); err != nil {
+			if meta.IsNoMatchError(err) {
+				return nil
+			}
+			return fmt.Errorf("cannot list %s: %w", k.gvk.Kind, err)
+		}
+		r.live.mu.Lock()
+		for i := range list.Items {
+			m := &list.Items[i]
+			m.SetGroupVersionKind(k.gvk)
+			id := idFor(m.Namespace, m.Name, k.gvk.GroupKind())
+			if _, ok := r.live.objects[id]; !ok {
+				r.live.foreign[id] = m
+			}
+		}
+		r.live.mu.Unlock()
+		cont = list.Continue
+		if cont == "" {
+			return nil
+		}
+	}
+}
+
+// listAll lists every object of gvk (Kind without "List") in namespace
+// ("" for all or cluster-scoped), page by page.
+func listAll(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, namespace string, sel client.MatchingLabels) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	cont := ""
+	for {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		opts := []client.ListOption{client.Limit(listPageSize)}
+		if namespace != "" {
+			opts = append(opts, client.InNamespace(namespace))
+		}
+		if sel != nil {
+			opts = append(opts, sel)
+		}
+		if cont != "" {
+			opts = append(opts, client.Continue(cont))
+		}
+		if err := c.List(ctx, list, opts...); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			u := &list.Items[i]
+			u.SetGroupVersionKind(gvk)
+			out = append(out, u)
+		}
+		cont = list.GetContinue()
+		if cont == "" {
+			return out, nil
+		}
+	}
+}
+
+// controllerOf returns the controller reference of an object's owner
+// references, nil for none.
+func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
+	for i := range refs {
+		if refs[i].Controller != nil && *refs[i].Controller {
+			return &refs[i]
+		}
+	}
+	return nil
+}
+
+// isRevisionRef reports whether ref points at a Crossplane package revision.
+func isRevisionRef(ref metav1.OwnerReference) bool {
+	gv, _ := schema.ParseGroupVersion(ref.APIVersion)
+	return gv.Group == xpkg.PackageGroup && strings.HasSuffix(ref.Kind, "Revision")
+}
+
+// describeRef names an owner reference for an error message.
+func describeRef(ref metav1.OwnerReference) string {
+	return fmt.Sprintf("%s %s (UID %s)", ref.Kind, ref.Name, ref.UID)
+}
+
+// ensureNamespace creates the Crossplane namespace when it does not exist,
+// so that lockstep can install into a fresh cluster. It is only called
+// when lockstep has no inventory yet: the inventory lives in that
+// namespace, so once it exists the namespace does.
+func (r *run) ensureNamespace(ctx context.Context) error {
+	ns := &corev1.Namespace{}
+	err := r.c.Get(ctx, client.ObjectKey{Name: r.opts.Namespace}, ns)
+	if err == nil || !apierrors.IsNotFound(err) {
+		return err
+	}
+	if r.opts.DryRun {
+		return nil
+	}
+	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.opts.Namespace, Labels: map[string]string{render.LabelManagedBy: render.ManagedByValue}}}
+	if err := r.c.Create(ctx, ns, client.FieldOwner(FieldManager)); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("cannot create namespace %s: %w", r.opts.Namespace, err)
+	}
+	r.wrote()
+	return nil
+}

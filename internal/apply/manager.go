@@ -1,0 +1,396 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fluxcd/pkg/ssa"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/internal/health"
+	"github.com/lockstep-gitops/lockstep/internal/render"
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+)
+
+// Field managers lockstep writes with (Kubernetes server-side apply).
+const (
+	// FieldManager owns everything lockstep renders: package and revision
+	// records, payload, runtime and RBAC. It applies with force, so fields
+	// that Crossplane's own controllers or a `kubectl edit` changed are taken
+	// back, while fields nobody in lockstep sets (another tool's label) stay.
+	FieldManager = "lockstep"
+	// StatusFieldManager owns what lockstep writes through the status
+	// subresource of packages and revisions. It differs from FieldManager
+	// as Flux's status manager differs from its apply manager
+	// (gitops-reference §1.2), so a status write never drops a spec field.
+	StatusFieldManager = "lockstep-status"
+	// ActivationFieldManager owns spec.desiredState of revisions whose state
+	// lockstep decides outside their rendered record: revisions it
+	// deactivates, and Manual revisions, whose state lockstep sets only when
+	// it creates them (Inactive). Because FieldManager never claims that
+	// field on a Manual revision, a user's later `kubectl patch` of
+	// spec.desiredState takes it over and lockstep's applies leave it alone.
+	ActivationFieldManager = "lockstep-activation"
+	// ActivateFieldManager is the field manager of `lockstep activate`,
+	// which activates a revision the way a user's kubectl patch would.
+	ActivateFieldManager = "lockstep-activate"
+)
+
+// PruneCRDsPolicy says what happens to the definitions (CRDs, and
+// Crossplane's XRDs and MRDs, which define APIs the same way) of a package
+// that is gone from Git.
+type PruneCRDsPolicy string
+
+// The --prune-crds policies.
+const (
+	// PruneCRDsUnused deletes a definition only when no object of the kind it
+	// defines exists; otherwise it orphans it (removes lockstep's owner
+	// references, so Kubernetes' garbage collector leaves it) and warns.
+	// This is the default: it never deletes users' resources (study §4.5,
+	// §14 #10).
+	PruneCRDsUnused PruneCRDsPolicy = "unused"
+	// PruneCRDsNever orphans every definition.
+	PruneCRDsNever PruneCRDsPolicy = "never"
+	// PruneCRDsAlways deletes every definition, and with it every object of
+	// its kind, as Crossplane does when a Provider is deleted (study §4.5).
+	PruneCRDsAlways PruneCRDsPolicy = "always"
+)
+
+// Options configure a Manager. Start from DefaultOptions.
+type Options struct {
+	// Namespace is the Crossplane namespace: runtimes, TLS Secrets, the root
+	// CA and lockstep's inventory live there. It must equal the Namespace of
+	// the render.Output given to Apply.
+	Namespace string
+	// Instance names the lockstep instance; it must equal the Output's
+	// Instance. lockstep reads, applies and prunes only objects labelled
+	// with it (render.LabelInstance).
+	Instance string
+	// PruneCRDs is the policy for the definitions of pruned packages.
+	PruneCRDs PruneCRDsPolicy
+	// WaitTimeout bounds the wait for applied CRDs to become Established
+	// before the rest of a payload is applied.
+	WaitTimeout time.Duration
+	// WaitInterval is the polling interval of that wait.
+	WaitInterval time.Duration
+	// Concurrency is how many dry-runs and applies of one package's payload
+	// run in parallel, and how many independent packages are applied at
+	// once; at least 1.
+	Concurrency int
+	// DryRun sends every write as a server-side dry-run and deletes nothing:
+	// the Result says what a real apply would change.
+	DryRun bool
+}
+
+// DefaultOptions returns the options of `lockstep apply` without flags:
+// namespace crossplane-system, instance lockstep, --prune-crds unused, a
+// 2-minute wait for CRDs polled every second (when no REST config is
+// given; see WithRESTConfig), 8 requests in parallel (as many as the
+// benchmark's floor, plain server-side apply, sends).
+func DefaultOptions() Options {
+	return Options{
+		Namespace:    "crossplane-system",
+		Instance:     "lockstep",
+		PruneCRDs:    PruneCRDsUnused,
+		WaitTimeout:  2 * time.Minute,
+		WaitInterval: time.Second,
+		Concurrency:  8,
+	}
+}
+
+// Validate returns an error naming the option that is not usable.
+func (o Options) Validate() error {
+	var errs []error
+	if es := validation.IsDNS1123Label(o.Namespace); len(es) > 0 {
+		errs = append(errs, fmt.Errorf("namespace %q is not a DNS label: %s", o.Namespace, strings.Join(es, "; ")))
+	}
+	if o.Instance == "" {
+		errs = append(errs, errors.New("instance is required"))
+	} else if es := validation.IsValidLabelValue(o.Instance); len(es) > 0 {
+		errs = append(errs, fmt.Errorf("instance %q is not a label value: %s", o.Instance, strings.Join(es, "; ")))
+	}
+	switch o.PruneCRDs {
+	case PruneCRDsUnused, PruneCRDsNever, PruneCRDsAlways:
+	default:
+		errs = append(errs, fmt.Errorf("prune-crds %q is not unused, never or always", o.PruneCRDs))
+	}
+	if o.WaitTimeout <= 0 || o.WaitInterval <= 0 {
+		errs = append(errs, errors.New("wait timeout and interval must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Manager applies rendered output to one cluster, in the style of
+// fluxcd/pkg/ssa's ResourceManager: it owns the client, the field managers
+// and the options. It is safe for sequential use; one Apply at a time.
+type Manager struct {
+	client client.Client
+	rm     *ssa.ResourceManager
+	crds   *crdWatcher
+	lister *rawLister
+	opts   Options
+	now    func() time.Time
+}
+
+// ManagerOption configures a Manager beyond its Options.
+type ManagerOption func(*managerConfig)
+
+type managerConfig struct {
+	rest *rest.Config
+}
+
+// WithRESTConfig gives the Manager the cluster's REST config, from which it
+// builds a client that waits for CRDs to be Established with one watch
+// (see crdWatcher) instead of polling full CRD lists every WaitInterval,
+// and one that streams LISTs so that live CRDs, XRDs and Compositions are
+// kept as JSON rather than decoded (see compactKinds). Without it, the
+// wait polls through kstatus as fluxcd/pkg/ssa's WaitForSet does, which
+// costs a LIST of every CRD per interval, and live objects are decoded.
+func WithRESTConfig(cfg *rest.Config) ManagerOption {
+	return func(c *managerConfig) { c.rest = cfg }
+}
+
+// NewManager returns a Manager on c, whose RESTMapper must know the
+// pkg.crossplane.io kinds (Crossplane's CRDs, or lockstep's stand-ins in
+// examples/crossplane-crds). It returns an error when opts do not validate
+// or a ManagerOption cannot be used.
+func NewManager(c client.Client, opts Options, mopts ...ManagerOption) (*Manager, error) {
+	if opts.Concurrency < 1 {
+		opts.Concurrency = 1
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	rm := ssa.NewResourceManager(c, health.NewStatusPoller(c, c.RESTMapper()), ssa.Owner{Field: FieldManager, Group: "lockstep.io"})
+	rm.SetConcurrency(opts.Concurrency)
+	m := &Manager{client: c, rm: rm, opts: opts, now: time.Now}
+	var mc managerConfig
+	for _, o := range mopts {
+		o(&mc)
+	}
+	if mc.rest != nil {
+		rc, err := newJSONClient(mc.rest)
+		if err != nil {
+			return nil, err
+		}
+		m.crds = &crdWatcher{rc: rc}
+		m.lister = &rawLister{rc: rc, mapper: c.RESTMapper()}
+	}
+	return m, nil
+}
+
+// Options returns the Manager's options.
+func (m *Manager) Options() Options { return m.opts }
+
+// ApplyMeta is what an apply records about where its input came from.
+type ApplyMeta struct {
+	// Commit is the Git commit of the declarations ("" when unknown); it is
+	// recorded in the inventory per package.
+	Commit string
+	// LockDigest is the digest of lockstep.lock ("sha256:<hex>"), recorded
+	// in the inventory.
+	LockDigest string
+	// Replaces maps a package, as "Kind/name", to the sources its package
+	// metadata says it replaces (spec.replaces, seed 004; the lock's
+	// Entry.Replaces). ReplacesFromInput builds it from render input.
+	Replaces map[string][]string
+}
+
+// ReplacesFromInput returns ApplyMeta.Replaces for in: every package whose
+// contents declare spec.replaces.
+func ReplacesFromInput(in *render.Input) map[string][]string {
+	out := map[string][]string{}
+	for i := range in.Packages {
+		p := &in.Packages[i]
+		if p.Contents != nil && len(p.Contents.Meta.Replaces) > 0 {
+			out[string(p.Kind)+"/"+p.Name] = append([]string(nil), p.Contents.Meta.Replaces...)
+		}
+	}
+	return out
+}
+
+// Result is what one Apply did.
+type Result struct {
+	// Packages are the packages of the Output, in its order.
+	Packages []*PackageResult
+	// Pruned are the packages lockstep removed because they are gone from
+	// Git.
+	Pruned []*PackageResult
+	// Writes is how many mutating requests were sent (creates, applies,
+	// patches, deletes, status writes, events, the inventory); server-side
+	// dry-runs are not counted. Zero means nothing in the cluster changed.
+	Writes int64
+	// Warnings are things an operator should know that are not errors: a
+	// definition left in place because custom resources of it exist, a
+	// revision activated out of band, a dry-run that skipped objects.
+	Warnings []string
+}
+
+// Mutated reports whether any mutating request was sent.
+func (r *Result) Mutated() bool { return r.Writes > 0 }
+
+// Err joins the errors of every package, nil when all succeeded.
+func (r *Result) Err() error {
+	var errs []error
+	for _, p := range append(append([]*PackageResult(nil), r.Packages...), r.Pruned...) {
+		if p.Err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", p.Kind, p.Name, p.Err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PackageResult is what Apply did for one package.
+type PackageResult struct {
+	// Kind and Name identify the package.
+	Kind xpkg.Kind
+	Name string
+	// CurrentRevision is the revision of the locked digest.
+	CurrentRevision string
+	// ActiveRevision is the revision that is Active after the apply, "" for
+	// none (a Manual package whose current revision awaits activation, or a
+	// failed first install).
+	ActiveRevision string
+	// Changes has one entry per object lockstep applied, kept or deleted
+	// for the package: created, configured, unchanged, deleted (skipped for
+	// an object lockstep left alone, such as an orphaned CRD).
+	Changes *ssa.ChangeSet
+	// Step names the step that failed ("records", "preflight", "payload",
+	// "runtime", "status", "activation", "gc", "prune", "replaces"), "" on
+	// success.
+	Step string
+	// Err is the step's error; the package stopped there. Other packages
+	// are applied regardless.
+	Err error
+	// Warnings are the package's warnings (also in Result.Warnings).
+	Warnings []string
+}
+
+// Changed reports whether any object of the package was created,
+// configured or deleted.
+func (p *PackageResult) Changed() bool {
+	for _, e := range p.Changes.Entries {
+		switch e.Action {
+		case ssa.CreatedAction, ssa.ConfiguredAction, ssa.DeletedAction:
+			return true
+		}
+	}
+	return false
+}
+
+// Counts returns how many objects had each action.
+func (p *PackageResult) Counts() map[ssa.Action]int {
+	out := map[ssa.Action]int{}
+	for _, e := range p.Changes.Entries {
+		out[e.Action]++
+	}
+	return out
+}
+
+// Apply runs one reconcile of out, the render of the lock at meta.Commit,
+// following the steps in the package documentation. Packages are applied in
+// out's order (Providers, Functions, Configurations); a package whose step
+// fails stops there, its error lands on its revision's and package's
+// conditions and as Events, and the next package goes on. Then revisions
+// past revisionHistoryLimit are deleted and packages gone from out are
+// pruned, after the inventory was written.
+//
+// Apply returns an error, and no Result, only when it cannot start: the
+// Output is for another namespace or instance, the pkg.crossplane.io kinds
+// are not served, or the cluster state or inventory cannot be read. Package
+// failures are in Result.Err. A cancelled ctx stops the reconcile at the
+// next request; the next Apply converges.
+func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta) (*Result, error) {
+	if out.Namespace != m.opts.Namespace || out.Instance != m.opts.Instance {
+		return nil, fmt.Errorf("the render output is for namespace %q and instance %q, but this apply is for namespace %q and instance %q",
+			out.Namespace, out.Instance, m.opts.Namespace, m.opts.Instance)
+	}
+	r := &run{m: m, c: m.client, opts: m.opts, out: out, meta: meta, res: &Result{}, now: m.now()}
+	if m.crds != nil {
+		r.crds = m.crds.track(render.LabelInstance, m.opts.Instance)
+		defer r.crds.stop()
+	}
+	if err := r.load(ctx); err != nil {
+		return nil, err
+	}
+	r.replacedBy = r.replacedInOutput()
+	// Packages that share no object and do not replace one another are
+	// independent: their groups run concurrently, Concurrency at a time,
+	// and the packages of a group in out's order.
+	pkgs := make([]*pkgRun, len(out.Packages))
+	var g errgroup.Group
+	g.SetLimit(m.opts.Concurrency)
+	for _, group := range packageGroups(out, r.replacedBy, meta.Replaces) {
+		g.Go(func() error {
+			for _, i := range group {
+				pkgs[i] = r.applyPackage(ctx, out.Packages[i])
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for _, p := range pkgs {
+		r.pkgs = append(r.pkgs, p)
+		r.res.Packages = append(r.res.Packages, p.res)
+	}
+	r.finish(ctx)
+	r.res.Writes = r.writes.Load()
+	return r.res, nil
+}
+
+// run is the state of one Apply.
+type run struct {
+	m    *Manager
+	c    client.Client
+	opts Options
+	out  *render.Output
+	meta ApplyMeta
+	res  *Result
+	now  time.Time
+
+	live *cluster
+	pkgs []*pkgRun
+	// crds follows the CRDs the packages wait for (nil without a REST
+	// config): one watch for the whole run.
+	crds *crdTracker
+	// mu guards res.Warnings, caMu ca: concurrent packages share them.
+	mu   sync.Mutex
+	caMu sync.Mutex
+	ca   *certAuthority
+	// replacedBy maps packages of the output that another package of the
+	// output replaces to the replacing package.
+	replacedBy map[pkgKey]string
+	// deleted are the inventory IDs of objects deleted during the run.
+	deleted   map[string]bool
+	deletedMu sync.Mutex
+
+	writes atomic.Int64
+}
+
+// wrote counts one mutating request, unless the run is a dry run.
+func (r *run) wrote() {
+	if !r.opts.DryRun {
+		r.writes.Add(1)
+	}
+}
+
+// warn records a warning on the result and, when p is not nil, on the
+// package's result.
+func (r *run) warn(p *PackageResult, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p != nil {
+		p.Warnings = append(p.Warnings, msg)
+		msg = fmt.Sprintf("%s %s: %s", p.Kind, p.Name, msg)
+	}
+	r.res.Warnings = append(r.res.Warnings, msg)
+}

@@ -1,0 +1,226 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/fluxcd/cli-utils/pkg/object"
+	"github.com/fluxcd/pkg/ssa"
+	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+)
+
+// payloadStage returns the apply stage of a payload object: CRDs and MRDs,
+// then XRDs, then Compositions, then the rest (webhook configurations and
+// other allowed objects), as issue 5 orders them.
+func payloadStage(gk schema.GroupKind) int {
+	switch gk {
+	case xpkg.GroupKindCRD, xpkg.GroupKindMRD:
+		return 0
+	case xpkg.GroupKindXRD:
+		return 1
+	case xpkg.GroupKindComposition:
+		return 2
+	}
+	return 3
+}
+
+// payloadStep is step 3. It releases stale controller references found by
+// the preflight, then applies the payload stage by stage, waiting after the
+// CRDs until every CRD it created or changed is Established (kstatus with
+// lockstep's readers, through fluxcd/pkg/ssa's WaitForSetWithContext). The
+// active revision controls every object; the package and the revisions
+// that shipped it before own it (extraOwners).
+func (p *pkgRun) payloadStep(ctx context.Context) error {
+	if !p.active {
+		return nil
+	}
+	r := p.r
+	for _, d := range append(append([]*desired(nil), p.payload...), p.runtime...) {
+		if err := p.releaseStale(ctx, d); err != nil {
+			return err
+		}
+	}
+	stages := make([][]*desired, 4)
+	for _, d := range p.payload {
+		s := payloadStage(d.u.GroupVersionKind().GroupKind())
+		stages[s] = append(stages[s], d)
+	}
+	crds := changedCRDs(stages[0])
+	if len(crds) > 0 && r.crds != nil && !r.opts.DryRun {
+		// Watch from the apply's LIST before the first CRD changes, so
+		// the API server's watch cache still holds every event since.
+		r.crds.start()
+	}
+	for i, stage := range stages {
+		if err := p.writeAll(ctx, stage); err != nil {
+			return err
+		}
+		if i != 0 || r.opts.DryRun {
+			continue
+		}
+		if err := r.waitEstablished(ctx, crds); err != nil {
+			return fmt.Errorf("waiting for CustomResourceDefinitions to be Established: %w", err)
+		}
+	}
+	p.objectRefs = objectRefs(p.payload)
+	return nil
+}
+
+// writeAll writes objs, Concurrency at a time, and joins the errors.
+func (p *pkgRun) writeAll(ctx context.Context, objs []*desired) error {
+	errs := make([]error, len(objs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(p.r.opts.Concurrency)
+	for i, d := range objs {
+		g.Go(func() error {
+			errs[i] = p.r.write(gctx, d)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for _, d := range objs {
+		if d.action != "" && d.result != nil {
+			p.res.Changes.Add(entry(d.u, d.action))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// releaseStale removes controller references to revisions that no longer
+// exist from a live object before lockstep applies it, since an apply
+// cannot drop references another field manager wrote.
+func (p *pkgRun) releaseStale(ctx context.Context, d *desired) error {
+	if len(d.release) == 0 {
+		return nil
+	}
+	var obj interface {
+		GetOwnerReferences() []metav1.OwnerReference
+	}
+	var target *unstructured.Unstructured
+	switch {
+	case d.live != nil:
+		obj, target = d.live, d.live
+	case d.foreign != nil:
+		obj = d.foreign
+		target = &unstructured.Unstructured{}
+		target.SetGroupVersionKind(d.foreign.GroupVersionKind())
+		target.SetName(d.foreign.Name)
+		target.SetNamespace(d.foreign.Namespace)
+		target.SetResourceVersion(d.foreign.ResourceVersion)
+	default:
+		return nil
+	}
+	stale := map[string]bool{}
+	for _, ref := range d.release {
+		stale[string(ref.UID)] = true
+	}
+	var keep []metav1.OwnerReference
+	for _, ref := range obj.GetOwnerReferences() {
+		if !stale[string(ref.UID)] {
+			keep = append(keep, ref)
+		}
+	}
+	if err := p.r.patchOwnerReferences(ctx, target, keep); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // gone meanwhile: the apply creates it afresh
+		}
+		return fmt.Errorf("%s: cannot release the stale controller reference %s: %w", d.id, describeRef(d.release[0]), err)
+	}
+	p.r.warn(p.res, "released the stale controller reference %s of %s", describeRef(d.release[0]), d.id)
+	return nil
+}
+
+// changedCRDs returns the CRDs of objs that this apply creates or changes
+// (their action was planned in the preflight): the ones to wait for.
+// Objects of other kinds (MRDs share the stage) are not waited for.
+func changedCRDs(objs []*desired) []*desired {
+	var out []*desired
+	for _, d := range objs {
+		if (d.action == ssa.CreatedAction || d.action == ssa.ConfiguredAction) && d.u.GroupVersionKind().GroupKind() == xpkg.GroupKindCRD {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// waitEstablished waits until every CRD of crds (see changedCRDs), written
+// by this apply, is Established: through the run's CRD tracker when the
+// Manager has a REST config (WithRESTConfig), else by polling through
+// kstatus every WaitInterval.
+func (r *run) waitEstablished(ctx context.Context, crds []*desired) error {
+	if len(crds) == 0 {
+		return nil
+	}
+	if r.crds != nil {
+		want := make([]crdWant, 0, len(crds))
+		for _, d := range crds {
+			c := crdWant{name: d.u.GetName()}
+			if d.result != nil {
+				c.rv = d.result.GetResourceVersion()
+			}
+			want = append(want, c)
+		}
+		return r.crds.waitEstablished(ctx, want, r.opts.WaitTimeout)
+	}
+	set := make(object.ObjMetadataSet, 0, len(crds))
+	for _, d := range crds {
+		set = append(set, object.UnstructuredToObjMetadata(d.u))
+	}
+	return r.m.rm.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: r.opts.WaitInterval, Timeout: r.opts.WaitTimeout})
+}
+
+// listedCRD returns what the apply's LIST said of the CRD name: its
+// resourceVersion and conditions, decoded from the JSON the LIST kept
+// (cluster.raw). It is false when the LIST did not have it.
+func (r *run) listedCRD(name string) (crdState, bool) {
+	raw := read(r.live, func() []byte { return r.live.raw[idFor("", name, xpkg.GroupKindCRD)] })
+	if raw == nil {
+		return crdState{}, false
+	}
+	var ev crdEvent
+	if err := json.Unmarshal(raw, &ev.Object); err != nil {
+		return crdState{}, false
+	}
+	return stateOf(&ev), true
+}
+
+// objectRefs returns the status.objectRefs of a revision that established
+// objs: apiVersion, kind, name and UID, sorted as Crossplane sorts them,
+// by "<group>/<version>, Kind=<kind>/<name>" descending (study §4.1 step
+// 12, uniqueResourceIdentifier).
+func objectRefs(objs []*desired) []any {
+	type ref struct {
+		key string
+		m   map[string]any
+	}
+	var refs []ref
+	for _, d := range objs {
+		if d.result == nil {
+			continue
+		}
+		gvk := d.u.GroupVersionKind()
+		m := map[string]any{"apiVersion": d.u.GetAPIVersion(), "kind": d.u.GetKind(), "name": d.u.GetName()}
+		if uid := d.result.GetUID(); uid != "" {
+			m["uid"] = string(uid)
+		}
+		refs = append(refs, ref{key: gvk.String() + "/" + d.u.GetName(), m: m})
+	}
+	sort.SliceStable(refs, func(i, j int) bool { return refs[i].key > refs[j].key })
+	out := make([]any, len(refs))
+	for i, r := range refs {
+		out[i] = r.m
+	}
+	return out
+}

@@ -1,0 +1,263 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/fluxcd/pkg/ssa"
+	"github.com/fluxcd/pkg/ssa/utils"
+	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/internal/render"
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+)
+
+// isDefinition reports whether objects of gk define an API whose objects
+// are users' data: CRDs, and Crossplane's MRDs and XRDs (deleting an XRD
+// deletes its composite resources).
+func isDefinition(gk schema.GroupKind) bool {
+	return gk == xpkg.GroupKindCRD || gk == xpkg.GroupKindMRD || gk == xpkg.GroupKindXRD
+}
+
+// deleteOwned deletes the object stub names when it still carries this
+// instance's label (Flux prunes only what it still owns, gitops-reference
+// §0 item 4), with a UID precondition. A missing object counts as deleted;
+// one without the label is skipped.
+func (r *run) deleteOwned(ctx context.Context, stub *unstructured.Unstructured) (ssa.Action, error) {
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(stub.GroupVersionKind())
+	err := r.c.Get(ctx, client.ObjectKeyFromObject(stub), obj)
+	switch {
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		return ssa.DeletedAction, nil
+	case err != nil:
+		return ssa.UnknownAction, fmt.Errorf("%s: %w", utils.FmtUnstructured(stub), err)
+	case obj.Labels[render.LabelInstance] != r.opts.Instance:
+		return ssa.SkippedAction, nil
+	}
+	if err := r.deleteObject(ctx, obj, obj.UID); err != nil {
+		return ssa.UnknownAction, fmt.Errorf("%s: delete failed: %w", utils.FmtUnstructured(stub), err)
+	}
+	return ssa.DeletedAction, nil
+}
+
+// prunePackage is step 8 for a package that is in the inventory but gone
+// from the output: it removes the package object, its revisions, its
+// runtime and its payload, except objects another package of the output
+// applies (desiredIDs: a package that replaced it took them over).
+// Definitions follow --prune-crds: with "unused" a definition is deleted
+// only when no object of its kind exists, otherwise it is orphaned (owner
+// references to the package and its revisions removed, so that Kubernetes'
+// garbage collector keeps it) with a warning; "never" orphans every
+// definition; "always" deletes them. Definitions are orphaned before
+// anything is deleted. It returns the inventory IDs that are gone.
+func (r *run) prunePackage(ctx context.Context, ip *InventoryPackage, desiredIDs map[string]bool) (*PackageResult, map[string]bool) {
+	key := pkgKey{ip.Kind, ip.Name}
+	res := &PackageResult{Kind: ip.Kind, Name: ip.Name, Changes: ssa.NewChangeSet()}
+	gone := map[string]bool{}
+	uids := map[types.UID]bool{}
+	if pkg := r.live.packages[key]; pkg != nil {
+		uids[pkg.GetUID()] = true
+	}
+	for _, rev := range r.live.revisions[key] {
+		uids[rev.GetUID()] = true
+	}
+
+	var defs, others, records []InventoryEntry
+	var errs []error
+	for _, e := range ip.Entries {
+		switch {
+		case desiredIDs[e.ID]:
+			// Another package of the output applies it now (it replaced
+			// this one): only this package's owner references go.
+			if err := r.orphan(ctx, e, uids); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			gone[e.ID] = true
+		case e.Role == RoleRecord:
+			records = append(records, e)
+		case e.Role == RolePayload && isDefinition(e.GroupKind()):
+			defs = append(defs, e)
+		default:
+			others = append(others, e)
+		}
+	}
+	// Definitions are independent of one another: Concurrency at a time
+	// (a monolith's 2,000 CRDs each cost a GET, a LIST and a DELETE).
+	actions := make([]ssa.Action, len(defs))
+	defErrs := make([]error, len(defs))
+	var g errgroup.Group
+	g.SetLimit(r.opts.Concurrency)
+	for i, e := range defs {
+		g.Go(func() error {
+			actions[i], defErrs[i] = r.pruneDefinition(ctx, e, uids, res)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for i, e := range defs {
+		if defErrs[i] != nil {
+			errs = append(errs, defErrs[i])
+			continue
+		}
+		gone[e.ID] = true
+		if stub, err := e.Object(); err == nil {
+			res.Changes.Add(entry(stub, actions[i]))
+		}
+	}
+	// Runtime and other payload first, then revisions, then the package
+	// (the reverse of the apply order).
+	sort.SliceStable(records, func(i, j int) bool { return records[i].Revision > records[j].Revision })
+	for _, group := range [][]InventoryEntry{others, records} {
+		for _, e := range group {
+			stub, err := e.Object()
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			a, err := r.deleteOwned(ctx, stub)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			gone[e.ID] = true
+			res.Changes.Add(entry(stub, a))
+		}
+	}
+	if len(errs) > 0 {
+		res.Step, res.Err = "prune", errors.Join(errs...)
+	}
+	return res, gone
+}
+
+// pruneDefinition applies the --prune-crds policy to one definition of a
+// pruned package whose package and revisions have the given UIDs.
+func (r *run) pruneDefinition(ctx context.Context, e InventoryEntry, owners map[types.UID]bool, res *PackageResult) (ssa.Action, error) {
+	stub, err := e.Object()
+	if err != nil {
+		return ssa.UnknownAction, err
+	}
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(stub.GroupVersionKind())
+	if err := r.c.Get(ctx, client.ObjectKeyFromObject(stub), live); err != nil {
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return ssa.DeletedAction, nil
+		}
+		return ssa.UnknownAction, fmt.Errorf("%s: %w", utils.FmtUnstructured(stub), err)
+	}
+	if live.GetLabels()[render.LabelInstance] != r.opts.Instance {
+		return ssa.SkippedAction, nil
+	}
+	policy := r.opts.PruneCRDs
+	if policy == PruneCRDsUnused {
+		n, err := r.countInstances(ctx, live)
+		if err != nil {
+			return ssa.UnknownAction, fmt.Errorf("%s: cannot tell whether objects of it exist: %w", utils.FmtUnstructured(live), err)
+		}
+		if n == 0 {
+			policy = PruneCRDsAlways
+		} else {
+			r.warn(res, "%s is left in place because objects of its kind exist (--prune-crds=unused); lockstep no longer manages it", utils.FmtUnstructured(live))
+			policy = PruneCRDsNever
+		}
+	}
+	if policy == PruneCRDsAlways {
+		if err := r.deleteObject(ctx, live, live.GetUID()); err != nil {
+			return ssa.UnknownAction, fmt.Errorf("%s: delete failed: %w", utils.FmtUnstructured(live), err)
+		}
+		return ssa.DeletedAction, nil
+	}
+	var keep []metav1.OwnerReference
+	for _, ref := range live.GetOwnerReferences() {
+		if !owners[ref.UID] {
+			keep = append(keep, ref)
+		}
+	}
+	if len(keep) != len(live.GetOwnerReferences()) {
+		if err := r.patchOwnerReferences(ctx, live, keep); err != nil {
+			return ssa.UnknownAction, fmt.Errorf("%s: cannot orphan it: %w", utils.FmtUnstructured(live), err)
+		}
+	}
+	return ssa.SkippedAction, nil
+}
+
+// countInstances returns 0 when no object of the kind def defines exists,
+// and a positive number otherwise (it lists at most one). For an XRD it
+// counts composite resources and claims; a kind the API server does not
+// serve has none.
+func (r *run) countInstances(ctx context.Context, def *unstructured.Unstructured) (int, error) {
+	group, _, _ := unstructured.NestedString(def.Object, "spec", "group")
+	var kinds []string
+	k, _, _ := unstructured.NestedString(def.Object, "spec", "names", "kind")
+	kinds = append(kinds, k)
+	if ck, _, _ := unstructured.NestedString(def.Object, "spec", "claimNames", "kind"); ck != "" {
+		kinds = append(kinds, ck)
+	}
+	versions, _, _ := unstructured.NestedSlice(def.Object, "spec", "versions")
+	version := ""
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		if served, _ := m["served"].(bool); served || version == "" {
+			version = str(m["name"])
+			if served {
+				break
+			}
+		}
+	}
+	if group == "" || version == "" {
+		return 0, nil
+	}
+	total := 0
+	for _, kind := range kinds {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: version, Kind: kind + "List"})
+		if err := r.c.List(ctx, list, client.Limit(1)); err != nil {
+			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+				continue
+			}
+			return 0, err
+		}
+		total += len(list.Items)
+	}
+	return total, nil
+}
+
+// orphan removes the owner references to the given UIDs from the object of
+// an inventory entry.
+func (r *run) orphan(ctx context.Context, e InventoryEntry, owners map[types.UID]bool) error {
+	stub, err := e.Object()
+	if err != nil {
+		return err
+	}
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(stub.GroupVersionKind())
+	if err := r.c.Get(ctx, client.ObjectKeyFromObject(stub), live); err != nil {
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return nil
+		}
+		return fmt.Errorf("%s: %w", utils.FmtUnstructured(stub), err)
+	}
+	var keep []metav1.OwnerReference
+	for _, ref := range live.OwnerReferences {
+		if !owners[ref.UID] {
+			keep = append(keep, ref)
+		}
+	}
+	if len(keep) == len(live.OwnerReferences) {
+		return nil
+	}
+	if err := r.patchOwnerReferences(ctx, live, keep); err != nil {
+		return fmt.Errorf("%s: cannot remove the owner references of the pruned package: %w", utils.FmtUnstructured(stub), err)
+	}
+	return nil
+}

@@ -1,0 +1,488 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/fluxcd/pkg/ssa"
+	ssaerrors "github.com/fluxcd/pkg/ssa/errors"
+	"github.com/fluxcd/pkg/ssa/utils"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/render"
+)
+
+// pkgRun is the state of one package during an apply.
+type pkgRun struct {
+	r      *run
+	po     *render.PackageOutput
+	key    pkgKey
+	res    *PackageResult
+	pkgRef render.Reference
+	revRef render.Reference
+	manual bool
+
+	// pkg and cur are the live package record and current revision after
+	// the records step; others are the package's other revisions.
+	pkg     *unstructured.Unstructured
+	cur     *unstructured.Unstructured
+	others  []*unstructured.Unstructured
+	created bool
+	uids    map[render.Reference]types.UID
+
+	// active says the current revision is Active, or becomes Active in
+	// this apply, so its payload and runtime are applied.
+	active bool
+	// flip says the current revision's record is applied Inactive first
+	// and made Active once its payload is in: an Automatic upgrade, whose
+	// old revision stays Active until then.
+	flip bool
+	// replacedBy is set when another package of the output replaces this
+	// one: it is kept deactivated (seed 004).
+	replacedBy string
+	// replaced are the installed packages this one replaces.
+	replaced []*replacedPkg
+	// deactivated are the revisions this apply set Inactive.
+	deactivated []*unstructured.Unstructured
+	// doomed are the UIDs of revisions the history GC deletes at the end.
+	doomed map[string]bool
+
+	tls     map[string]map[string][]byte
+	payload []*desired
+	runtime []*desired
+	records []*desired
+
+	// step and err are the failed step and its error.
+	step string
+	err  error
+	// runtimeHealth is the current revision's RuntimeHealthy condition.
+	runtimeHealth *condition
+	// objectRefs are the current revision's status.objectRefs.
+	objectRefs []any
+}
+
+// desired is one object lockstep applies, with what it found in the
+// cluster and what it decided.
+type desired struct {
+	obj  *render.Object
+	role Role
+	// revision is the revision a runtime or record object belongs to.
+	revision string
+	// u is what FieldManager applies, AnnotationAppliedHash included. For
+	// a payload object it holds only apiVersion, kind and metadata, and
+	// body the whole object (see full).
+	u    *unstructured.Unstructured
+	hash string
+	// body is the JSON of a payload object as applied, nil for records and
+	// runtime. A provider's payload is thousands of CRDs of up to a
+	// megabyte: kept decoded for the whole apply they cost about ten times
+	// their JSON, so apply keeps the JSON, sends it as the apply patch
+	// as it is, and decodes it only to compare it with a live object.
+	body []byte
+	// create holds fields applied only when the object is created (a
+	// Manual revision's spec.desiredState); nil for none.
+	create map[string]any
+	id     string
+	// live is the object as listed (labelled with this instance); foreign
+	// is its metadata when it exists without the label.
+	live    *unstructured.Unstructured
+	foreign *metav1.PartialObjectMetadata
+	// deferDryRun: the object's kind is defined by a CRD of the same
+	// payload that does not exist yet, so it is dry-run right before it is
+	// applied, after that CRD is Established.
+	deferDryRun bool
+	// release lists stale controller references (to revisions that no
+	// longer exist) to remove before the apply.
+	release []metav1.OwnerReference
+	action  ssa.Action
+	result  *unstructured.Unstructured
+}
+
+// full returns the whole object lockstep applies: u, or for a payload
+// object a fresh decode of body.
+func (d *desired) full() (*unstructured.Unstructured, error) {
+	if d.body == nil {
+		return d.u, nil
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(d.body); err != nil {
+		return nil, fmt.Errorf("%s: cannot decode: %w", d.id, err)
+	}
+	return u, nil
+}
+
+// liveObject returns d's live object in full: d.live, or the decode of the
+// JSON of a compact kind's live object (cluster.full) when d.live is the
+// header the LIST left.
+func (r *run) liveObject(d *desired) (*unstructured.Unstructured, error) {
+	if r.live.object(d.id) != d.live {
+		return d.live, nil
+	}
+	return r.live.full(d.id)
+}
+
+// compact keeps a payload object as JSON (body) and u as its
+// apiVersion, kind and metadata only.
+func (d *desired) compact() error {
+	b, err := json.Marshal(d.u.Object)
+	if err != nil {
+		return fmt.Errorf("%s: cannot encode: %w", d.id, err)
+	}
+	d.body, d.u = b, header(d.u)
+	return nil
+}
+
+// header returns u's apiVersion, kind and metadata, sharing u's metadata.
+func header(u *unstructured.Unstructured) *unstructured.Unstructured {
+	h := &unstructured.Unstructured{Object: map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind()}}
+	if m, ok := u.Object["metadata"]; ok {
+		h.Object["metadata"] = m
+	}
+	return h
+}
+
+// exists reports whether the object exists in the cluster.
+func (d *desired) exists() bool { return d.live != nil || d.foreign != nil }
+
+// liveRefs returns the live object's owner references.
+func (d *desired) liveRefs() []metav1.OwnerReference {
+	switch {
+	case d.live != nil:
+		return d.live.GetOwnerReferences()
+	case d.foreign != nil:
+		return d.foreign.OwnerReferences
+	}
+	return nil
+}
+
+// applyObject returns what FieldManager sends: u, plus the creation-only
+// fields when the object does not exist yet.
+func (d *desired) applyObject() *unstructured.Unstructured {
+	if d.create == nil || d.exists() {
+		return d.u
+	}
+	u := d.u.DeepCopy()
+	for path, v := range d.create {
+		_ = unstructured.SetNestedField(u.Object, v, splitPath(path)...)
+	}
+	return u
+}
+
+// newDesired prepares u for apply: sets its hash and finds it in the
+// cluster state.
+func (r *run) newDesired(u *unstructured.Unstructured, role Role, revision string) (*desired, error) {
+	h, err := setAppliedHash(u)
+	if err != nil {
+		return nil, err
+	}
+	id := objectID(u)
+	d := &desired{u: u, hash: h, role: role, revision: revision, id: id, live: r.live.object(id)}
+	return d, nil
+}
+
+// plan decides whether d must be applied: not when the live object is up to
+// date, nor when a server-side dry-run shows that applying would change
+// nothing (the difference was the API server's normalization). Otherwise
+// the dry-run has validated the object.
+//
+// Only when the live object carries the hash of what lockstep applies now
+// can the dry-run show no change (a different hash is a change of the
+// annotation itself); otherwise a payload object's dry-run asks for the
+// object's metadata alone, which spares decoding a large answer. When the
+// live object carries the content hash of what lockstep applies now and
+// still holds that content, the change is one of metadata alone, checked
+// in-process without a dry-run (metadataOnly, validateMetadata). The live
+// object's content is decoded only in those two cases.
+func (r *run) plan(ctx context.Context, d *desired) error {
+	var liveAnn map[string]string
+	if d.live != nil {
+		liveAnn = d.live.GetAnnotations()
+	}
+	sameHash := d.live != nil && liveAnn[AnnotationAppliedHash] == d.hash
+	contentHash := d.u.GetAnnotations()[AnnotationContentHash]
+	sameContent := !sameHash && d.live != nil && contentHash != "" && liveAnn[AnnotationContentHash] == contentHash
+	var live, full *unstructured.Unstructured
+	if sameHash || sameContent {
+		var err error
+		if live, err = r.liveObject(d); err != nil {
+			return err
+		}
+		if full, err = d.full(); err != nil {
+			return err
+		}
+	}
+	switch {
+	case sameHash && upToDate(live, full, d.hash):
+		d.action, d.result = ssa.UnchangedAction, d.live
+		return nil
+	case sameContent && metadataOnly(live, full):
+		// A change of metadata alone (a new revision taking control) is
+		// checked in-process: the API server accepted this content before.
+		if err := validateMetadata(d.u); err != nil {
+			return err
+		}
+		d.action = ssa.ConfiguredAction
+		return nil
+	}
+	dry, err := r.applyDesired(ctx, d, true, !sameHash)
+	if err != nil {
+		return ssaerrors.NewDryRunErr(err, d.u)
+	}
+	switch {
+	case sameHash && !drifted(live, dry):
+		d.action, d.result = ssa.UnchangedAction, d.live
+	case d.exists():
+		d.action = ssa.ConfiguredAction
+	default:
+		d.action = ssa.CreatedAction
+	}
+	return nil
+}
+
+// write applies d when plan decided so (planning it first when its dry-run
+// was deferred).
+func (r *run) write(ctx context.Context, d *desired) error {
+	if d.action == "" || d.deferDryRun {
+		if err := r.plan(ctx, d); err != nil {
+			return err
+		}
+		d.deferDryRun = false
+	}
+	if d.action == ssa.UnchangedAction {
+		return nil
+	}
+	res, err := r.applyDesired(ctx, d, false, true)
+	if err != nil {
+		return fmt.Errorf("%s apply failed: %w", utils.FmtUnstructured(d.u), err)
+	}
+	d.result = res
+	return nil
+}
+
+// reconcile plans (planRecord) and writes d at once, for objects no
+// preflight covers: records, and the revision record's activation.
+func (r *run) reconcile(ctx context.Context, d *desired) error {
+	if err := r.planRecord(ctx, d); err != nil {
+		return err
+	}
+	return r.write(ctx, d)
+}
+
+// planRecord decides whether a record must be applied. A dry-run would
+// guard nothing here, since records are written before anything else of
+// the package, so one is sent only to tell the API server's
+// normalization from drift: when the live record carries d's hash. A new
+// record is created, and one with another hash applied, straight away.
+func (r *run) planRecord(ctx context.Context, d *desired) error {
+	switch {
+	case !d.exists():
+		d.action = ssa.CreatedAction
+	case d.live == nil || d.live.GetAnnotations()[AnnotationAppliedHash] != d.hash:
+		d.action = ssa.ConfiguredAction
+	default:
+		return r.plan(ctx, d)
+	}
+	return nil
+}
+
+// recordsStep is step 1: the package record, then the revision record for
+// the locked digest, numbered after the package's other revisions. It also
+// decides the current revision's activation (see decideActivation).
+func (p *pkgRun) recordsStep(ctx context.Context) error {
+	r := p.r
+	livePkg := r.live.pkg(p.key)
+	if livePkg != nil {
+		if inst := livePkg.GetLabels()[render.LabelInstance]; inst != "" && inst != r.opts.Instance {
+			return fmt.Errorf("%s %s is managed by lockstep instance %q; this is instance %q", p.key.Kind, p.key.Name, inst, r.opts.Instance)
+		}
+	}
+
+	// The package record.
+	u, err := p.po.Record.Bind(render.Binding{})
+	if err != nil {
+		return err
+	}
+	if p.replacedBy != "" {
+		// A replaced package keeps its record but with the Manual policy, so
+		// nothing activates it again (seed 004).
+		_ = unstructured.SetNestedField(u.Object, string(declarations.ManualActivation), "spec", "revisionActivationPolicy")
+	}
+	d, err := r.newDesired(u, RoleRecord, "")
+	if err != nil {
+		return err
+	}
+	d.live = livePkg
+	if err := r.reconcile(ctx, d); err != nil {
+		return err
+	}
+	p.records = append(p.records, d)
+	p.res.Changes.Add(entry(d.u, d.action))
+	p.pkg = d.result
+	p.uids[p.pkgRef] = uidOrPlaceholder(p.pkg)
+
+	// The revision record.
+	var cur *unstructured.Unstructured
+	var maxRev int64
+	for _, rev := range r.live.revisionsOf(p.key) {
+		if n := revisionNumber(rev); n > maxRev {
+			maxRev = n
+		}
+		if rev.GetName() == p.po.Revision.Name && rev.GetKind() == p.revRef.Kind {
+			cur = rev
+		} else {
+			p.others = append(p.others, rev)
+		}
+	}
+	number := maxRev + 1
+	if cur != nil {
+		if n := revisionNumber(cur); n >= maxRev && maxRev > 0 {
+			number = n
+		}
+	}
+	state := p.decideActivation(cur)
+	rb := render.Binding{UIDs: p.uids, Revision: number, DesiredState: state}
+	ru, err := p.po.Revision.Record.Bind(rb)
+	if err != nil {
+		return err
+	}
+	rd, err := r.newDesired(ru, RoleRecord, p.po.Revision.Name)
+	if err != nil {
+		return err
+	}
+	rd.live = cur
+	if p.manual && p.replacedBy == "" {
+		// Under Manual the record carries no desiredState (render leaves it
+		// out): lockstep sets Inactive only when it creates the revision,
+		// then hands the field to ActivationFieldManager, so that a user's
+		// change of it is never overwritten (issue 5).
+		rd.create = map[string]any{"spec.desiredState": stateInactive}
+	}
+	if err := r.planRecord(ctx, rd); err != nil {
+		return err
+	}
+	if p.manual && cur != nil && rd.action != ssa.UnchangedAction && soleOwner(cur, FieldManager, "f:spec", "f:desiredState") {
+		// FieldManager applied desiredState before (the package was
+		// Automatic): let ActivationFieldManager share the field first, or
+		// this apply, which omits it, would remove it.
+		if _, err := r.setDesiredState(ctx, cur, desiredState(cur), ActivationFieldManager); err != nil {
+			return err
+		}
+	}
+	if err := r.write(ctx, rd); err != nil {
+		return err
+	}
+	p.created = cur == nil
+	p.res.Changes.Add(entry(rd.u, rd.action))
+	if p.created && p.manual && p.replacedBy == "" && !r.opts.DryRun {
+		if _, err := r.setDesiredState(ctx, rd.result, stateInactive, ActivationFieldManager); err != nil {
+			return err
+		}
+	}
+	p.records = append(p.records, rd)
+	p.cur = rd.result
+	p.uids[p.revRef] = uidOrPlaceholder(p.cur)
+	return nil
+}
+
+// decideActivation returns the spec.desiredState the current revision's
+// record is applied with ("" to leave it out) and sets p.active and p.flip:
+//
+//   - a package another package of the output replaces: Inactive;
+//   - Automatic: the current revision becomes Active. While another
+//     revision is still Active and the current one is not, its record says
+//     Inactive until its payload is in (flip), so a failed preflight leaves
+//     the old revision in charge;
+//   - Manual: a new revision is created Inactive; an existing one keeps the
+//     state its users gave it. It is active only when they activated it.
+func (p *pkgRun) decideActivation(cur *unstructured.Unstructured) string {
+	curActive := cur != nil && desiredState(cur) == stateActive
+	otherActive := false
+	for _, o := range p.others {
+		if desiredState(o) == stateActive {
+			otherActive = true
+		}
+	}
+	switch {
+	case p.replacedBy != "":
+		p.active = false
+		return stateInactive
+	case p.manual:
+		p.active = curActive
+		return ""
+	case curActive || !otherActive:
+		p.active = true
+		return stateActive
+	default:
+		p.active, p.flip = true, true
+		return stateInactive
+	}
+}
+
+// soleOwner reports whether manager, with operation Apply, is the only
+// field manager of u that owns the field at path (FieldsV1 keys, such as
+// "f:spec", "f:desiredState").
+func soleOwner(u *unstructured.Unstructured, manager string, path ...string) bool {
+	owners := 0
+	mine := false
+	for _, mf := range u.GetManagedFields() {
+		if mf.Subresource != "" || mf.FieldsV1 == nil {
+			continue
+		}
+		var fields map[string]any
+		if err := json.Unmarshal(mf.FieldsV1.Raw, &fields); err != nil {
+			continue
+		}
+		if !hasFieldPath(fields, path) {
+			continue
+		}
+		owners++
+		if mf.Manager == manager && mf.Operation == metav1.ManagedFieldsOperationApply {
+			mine = true
+		}
+	}
+	return mine && owners == 1
+}
+
+func hasFieldPath(fields map[string]any, path []string) bool {
+	cur := fields
+	for i, p := range path {
+		v, ok := cur[p]
+		if !ok {
+			return false
+		}
+		if i == len(path)-1 {
+			return true
+		}
+		cur, ok = v.(map[string]any)
+		if !ok {
+			return false
+		}
+	}
+	return false
+}
+
+// uidOrPlaceholder returns u's UID; a dry run that creates an object may
+// get none back, and then a placeholder keeps the owner references valid.
+func uidOrPlaceholder(u *unstructured.Unstructured) types.UID {
+	if uid := u.GetUID(); uid != "" {
+		return uid
+	}
+	return types.UID("00000000-0000-0000-0000-000000000000")
+}
+
+// splitPath splits "spec.desiredState" into its fields.
+func splitPath(p string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(p); i++ {
+		if p[i] == '.' {
+			out = append(out, p[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, p[start:])
+}

@@ -1,0 +1,229 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/internal/health"
+	"github.com/lockstep-gitops/lockstep/internal/render"
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+)
+
+// Report is the state of what one lockstep instance installed, read from
+// the cluster: `lockstep status` prints it.
+type Report struct {
+	// Namespace and Instance are what was read.
+	Namespace, Instance string
+	// Packages are the installed packages, by kind (Providers, Functions,
+	// Configurations) and name.
+	Packages []PackageReport
+}
+
+// PackageReport is one installed package.
+type PackageReport struct {
+	Kind xpkg.Kind
+	Name string
+	// Package is spec.package (source@digest); Tag the locked tag.
+	Package, Tag string
+	// Commit and LockDigest are where the inventory says it came from.
+	Commit, LockDigest string
+	// Installed and Healthy are the package's conditions.
+	Installed, Healthy ConditionReport
+	// CurrentRevision is status.currentRevision.
+	CurrentRevision string
+	// Revisions are the package's revisions, newest (highest
+	// spec.revision) first.
+	Revisions []RevisionReport
+	// Retained are payload objects that no longer ship in the current
+	// revision and stay owned by the package (study §4.2 point 4), as
+	// "Kind/name"; they go when the package is pruned.
+	Retained []string
+	// Missing says the inventory lists the package but its object is gone.
+	Missing bool
+}
+
+// RevisionReport is one revision.
+type RevisionReport struct {
+	Name string
+	// Number is spec.revision; State spec.desiredState.
+	Number int64
+	State  string
+	// RevisionHealthy and RuntimeHealthy are its conditions.
+	RevisionHealthy, RuntimeHealthy ConditionReport
+	// Objects is how many objects status.objectRefs lists.
+	Objects int
+	// Runtime is the live health of an Active revision's Deployment
+	// (kstatus with lockstep's readers), "" when it has none.
+	Runtime string
+}
+
+// ConditionReport is a condition's status, reason and message; Status is
+// "" when the condition is absent.
+type ConditionReport struct {
+	Status, Reason, Message string
+}
+
+// String returns "Status (Reason)", or "-" for an absent condition.
+func (c ConditionReport) String() string {
+	if c.Status == "" {
+		return "-"
+	}
+	if c.Reason == "" {
+		return c.Status
+	}
+	return c.Status + " (" + c.Reason + ")"
+}
+
+func conditionReport(u *unstructured.Unstructured, typ string) ConditionReport {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if str(m["type"]) == typ {
+			return ConditionReport{Status: str(m["status"]), Reason: str(m["reason"]), Message: str(m["message"])}
+		}
+	}
+	return ConditionReport{}
+}
+
+// Inspect reads the packages of instance (the inventory, and package
+// objects labelled with the instance), their revisions and conditions, the
+// live health of each active runtime, and the payload each package keeps
+// although its current revision no longer ships it. It returns an error
+// when the inventory or the pkg.crossplane.io kinds cannot be read.
+func Inspect(ctx context.Context, c client.Client, namespace, instance string) (*Report, error) {
+	inv, err := ReadInventory(ctx, c, namespace, instance)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Namespace: namespace, Instance: instance}
+	seen := map[pkgKey]bool{}
+	for _, k := range packageKinds {
+		pkgs, err := listAll(ctx, c, schema.GroupVersionKind{Group: xpkg.PackageGroup, Version: "v1", Kind: string(k)}, "", client.MatchingLabels{render.LabelInstance: instance})
+		if err != nil {
+			return nil, fmt.Errorf("cannot list %s objects: %w", k, err)
+		}
+		revs, err := listAll(ctx, c, schema.GroupVersionKind{Group: xpkg.PackageGroup, Version: "v1", Kind: revisionKind(k)}, "", nil)
+		if err != nil {
+			return nil, fmt.Errorf("cannot list %s objects: %w", revisionKind(k), err)
+		}
+		byPkg := map[string][]*unstructured.Unstructured{}
+		for _, rev := range revs {
+			byPkg[rev.GetLabels()[render.LabelParentPackage]] = append(byPkg[rev.GetLabels()[render.LabelParentPackage]], rev)
+		}
+		for _, p := range pkgs {
+			key := pkgKey{k, p.GetName()}
+			seen[key] = true
+			pr, err := inspectPackage(ctx, c, namespace, p, byPkg[p.GetName()], inv.Package(k, p.GetName()))
+			if err != nil {
+				return nil, err
+			}
+			rep.Packages = append(rep.Packages, pr)
+		}
+	}
+	for _, ip := range inv.Packages {
+		if !seen[pkgKey{ip.Kind, ip.Name}] {
+			rep.Packages = append(rep.Packages, PackageReport{Kind: ip.Kind, Name: ip.Name, Tag: ip.Tag, Package: ip.Source + "@" + ip.Digest, Commit: ip.Commit, LockDigest: ip.LockDigest, Missing: true})
+		}
+	}
+	rank := map[xpkg.Kind]int{xpkg.KindProvider: 0, xpkg.KindFunction: 1, xpkg.KindConfiguration: 2}
+	sort.SliceStable(rep.Packages, func(i, j int) bool {
+		a, b := rep.Packages[i], rep.Packages[j]
+		if rank[a.Kind] != rank[b.Kind] {
+			return rank[a.Kind] < rank[b.Kind]
+		}
+		return a.Name < b.Name
+	})
+	return rep, nil
+}
+
+func inspectPackage(ctx context.Context, c client.Client, namespace string, p *unstructured.Unstructured, revs []*unstructured.Unstructured, ip *InventoryPackage) (PackageReport, error) {
+	kind := xpkg.Kind(p.GetKind())
+	pr := PackageReport{Kind: kind, Name: p.GetName(), Installed: conditionReport(p, CondInstalled), Healthy: conditionReport(p, CondHealthy)}
+	pr.Package, _, _ = unstructured.NestedString(p.Object, "spec", "package")
+	pr.Tag = p.GetAnnotations()[render.AnnotationTag]
+	pr.CurrentRevision, _, _ = unstructured.NestedString(p.Object, "status", "currentRevision")
+	if ip != nil {
+		pr.Commit, pr.LockDigest = ip.Commit, ip.LockDigest
+	}
+	sortRevisions(revs)
+	shipped := map[string]bool{}
+	for i := len(revs) - 1; i >= 0; i-- {
+		rev := revs[i]
+		rr := RevisionReport{
+			Name: rev.GetName(), Number: revisionNumber(rev), State: desiredState(rev),
+			RevisionHealthy: conditionReport(rev, CondRevisionHealthy), RuntimeHealthy: conditionReport(rev, CondRuntimeHealthy),
+		}
+		refs, _, _ := unstructured.NestedSlice(rev.Object, "status", "objectRefs")
+		rr.Objects = len(refs)
+		if rev.GetName() == pr.CurrentRevision {
+			for _, ref := range refs {
+				m, _ := ref.(map[string]any)
+				gv, _ := schema.ParseGroupVersion(str(m["apiVersion"]))
+				shipped[idFor("", str(m["name"]), gv.WithKind(str(m["kind"])).GroupKind())] = true
+			}
+		}
+		if rr.State == stateActive && kind != xpkg.KindConfiguration {
+			rr.Runtime = runtimeHealth(ctx, c, namespace, rev, ip)
+		}
+		pr.Revisions = append(pr.Revisions, rr)
+	}
+	if ip != nil && len(shipped) > 0 {
+		for _, e := range ip.Entries {
+			if e.Role != RolePayload || shipped[e.ID] {
+				continue
+			}
+			stub, err := e.Object()
+			if err != nil {
+				continue
+			}
+			obj := &metav1.PartialObjectMetadata{}
+			obj.SetGroupVersionKind(stub.GroupVersionKind())
+			if err := c.Get(ctx, client.ObjectKeyFromObject(stub), obj); err != nil {
+				if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+					continue
+				}
+				return pr, fmt.Errorf("cannot read %s: %w", e.ID, err)
+			}
+			pr.Retained = append(pr.Retained, stub.GetKind()+"/"+stub.GetName())
+		}
+		sort.Strings(pr.Retained)
+	}
+	return pr, nil
+}
+
+// runtimeHealth reads the Deployment of an active revision: the one the
+// inventory lists for it, or the one named after it (Crossplane's default).
+func runtimeHealth(ctx context.Context, c client.Client, namespace string, rev *unstructured.Unstructured, ip *InventoryPackage) string {
+	name := rev.GetName()
+	if ip != nil {
+		for _, e := range ip.Entries {
+			if e.Revision == rev.GetName() && e.GroupKind() == (schema.GroupKind{Group: "apps", Kind: "Deployment"}) {
+				if stub, err := e.Object(); err == nil {
+					name, namespace = stub.GetName(), stub.GetNamespace()
+				}
+			}
+		}
+	}
+	dep := &unstructured.Unstructured{}
+	dep.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, dep); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "no Deployment " + namespace + "/" + name
+		}
+		return "cannot read Deployment: " + err.Error()
+	}
+	res, err := health.Compute(dep)
+	if err != nil {
+		return "cannot compute health: " + err.Error()
+	}
+	return fmt.Sprintf("%s: %s", res.Status, res.Message)
+}

@@ -1,0 +1,348 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fluxcd/pkg/ssa"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/render"
+)
+
+// refOf returns the owner reference intent of a record object.
+func refOf(o *render.Object) render.Reference {
+	return render.Reference{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name}
+}
+
+// replacedInOutput returns, for every package of the output that another
+// package of the output replaces, the replacing package ("Kind/name").
+func (r *run) replacedInOutput() map[pkgKey]string {
+	out := map[pkgKey]string{}
+	for _, po := range r.out.Packages {
+		for _, src := range r.meta.Replaces[string(po.Kind)+"/"+po.Name] {
+			want := normalizeSource(src)
+			for _, q := range r.out.Packages {
+				if q.Kind == po.Kind && q.Name != po.Name && normalizeSource(q.Source) == want {
+					out[pkgKey{q.Kind, q.Name}] = string(po.Kind) + "/" + po.Name
+				}
+			}
+		}
+	}
+	return out
+}
+
+// packageGroups partitions the packages of out into groups that can be
+// applied concurrently, as indexes into out.Packages, each group in out's
+// order and the groups by their first package. Two packages are in one
+// group when they render an object with the same identity (a CRD two
+// packages ship, a family's shared RBAC: the second must see the first's
+// ownership), when one replaces the other (replacedBy), or when both
+// replace the same source (meta replaces).
+func packageGroups(out *render.Output, replacedBy map[pkgKey]string, replaces map[string][]string) [][]int {
+	parent := make([]int, len(out.Packages))
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(i int) int {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	union := func(a, b int) {
+		if ra, rb := find(a), find(b); ra != rb {
+			parent[max(ra, rb)] = min(ra, rb)
+		}
+	}
+	first := map[string]int{}
+	claim := func(key string, i int) {
+		if j, ok := first[key]; ok {
+			union(i, j)
+		} else {
+			first[key] = i
+		}
+	}
+	for i, po := range out.Packages {
+		key := pkgKey{po.Kind, po.Name}.String()
+		claim("package "+key, i)
+		if by, ok := replacedBy[pkgKey{po.Kind, po.Name}]; ok {
+			claim("package "+by, i)
+		}
+		for _, src := range replaces[key] {
+			claim("replaces "+string(po.Kind)+" "+normalizeSource(src), i)
+		}
+		rev := po.Revision
+		for _, objs := range [][]*render.Object{rev.Payload, rev.Runtime, rev.RBAC} {
+			for _, o := range objs {
+				claim("object "+o.ID(), i)
+			}
+		}
+	}
+	byRoot := map[int][]int{}
+	var roots []int
+	for i := range out.Packages {
+		root := find(i)
+		if _, ok := byRoot[root]; !ok {
+			roots = append(roots, root)
+		}
+		byRoot[root] = append(byRoot[root], i)
+	}
+	groups := make([][]int, 0, len(roots))
+	for _, root := range roots {
+		groups = append(groups, byRoot[root])
+	}
+	return groups
+}
+
+// applyPackage runs the steps of one package. A failed step stops the
+// package; its status is written regardless, and a failure (or a change)
+// is recorded as an Event.
+func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRun {
+	p := &pkgRun{
+		r: r, po: po,
+		key:    pkgKey{po.Kind, po.Name},
+		res:    &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet()},
+		pkgRef: refOf(po.Record),
+		revRef: refOf(po.Revision.Record),
+		manual: po.Revision.ActivationPolicy == declarations.ManualActivation,
+		uids:   map[render.Reference]types.UID{},
+	}
+	p.replacedBy = r.replacedBy[p.key]
+	p.findReplaced(r.meta.Replaces[p.key.String()])
+
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"records", p.recordsStep},
+		{"preflight", p.preflightStep},
+		{"replaces", p.replacesStep},
+		{"payload", p.payloadStep},
+		{"activation", p.activationStep},
+		{"runtime", p.runtimeStep},
+	}
+	for _, s := range steps {
+		if err := s.fn(ctx); err != nil {
+			p.step, p.err = s.name, err
+			break
+		}
+	}
+	var before string
+	if p.cur != nil {
+		before = conditionMessage(p.cur, CondRevisionHealthy)
+	}
+	if err := p.statusStep(ctx); err != nil && p.err == nil {
+		p.step, p.err = "status", err
+	}
+	p.res.Step, p.res.Err = p.step, p.err
+	p.res.ActiveRevision = p.activeRevision()
+	p.remember()
+
+	switch {
+	case p.err != nil:
+		// Record a failure once, when the revision's condition changes, so
+		// an agent retrying every interval does not flood the namespace.
+		if p.cur == nil || before != conditionMessage(p.cur, CondRevisionHealthy) || p.step == "runtime" || p.step == "status" {
+			msg := fmt.Sprintf("cannot install package revision %s (%s): %v", po.Revision.Name, p.step, p.err)
+			r.event(ctx, p.cur, eventWarning, ReasonSyncPackage, msg)
+			r.event(ctx, p.pkg, eventWarning, ReasonInstallPackageRevision, msg)
+		}
+	case p.res.Changed() && p.active:
+		c := p.res.Counts()
+		msg := fmt.Sprintf("Successfully applied package revision %s: %d created, %d configured, %d unchanged, %d deleted",
+			po.Revision.Name, c[ssa.CreatedAction], c[ssa.ConfiguredAction], c[ssa.UnchangedAction], c[ssa.DeletedAction])
+		r.event(ctx, p.cur, eventNormal, ReasonSyncPackage, msg)
+		r.event(ctx, p.pkg, eventNormal, ReasonInstallPackageRevision, msg)
+	}
+	return p
+}
+
+// conditionMessage returns "status/reason: message" of a condition, "" when
+// absent.
+func conditionMessage(u *unstructured.Unstructured, typ string) string {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if str(m["type"]) == typ {
+			return str(m["status"]) + "/" + str(m["reason"]) + ": " + str(m["message"])
+		}
+	}
+	return ""
+}
+
+// activeRevision returns the name of the package's Active revision.
+func (p *pkgRun) activeRevision() string {
+	if p.cur != nil && desiredState(p.cur) == stateActive {
+		return p.cur.GetName()
+	}
+	for _, o := range p.others {
+		if desiredState(o) == stateActive {
+			return o.GetName()
+		}
+	}
+	return ""
+}
+
+// finish writes the inventory, then deletes: revisions past their
+// history limit (step 7) and packages gone from the output (step 8). The
+// inventory is written before any deletion, with everything that exists;
+// after the deletions it is written again without what they removed, so a
+// failed deletion stays in it and is retried by the next apply.
+func (r *run) finish(ctx context.Context) {
+	old := r.live.inventory
+	desiredIDs := map[string]bool{}
+	inOutput := map[pkgKey]bool{}
+	for _, po := range r.out.Packages {
+		inOutput[pkgKey{po.Kind, po.Name}] = true
+		for _, o := range po.Objects() {
+			desiredIDs[renderedID(o)] = true
+		}
+	}
+
+	inv := &Inventory{Instance: r.opts.Instance}
+	for _, p := range r.pkgs {
+		inv.Packages = append(inv.Packages, p.inventory(old.Package(p.key.Kind, p.key.Name)))
+	}
+	var pruned []*InventoryPackage
+	for i := range old.Packages {
+		op := &old.Packages[i]
+		if !inOutput[pkgKey{op.Kind, op.Name}] {
+			pruned = append(pruned, op)
+			inv.Packages = append(inv.Packages, *op)
+		}
+	}
+	for i := range inv.Packages {
+		inv.Packages[i].Entries = withoutIDs(inv.Packages[i].Entries, r.deleted)
+	}
+	if err := r.writeInventory(ctx, inv); err != nil {
+		// Without a recorded inventory nothing may be deleted: a restarted
+		// lockstep would not know what to prune.
+		r.warn(nil, "%v; revisions past their history limit and packages gone from Git are deleted on the next apply", err)
+		for _, p := range r.pkgs {
+			if p.res.Err == nil {
+				p.res.Step, p.res.Err = "inventory", err
+			}
+		}
+		return
+	}
+
+	gone := map[string]bool{}
+	for _, p := range r.pkgs {
+		if p.cur == nil {
+			continue
+		}
+		for id := range p.collectGarbage(ctx, old.Package(p.key.Kind, p.key.Name), desiredIDs) {
+			gone[id] = true
+		}
+	}
+	for _, op := range pruned {
+		res, g := r.prunePackage(ctx, op, desiredIDs)
+		r.res.Pruned = append(r.res.Pruned, res)
+		for id := range g {
+			gone[id] = true
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	final := &Inventory{Instance: r.opts.Instance}
+	for _, ip := range inv.Packages {
+		ip.Entries = withoutIDs(ip.Entries, gone)
+		if !inOutput[pkgKey{ip.Kind, ip.Name}] && len(ip.Entries) == 0 {
+			continue
+		}
+		final.Packages = append(final.Packages, ip)
+	}
+	if err := r.writeInventory(ctx, final); err != nil {
+		r.warn(nil, "%v", err)
+	}
+}
+
+// withoutIDs returns entries minus those whose ID is in ids.
+func withoutIDs(entries []InventoryEntry, ids map[string]bool) []InventoryEntry {
+	out := make([]InventoryEntry, 0, len(entries))
+	for _, e := range entries {
+		if !ids[e.ID] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// inventory returns the package's inventory: what the previous one listed
+// (payload a newer revision dropped stays owned by the package), plus the
+// records, payload and runtime of this apply. Commit and LockDigest move to
+// this apply's when the package changed.
+func (p *pkgRun) inventory(old *InventoryPackage) InventoryPackage {
+	ip := InventoryPackage{Kind: p.key.Kind, Name: p.key.Name, Source: p.po.Source, Tag: p.po.Tag, Digest: p.po.Digest}
+	if old != nil {
+		ip.Entries = append(ip.Entries, old.Entries...)
+		ip.Commit, ip.LockDigest = old.Commit, old.LockDigest
+	}
+	if old == nil || old.Digest != p.po.Digest || p.res.Changed() {
+		ip.Commit, ip.LockDigest = p.r.meta.Commit, p.r.meta.LockDigest
+	}
+	add := func(u *unstructured.Unstructured, role Role, rev string) {
+		if u == nil {
+			return
+		}
+		ip.Entries = append(ip.Entries, InventoryEntry{ID: objectID(u), Version: u.GroupVersionKind().Version, Role: role, Revision: rev})
+	}
+	for _, d := range p.records {
+		if d.result != nil {
+			add(d.u, RoleRecord, d.revision)
+		}
+	}
+	for _, o := range p.others {
+		add(o, RoleRecord, o.GetName())
+	}
+	for _, d := range p.payload {
+		if d.result != nil {
+			add(d.u, RolePayload, "")
+		}
+	}
+	for _, d := range p.runtime {
+		if d.result != nil {
+			add(d.u, RoleRuntime, d.revision)
+		}
+	}
+	if p.r.opts.DryRun && old != nil {
+		ip.Entries = append([]InventoryEntry(nil), old.Entries...)
+	}
+	return ip
+}
+
+// remember records what the package wrote in the run's view of the
+// cluster, so that the packages after it see its objects: a second package
+// shipping the same CRD must find them controlled by this one.
+func (p *pkgRun) remember() {
+	live := p.r.live
+	live.mu.Lock()
+	defer live.mu.Unlock()
+	if p.pkg != nil {
+		live.packages[p.key] = p.pkg
+		live.byUID[p.pkg.GetUID()] = p.pkg
+	}
+	if p.cur != nil {
+		// The package's revisions as this apply left them: others (some
+		// deactivated, their statuses written) and the current one.
+		revs := append(append(make([]*unstructured.Unstructured, 0, len(p.others)+1), p.others...), p.cur)
+		for _, o := range revs {
+			live.byUID[o.GetUID()] = o
+		}
+		sortRevisions(revs)
+		live.revisions[p.key] = revs
+	}
+	for _, d := range append(append([]*desired(nil), p.payload...), p.runtime...) {
+		if d.result != nil && !p.r.opts.DryRun {
+			live.objects[d.id] = d.result
+			delete(live.raw, d.id)
+			delete(live.foreign, d.id)
+		}
+	}
+}

@@ -1,0 +1,371 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+)
+
+// Condition types and reasons lockstep writes, Crossplane's own
+// (apis/pkg/v1/conditions.go; study §3.8, §8), so that `kubectl get
+// providers`, Argo CD and Flux health checks and lockstep's health package
+// read them as they read Crossplane's.
+const (
+	// CondInstalled is True on a package while its current revision is
+	// Active.
+	CondInstalled = "Installed"
+	// CondHealthy is a package's health, from its current revision.
+	CondHealthy = "Healthy"
+	// CondRevisionHealthy is True on a revision once its payload is
+	// established (or it is inactive), False with the error otherwise.
+	CondRevisionHealthy = "RevisionHealthy"
+	// CondRuntimeHealthy is an active Provider or Function revision's
+	// Deployment health.
+	CondRuntimeHealthy = "RuntimeHealthy"
+
+	// ReasonActive: Installed True.
+	ReasonActive = "ActivePackageRevision"
+	// ReasonInactive: Installed False, the current revision awaits
+	// activation (or was deactivated).
+	ReasonInactive = "InactivePackageRevision"
+	// ReasonHealthy: Healthy, RevisionHealthy or RuntimeHealthy True.
+	ReasonHealthy = "HealthyPackageRevision"
+	// ReasonUnhealthy: Healthy, RevisionHealthy or RuntimeHealthy False.
+	ReasonUnhealthy = "UnhealthyPackageRevision"
+	// ReasonUnknownHealth: health not known yet, such as a Deployment
+	// still rolling out.
+	ReasonUnknownHealth = "UnknownPackageRevisionHealth"
+)
+
+// condition is one status condition as Crossplane writes it: with the
+// generation it was observed at.
+type condition struct {
+	Type, Status, Reason, Message string
+}
+
+// conditionMaps returns want as status.conditions entries at generation
+// gen, keeping the lastTransitionTime of a live condition that did not
+// change (type, status, reason and message), as Crossplane's SetConditions
+// does.
+func conditionMaps(live []any, want []condition, gen int64, now time.Time) []any {
+	old := map[string]map[string]any{}
+	for _, c := range live {
+		if m, ok := c.(map[string]any); ok {
+			if t, ok := m["type"].(string); ok {
+				old[t] = m
+			}
+		}
+	}
+	out := make([]any, 0, len(want))
+	for _, c := range want {
+		m := map[string]any{
+			"type":               c.Type,
+			"status":             c.Status,
+			"reason":             c.Reason,
+			"observedGeneration": gen,
+			"lastTransitionTime": now.UTC().Format(time.RFC3339),
+		}
+		if c.Message != "" {
+			m["message"] = c.Message
+		}
+		if o := old[c.Type]; o != nil && o["status"] == c.Status && o["reason"] == c.Reason && str(o["message"]) == c.Message {
+			if t, ok := o["lastTransitionTime"].(string); ok {
+				m["lastTransitionTime"] = t
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// statusStep is step 5: it writes the status of the current revision, of
+// the package's other revisions whose conditions lockstep changed, and of
+// the package, each through the status subresource as StatusFieldManager,
+// and only when it differs from the live status. It runs whatever step
+// failed, so the failure is visible on the objects.
+func (p *pkgRun) statusStep(ctx context.Context) error {
+	r := p.r
+	if r.opts.DryRun {
+		// Status follows from the writes a dry run does not make.
+		return nil
+	}
+	var errs []error
+	var err error
+	if p.cur != nil {
+		if p.cur, err = r.writeStatus(ctx, p.cur, p.revisionStatus(), p.managedRevisionConds()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i, o := range p.others {
+		st := inactiveRevisionStatus(o)
+		if st == nil {
+			continue
+		}
+		if p.others[i], err = r.writeStatus(ctx, o, st, p.managedRevisionConds()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if p.pkg != nil {
+		if p.pkg, err = r.writeStatus(ctx, p.pkg, p.packageStatus(), []string{CondInstalled, CondHealthy}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%v", errs)
+	}
+	return nil
+}
+
+func (p *pkgRun) managedRevisionConds() []string {
+	return []string{CondRevisionHealthy, CondRuntimeHealthy}
+}
+
+// hasRuntime reports whether the package's revisions run a Deployment.
+func (p *pkgRun) hasRuntime() bool {
+	return p.po.Kind == xpkg.KindProvider || p.po.Kind == xpkg.KindFunction
+}
+
+// revisionConditions returns the current revision's conditions:
+// RevisionHealthy False with the error when a step before the runtime
+// failed; True otherwise, with RuntimeHealthy (for an active Provider or
+// Function revision) from the Deployment, or False with the runtime
+// error.
+func (p *pkgRun) revisionConditions() []condition {
+	var conds []condition
+	switch p.step {
+	case "", "runtime", "status":
+		conds = append(conds, condition{Type: CondRevisionHealthy, Status: "True", Reason: ReasonHealthy})
+	default:
+		conds = append(conds, condition{Type: CondRevisionHealthy, Status: "False", Reason: ReasonUnhealthy, Message: p.err.Error()})
+	}
+	if p.cur == nil || desiredState(p.cur) != stateActive || !p.hasRuntime() {
+		// Only an Active revision runs a Deployment.
+		return conds
+	}
+	switch {
+	case p.step == "runtime":
+		conds = append(conds, condition{Type: CondRuntimeHealthy, Status: "False", Reason: ReasonUnhealthy, Message: p.err.Error()})
+	case conds[0].Status != "True":
+		conds = append(conds, condition{Type: CondRuntimeHealthy, Status: "False", Reason: ReasonUnhealthy, Message: "Package revision is not healthy yet"})
+	case p.runtimeHealth != nil:
+		conds = append(conds, *p.runtimeHealth)
+	default:
+		conds = append(conds, condition{Type: CondRuntimeHealthy, Status: "Unknown", Reason: ReasonUnknownHealth, Message: "the runtime was not applied"})
+	}
+	return conds
+}
+
+// revisionStatus returns the status lockstep owns on the current revision:
+// conditions, objectRefs (those established now, or the live ones when a
+// step failed before the payload was in), capabilities, and for an active
+// Function the endpoint the function runner dials (study §11).
+func (p *pkgRun) revisionStatus() map[string]any {
+	st := map[string]any{}
+	gen := p.cur.GetGeneration()
+	live, _, _ := unstructured.NestedSlice(p.cur.Object, "status", "conditions")
+	st["conditions"] = conditionMaps(live, p.revisionConditions(), gen, p.r.now)
+	refs := p.objectRefs
+	if refs == nil && p.step != "" {
+		refs, _, _ = unstructured.NestedSlice(p.cur.Object, "status", "objectRefs")
+	}
+	if refs == nil {
+		refs = []any{}
+	}
+	st["objectRefs"] = refs
+	if caps := p.po.Revision.Capabilities; len(caps) > 0 {
+		c := make([]any, len(caps))
+		for i, s := range caps {
+			c[i] = s
+		}
+		st["capabilities"] = c
+	}
+	if p.po.Kind == xpkg.KindFunction && p.active && p.po.Revision.Endpoint != "" {
+		st["endpoint"] = p.po.Revision.Endpoint
+	}
+	return st
+}
+
+// inactiveRevisionStatus returns the status of an inactive revision whose
+// conditions need an update: RevisionHealthy True (Crossplane marks an
+// inactive revision with objectRefs healthy, study §4.1 step 3) and no
+// RuntimeHealthy, since it runs nothing. Its objectRefs, capabilities and
+// endpoint are kept. It returns nil for an active revision and for one
+// whose conditions are already so.
+func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
+	if desiredState(rev) == stateActive {
+		return nil
+	}
+	live, _, _ := unstructured.NestedSlice(rev.Object, "status", "conditions")
+	hasRuntime, healthy := false, false
+	for _, c := range live {
+		m, _ := c.(map[string]any)
+		switch m["type"] {
+		case CondRuntimeHealthy:
+			hasRuntime = true
+		case CondRevisionHealthy:
+			healthy = m["status"] == "True"
+		}
+	}
+	if !hasRuntime && healthy {
+		return nil
+	}
+	st := map[string]any{}
+	liveStatus, _ := rev.Object["status"].(map[string]any)
+	for _, k := range []string{"objectRefs", "capabilities", "endpoint"} {
+		if v, ok := liveStatus[k]; ok {
+			st[k] = v
+		}
+	}
+	st["conditions"] = conditionMaps(live, []condition{{Type: CondRevisionHealthy, Status: "True", Reason: ReasonHealthy}}, rev.GetGeneration(), time.Now())
+	return st
+}
+
+// packageStatus returns the status lockstep owns on the package:
+// Installed (True while the current revision is Active), Healthy (from the
+// current revision, as Crossplane's PackageHealth, study §8), and
+// currentRevision and currentIdentifier (spec.package, source@digest).
+func (p *pkgRun) packageStatus() map[string]any {
+	var conds []condition
+	curActive := p.cur != nil && desiredState(p.cur) == stateActive
+	if curActive {
+		conds = append(conds, condition{Type: CondInstalled, Status: "True", Reason: ReasonActive})
+	} else {
+		conds = append(conds, condition{Type: CondInstalled, Status: "False", Reason: ReasonInactive})
+	}
+	conds = append(conds, p.packageHealth())
+	live, _, _ := unstructured.NestedSlice(p.pkg.Object, "status", "conditions")
+	ident, _, _ := unstructured.NestedString(p.pkg.Object, "spec", "package")
+	st := map[string]any{
+		"conditions":        conditionMaps(live, conds, p.pkg.GetGeneration(), p.r.now),
+		"currentRevision":   p.po.Revision.Name,
+		"currentIdentifier": ident,
+	}
+	return st
+}
+
+// packageHealth is Crossplane's PackageHealth over the current revision's
+// conditions, except that a health still unknown (a runtime rolling out)
+// gives Healthy Unknown with reason UnknownPackageRevisionHealth instead of
+// False, so that health checks wait rather than fail.
+func (p *pkgRun) packageHealth() condition {
+	if p.cur == nil {
+		msg := "the package revision was not created"
+		if p.err != nil {
+			msg += ": " + p.err.Error()
+		}
+		return condition{Type: CondHealthy, Status: "False", Reason: ReasonUnhealthy, Message: msg}
+	}
+	conds := p.revisionConditions()
+	for _, c := range conds {
+		if c.Status == "True" {
+			continue
+		}
+		what := "revision"
+		if c.Type == CondRuntimeHealthy {
+			what = "runtime"
+		}
+		msg := fmt.Sprintf("Package %s health is %q", what, c.Status)
+		if c.Message != "" {
+			msg += " with message: " + c.Message
+		}
+		if c.Status == "Unknown" {
+			return condition{Type: CondHealthy, Status: "Unknown", Reason: ReasonUnknownHealth, Message: msg}
+		}
+		return condition{Type: CondHealthy, Status: "False", Reason: ReasonUnhealthy, Message: msg}
+	}
+	return condition{Type: CondHealthy, Status: "True", Reason: ReasonHealthy}
+}
+
+// writeStatus applies st as obj's status unless the live status already
+// holds it. managed are the condition types lockstep owns: a live condition
+// of those types that st does not list is dropped; others are left to
+// their writers. It returns obj, or after a write a copy of obj with st as
+// its status: obj may be the run's view of the cluster, which packages
+// applied concurrently read, so it is never changed in place.
+func (r *run) writeStatus(ctx context.Context, obj *unstructured.Unstructured, st map[string]any, managed []string) (*unstructured.Unstructured, error) {
+	liveStatus, _ := obj.Object["status"].(map[string]any)
+	if statusHolds(liveStatus, st, managed) {
+		return obj, nil
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": obj.GetAPIVersion(),
+		"kind":       obj.GetKind(),
+		"metadata":   map[string]any{"name": obj.GetName()},
+		"status":     st,
+	}}
+	if err := r.ssaApplyStatus(ctx, u); err != nil {
+		return obj, err
+	}
+	if r.opts.DryRun {
+		return obj, nil
+	}
+	cp := &unstructured.Unstructured{Object: maps.Clone(obj.Object)}
+	cp.Object["status"] = st
+	return cp, nil
+}
+
+// statusHolds reports whether live has every field of want, conditions of
+// the managed types being exactly want's.
+func statusHolds(live, want map[string]any, managed []string) bool {
+	if live == nil {
+		return false
+	}
+	for k, v := range want {
+		if k == "conditions" {
+			continue
+		}
+		if !reflect.DeepEqual(normalizeJSON(live[k]), normalizeJSON(v)) {
+			return false
+		}
+	}
+	isManaged := map[string]bool{}
+	for _, t := range managed {
+		isManaged[t] = true
+	}
+	var have []any
+	liveConds, _ := live["conditions"].([]any)
+	for _, c := range liveConds {
+		if m, ok := c.(map[string]any); ok && isManaged[str(m["type"])] {
+			have = append(have, c)
+		}
+	}
+	wantConds, _ := want["conditions"].([]any)
+	return reflect.DeepEqual(normalizeJSON(have), normalizeJSON(wantConds))
+}
+
+// normalizeJSON makes numbers comparable across decoders (int64 from the
+// API server, int from lockstep's maps).
+func normalizeJSON(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			out[k] = normalizeJSON(e)
+		}
+		return out
+	case []any:
+		if len(t) == 0 {
+			return []any(nil)
+		}
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = normalizeJSON(e)
+		}
+		return out
+	}
+	if n, ok := number(v); ok {
+		return n
+	}
+	return v
+}

@@ -1,0 +1,160 @@
+package diff
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/lockfile"
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+)
+
+// testdataDir returns $LOCKSTEP_TESTDATA or skips the test.
+func testdataDir(tb testing.TB) string {
+	tb.Helper()
+	dir := os.Getenv("LOCKSTEP_TESTDATA")
+	if dir == "" {
+		tb.Skip("LOCKSTEP_TESTDATA is not set; set it to the shared testdata directory (e.g. ../shared/testdata) to diff real Crossplane packages")
+	}
+	return dir
+}
+
+// upstream returns the folder of a real package in the shared test data.
+func upstream(tb testing.TB, folder string) string {
+	tb.Helper()
+	return filepath.Join(testdataDir(tb), "packages", folder)
+}
+
+// built is a package built with xpkg.Build: its parsed contents and digest.
+type built struct {
+	contents *xpkg.Package
+	digest   string
+}
+
+var (
+	buildMu    sync.Mutex
+	buildCache = map[string]built{}
+)
+
+// build builds the package in dir with xpkg.Build and parses the image
+// back. Builds are cached per directory for the test binary's lifetime.
+func build(tb testing.TB, dir string) built {
+	tb.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if b, ok := buildCache[dir]; ok {
+		return b
+	}
+	img, err := xpkg.Build(dir)
+	if err != nil {
+		tb.Fatalf("build %s: %v", dir, err)
+	}
+	h, err := img.Digest()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := xpkg.FromImage(img)
+	if err != nil {
+		tb.Fatalf("parse %s: %v", dir, err)
+	}
+	b := built{contents: p, digest: h.String()}
+	buildCache[dir] = b
+	return b
+}
+
+// spec is one package of a test state.
+type spec struct {
+	kind   xpkg.Kind
+	source string
+	tag    string
+	dir    string
+	// tag is the version tag; "" pins the package by digest only.
+	// name is the declared name; "" makes the package a dependency named
+	// by lockfile.DependencyName.
+	name string
+	// declYAML is extra YAML under the declaration's spec (indented two
+	// spaces), for example "  revisionHistoryLimit: 3\n".
+	declYAML string
+}
+
+// testState builds a State from package specs and extra declaration files:
+// the declarations are loaded with declarations.LoadFS from generated
+// YAML, the lock is assembled from the built packages' metadata the way
+// lockstep lock records it (dependencies qualified, requesters, Crossplane
+// constraints, payload summary), and the state is rendered with NewState.
+func testState(tb testing.TB, name string, specs []spec, files map[string]string) *State {
+	tb.Helper()
+	fsys := fstest.MapFS{}
+	var decls strings.Builder
+	for _, s := range specs {
+		if s.name == "" {
+			continue
+		}
+		ref := s.source + ":" + s.tag
+		if s.tag == "" {
+			ref = s.source + "@" + build(tb, s.dir).digest
+		}
+		fmt.Fprintf(&decls, "---\napiVersion: pkg.crossplane.io/v1\nkind: %s\nmetadata:\n  name: %s\nspec:\n  package: %s\n%s", s.kind, s.name, ref, s.declYAML)
+	}
+	fsys["packages.yaml"] = &fstest.MapFile{Data: []byte(decls.String())}
+	for p, c := range files {
+		fsys[p] = &fstest.MapFile{Data: []byte(c)}
+	}
+	set, err := declarations.LoadFS(fsys)
+	if err != nil {
+		tb.Fatalf("%s: declarations: %v", name, err)
+	}
+	lock := &lockfile.Lock{APIVersion: lockfile.APIVersion, Kind: lockfile.Kind, CrossplaneVersion: "v2.1.0", DeclarationsDigest: set.Digest()}
+	contents := map[string]*xpkg.Package{}
+	requests := map[string][]lockfile.Request{}
+	for _, s := range specs {
+		b := build(tb, s.dir)
+		contents[s.source] = b.contents
+		for _, d := range b.contents.Meta.DependsOn {
+			kind, repo, err := d.Target()
+			if err != nil {
+				tb.Fatal(err)
+			}
+			src, err := lockfile.Qualify(s.source, repo)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			_ = kind
+			requests[src] = append(requests[src], lockfile.Request{Dependent: s.source, Constraint: d.Version})
+		}
+	}
+	for _, s := range specs {
+		b := build(tb, s.dir)
+		e := lockfile.Entry{Kind: s.kind, Name: s.name, Source: s.source, Version: s.tag, Digest: b.digest,
+			CrossplaneConstraint: b.contents.Meta.CrossplaneVersion}
+		if s.name != "" {
+			ref := s.source + ":" + s.tag
+			if s.tag == "" {
+				ref = s.source + "@" + b.digest
+			}
+			e.RequestedBy = append(e.RequestedBy, lockfile.Request{Declaration: "packages.yaml", Reference: ref})
+		} else if e.Name, err = lockfile.DependencyName(s.source); err != nil {
+			tb.Fatal(err)
+		}
+		e.RequestedBy = append(e.RequestedBy, requests[s.source]...)
+		for _, d := range b.contents.Meta.DependsOn {
+			kind, repo, _ := d.Target()
+			src, _ := lockfile.Qualify(s.source, repo)
+			e.Dependencies = append(e.Dependencies, lockfile.Dependency{Kind: kind, Source: src, Constraint: d.Version})
+		}
+		sum := b.contents.Summary()
+		e.Payload = lockfile.Payload{CRDs: sum.CRDs, XRDs: sum.XRDs, Compositions: sum.Compositions, Other: sum.Other}
+		lock.Packages = append(lock.Packages, e)
+	}
+	lock.Sort()
+	st, err := NewState(set, lock, contents, StateOptions{Name: name})
+	if err != nil {
+		tb.Fatalf("%s: %v", name, err)
+	}
+	return st
+}

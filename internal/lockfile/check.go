@@ -1,0 +1,225 @@
+package lockfile
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/Masterminds/semver/v3"
+
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
+)
+
+// ProblemKind classifies how a lock is stale.
+type ProblemKind string
+
+// The kinds of staleness Check reports.
+const (
+	// NoLock: there is no lock to check.
+	NoLock ProblemKind = "NoLock"
+	// DeclarationsChanged: the declarations digest differs from the lock's.
+	DeclarationsChanged ProblemKind = "DeclarationsChanged"
+	// SettingChanged: --crossplane-version or --default-registry differs
+	// from the one recorded in the lock.
+	SettingChanged ProblemKind = "SettingChanged"
+	// MissingEntry: a declaration, or a locked package's dependency, has no
+	// entry.
+	MissingEntry ProblemKind = "MissingEntry"
+	// OrphanEntry: an entry is neither declared nor needed by a locked
+	// package that is.
+	OrphanEntry ProblemKind = "OrphanEntry"
+	// Unsatisfied: an entry no longer satisfies its declaration, a
+	// dependent's constraint or kind, or the Crossplane version.
+	Unsatisfied ProblemKind = "Unsatisfied"
+)
+
+// Problem is one way a lock does not match its declarations.
+type Problem struct {
+	// Kind classifies the problem.
+	Kind ProblemKind
+	// Subject names what the problem concerns: a declaration as
+	// "Kind name (file:line)", an entry by source, or the lock.
+	Subject string
+	// Message explains the mismatch.
+	Message string
+}
+
+// String formats the problem as "Subject: Message".
+func (p Problem) String() string { return p.Subject + ": " + p.Message }
+
+// Check compares lock with the declarations in set without the network and
+// returns every mismatch, sorted by kind and subject; none means `lockstep
+// lock` would keep every pin. Only the CrossplaneVersion and DefaultRegistry
+// of opts are used; when set they must equal the lock's. It reports: a lock
+// that is nil; a changed declarations digest; a declaration without an
+// entry, or whose entry has another source, kind, name, tag or digest; a
+// dependency without an entry, of another kind, or whose entry no longer
+// satisfies its constraint; an entry that no declaration reaches; an entry
+// whose spec.crossplane.version excludes the Crossplane version (unless its
+// current declaration ignores it); and a declared source that a locked
+// package replaces. The lock's dependency edges are trusted: they come from
+// package metadata, which a digest pins.
+func Check(set *declarations.Set, lock *Lock, opts Options) []Problem {
+	if lock == nil {
+		return []Problem{{Kind: NoLock, Subject: FileName, Message: "there is no lock; run lockstep lock"}}
+	}
+	var ps []Problem
+	add := func(k ProblemKind, subject, format string, args ...any) {
+		ps = append(ps, Problem{Kind: k, Subject: subject, Message: fmt.Sprintf(format, args...)})
+	}
+	if d := set.Digest(); d != lock.DeclarationsDigest {
+		add(DeclarationsChanged, FileName, "the declarations changed since the lock was written (their digest is %s, the lock has %s)", d, lock.DeclarationsDigest)
+	}
+	cvString := lock.CrossplaneVersion
+	if opts.CrossplaneVersion != "" && !sameVersion(opts.CrossplaneVersion, lock.CrossplaneVersion) {
+		add(SettingChanged, FileName, "the lock was resolved for Crossplane %s, not %s", lock.CrossplaneVersion, opts.CrossplaneVersion)
+		cvString = opts.CrossplaneVersion
+	}
+	defReg := lock.DefaultRegistry
+	if opts.DefaultRegistry != "" && opts.DefaultRegistry != lock.DefaultRegistry {
+		if lock.DefaultRegistry != "" {
+			add(SettingChanged, FileName, "the lock was resolved with default registry %s, not %s", lock.DefaultRegistry, opts.DefaultRegistry)
+		}
+		defReg = opts.DefaultRegistry
+	}
+
+	bySource := map[string]*Entry{}
+	byName := map[string]*Entry{}
+	for i := range lock.Packages {
+		e := &lock.Packages[i]
+		bySource[e.Source] = e
+		byName[string(e.Kind)+"/"+e.Name] = e
+	}
+	declaredBy := map[string]*declarations.Declaration{}
+	reached := map[string]bool{}
+	var queue []*Entry
+	for i := range set.Packages {
+		d := &set.Packages[i]
+		subject := fmt.Sprintf("%s %s (%s)", d.Kind, d.Name, d.Location)
+		src, ref, err := checkDeclSource(d, defReg)
+		if err != nil {
+			add(Unsatisfied, subject, "%v", err)
+			continue
+		}
+		declaredBy[src] = d
+		e := bySource[src]
+		if e == nil {
+			if other := byName[d.Kind+"/"+d.Name]; other != nil {
+				add(Unsatisfied, subject, "declares source %s, but the lock has %s", src, other.Source)
+			} else {
+				add(MissingEntry, subject, "declared, but not in the lock")
+			}
+			continue
+		}
+		if !reached[e.Source] {
+			reached[e.Source] = true
+			queue = append(queue, e)
+		}
+		if string(e.Kind) != d.Kind || e.Name != d.Name {
+			add(Unsatisfied, subject, "the lock has %s %s for source %s", e.Kind, e.Name, src)
+		}
+		if ref.tag != "" && ref.tag != e.Version {
+			add(Unsatisfied, subject, "declares tag %s, but the lock pins %s", ref.tag, orElse(e.Version, "digest "+e.Digest))
+		}
+		if ref.digest != "" && ref.digest != e.Digest {
+			add(Unsatisfied, subject, "declares digest %s, but the lock pins %s", ref.digest, e.Digest)
+		}
+	}
+
+	var cv *semver.Version
+	if v, err := semver.NewVersion(cvString); err == nil {
+		cv = v
+	} else {
+		add(SettingChanged, FileName, "crossplane version %q is not a semantic version", cvString)
+	}
+	for len(queue) > 0 {
+		e := queue[0]
+		queue = queue[1:]
+		d := declaredBy[e.Source]
+		if cv != nil && e.CrossplaneConstraint != "" && (d == nil || !d.Spec.IgnoreCrossplaneConstraints) {
+			if k, err := semver.NewConstraint(e.CrossplaneConstraint); err == nil && !k.Check(cv) {
+				add(Unsatisfied, e.Source, "%s %s requires Crossplane %q, which excludes %s", e.Name, orElse(e.Version, e.Digest), e.CrossplaneConstraint, cvString)
+			}
+		}
+		for _, r := range e.Replaces {
+			if rd := declaredBy[r]; rd != nil {
+				add(Unsatisfied, fmt.Sprintf("%s %s (%s)", rd.Kind, rd.Name, rd.Location), "%s is replaced by the locked %s", r, e.Source)
+			}
+		}
+		for _, dep := range e.Dependencies {
+			target := orElse(dep.ReplacedBy, dep.Source)
+			t := bySource[target]
+			if t == nil {
+				add(MissingEntry, target, "%s %s depends on it (%q), but it is not in the lock", e.Source, orElse(e.Version, e.Digest), dep.Constraint)
+				continue
+			}
+			if !reached[t.Source] {
+				reached[t.Source] = true
+				queue = append(queue, t)
+			}
+			if t.Kind != dep.Kind {
+				add(Unsatisfied, target, "%s depends on it as a %s, but the lock has a %s", e.Source, dep.Kind, t.Kind)
+			}
+			if dep.ReplacedBy != "" {
+				if !slices.Contains(t.Replaces, dep.Source) {
+					add(Unsatisfied, target, "%s depends on %s, which the lock says it replaces, but it does not", e.Source, dep.Source)
+				}
+				continue
+			}
+			if msg := satisfies(t, dep.Constraint); msg != "" {
+				add(Unsatisfied, target, "%s requires %q, but the lock pins %s", e.Source, dep.Constraint, msg)
+			}
+		}
+	}
+	for i := range lock.Packages {
+		e := &lock.Packages[i]
+		if !reached[e.Source] {
+			add(OrphanEntry, e.Source, "%s %s is neither declared nor needed by a declared package", e.Kind, e.Name)
+		}
+	}
+	slices.SortStableFunc(ps, func(a, b Problem) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Subject, b.Subject), cmp.Compare(a.Message, b.Message))
+	})
+	return slices.Compact(ps)
+}
+
+// satisfies returns "" when the entry satisfies constraint, else what the
+// entry pins, for the message.
+func satisfies(e *Entry, constraint string) string {
+	if isDigest(constraint) {
+		if e.Digest == constraint {
+			return ""
+		}
+		return e.Digest
+	}
+	k, err := semver.NewConstraint(constraint)
+	if err != nil {
+		return "an entry that no constraint can match (invalid constraint)"
+	}
+	if e.Version == "" {
+		return "digest " + e.Digest + " without a version"
+	}
+	v, err := semver.NewVersion(e.Version)
+	if err != nil || !k.Check(v) {
+		return e.Version
+	}
+	return ""
+}
+
+// checkDeclSource returns a declaration's source (with the default
+// registry substituted) and its tag and digest, without the network.
+func checkDeclSource(d *declarations.Declaration, defaultRegistry string) (string, declRef, error) {
+	u := &run{defaultReg: defaultRegistry}
+	return u.declaredSource(d)
+}
+
+// sameVersion reports whether a and b are the same semantic version (v2.1.0
+// and 2.1.0 are); strings that do not parse must be equal.
+func sameVersion(a, b string) bool {
+	va, errA := semver.NewVersion(a)
+	vb, errB := semver.NewVersion(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	return va.Equal(vb)
+}

@@ -1,0 +1,48 @@
+// Package lockfile resolves package declarations into lockstep.lock, the
+// committed file that pins every Crossplane package a cluster installs,
+// direct and transitive, to an OCI digest, and checks a lock against its
+// declarations without the network.
+//
+// Crossplane resolves tags and dependency ranges inside each cluster at
+// install time and keeps no user-facing lockfile; its Lock only records what
+// is installed (crossplane-package-manager.md §10.1). lockstep does the same
+// resolution once, in Git:
+//
+//   - Lock, Entry, Marshal, WriteFile, Parse and ReadFile are the file format
+//     (apiVersion lockstep.io/v1alpha1, kind Lock): a generated-file header,
+//     the Crossplane version and declarations digest the lock was resolved
+//     for, and one entry per package with its kind, package object name,
+//     source, version tag, digest, who asked for it and how, its resolved
+//     dependencies, its spec.crossplane.version and a payload summary. Output
+//     is sorted and carries no timestamps, so two locks diff cleanly.
+//   - Resolver resolves declarations (internal/declarations) through a
+//     Registry (internal/oci's Client): tags to digests, digests to packages,
+//     spec.dependsOn transitively with Masterminds semver constraints as
+//     Crossplane's resolver applies them (design §10.3), partially qualified
+//     dependencies and spec.replaces as seed 004 proposes, and Crossplane
+//     version constraints (design §2.5). Pins of a previous lock are kept
+//     while they still satisfy every constraint.
+//   - Check finds every way a lock is stale without the network.
+//   - DependencyName (xpkg.ToDNSLabel of the repository path) gives dependencies the names Crossplane
+//     gives them (design §2.6, §10.3), which real Compositions rely on.
+//
+// Decisions where Crossplane or the seeds are silent:
+//
+//   - Identity is the source (registry and repository, no tag or digest), as
+//     in Crossplane's Lock; ImageConfig rewrites change where a package is
+//     pulled from, not its source. A tag@digest declaration keeps both, and
+//     semver constraints are checked against the tag (design §10.6).
+//   - A dependency satisfied through spec.replaces is satisfied whatever its
+//     constraint (seed 004: "consider any dependencies on the replaced
+//     packages to be satisfied by the replacement"); the edge records
+//     replacedBy. Declaring a source that a locked package replaces is an
+//     error, since apply would deactivate it.
+//   - spec.crossplane.version is checked for every package, dependencies
+//     included, as Crossplane checks every revision. ignoreCrossplaneConstraints
+//     applies to the declaration that sets it only; to lock an incompatible
+//     dependency, declare its source with the flag (the declaration then
+//     satisfies the dependency).
+//   - A declaration without a registry writes DefaultRegistryPlaceholder as
+//     its registry host and takes --default-registry, because Crossplane v2
+//     and declarations.Load require a fully qualified spec.package.
+package lockfile

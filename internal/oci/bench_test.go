@@ -1,0 +1,108 @@
+package oci_test
+
+import (
+	"github.com/lockstep-gitops/lockstep/test/memstat"
+
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/test/registry"
+)
+
+// BenchmarkPackage pulls one package by digest from the in-process registry
+// with a new Client per iteration: Cold into an empty cache (manifest and
+// base layer over HTTP, streamed to disk, then parsed), Warm from a filled
+// cache (no request). It runs on the example provider and, when
+// $LOCKSTEP_TESTDATA is set, on the largest real package, provider-upjet-aws
+// v2.6.0 with all 2,043 CRDs (98 MB package.yaml). Besides ns/op it reports
+// requests/op, pulled-bytes/op and the peak heap an iteration adds
+// (peakheap-bytes, sampled every millisecond): Cold should stay close to
+// Warm, since the layer goes to disk and is never held in memory.
+func BenchmarkPackage(b *testing.B) {
+	pkgs := map[string]func(b *testing.B) v1.Image{
+		"Example": func(b *testing.B) v1.Image { return example(b, provider) },
+		"Monolith": func(b *testing.B) v1.Image {
+			dir := os.Getenv("LOCKSTEP_TESTDATA")
+			if dir == "" {
+				b.Skip("LOCKSTEP_TESTDATA is not set; set it to the shared testdata directory to benchmark the real monolith")
+			}
+			img, err := xpkg.Build(filepath.Join(dir, "packages", "provider-aws-v2.6.0-monolith-allcrds"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return img
+		},
+	}
+	for n, build := range pkgs {
+		b.Run(n, func(b *testing.B) {
+			img := build(b)
+			reg := registry.New(b)
+			d := push(b, reg, "org/pkg:v1", img)
+			ref := digestRef(b, reg.Host+"/org/pkg", d)
+			for _, warm := range []bool{false, true} {
+				mode := "Cold"
+				if warm {
+					mode = "Warm"
+				}
+				b.Run(mode, func(b *testing.B) {
+					dir := b.TempDir()
+					if warm {
+						if _, err := client(b, options(reg), dir).Package(context.Background(), ref); err != nil {
+							b.Fatal(err)
+						}
+					}
+					var requests, pulled int
+					var peak uint64
+					for b.Loop() {
+						b.StopTimer()
+						cacheDir := dir
+						if !warm {
+							cacheDir = b.TempDir()
+						}
+						c := client(b, options(reg), cacheDir)
+						runtime.GC()
+						base := heapBytes()
+						stop := memstat.SamplePeak()
+						b.StartTimer()
+
+						f, err := c.Package(context.Background(), ref)
+
+						b.StopTimer()
+						highest := stop()
+						if err != nil {
+							b.Fatal(err)
+						}
+						runtime.KeepAlive(f)
+						if highest > base && highest-base > peak {
+							peak = highest - base
+						}
+						s := c.Stats()
+						requests, pulled = s.Requests(), int(s.Bytes)
+						if !warm {
+							_ = os.RemoveAll(cacheDir)
+						}
+						b.StartTimer()
+					}
+					b.ReportMetric(float64(requests), "requests/op")
+					b.ReportMetric(float64(pulled), "pulled-bytes/op")
+					b.ReportMetric(float64(peak), "peakheap-bytes")
+				})
+			}
+		})
+	}
+}
+
+// heapBytes returns the bytes of heap memory occupied by objects, from
+// runtime/metrics (no stop-the-world).
+func heapBytes() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}

@@ -1,0 +1,115 @@
+package render
+
+import (
+	"strings"
+
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+)
+
+// Labels and annotations render writes. The pkg.crossplane.io keys are
+// Crossplane's (apis/pkg/v1 and the runtime and RBAC controllers, study §4,
+// §5, §9); the lockstep.io keys are lockstep's own.
+const (
+	// LabelManagedBy is the well-known Kubernetes label that names the tool
+	// managing an object. render sets it to ManagedByValue on every object.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the value of LabelManagedBy.
+	ManagedByValue = "lockstep"
+	// LabelInstance names the lockstep instance (Input.Instance) that owns an
+	// object. It is set on every rendered object, so one cluster can host
+	// several lockstep instances and each prunes only its own objects.
+	LabelInstance = "lockstep.io/instance"
+	// AnnotationTag records, on the package record, the version tag the
+	// lock resolved to the pinned digest. spec.package carries only the
+	// digest (issue 4), so `kubectl get providers` readers find the tag here.
+	AnnotationTag = "lockstep.io/tag"
+
+	// AnnotationPaused is Crossplane's pause annotation. With the value
+	// "true" Crossplane's package manager, revision, runtime and RBAC
+	// controllers skip the object (study §3.2 step 1, §4.1 step 1, §9, §11),
+	// which hands the package records over to lockstep.
+	AnnotationPaused = "crossplane.io/paused"
+
+	// LabelParentPackage labels a revision with the name of its package
+	// (Crossplane's v1.LabelParentPackage). The function runner and the
+	// provider deletion protection look revisions up by it (study §11).
+	LabelParentPackage = "pkg.crossplane.io/package"
+	// LabelProviderFamily is how a provider declares its family, in its
+	// package metadata; Crossplane copies it onto the revision and the RBAC
+	// manager aggregates the family's resources (study §2.3, §9).
+	LabelProviderFamily = "pkg.crossplane.io/provider-family"
+	// LabelRevision is the pod selector label holding the revision name
+	// (study §5.2).
+	LabelRevision = "pkg.crossplane.io/revision"
+	// LabelProvider is the pod selector label holding a Provider's package
+	// name (study §5.2).
+	LabelProvider = "pkg.crossplane.io/provider"
+	// LabelFunction is the pod selector label holding a Function's package
+	// name (study §5.2).
+	LabelFunction = "pkg.crossplane.io/function"
+)
+
+// Names and values of the runtime objects (study §5).
+const (
+	// RuntimeContainerName is the container Crossplane runs a package in; it
+	// is always the Deployment's first container (study §5.3 step 2).
+	RuntimeContainerName = "package-runtime"
+	// MetricsPortName and MetricsPort are the metrics port added to the
+	// runtime container unless a port of that name exists (study §5.3).
+	MetricsPortName = "metrics"
+	MetricsPort     = 8080
+	// WebhookPortName and WebhookPort are a Provider's webhook port, on the
+	// container and on its Service (study §5.2, §5.3).
+	WebhookPortName = "webhook"
+	WebhookPort     = 9443
+	// GRPCPortName and GRPCPort are a Function's gRPC port (study §5.2).
+	GRPCPortName = "grpc"
+	GRPCPort     = 9443
+
+	// RootCASecretName is the Secret in the Crossplane namespace holding the
+	// CA that signs every package's TLS certificates (study §5.5).
+	RootCASecretName = "crossplane-root-ca"
+	// TLSCertKey, TLSKeyKey and CACertKey are the keys of a TLS Secret.
+	TLSCertKey = "tls.crt"
+	TLSKeyKey  = "tls.key"
+	CACertKey  = "ca.crt"
+
+	// RevisionUIDEnv is the runtime container variable holding the UID of
+	// the revision, which only exists once apply created the revision
+	// (Object.Bind fills it).
+	RevisionUIDEnv = "REVISION_UID"
+)
+
+// maxNameInRevision and digestHexInRevision are the lengths FriendlyID keeps
+// of a package name and of a digest (study §2.6, §3.4).
+const (
+	maxNameInRevision   = 50
+	digestHexInRevision = 12
+)
+
+// FriendlyID returns Crossplane's name for the revision of package name at
+// the digest whose hex (without "sha256:") is hex: ToDNSLabel of the first 50
+// bytes of name, a '-', and the first 12 bytes of hex (study §2.6, §3.4; the
+// release behaviour, v1.x to v2.3). For example provider-nop at
+// sha256:ecc25c121431… gives provider-nop-ecc25c121431.
+func FriendlyID(name, hex string) string {
+	return xpkg.ToDNSLabel(truncate(name, maxNameInRevision) + "-" + truncate(hex, digestHexInRevision))
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// RevisionName returns the name of the revision of package name at digest
+// ("sha256:<hex>"): FriendlyID(name, hex).
+func RevisionName(name, digest string) string {
+	return FriendlyID(name, strings.TrimPrefix(digest, "sha256:"))
+}
+
+// lowerKind returns the lower-case kind Crossplane uses in pod selector
+// labels and webhook configuration names ("provider", "function",
+// "configuration").
+func lowerKind(k string) string { return strings.ToLower(k) }

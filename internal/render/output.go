@@ -1,0 +1,258 @@
+package render
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+)
+
+// Output is every object lockstep applies for an Input, grouped per package
+// and revision, built by Render.
+//
+// Parts of the objects depend on the cluster and are left to apply as
+// intents, which Object.Bind turns into the final object:
+//   - owner references (Object.Controller, Object.Owners) need the UIDs of
+//     the package and revision objects once they exist;
+//   - spec.revision of a revision record is the next number after the
+//     package's existing revisions, and spec.desiredState of a Manual
+//     revision is set only when apply creates it (issue 5);
+//   - webhook caBundles (Object.CABundle) come from the package's TLS server
+//     Secret, and the TLS Secrets themselves (Object.TLS) are requests that
+//     apply fulfils with certificates signed by crossplane-root-ca;
+//   - the REVISION_UID variable of the runtime container is the revision's
+//     UID.
+type Output struct {
+	// Namespace and Instance are Input.Namespace and Input.Instance.
+	Namespace, Instance string
+	// Packages are sorted by kind (Providers, then Functions, then
+	// Configurations, the order a first install needs) and then by name.
+	Packages []*PackageOutput
+}
+
+// PackageOutput is what lockstep applies for one package.
+type PackageOutput struct {
+	// Kind is the package type.
+	Kind xpkg.Kind
+	// Name is the package object's name.
+	Name string
+	// Source, Tag and Digest are the package's locked identity
+	// (Package.Source, Package.Tag, Package.Digest).
+	Source, Tag, Digest string
+	// Record is the pkg.crossplane.io/v1 Provider, Configuration or
+	// Function, paused so that Crossplane's package manager leaves it alone.
+	Record *Object
+	// Revision is the revision for Digest.
+	Revision *RevisionOutput
+
+	namespace string // the Crossplane namespace, for comments in WriteYAML
+}
+
+// RevisionOutput is what lockstep applies for one package revision.
+type RevisionOutput struct {
+	// Name is the revision name (RevisionName).
+	Name string
+	// ActivationPolicy is the package's spec.revisionActivationPolicy. With
+	// Automatic the record says desiredState Active; with Manual the record
+	// has no desiredState and apply sets Inactive only when it creates the
+	// revision (issue 5), leaving later changes to the user.
+	ActivationPolicy declarations.RevisionActivationPolicy
+	// Record is the pkg.crossplane.io/v1 ProviderRevision,
+	// ConfigurationRevision or FunctionRevision, paused. Its spec.revision is
+	// set by Object.Bind (Binding.Revision).
+	Record *Object
+	// Payload are the package's objects: CRDs, webhook configurations,
+	// XRDs, Compositions... (none for a Function, whose CRDs only describe
+	// its input, study §2.4). Each is controlled by the revision and owned by
+	// the package.
+	Payload []*Object
+	// Runtime are a Provider's or Function's ServiceAccount, Service,
+	// Deployment and TLS Secrets (study §5); empty for a Configuration.
+	Runtime []*Object
+	// RBAC are a Provider's ClusterRoles and ClusterRoleBinding (study §9);
+	// empty for other kinds, for a provider without CRDs, and when Problem
+	// refused them.
+	RBAC []*Object
+	// Image is the runtime image (the Deployment's package-runtime
+	// container), "" for a Configuration.
+	Image string
+	// Endpoint is a Function's gRPC endpoint, dns:///<service>.<namespace>:9443,
+	// for the revision's status.endpoint (study §5.2, §11); "" otherwise.
+	Endpoint string
+	// Capabilities are the package metadata's spec.capabilities, for the
+	// revision's status.capabilities; a Function that declares none gets
+	// ["composition"], as Crossplane's Function.GetCapabilities returns
+	// (study §2.3).
+	Capabilities []string
+	// PermissionRequests are the v1-style metadata's
+	// spec.controller.permissionRequests (study §2.3, §9), nil otherwise.
+	PermissionRequests []rbacv1.PolicyRule
+	// Problem is set when something of the revision could not be rendered
+	// while the rest could: a *PermissionError when a permission request is
+	// not allowed, in which case RBAC is empty.
+	Problem error
+}
+
+// Reference names a cluster-scoped pkg.crossplane.io object that owns
+// rendered objects: a package or a revision record.
+type Reference struct {
+	// APIVersion is pkg.crossplane.io/v1.
+	APIVersion string
+	// Kind is Provider, Configuration or Function, or one of their revision
+	// kinds.
+	Kind string
+	// Name is the object's name.
+	Name string
+}
+
+// String returns "Kind/name".
+func (r Reference) String() string { return r.Kind + "/" + r.Name }
+
+// TLSUsage is what a requested certificate is for.
+type TLSUsage string
+
+// The TLS usages of Crossplane's certificate generator (study §5.5).
+const (
+	// TLSServer is a serving certificate (extended key usage serverAuth).
+	TLSServer TLSUsage = "server"
+	// TLSClient is a client certificate (extended key usage clientAuth).
+	TLSClient TLSUsage = "client"
+)
+
+// TLSRequest asks apply to fill a TLS Secret the way Crossplane's
+// certificate generator does (study §5.5; internal/initializer/tls.go): a
+// certificate for DNSNames with Usage, valid 10 years, signed by the CA in
+// Secret CASecretName (created in Crossplane's format when missing), stored
+// under tls.crt, tls.key and ca.crt. A Secret that already holds any of the
+// three keys is left alone: certificates are never regenerated.
+type TLSRequest struct {
+	// Usage is server or client.
+	Usage TLSUsage
+	// DNSNames are the certificate's DNS names: for a server certificate
+	// the Service's names (<svc>, <svc>.<ns>, <svc>.<ns>.svc), for a client
+	// certificate the revision name.
+	DNSNames []string
+	// CASecretName is the Secret, in the Crossplane namespace, of the CA
+	// that signs the certificate: crossplane-root-ca.
+	CASecretName string
+}
+
+// CABundleRequest asks apply to inject a CA bundle into an object before
+// applying it: the value of Key in the Secret SecretName of the Crossplane
+// namespace, which for Crossplane is the package's TLS server Secret and its
+// tls.crt (study §4.2). Object.Bind writes it into every webhook's
+// clientConfig.caBundle, or into the CRD's conversion webhook clientConfig.
+type CABundleRequest struct {
+	// SecretName is the Secret in the Crossplane namespace, the package's
+	// <package>-tls-server.
+	SecretName string
+	// Key is the Secret's key holding the PEM bundle, tls.crt.
+	Key string
+}
+
+// PermissionError is a revision's Problem when its provider's
+// permissionRequests ask for a rule that AllowedProviderPermissions does not
+// allow. As in Crossplane v1.x no RBAC is rendered for the revision then
+// (study §9: "refusing to apply any RBAC roles due to request for
+// disallowed permission").
+type PermissionError struct {
+	// Package and Revision name the provider and its revision.
+	Package, Revision string
+	// Refused are the refused requests, each expanded to one verb on one
+	// resource (or non-resource URL), in request order.
+	Refused []RefusedPermission
+}
+
+// RefusedPermission is one refused, expanded permission request.
+type RefusedPermission struct {
+	// Index is the position of the rule in permissionRequests.
+	Index int
+	// APIGroup, Resource and ResourceName ("*" for all names) name a
+	// resource; NonResourceURL is set instead for a non-resource rule.
+	APIGroup, Resource, ResourceName, NonResourceURL string
+	// Verb is the requested verb.
+	Verb string
+}
+
+// String returns the permission the way Crossplane's event names it.
+func (r RefusedPermission) String() string {
+	if r.NonResourceURL != "" {
+		return fmt.Sprintf("permissionRequests[%d] {nonResourceURL: %q, verb: %q}", r.Index, r.NonResourceURL, r.Verb)
+	}
+	return fmt.Sprintf("permissionRequests[%d] {apiGroup: %q, resource: %q, resourceName: %q, verb: %q}", r.Index, r.APIGroup, r.Resource, r.ResourceName, r.Verb)
+}
+
+// Error names the provider, the revision and every refused permission.
+func (e *PermissionError) Error() string {
+	parts := make([]string, 0, len(e.Refused))
+	for _, r := range e.Refused {
+		parts = append(parts, r.String())
+	}
+	return fmt.Sprintf("Provider %s: revision %s: refusing to render any RBAC roles due to request for disallowed permission %s (not in the allowed provider permissions)",
+		e.Package, e.Revision, strings.Join(parts, ", "))
+}
+
+// Err returns the revisions' problems joined, nil when there are none. Render
+// returns such problems inside the Output rather than as its error because
+// the rest of the output is sound and other packages must still install.
+func (o *Output) Err() error {
+	var errs []error
+	for _, p := range o.Packages {
+		if p.Revision.Problem != nil {
+			errs = append(errs, p.Revision.Problem)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Package returns the package output with the given kind and name, nil when
+// there is none.
+func (o *Output) Package(kind xpkg.Kind, name string) *PackageOutput {
+	for _, p := range o.Packages {
+		if p.Kind == kind && p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Objects returns every object of o in stream order: package by package,
+// each in the order of PackageOutput.Objects.
+func (o *Output) Objects() []*Object {
+	var out []*Object
+	for _, p := range o.Packages {
+		out = append(out, p.Objects()...)
+	}
+	return out
+}
+
+// Objects returns every object of the package (its record, and its
+// revision's record, payload, runtime and RBAC) sorted in apply order, the
+// staged order of fluxcd/pkg/ssa: CustomResourceDefinitions first, then the
+// other cluster-scoped objects, then the namespaced ones; within a stage by
+// ssa.ReconcileOrder (ClusterRoles before ClusterRoleBindings before other
+// kinds, webhook configurations last; ServiceAccounts, Secrets, Services,
+// then Deployments), then group, kind, namespace and name.
+func (p *PackageOutput) Objects() []*Object {
+	r := p.Revision
+	out := make([]*Object, 0, 2+len(r.Payload)+len(r.Runtime)+len(r.RBAC))
+	out = append(out, p.Record, r.Record)
+	out = append(out, r.Payload...)
+	out = append(out, r.Runtime...)
+	out = append(out, r.RBAC...)
+	sortObjects(out)
+	return out
+}
+
+// packageRef and revisionRef return the references of the two records.
+func (p *PackageOutput) packageRef() Reference {
+	return Reference{APIVersion: packageAPIVersion, Kind: string(p.Kind), Name: p.Name}
+}
+
+func (p *PackageOutput) revisionRef() Reference {
+	return Reference{APIVersion: packageAPIVersion, Kind: string(p.Kind) + "Revision", Name: p.Revision.Name}
+}

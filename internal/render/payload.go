@@ -1,0 +1,225 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+)
+
+// payload renders the package's payload objects (study §4.2): each object
+// verbatim, with the declaration's commonLabels and commonAnnotations
+// merged over its own (common values win, as in Crossplane's establisher)
+// and lockstep's labels over those. Provider webhook configurations are
+// renamed crossplane-provider-<package> and pointed at the package's
+// Service, and CRDs and MRDs with a Webhook conversion strategy get the same
+// Service; both ask for the CA bundle of the TLS server Secret. A Function
+// installs nothing: its CRDs only describe its input (study §2.4).
+//
+// Objects are transformed as JSON: only the metadata of an ordinary object
+// is decoded, so a package with thousands of CRDs is never decoded into maps.
+func (r *renderer) payload(p *Package, d *declarations.Declaration, po *PackageOutput) ([]*Object, error) {
+	if p.Kind == xpkg.KindFunction {
+		return nil, nil
+	}
+	labels := maps.Clone(d.Spec.CommonLabels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, r.labels)
+	annotations := d.Spec.CommonAnnotations
+
+	rev, pkg := po.revisionRef(), po.packageRef()
+	out := make([]*Object, 0, len(p.Contents.Objects))
+	for i := range p.Contents.Objects {
+		src := &p.Contents.Objects[i]
+		o, err := r.payloadObject(p, src, labels, annotations)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s document %d (%s %s): %w", p, xpkg.StreamFile, src.Index, src.Kind, src.Name, err)
+		}
+		o.Controller = &rev
+		o.Owners = []Reference{pkg}
+		out = append(out, o)
+	}
+	sortObjects(out)
+	return out, nil
+}
+
+func (r *renderer) payloadObject(p *Package, src *xpkg.Object, labels, annotations map[string]string) (*Object, error) {
+	gk := src.GroupKind()
+	o := &Object{APIVersion: src.APIVersion, Kind: src.Kind, Name: src.Name, Namespace: src.Namespace}
+	switch {
+	case gk == xpkg.GroupKindValidatingWebhookConfiguration || gk == xpkg.GroupKindMutatingWebhookConfiguration:
+		obj, err := decodeMap(src.Raw)
+		if err != nil {
+			return nil, err
+		}
+		o.Name = "crossplane-" + lowerKind(string(p.Kind)) + "-" + p.Name
+		obj["metadata"] = mergeMetadata(asMap(obj["metadata"]), labels, annotations)
+		asMap(obj["metadata"])["name"] = o.Name
+		hooks, _ := obj["webhooks"].([]any)
+		for i, h := range hooks {
+			hook, ok := h.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("webhooks[%d] is not an object", i)
+			}
+			hook["clientConfig"] = r.serviceClientConfig(p, asMap(hook["clientConfig"]))
+		}
+		o.CABundle = &CABundleRequest{SecretName: tlsServerSecretName(p.Name), Key: TLSCertKey}
+		return o, o.encode(obj)
+	case (gk == xpkg.GroupKindCRD || gk == xpkg.GroupKindMRD) && webhookConversion(src.Raw):
+		obj, err := decodeMap(src.Raw)
+		if err != nil {
+			return nil, err
+		}
+		obj["metadata"] = mergeMetadata(asMap(obj["metadata"]), labels, annotations)
+		conv := asMap(asMap(obj["spec"])["conversion"])
+		webhook := asMap(conv["webhook"])
+		webhook["clientConfig"] = r.serviceClientConfig(p, asMap(webhook["clientConfig"]))
+		conv["webhook"] = webhook
+		o.CABundle = &CABundleRequest{SecretName: tlsServerSecretName(p.Name), Key: TLSCertKey}
+		return o, o.encode(obj)
+	}
+	raw, err := withMetadata(src.Raw, labels, annotations)
+	if err != nil {
+		return nil, err
+	}
+	o.raw = raw
+	return o, nil
+}
+
+// serviceClientConfig points a webhook client config at the package's
+// Service on the webhook port, keeping its path (study §4.2). The caBundle
+// is removed here and set by Object.Bind.
+func (r *renderer) serviceClientConfig(p *Package, cc map[string]any) map[string]any {
+	svc := asMap(cc["service"])
+	svc["name"] = p.Name
+	svc["namespace"] = r.in.Namespace
+	svc["port"] = int64(WebhookPort)
+	cc["service"] = svc
+	delete(cc, "caBundle")
+	return cc
+}
+
+// webhookConversion reports whether raw, a CRD or MRD, has
+// spec.conversion.strategy Webhook. Documents without the word are not
+// decoded.
+func webhookConversion(raw []byte) bool {
+	if !bytes.Contains(raw, []byte(`"Webhook"`)) {
+		return false
+	}
+	var v struct {
+		Spec struct {
+			Conversion *struct {
+				Strategy string `json:"strategy"`
+			} `json:"conversion"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return false
+	}
+	return v.Spec.Conversion != nil && v.Spec.Conversion.Strategy == "Webhook"
+}
+
+func (o *Object) encode(obj map[string]any) error {
+	raw, err := marshalJSON(obj)
+	if err != nil {
+		return fmt.Errorf("cannot encode: %w", err)
+	}
+	o.raw = raw
+	return nil
+}
+
+// decodeMap decodes a JSON object keeping numbers as json.Number, so that
+// re-encoding reproduces them exactly.
+func decodeMap(raw []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("cannot decode: %w", err)
+	}
+	if m == nil {
+		return nil, fmt.Errorf("document is not an object")
+	}
+	return m, nil
+}
+
+// asMap returns v as a map, or a new empty map when v is not one.
+func asMap(v any) map[string]any {
+	if m, ok := v.(map[string]any); ok {
+		return m
+	}
+	return map[string]any{}
+}
+
+// mergeMetadata sets labels and annotations over those of meta and returns
+// meta. Existing values that are not string maps are replaced.
+func mergeMetadata(meta map[string]any, labels, annotations map[string]string) map[string]any {
+	merge := func(key string, add map[string]string) {
+		if len(add) == 0 {
+			return
+		}
+		m, ok := meta[key].(map[string]any)
+		if !ok {
+			m = map[string]any{}
+		}
+		for k, v := range add {
+			m[k] = v
+		}
+		meta[key] = m
+	}
+	merge("labels", labels)
+	merge("annotations", annotations)
+	return meta
+}
+
+// withMetadata returns raw, a compact JSON object with sorted keys, with
+// labels and annotations merged into its metadata. Only the top level and
+// the metadata are decoded; the other values are copied as they are.
+func withMetadata(raw []byte, labels, annotations map[string]string) ([]byte, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil, fmt.Errorf("cannot decode: %w", err)
+	}
+	meta := map[string]any{}
+	if m, ok := top["metadata"]; ok {
+		d, err := decodeMap(m)
+		if err != nil {
+			return nil, fmt.Errorf("metadata: %w", err)
+		}
+		meta = d
+	}
+	mb, err := marshalJSON(mergeMetadata(meta, labels, annotations))
+	if err != nil {
+		return nil, fmt.Errorf("metadata: cannot encode: %w", err)
+	}
+	top["metadata"] = mb
+
+	keys := slices.Sorted(maps.Keys(top))
+	size := 2
+	for _, k := range keys {
+		size += len(k) + len(top[k]) + 4
+	}
+	var b bytes.Buffer
+	b.Grow(size)
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, err := marshalJSON(k)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(top[k])
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}

@@ -1,0 +1,208 @@
+package render
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+)
+
+// renderer holds what every package's rendering shares.
+type renderer struct {
+	in             *Input
+	labels         map[string]string // lockstep's labels
+	images         imageConfigs
+	runtimeConfigs map[string]*declarations.DeploymentRuntimeConfig
+	providers      []*Package // every Provider, for family RBAC
+	allowed        []rbacv1.PolicyRule
+}
+
+// kindRank orders packages in the output: Providers, Functions, then
+// Configurations, the order in which a first install can succeed.
+var kindRank = map[xpkg.Kind]int{xpkg.KindProvider: 0, xpkg.KindFunction: 1, xpkg.KindConfiguration: 2}
+
+// Render renders every object lockstep applies for in: per package its
+// paused package record, and for its pinned digest a paused revision
+// record, the payload, the runtime (Providers and Functions) and the RBAC
+// (Providers), reproducing what Crossplane's package manager, revision,
+// runtime and RBAC controllers would create (study §3 to §9) so that the
+// rest of Crossplane keeps working (§11). See Output for what is left to
+// apply.
+//
+// Render is a pure function: it reads only in (without modifying it), and
+// the same inputs, in any order, give an Output whose WriteYAML bytes are
+// identical.
+//
+// It returns an error naming the package, and where known the file and
+// field, when the input is invalid: a bad namespace or instance, a package
+// with a bad name, source, digest or tag, missing contents or contents of
+// another kind, a declaration for another package or source, a package
+// listed twice, a runtimeConfigRef to a DeploymentRuntimeConfig that is not
+// declared, an ImageConfig rewrite to an invalid reference, a payload
+// document that is not valid JSON, or two rendered objects with the same
+// identity (a package that ships two webhook configurations of one kind, or
+// a Provider and a Function with one name, whose Services collide). Two
+// packages that ship the same CRD are not an error here: which one controls
+// it depends on which arrived first, which apply checks (issue 5). A refused
+// permission request is not an error either: it is the revision's Problem
+// (see Output.Err).
+func Render(in Input) (*Output, error) {
+	if err := validateInput(&in); err != nil {
+		return nil, err
+	}
+	r := &renderer{
+		in:             &in,
+		labels:         map[string]string{LabelManagedBy: ManagedByValue, LabelInstance: in.Instance},
+		runtimeConfigs: map[string]*declarations.DeploymentRuntimeConfig{},
+		allowed:        in.AllowedProviderPermissions,
+	}
+	var err error
+	if r.images, err = newImageConfigs(in.ImageConfigs); err != nil {
+		return nil, err
+	}
+	for i := range in.RuntimeConfigs {
+		drc := &in.RuntimeConfigs[i]
+		if prev, ok := r.runtimeConfigs[drc.Name]; ok {
+			return nil, fmt.Errorf("DeploymentRuntimeConfig %s is declared twice (%s and %s)", drc.Name, prev.Location, drc.Location)
+		}
+		r.runtimeConfigs[drc.Name] = drc
+	}
+
+	pkgs := make([]*Package, len(in.Packages))
+	for i := range in.Packages {
+		pkgs[i] = &in.Packages[i]
+	}
+	sort.Slice(pkgs, func(i, j int) bool {
+		a, b := pkgs[i], pkgs[j]
+		if kindRank[a.Kind] != kindRank[b.Kind] {
+			return kindRank[a.Kind] < kindRank[b.Kind]
+		}
+		return a.Name < b.Name
+	})
+	for _, p := range pkgs {
+		if p.Kind == xpkg.KindProvider {
+			r.providers = append(r.providers, p)
+		}
+	}
+
+	out := &Output{Namespace: in.Namespace, Instance: in.Instance, Packages: make([]*PackageOutput, 0, len(pkgs))}
+	for _, p := range pkgs {
+		po, err := r.renderPackage(p)
+		if err != nil {
+			return nil, err
+		}
+		out.Packages = append(out.Packages, po)
+	}
+	if err := checkIdentities(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// renderPackage renders one package, in the order of Crossplane's
+// controllers: package record, revision record, payload, runtime, RBAC.
+func (r *renderer) renderPackage(p *Package) (*PackageOutput, error) {
+	d := declaration(p)
+	po := &PackageOutput{
+		Kind: p.Kind, Name: p.Name, Source: p.Source, Tag: p.Tag, Digest: p.Digest, namespace: r.in.Namespace,
+		Revision: &RevisionOutput{
+			Name:             RevisionName(p.Name, p.Digest),
+			ActivationPolicy: d.Spec.RevisionActivationPolicy,
+			Capabilities:     slices.Clone(p.Contents.Meta.Capabilities),
+		},
+	}
+	rev := po.Revision
+	if p.Kind == xpkg.KindFunction && rev.Capabilities == nil {
+		rev.Capabilities = []string{"composition"}
+	}
+	if c := p.Contents.Meta.Controller; p.Kind == xpkg.KindProvider && c != nil {
+		rev.PermissionRequests = slices.Clone(c.PermissionRequests)
+	}
+
+	var err error
+	if po.Record, err = r.packageRecord(p, &d); err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	if rev.Record, err = r.revisionRecord(p, &d, po); err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	if rev.Payload, err = r.payload(p, &d, po); err != nil {
+		return nil, err
+	}
+	if !hasRuntime(p.Kind) {
+		return po, nil
+	}
+
+	image, resolved, err := r.runtimeImage(p)
+	if err != nil {
+		return nil, err
+	}
+	rev.Image = image
+	drc, err := r.runtimeConfig(p, &d, resolved)
+	if err != nil {
+		return nil, err
+	}
+	ri := &runtimeInputs{p: p, d: &d, po: po, drc: drc}
+	ri.pull, _ = r.images.pullSecret(resolved)
+	var saName string
+	if rev.Runtime, saName, err = r.runtime(ri); err != nil {
+		return nil, err
+	}
+	if p.Kind == xpkg.KindFunction {
+		svc := p.Name
+		for _, o := range rev.Runtime {
+			if o.Kind == "Service" {
+				svc = o.Name
+			}
+		}
+		rev.Endpoint = fmt.Sprintf("dns:///%s.%s:%d", svc, r.in.Namespace, GRPCPort)
+		return po, nil
+	}
+	rev.RBAC, err = r.rbac(p, po, saName)
+	var perr *PermissionError
+	if errors.As(err, &perr) {
+		rev.Problem, rev.RBAC, err = perr, nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return po, nil
+}
+
+// checkIdentities returns an error when two rendered objects have the same
+// group, kind, namespace and name, except for payload objects of different
+// packages (see Render).
+func checkIdentities(out *Output) error {
+	type owner struct {
+		pkg     *PackageOutput
+		payload bool
+	}
+	seen := map[string]owner{}
+	for _, p := range out.Packages {
+		r := p.Revision
+		groups := []struct {
+			objs    []*Object
+			payload bool
+		}{{[]*Object{p.Record, r.Record}, false}, {r.Payload, true}, {r.Runtime, false}, {r.RBAC, false}}
+		for _, g := range groups {
+			for _, o := range g.objs {
+				id := o.ID()
+				prev, ok := seen[id]
+				switch {
+				case !ok:
+					seen[id] = owner{pkg: p, payload: g.payload}
+				case prev.pkg == p:
+					return fmt.Errorf("%s %s: renders %s twice", p.Kind, p.Name, o)
+				case !(prev.payload && g.payload):
+					return fmt.Errorf("%s %s and %s %s both render %s", prev.pkg.Kind, prev.pkg.Name, p.Kind, p.Name, o)
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,469 @@
+package render
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+)
+
+// Environment variables, volumes and paths of the runtime container
+// (study §5.3, xp:internal/controller/pkg/runtime).
+const (
+	envTLSServerCertsDir  = "TLS_SERVER_CERTS_DIR"
+	envTLSClientCertsDir  = "TLS_CLIENT_CERTS_DIR"
+	envWebhookTLSCertDir  = "WEBHOOK_TLS_CERT_DIR"
+	volumeTLSServerCerts  = "tls-server-certs"
+	volumeTLSClientCerts  = "tls-client-certs"
+	pathTLSServerCerts    = "/tls/server"
+	pathTLSClientCerts    = "/tls/client"
+	annotationScrape      = "prometheus.io/scrape"
+	annotationScrapePort  = "prometheus.io/port"
+	annotationScrapePath  = "prometheus.io/path"
+	defaultRuntimeUserID  = int64(2000)
+	defaultRuntimeGroupID = int64(2000)
+)
+
+// runtimeInputs are what a package's runtime objects are rendered from.
+type runtimeInputs struct {
+	p    *Package
+	d    *declarations.Declaration
+	po   *PackageOutput
+	drc  *declarations.DeploymentRuntimeConfig
+	pull string // the ImageConfig pull secret for the runtime image, "" for none
+}
+
+// runtimeImage returns the image of the runtime container and the resolved
+// package reference it is derived from (study §3.3, §5.3, §6.2): the pinned
+// reference source@digest rewritten by the best-matching ImageConfig with a
+// rewriteImage section, or spec.controller.image of v1-style provider
+// metadata, which is used as it is. Unlike Crossplane, which runs the tag
+// unless spec.package is a digest, the package image always runs by digest
+// here because lockstep's spec.package is a digest (study §15 point 4).
+func (r *renderer) runtimeImage(p *Package) (image, resolved string, err error) {
+	rewritten, config, err := r.images.rewrite(p.ref())
+	if err != nil {
+		return "", "", fmt.Errorf("%s: %w", p, err)
+	}
+	ref, err := name.ParseReference(rewritten, name.StrictValidation)
+	if err != nil {
+		return "", "", fmt.Errorf("%s: ImageConfig %s rewrites %s to %q, which is not a valid image reference: %w", p, config, p.ref(), rewritten, err)
+	}
+	resolved = ref.Name()
+	image = resolved
+	if c := p.Contents.Meta.Controller; p.Kind == xpkg.KindProvider && c != nil && c.Image != "" {
+		image = c.Image
+	}
+	return image, resolved, nil
+}
+
+// runtimeConfig returns the DeploymentRuntimeConfig that shapes the
+// package's runtime (study §5.1 step 3, §6.5): the one named by the
+// best-matching ImageConfig runtime.configRef for the resolved image if any,
+// else by the declaration's runtimeConfigRef (default "default"). A missing
+// "default" is an empty config, as Crossplane's init step creates it empty;
+// any other missing name is an error naming who referenced it.
+func (r *renderer) runtimeConfig(p *Package, d *declarations.Declaration, resolved string) (*declarations.DeploymentRuntimeConfig, error) {
+	ref, field := d.RuntimeConfigRef, "spec.runtimeConfigRef"
+	if d.Location.File != "" {
+		field += " (" + d.Location.String() + ")"
+	}
+	if icRef, ic := r.images.runtimeConfig(resolved); icRef != nil {
+		ref, field = icRef, "ImageConfig "+ic+" spec.runtime.configRef"
+	}
+	if ref.Kind != declarations.KindDeploymentRuntimeConfig || ref.APIVersion != declarations.RuntimeAPIVersion {
+		return nil, fmt.Errorf("%s: %s: runtime config %s %s is not a %s %s", p, field, ref.APIVersion, ref.Kind, declarations.RuntimeAPIVersion, declarations.KindDeploymentRuntimeConfig)
+	}
+	if drc, ok := r.runtimeConfigs[ref.Name]; ok {
+		return drc, nil
+	}
+	if ref.Name == declarations.DefaultRuntimeConfigName {
+		return &declarations.DeploymentRuntimeConfig{}, nil
+	}
+	return nil, fmt.Errorf("%s: %s: DeploymentRuntimeConfig %q is not declared", p, field, ref.Name)
+}
+
+// runtime renders a Provider's or Function's runtime objects: the TLS
+// Secrets, the Service, the ServiceAccount (only when the Deployment runs as
+// it, study §5.1 step 9) and the Deployment. It also returns the name of the
+// ServiceAccount the Deployment runs as, the subject of the provider's
+// ClusterRoleBinding.
+func (r *renderer) runtime(ri *runtimeInputs) ([]*Object, string, error) {
+	p, po := ri.p, ri.po
+	rev := po.revisionRef()
+	var out []*Object
+	add := func(obj any, controller Reference) (*Object, error) {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return nil, fmt.Errorf("%s: cannot convert runtime object: %w", p, err)
+		}
+		delete(m, "status")
+		// The typed objects encode an unset creationTimestamp as null, at the
+		// top and in a pod template; the API server sets it.
+		if meta, ok := m["metadata"].(map[string]any); ok {
+			delete(meta, "creationTimestamp")
+		}
+		if tmpl, ok := asMap(m["spec"])["template"].(map[string]any); ok {
+			if meta, ok := tmpl["metadata"].(map[string]any); ok {
+				delete(meta, "creationTimestamp")
+			}
+		}
+		o, err := newObject(m)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		o.Controller = &controller
+		out = append(out, o)
+		return o, nil
+	}
+
+	// TLS Secrets. A Provider's are owned like its revision is (by the
+	// package), a Function's by the revision (study §5.2).
+	svcName := p.Name
+	if t := ri.drc.Spec.ServiceTemplate; t != nil && t.Metadata != nil && t.Metadata.Name != nil && *t.Metadata.Name != "" {
+		svcName = *t.Metadata.Name
+	}
+	serverOwner, clientOwner := rev, po.packageRef()
+	if p.Kind == xpkg.KindProvider {
+		serverOwner = po.packageRef()
+	}
+	server := r.tlsSecret(tlsServerSecretName(p.Name))
+	o, err := add(server, serverOwner)
+	if err != nil {
+		return nil, "", err
+	}
+	o.TLS = &TLSRequest{Usage: TLSServer, DNSNames: serviceDNSNames(svcName, r.in.Namespace), CASecretName: RootCASecretName}
+	if p.Kind == xpkg.KindProvider {
+		o, err := add(r.tlsSecret(tlsClientSecretName(p.Name)), clientOwner)
+		if err != nil {
+			return nil, "", err
+		}
+		o.TLS = &TLSRequest{Usage: TLSClient, DNSNames: []string{po.Revision.Name}, CASecretName: RootCASecretName}
+	}
+
+	svc := r.service(ri, svcName)
+	if _, err := add(svc, rev); err != nil {
+		return nil, "", err
+	}
+
+	sa := r.serviceAccount(ri)
+	dep := r.deployment(ri, sa.Name)
+	if sa.Name == dep.Spec.Template.Spec.ServiceAccountName {
+		if _, err := add(sa, rev); err != nil {
+			return nil, "", err
+		}
+	}
+	o, err = add(dep, rev)
+	if err != nil {
+		return nil, "", err
+	}
+	o.RevisionUID = true
+	sortObjects(out)
+	return out, dep.Spec.Template.Spec.ServiceAccountName, nil
+}
+
+// serviceDNSNames are the DNS names of a server certificate for a Service
+// (study §5.5).
+func serviceDNSNames(svc, ns string) []string {
+	return []string{svc, svc + "." + ns, svc + "." + ns + ".svc"}
+}
+
+// objectMeta returns metadata in the Crossplane namespace with lockstep's
+// labels over labels.
+func (r *renderer) objectMeta(name string, labels, annotations map[string]string) metav1.ObjectMeta {
+	l := maps.Clone(labels)
+	if l == nil {
+		l = map[string]string{}
+	}
+	maps.Copy(l, r.labels)
+	return metav1.ObjectMeta{Name: name, Namespace: r.in.Namespace, Labels: l, Annotations: maps.Clone(annotations)}
+}
+
+func (r *renderer) tlsSecret(name string) *corev1.Secret {
+	return &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: r.objectMeta(name, nil, nil),
+	}
+}
+
+// podSelectors are the labels that select a revision's pods (study §5.2).
+func podSelectors(p *Package, rev string) map[string]string {
+	return map[string]string{
+		LabelRevision: rev,
+		"pkg.crossplane.io/" + lowerKind(string(p.Kind)): p.Name,
+	}
+}
+
+// service renders the package's Service (study §5.2): named after the
+// package unless the runtime config's serviceTemplate names it, selecting
+// the revision's pods; a Provider's serves the webhook port, a Function's is
+// headless and serves gRPC.
+func (r *renderer) service(ri *runtimeInputs, svcName string) *corev1.Service {
+	var labels, annotations map[string]string
+	if t := ri.drc.Spec.ServiceTemplate; t != nil && t.Metadata != nil {
+		labels, annotations = t.Metadata.Labels, t.Metadata.Annotations
+	}
+	svc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: r.objectMeta(svcName, labels, annotations),
+		Spec:       corev1.ServiceSpec{Selector: podSelectors(ri.p, ri.po.Revision.Name)},
+	}
+	if ri.p.Kind == xpkg.KindFunction {
+		svc.Spec.ClusterIP = corev1.ClusterIPNone
+		svc.Spec.Ports = []corev1.ServicePort{{
+			Name:        GRPCPortName,
+			Protocol:    corev1.ProtocolTCP,
+			Port:        GRPCPort,
+			AppProtocol: ptr.To("tls"),
+			TargetPort:  intstr.FromString(GRPCPortName),
+		}}
+		return svc
+	}
+	svc.Spec.Ports = []corev1.ServicePort{{
+		Name:       WebhookPortName,
+		Protocol:   corev1.ProtocolTCP,
+		Port:       WebhookPort,
+		TargetPort: intstr.FromString(WebhookPortName),
+	}}
+	return svc
+}
+
+// serviceAccount renders the runtime's ServiceAccount (study §5.2): from
+// the runtime config's serviceAccountTemplate, named after the revision
+// unless the template names it, with the package's pull secrets. The pull
+// secrets of Crossplane's own ServiceAccount, which Crossplane also appends,
+// live in the cluster and are not known here.
+func (r *renderer) serviceAccount(ri *runtimeInputs) *corev1.ServiceAccount {
+	saName := ri.po.Revision.Name
+	var labels, annotations map[string]string
+	if t := ri.drc.Spec.ServiceAccountTemplate; t != nil && t.Metadata != nil {
+		if t.Metadata.Name != nil && *t.Metadata.Name != "" {
+			saName = *t.Metadata.Name
+		}
+		labels, annotations = t.Metadata.Labels, t.Metadata.Annotations
+	}
+	sa := &corev1.ServiceAccount{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: r.objectMeta(saName, labels, annotations),
+	}
+	sa.ImagePullSecrets = append(sa.ImagePullSecrets, ri.d.Spec.PackagePullSecrets...)
+	return sa
+}
+
+// deployment renders the runtime Deployment in the order of Crossplane's
+// DeploymentRuntimeBuilder.Deployment, later steps winning (study §5.3):
+//
+//  1. the runtime config's deploymentTemplate (metadata and a copy of spec);
+//  2. the package-runtime container exists and is first;
+//  3. defaults for unset fields: name (the revision), replicas 1, the pod
+//     and container security contexts (uid/gid 2000, non-root, no
+//     privilege escalation), imagePullPolicy IfNotPresent, and the
+//     ServiceAccount;
+//  4. forced: namespace, the revision as controller, selectors (matchLabels
+//     replaced, merged into the pod labels), imagePullSecrets = the
+//     package's (replacing the template's), the metrics port 8080 unless a
+//     port of that name exists;
+//  5. the ImageConfig pull secret appended;
+//  6. imagePullPolicy = packagePullPolicy;
+//  7. TLS volumes, mounts and directory variables (client, then server);
+//  8. per kind: a Provider's POD_NAMESPACE, PROVIDER_NAME, REVISION_NAME and
+//     REVISION_UID, Prometheus scrape annotations unless
+//     prometheus.io/scrape is set, the image unless set, the webhook port
+//     and WEBHOOK_TLS_CERT_DIR; a Function's grpc port, FUNCTION_NAME,
+//     REVISION_NAME, REVISION_UID and the image unless set.
+//
+// Safe-start's scale to zero (study §4.4) does not apply: it waits on MRDs
+// the revision controls, and lockstep installs a provider's CRDs as they
+// are, without converting them to MRDs.
+func (r *renderer) deployment(ri *runtimeInputs, saName string) *appsv1.Deployment {
+	p, revName := ri.p, ri.po.Revision.Name
+	d := &appsv1.Deployment{}
+	if t := ri.drc.Spec.DeploymentTemplate; t != nil {
+		if m := t.Metadata; m != nil {
+			if m.Name != nil {
+				d.Name = *m.Name
+			}
+			d.Labels, d.Annotations = maps.Clone(m.Labels), maps.Clone(m.Annotations)
+		}
+		if t.Spec != nil {
+			d.Spec = *t.Spec.DeepCopy()
+		}
+	}
+	d.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
+	ps := &d.Spec.Template.Spec
+
+	// 2. The runtime container, first.
+	idx := -1
+	for i := range ps.Containers {
+		if ps.Containers[i].Name == RuntimeContainerName {
+			idx = i
+			break
+		}
+	}
+	switch {
+	case idx < 0:
+		ps.Containers = append([]corev1.Container{{Name: RuntimeContainerName}}, ps.Containers...)
+	case idx > 0:
+		c := ps.Containers[idx]
+		rest := append(append([]corev1.Container{}, ps.Containers[:idx]...), ps.Containers[idx+1:]...)
+		ps.Containers = append([]corev1.Container{c}, rest...)
+	}
+	c := &ps.Containers[0]
+
+	// 3. Defaults.
+	if d.Name == "" {
+		d.Name = revName
+	}
+	if d.Spec.Replicas == nil {
+		d.Spec.Replicas = ptr.To(int32(1))
+	}
+	if ps.SecurityContext == nil {
+		ps.SecurityContext = &corev1.PodSecurityContext{
+			RunAsNonRoot: ptr.To(true),
+			RunAsUser:    ptr.To(defaultRuntimeUserID),
+			RunAsGroup:   ptr.To(defaultRuntimeGroupID),
+		}
+	}
+	if c.ImagePullPolicy == "" {
+		c.ImagePullPolicy = corev1.PullIfNotPresent
+	}
+	if c.SecurityContext == nil {
+		c.SecurityContext = &corev1.SecurityContext{
+			RunAsUser:                ptr.To(defaultRuntimeUserID),
+			RunAsGroup:               ptr.To(defaultRuntimeGroupID),
+			AllowPrivilegeEscalation: ptr.To(false),
+			Privileged:               ptr.To(false),
+			RunAsNonRoot:             ptr.To(true),
+		}
+	}
+	if ps.ServiceAccountName == "" {
+		ps.ServiceAccountName = saName
+	}
+
+	// 4. Forced fields. The controller reference is the Object's intent.
+	d.Namespace = r.in.Namespace
+	sel := podSelectors(p, revName)
+	if d.Spec.Selector == nil {
+		d.Spec.Selector = &metav1.LabelSelector{}
+	}
+	d.Spec.Selector.MatchLabels = sel
+	if d.Spec.Template.Labels == nil {
+		d.Spec.Template.Labels = map[string]string{}
+	}
+	maps.Copy(d.Spec.Template.Labels, sel)
+	ps.ImagePullSecrets = append([]corev1.LocalObjectReference(nil), ri.d.Spec.PackagePullSecrets...)
+	addPorts(c, corev1.ContainerPort{Name: MetricsPortName, ContainerPort: MetricsPort})
+
+	// 5. The ImageConfig pull secret.
+	if ri.pull != "" {
+		ps.ImagePullSecrets = append(ps.ImagePullSecrets, corev1.LocalObjectReference{Name: ri.pull})
+	}
+
+	// 6. The package's pull policy wins over the runtime config's.
+	c.ImagePullPolicy = ri.d.Spec.PackagePullPolicy
+
+	// 7. TLS: a Function has no client Secret.
+	if p.Kind == xpkg.KindProvider {
+		mountTLS(d, tlsClientSecretName(p.Name), volumeTLSClientCerts, pathTLSClientCerts, envTLSClientCertsDir)
+	}
+	mountTLS(d, tlsServerSecretName(p.Name), volumeTLSServerCerts, pathTLSServerCerts, envTLSServerCertsDir)
+	c = &ps.Containers[0]
+
+	// 8. Per kind.
+	if p.Kind == xpkg.KindProvider {
+		c.Env = append(c.Env,
+			corev1.EnvVar{Name: "POD_NAMESPACE", ValueFrom: fieldRef("metadata.namespace")},
+			corev1.EnvVar{Name: "PROVIDER_NAME", ValueFrom: fieldRef("metadata.labels['" + LabelProvider + "']")},
+			corev1.EnvVar{Name: "REVISION_NAME", ValueFrom: fieldRef("metadata.labels['" + LabelRevision + "']")},
+			corev1.EnvVar{Name: RevisionUIDEnv},
+		)
+		if d.Spec.Template.Annotations == nil {
+			d.Spec.Template.Annotations = map[string]string{}
+		}
+		if _, ok := d.Spec.Template.Annotations[annotationScrape]; !ok {
+			port := strconv.Itoa(MetricsPort)
+			for _, cp := range c.Ports {
+				if cp.Name == MetricsPortName {
+					port = strconv.Itoa(int(cp.ContainerPort))
+					break
+				}
+			}
+			d.Spec.Template.Annotations[annotationScrape] = "true"
+			d.Spec.Template.Annotations[annotationScrapePort] = port
+			d.Spec.Template.Annotations[annotationScrapePath] = "/metrics"
+		}
+		if c.Image == "" {
+			c.Image = ri.po.Revision.Image
+		}
+		addPorts(c, corev1.ContainerPort{Name: WebhookPortName, ContainerPort: WebhookPort})
+		c.Env = append(c.Env, corev1.EnvVar{Name: envWebhookTLSCertDir, Value: "$(" + envTLSServerCertsDir + ")"})
+	} else {
+		addPorts(c, corev1.ContainerPort{Name: GRPCPortName, ContainerPort: GRPCPort})
+		c.Env = append(c.Env,
+			corev1.EnvVar{Name: "FUNCTION_NAME", ValueFrom: fieldRef("metadata.labels['" + LabelFunction + "']")},
+			corev1.EnvVar{Name: "REVISION_NAME", ValueFrom: fieldRef("metadata.labels['" + LabelRevision + "']")},
+			corev1.EnvVar{Name: RevisionUIDEnv},
+		)
+		if c.Image == "" {
+			c.Image = ri.po.Revision.Image
+		}
+	}
+
+	d.Labels = maps.Clone(d.Labels)
+	if d.Labels == nil {
+		d.Labels = map[string]string{}
+	}
+	maps.Copy(d.Labels, r.labels)
+	return d
+}
+
+func fieldRef(path string) *corev1.EnvVarSource {
+	return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}
+}
+
+// addPorts adds each port to c unless c has a port of the same name.
+func addPorts(c *corev1.Container, ports ...corev1.ContainerPort) {
+	for _, p := range ports {
+		found := false
+		for _, have := range c.Ports {
+			if have.Name == p.Name {
+				found = true
+				break
+			}
+		}
+		if !found {
+			c.Ports = append(c.Ports, p)
+		}
+	}
+}
+
+// mountTLS mounts a TLS Secret's tls.crt, tls.key and ca.crt into the
+// runtime container read-only and points env at the directory (study §5.3
+// step 8).
+func mountTLS(d *appsv1.Deployment, secret, volume, path, env string) {
+	ps := &d.Spec.Template.Spec
+	ps.Volumes = append(ps.Volumes, corev1.Volume{
+		Name: volume,
+		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: secret,
+			Items: []corev1.KeyToPath{
+				{Key: TLSCertKey, Path: TLSCertKey},
+				{Key: TLSKeyKey, Path: TLSKeyKey},
+				{Key: CACertKey, Path: CACertKey},
+			},
+		}},
+	})
+	c := &ps.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: volume, ReadOnly: true, MountPath: path})
+	c.Env = append(c.Env, corev1.EnvVar{Name: env, Value: path})
+}
