@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -55,7 +56,7 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := r.newDesired(u, RoleRecord, p.po.Revision.Name)
+	d, err := r.newDesired(u, inventory.RoleRecord, p.po.Revision.Name)
 	if err != nil {
 		return err
 	}

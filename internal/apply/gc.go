@@ -7,6 +7,8 @@ import (
 
 	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
 )
 
 // defaultRevisionHistoryLimit is Crossplane's default for
@@ -84,14 +86,14 @@ func (p *pkgRun) doomedRevisions() map[string]bool {
 // and binding, which Kubernetes' garbage collector would remove too) unless
 // the current revision applies an object of the same name. It returns the
 // inventory IDs it deleted.
-func (p *pkgRun) collectGarbage(ctx context.Context, old *InventoryPackage, desiredIDs map[string]bool) map[string]bool {
+func (p *pkgRun) collectGarbage(ctx context.Context, old *inventory.Package, desiredIDs map[string]bool) map[string]bool {
 	r := p.r
 	deleted := map[string]bool{}
 	var names []string
 	for _, rev := range p.gcCandidates() {
 		if old != nil {
 			for _, e := range old.Entries {
-				if e.Revision != rev.GetName() || e.Role != RoleRuntime || desiredIDs[e.ID] {
+				if e.Revision != rev.GetName() || e.Role != inventory.RoleRuntime || desiredIDs[e.ID] {
 					continue
 				}
 				obj, err := e.Object()

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -263,7 +264,7 @@ func TestInstallExamples(t *testing.T) {
 	})
 
 	t.Run("inventory", func(t *testing.T) {
-		inv, err := apply.ReadInventory(context.Background(), f.c, f.namespace, f.instance)
+		inv, err := inventory.Read(context.Background(), f.c, f.namespace, f.instance)
 		if err != nil {
 			t.Fatal(err)
 		}

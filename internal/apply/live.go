@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -80,7 +81,7 @@ type cluster struct {
 	// listed records the kinds whose labelled objects were listed.
 	listed map[listKey]bool
 	// inventory is the instance's inventory, empty when there is none.
-	inventory *Inventory
+	inventory *inventory.Inventory
 	// inventoryExists says whether the inventory ConfigMap exists.
 	inventoryExists bool
 }
@@ -187,7 +188,7 @@ func (r *run) load(ctx context.Context) error {
 		metaListed: map[listKey]bool{},
 		listed:     map[listKey]bool{},
 	}
-	inv, exists, err := readInventory(ctx, r.c, r.opts.Namespace, r.opts.Instance)
+	inv, exists, err := inventory.ReadExisting(ctx, r.c, r.opts.Namespace, r.opts.Instance)
 	if err != nil {
 		return err
 	}

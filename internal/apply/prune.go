@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -60,7 +61,7 @@ func (r *run) deleteOwned(ctx context.Context, stub *unstructured.Unstructured) 
 // garbage collector keeps it) with a warning; "never" orphans every
 // definition; "always" deletes them. Definitions are orphaned before
 // anything is deleted. It returns the inventory IDs that are gone.
-func (r *run) prunePackage(ctx context.Context, ip *InventoryPackage, desiredIDs map[string]bool) (*PackageResult, map[string]bool) {
+func (r *run) prunePackage(ctx context.Context, ip *inventory.Package, desiredIDs map[string]bool) (*PackageResult, map[string]bool) {
 	key := pkgKey{ip.Kind, ip.Name}
 	res := &PackageResult{Kind: ip.Kind, Name: ip.Name, Changes: ssa.NewChangeSet()}
 	gone := map[string]bool{}
@@ -72,7 +73,7 @@ func (r *run) prunePackage(ctx context.Context, ip *InventoryPackage, desiredIDs
 		uids[rev.GetUID()] = true
 	}
 
-	var defs, others, records []InventoryEntry
+	var defs, others, records []inventory.Entry
 	var errs []error
 	for _, e := range ip.Entries {
 		switch {
@@ -84,9 +85,9 @@ func (r *run) prunePackage(ctx context.Context, ip *InventoryPackage, desiredIDs
 				continue
 			}
 			gone[e.ID] = true
-		case e.Role == RoleRecord:
+		case e.Role == inventory.RoleRecord:
 			records = append(records, e)
-		case e.Role == RolePayload && isDefinition(e.GroupKind()):
+		case e.Role == inventory.RolePayload && isDefinition(e.GroupKind()):
 			defs = append(defs, e)
 		default:
 			others = append(others, e)
@@ -118,7 +119,7 @@ func (r *run) prunePackage(ctx context.Context, ip *InventoryPackage, desiredIDs
 	// Runtime and other payload first, then revisions, then the package
 	// (the reverse of the apply order).
 	sort.SliceStable(records, func(i, j int) bool { return records[i].Revision > records[j].Revision })
-	for _, group := range [][]InventoryEntry{others, records} {
+	for _, group := range [][]inventory.Entry{others, records} {
 		for _, e := range group {
 			stub, err := e.Object()
 			if err != nil {
@@ -142,7 +143,7 @@ func (r *run) prunePackage(ctx context.Context, ip *InventoryPackage, desiredIDs
 
 // pruneDefinition applies the --prune-crds policy to one definition of a
 // pruned package whose package and revisions have the given UIDs.
-func (r *run) pruneDefinition(ctx context.Context, e InventoryEntry, owners map[types.UID]bool, res *PackageResult) (ssa.Action, error) {
+func (r *run) pruneDefinition(ctx context.Context, e inventory.Entry, owners map[types.UID]bool, res *PackageResult) (ssa.Action, error) {
 	stub, err := e.Object()
 	if err != nil {
 		return ssa.UnknownAction, err
@@ -234,7 +235,7 @@ func (r *run) countInstances(ctx context.Context, def *unstructured.Unstructured
 
 // orphan removes the owner references to the given UIDs from the object of
 // an inventory entry.
-func (r *run) orphan(ctx context.Context, e InventoryEntry, owners map[types.UID]bool) error {
+func (r *run) orphan(ctx context.Context, e inventory.Entry, owners map[types.UID]bool) error {
 	stub, err := e.Object()
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
@@ -69,7 +70,7 @@ type pkgRun struct {
 // cluster and what it decided.
 type desired struct {
 	obj  *render.Object
-	role Role
+	role inventory.Role
 	// revision is the revision a runtime or record object belongs to.
 	revision string
 	// u is what FieldManager applies, AnnotationAppliedHash included. For
@@ -174,7 +175,7 @@ func (d *desired) applyObject() *unstructured.Unstructured {
 
 // newDesired prepares u for apply: sets its hash and finds it in the
 // cluster state.
-func (r *run) newDesired(u *unstructured.Unstructured, role Role, revision string) (*desired, error) {
+func (r *run) newDesired(u *unstructured.Unstructured, role inventory.Role, revision string) (*desired, error) {
 	h, err := setAppliedHash(u)
 	if err != nil {
 		return nil, err
@@ -311,7 +312,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 		// nothing activates it again (seed 004).
 		_ = unstructured.SetNestedField(u.Object, string(declarations.ManualActivation), "spec", "revisionActivationPolicy")
 	}
-	d, err := r.newDesired(u, RoleRecord, "")
+	d, err := r.newDesired(u, inventory.RoleRecord, "")
 	if err != nil {
 		return err
 	}
@@ -349,7 +350,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rd, err := r.newDesired(ru, RoleRecord, p.po.Revision.Name)
+	rd, err := r.newDesired(ru, inventory.RoleRecord, p.po.Revision.Name)
 	if err != nil {
 		return err
 	}

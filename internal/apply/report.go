@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/health"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -100,7 +101,7 @@ func conditionReport(u *unstructured.Unstructured, typ string) ConditionReport {
 // although its current revision no longer ships it. It returns an error
 // when the inventory or the pkg.crossplane.io kinds cannot be read.
 func Inspect(ctx context.Context, c client.Client, namespace, instance string) (*Report, error) {
-	inv, err := ReadInventory(ctx, c, namespace, instance)
+	inv, err := inventory.Read(ctx, c, namespace, instance)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +146,7 @@ func Inspect(ctx context.Context, c client.Client, namespace, instance string) (
 	return rep, nil
 }
 
-func inspectPackage(ctx context.Context, c client.Client, namespace string, p *unstructured.Unstructured, revs []*unstructured.Unstructured, ip *InventoryPackage) (PackageReport, error) {
+func inspectPackage(ctx context.Context, c client.Client, namespace string, p *unstructured.Unstructured, revs []*unstructured.Unstructured, ip *inventory.Package) (PackageReport, error) {
 	kind := xpkg.Kind(p.GetKind())
 	pr := PackageReport{Kind: kind, Name: p.GetName(), Installed: conditionReport(p, CondInstalled), Healthy: conditionReport(p, CondHealthy)}
 	pr.Package, _, _ = unstructured.NestedString(p.Object, "spec", "package")
@@ -178,7 +179,7 @@ func inspectPackage(ctx context.Context, c client.Client, namespace string, p *u
 	}
 	if ip != nil && len(shipped) > 0 {
 		for _, e := range ip.Entries {
-			if e.Role != RolePayload || shipped[e.ID] {
+			if e.Role != inventory.RolePayload || shipped[e.ID] {
 				continue
 			}
 			stub, err := e.Object()
@@ -202,7 +203,7 @@ func inspectPackage(ctx context.Context, c client.Client, namespace string, p *u
 
 // runtimeHealth reads the Deployment of an active revision: the one the
 // inventory lists for it, or the one named after it (Crossplane's default).
-func runtimeHealth(ctx context.Context, c client.Client, namespace string, rev *unstructured.Unstructured, ip *InventoryPackage) string {
+func runtimeHealth(ctx context.Context, c client.Client, namespace string, rev *unstructured.Unstructured, ip *inventory.Package) string {
 	name := rev.GetName()
 	if ip != nil {
 		for _, e := range ip.Entries {

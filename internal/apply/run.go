@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
@@ -204,11 +205,11 @@ func (r *run) finish(ctx context.Context) {
 		}
 	}
 
-	inv := &Inventory{Instance: r.opts.Instance}
+	inv := &inventory.Inventory{Instance: r.opts.Instance}
 	for _, p := range r.pkgs {
 		inv.Packages = append(inv.Packages, p.inventory(old.Package(p.key.Kind, p.key.Name)))
 	}
-	var pruned []*InventoryPackage
+	var pruned []*inventory.Package
 	for i := range old.Packages {
 		op := &old.Packages[i]
 		if !inOutput[pkgKey{op.Kind, op.Name}] {
@@ -217,7 +218,7 @@ func (r *run) finish(ctx context.Context) {
 		}
 	}
 	for i := range inv.Packages {
-		inv.Packages[i].Entries = withoutIDs(inv.Packages[i].Entries, r.deleted)
+		inv.Packages[i].Entries = inventory.Without(inv.Packages[i].Entries, r.deleted)
 	}
 	if err := r.writeInventory(ctx, inv); err != nil {
 		// Without a recorded inventory nothing may be deleted: a restarted
@@ -250,9 +251,9 @@ func (r *run) finish(ctx context.Context) {
 	if len(gone) == 0 {
 		return
 	}
-	final := &Inventory{Instance: r.opts.Instance}
+	final := &inventory.Inventory{Instance: r.opts.Instance}
 	for _, ip := range inv.Packages {
-		ip.Entries = withoutIDs(ip.Entries, gone)
+		ip.Entries = inventory.Without(ip.Entries, gone)
 		if !inOutput[pkgKey{ip.Kind, ip.Name}] && len(ip.Entries) == 0 {
 			continue
 		}
@@ -263,23 +264,12 @@ func (r *run) finish(ctx context.Context) {
 	}
 }
 
-// withoutIDs returns entries minus those whose ID is in ids.
-func withoutIDs(entries []InventoryEntry, ids map[string]bool) []InventoryEntry {
-	out := make([]InventoryEntry, 0, len(entries))
-	for _, e := range entries {
-		if !ids[e.ID] {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // inventory returns the package's inventory: what the previous one listed
 // (payload a newer revision dropped stays owned by the package), plus the
 // records, payload and runtime of this apply. Commit and LockDigest move to
 // this apply's when the package changed.
-func (p *pkgRun) inventory(old *InventoryPackage) InventoryPackage {
-	ip := InventoryPackage{Kind: p.key.Kind, Name: p.key.Name, Source: p.po.Source, Tag: p.po.Tag, Digest: p.po.Digest}
+func (p *pkgRun) inventory(old *inventory.Package) inventory.Package {
+	ip := inventory.Package{Kind: p.key.Kind, Name: p.key.Name, Source: p.po.Source, Tag: p.po.Tag, Digest: p.po.Digest}
 	if old != nil {
 		ip.Entries = append(ip.Entries, old.Entries...)
 		ip.Commit, ip.LockDigest = old.Commit, old.LockDigest
@@ -287,32 +277,32 @@ func (p *pkgRun) inventory(old *InventoryPackage) InventoryPackage {
 	if old == nil || old.Digest != p.po.Digest || p.res.Changed() {
 		ip.Commit, ip.LockDigest = p.r.meta.Commit, p.r.meta.LockDigest
 	}
-	add := func(u *unstructured.Unstructured, role Role, rev string) {
+	add := func(u *unstructured.Unstructured, role inventory.Role, rev string) {
 		if u == nil {
 			return
 		}
-		ip.Entries = append(ip.Entries, InventoryEntry{ID: objectID(u), Version: u.GroupVersionKind().Version, Role: role, Revision: rev})
+		ip.Entries = append(ip.Entries, inventory.Entry{ID: objectID(u), Version: u.GroupVersionKind().Version, Role: role, Revision: rev})
 	}
 	for _, d := range p.records {
 		if d.result != nil {
-			add(d.u, RoleRecord, d.revision)
+			add(d.u, inventory.RoleRecord, d.revision)
 		}
 	}
 	for _, o := range p.others {
-		add(o, RoleRecord, o.GetName())
+		add(o, inventory.RoleRecord, o.GetName())
 	}
 	for _, d := range p.payload {
 		if d.result != nil {
-			add(d.u, RolePayload, "")
+			add(d.u, inventory.RolePayload, "")
 		}
 	}
 	for _, d := range p.runtime {
 		if d.result != nil {
-			add(d.u, RoleRuntime, d.revision)
+			add(d.u, inventory.RoleRuntime, d.revision)
 		}
 	}
 	if p.r.opts.DryRun && old != nil {
-		ip.Entries = append([]InventoryEntry(nil), old.Entries...)
+		ip.Entries = append([]inventory.Entry(nil), old.Entries...)
 	}
 	return ip
 }

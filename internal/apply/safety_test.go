@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -190,7 +191,7 @@ func TestPrune(t *testing.T) {
 			if tc.policy == apply.PruneCRDsUnused && !strings.Contains(strings.Join(res.Warnings, "\n"), "buckets."+group) {
 				t.Errorf("no warning about the CRD left in place: %v", res.Warnings)
 			}
-			inv, err := apply.ReadInventory(context.Background(), f.c, f.namespace, f.instance)
+			inv, err := inventory.Read(context.Background(), f.c, f.namespace, f.instance)
 			if err != nil {
 				t.Fatal(err)
 			}
