@@ -88,7 +88,7 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	}
 	opts := apply.DefaultOptions()
 	opts.Namespace, opts.Instance, opts.PruneCRDs = f.cluster.namespace, f.render.instance, apply.PruneCRDsPolicy(f.pruneCRDs)
-	if err := agent.Prepare(ctx, c, opts.Namespace); err != nil {
+	if err := agent.Prepare(ctx, c, counted, opts.Namespace); err != nil {
 		return err
 	}
 	r, err := agent.NewReconciler(c, agent.Config{

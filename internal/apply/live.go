@@ -301,8 +301,8 @@ func (r *run) listLabelled(ctx context.Context, k listKey) ([]*unstructured.Unst
 	}
 	if err == nil && k.gvk.GroupKind() == xpkg.GroupKindCRD && r.crds != nil {
 		// The CRD tracker's watch starts from this LIST, which it
-		// selects the same way (crdTracker.seed).
-		r.crds.seed(rv, r.listedCRD)
+		// selects the same way (crdwait.Tracker.Seed).
+		r.crds.Seed(rv, r.listedCRD)
 	}
 	return objs, raws, err
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/health"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
@@ -134,7 +135,7 @@ func (o Options) Validate() error {
 type Manager struct {
 	client client.Client
 	rm     *ssa.ResourceManager
-	crds   *crdWatcher
+	crds   *crdwait.Watcher
 	lister *rawLister
 	opts   Options
 	now    func() time.Time
@@ -149,7 +150,7 @@ type managerConfig struct {
 
 // WithRESTConfig gives the Manager the cluster's REST config, from which it
 // builds a client that waits for CRDs to be Established with one watch
-// (see crdWatcher) instead of polling full CRD lists every WaitInterval,
+// (see crdwait.Watcher) instead of polling full CRD lists every WaitInterval,
 // and one that streams LISTs so that live CRDs, XRDs and Compositions are
 // kept as JSON rather than decoded (see compactKinds). Without it, the
 // wait polls through kstatus as fluxcd/pkg/ssa's WaitForSet does, which
@@ -177,11 +178,11 @@ func NewManager(c client.Client, opts Options, mopts ...ManagerOption) (*Manager
 		o(&mc)
 	}
 	if mc.rest != nil {
-		rc, err := newJSONClient(mc.rest)
+		rc, err := crdwait.NewRESTClient(mc.rest)
 		if err != nil {
 			return nil, err
 		}
-		m.crds = &crdWatcher{rc: rc}
+		m.crds = crdwait.NewWatcher(rc)
 		m.lister = &rawLister{rc: rc, mapper: c.RESTMapper()}
 	}
 	return m, nil
@@ -315,8 +316,8 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 	}
 	r := &run{m: m, c: m.client, opts: m.opts, out: out, meta: meta, res: &Result{}, now: m.now()}
 	if m.crds != nil {
-		r.crds = m.crds.track(render.LabelInstance, m.opts.Instance)
-		defer r.crds.stop()
+		r.crds = m.crds.Track(crdwait.Selector{Labels: map[string]string{render.LabelInstance: m.opts.Instance}})
+		defer r.crds.Stop()
 	}
 	if err := r.load(ctx); err != nil {
 		return nil, err
@@ -360,7 +361,7 @@ type run struct {
 	pkgs []*pkgRun
 	// crds follows the CRDs the packages wait for (nil without a REST
 	// config): one watch for the whole run.
-	crds *crdTracker
+	crds *crdwait.Tracker
 	// mu guards res.Warnings, caMu ca: concurrent packages share them.
 	mu   sync.Mutex
 	caMu sync.Mutex
