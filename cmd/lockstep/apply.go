@@ -18,6 +18,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
@@ -61,7 +62,7 @@ apply with nothing to change sends no mutating request and says so.`,
 	fl := cmd.Flags()
 	fl.BoolVar(&f.dryRun, "dry-run", false, "send every write as a server-side dry-run and delete nothing; print what would change")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up after this long (0: no limit)")
-	fl.StringVar(&f.pruneCRDs, "prune-crds", string(apply.PruneCRDsUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists, else keep it and warn), never, always")
+	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists, else keep it and warn), never, always")
 	fl.IntVar(&f.concurrency, "concurrency", apply.DefaultOptions().Concurrency, "requests of one package sent in parallel, and packages that share no object applied at once")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also list unchanged objects")
 	return cmd
@@ -76,7 +77,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	}
 	opts := apply.DefaultOptions()
 	opts.Namespace, opts.Instance = f.cluster.namespace, f.render.instance
-	opts.PruneCRDs, opts.Concurrency, opts.DryRun = apply.PruneCRDsPolicy(f.pruneCRDs), f.concurrency, f.dryRun
+	opts.PruneCRDs, opts.Concurrency, opts.DryRun = plan.PruneCRDs(f.pruneCRDs), f.concurrency, f.dryRun
 	if err := opts.Validate(); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/gitrev"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
@@ -88,7 +89,7 @@ Errors exit 1.`,
 	fl.StringVar(&f.failOn, "fail-on", "none", "exit non-zero for CI: none, breaking (exit 2) or any (exit 1, or 2 when breaking)")
 	fl.StringVar(&f.color, "color", "auto", "colour text output: auto (when stdout is a terminal and NO_COLOR is unset), always or never")
 	fl.StringVar(&f.namespace, "namespace", "crossplane-system", "the Crossplane namespace the runtimes are rendered for")
-	fl.StringVar(&f.pruneCRDs, "prune-crds", string(diff.PruneUnused), "the --prune-crds mode apply runs with (unused, never, always): what happens to a removed package's CRDs")
+	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "the --prune-crds mode apply runs with (unused, never, always): what happens to a removed package's CRDs")
 	fl.IntVar(&f.markdownMaxBytes, "markdown-max-bytes", diff.DefaultMarkdownMaxBytes, "bound on the size of --format markdown; details are shortened to fit")
 	fl.StringVar(&f.fullReport, "full-report", "", "where the full report is (for example a CI artifact URL), named at the end of the markdown")
 	fl.StringVar(&f.jsonOut, "json-output", "", "also write the full JSON report to `FILE`")
@@ -152,7 +153,7 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	report, err := diff.Compare(bs, hs, diff.Options{PruneCRDs: diff.PruneCRDs(f.pruneCRDs), MaxFieldChanges: f.maxFields})
+	report, err := diff.Compare(bs, hs, diff.Options{PruneCRDs: plan.PruneCRDs(f.pruneCRDs), MaxFieldChanges: f.maxFields})
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ import (
 // the revision that is Active stays Active, with its payload and runtime,
 // unlike Crossplane, which deactivates it at once (study §3.6, #5082).
 func (p *pkgRun) activationStep(ctx context.Context) error {
-	if !p.active {
+	if !p.activation.Active {
 		return nil
 	}
 	r := p.r
@@ -49,7 +49,7 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 		p.res.Changes.Add(entry(o, ssa.ConfiguredAction))
 		r.event(ctx, o, eventNormal, ReasonTransitionRevision, fmt.Sprintf("Revision %s is Inactive: revision %s of %s %s is Active", o.GetName(), p.po.Revision.Name, p.key.Kind, p.key.Name))
 	}
-	if !p.flip {
+	if !p.activation.HandOff {
 		return nil
 	}
 	u, err := p.po.Revision.Record.Bind(render.Binding{UIDs: p.uids, Revision: revisionNumber(p.cur), DesiredState: stateActive})
@@ -65,7 +65,6 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 		return err
 	}
 	p.cur = d.result
-	p.flip = false
 	p.records[len(p.records)-1] = d
 	if d.action != ssa.UnchangedAction {
 		p.setChange(d.u, ssa.ConfiguredAction)

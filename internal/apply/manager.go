@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/health"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -45,26 +46,6 @@ const (
 	ActivateFieldManager = "lockstep-activate"
 )
 
-// PruneCRDsPolicy says what happens to the definitions (CRDs, and
-// Crossplane's XRDs and MRDs, which define APIs the same way) of a package
-// that is gone from Git.
-type PruneCRDsPolicy string
-
-// The --prune-crds policies.
-const (
-	// PruneCRDsUnused deletes a definition only when no object of the kind it
-	// defines exists; otherwise it orphans it (removes lockstep's owner
-	// references, so Kubernetes' garbage collector leaves it) and warns.
-	// This is the default: it never deletes users' resources (study §4.5,
-	// §14 #10).
-	PruneCRDsUnused PruneCRDsPolicy = "unused"
-	// PruneCRDsNever orphans every definition.
-	PruneCRDsNever PruneCRDsPolicy = "never"
-	// PruneCRDsAlways deletes every definition, and with it every object of
-	// its kind, as Crossplane does when a Provider is deleted (study §4.5).
-	PruneCRDsAlways PruneCRDsPolicy = "always"
-)
-
 // Options configure a Manager. Start from DefaultOptions.
 type Options struct {
 	// Namespace is the Crossplane namespace: runtimes, TLS Secrets, the root
@@ -75,8 +56,9 @@ type Options struct {
 	// Instance. lockstep reads, applies and prunes only objects labelled
 	// with it (render.LabelInstance).
 	Instance string
-	// PruneCRDs is the policy for the definitions of pruned packages.
-	PruneCRDs PruneCRDsPolicy
+	// PruneCRDs is the --prune-crds policy for the definitions of pruned
+	// packages (see plan.PruneCRDs).
+	PruneCRDs plan.PruneCRDs
 	// WaitTimeout bounds the wait for applied CRDs to become Established
 	// before the rest of a payload is applied.
 	WaitTimeout time.Duration
@@ -100,7 +82,7 @@ func DefaultOptions() Options {
 	return Options{
 		Namespace:    "crossplane-system",
 		Instance:     "lockstep",
-		PruneCRDs:    PruneCRDsUnused,
+		PruneCRDs:    plan.PruneUnused,
 		WaitTimeout:  2 * time.Minute,
 		WaitInterval: time.Second,
 		Concurrency:  8,
@@ -118,9 +100,7 @@ func (o Options) Validate() error {
 	} else if es := validation.IsValidLabelValue(o.Instance); len(es) > 0 {
 		errs = append(errs, fmt.Errorf("instance %q is not a label value: %s", o.Instance, strings.Join(es, "; ")))
 	}
-	switch o.PruneCRDs {
-	case PruneCRDsUnused, PruneCRDsNever, PruneCRDsAlways:
-	default:
+	if _, err := plan.ParsePruneCRDs(string(o.PruneCRDs)); err != nil || o.PruneCRDs == "" {
 		errs = append(errs, fmt.Errorf("prune-crds %q is not unused, never or always", o.PruneCRDs))
 	}
 	if o.WaitTimeout <= 0 || o.WaitInterval <= 0 {

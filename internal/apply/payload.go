@@ -40,7 +40,7 @@ func payloadStage(gk schema.GroupKind) int {
 // active revision controls every object; the package and the revisions
 // that shipped it before own it (extraOwners).
 func (p *pkgRun) payloadStep(ctx context.Context) error {
-	if !p.active {
+	if !p.activation.Active {
 		return nil
 	}
 	r := p.r

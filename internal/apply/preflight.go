@@ -54,7 +54,7 @@ func (e *ConflictError) Error() string {
 // nothing, except that it may read the root CA. Any failure stops the
 // package before its first payload write.
 func (p *pkgRun) preflightStep(ctx context.Context) error {
-	if !p.active {
+	if !p.activation.Active {
 		return nil
 	}
 	r := p.r

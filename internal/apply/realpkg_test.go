@@ -16,6 +16,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -32,7 +33,7 @@ func upstream(t *testing.T, kind xpkg.Kind, name, folder, source, tag string, de
 // (provider-nop's): CRDs are cluster-scoped.
 func (f *fixture) uninstallAtEnd(t *testing.T, wait bool) {
 	t.Cleanup(func() {
-		m := f.manager(t, func(o *apply.Options) { o.PruneCRDs = apply.PruneCRDsAlways })
+		m := f.manager(t, func(o *apply.Options) { o.PruneCRDs = plan.PruneAlways })
 		inv, err := inventory.Read(context.Background(), f.c, f.namespace, f.instance)
 		if err != nil {
 			t.Errorf("cleanup: %v", err)

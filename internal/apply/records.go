@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
@@ -35,13 +36,11 @@ type pkgRun struct {
 	created bool
 	uids    map[render.Reference]types.UID
 
-	// active says the current revision is Active, or becomes Active in
-	// this apply, so its payload and runtime are applied.
-	active bool
-	// flip says the current revision's record is applied Inactive first
-	// and made Active once its payload is in: an Automatic upgrade, whose
-	// old revision stays Active until then.
-	flip bool
+	// activation is the records step's decision about the current
+	// revision (plan.Activate): whether its payload and runtime are
+	// applied (Active), and whether it takes over from another Active
+	// revision once its payload is in (HandOff).
+	activation plan.Activation
 	// replacedBy is set when another package of the output replaces this
 	// one: it is kept deactivated (seed 004).
 	replacedBy string
@@ -292,7 +291,7 @@ func (r *run) planRecord(ctx context.Context, d *desired) error {
 
 // recordsStep is step 1: the package record, then the revision record for
 // the locked digest, numbered after the package's other revisions. It also
-// decides the current revision's activation (see decideActivation).
+// decides the current revision's activation (plan.Activate).
 func (p *pkgRun) recordsStep(ctx context.Context) error {
 	r := p.r
 	livePkg := r.live.pkg(p.key)
@@ -344,7 +343,13 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 			number = n
 		}
 	}
-	state := p.decideActivation(cur)
+	var current *plan.Revision
+	if cur != nil {
+		v := revisionOf(cur)
+		current = &v
+	}
+	p.activation = plan.Activate(plan.ActivationInput{Manual: p.manual, ReplacedBy: p.replacedBy, Current: current, Others: revisionsOf(p.others)})
+	state := p.activation.DesiredState
 	rb := render.Binding{UIDs: p.uids, Revision: number, DesiredState: state}
 	ru, err := p.po.Revision.Record.Bind(rb)
 	if err != nil {
@@ -387,40 +392,6 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	p.cur = rd.result
 	p.uids[p.revRef] = uidOrPlaceholder(p.cur)
 	return nil
-}
-
-// decideActivation returns the spec.desiredState the current revision's
-// record is applied with ("" to leave it out) and sets p.active and p.flip:
-//
-//   - a package another package of the output replaces: Inactive;
-//   - Automatic: the current revision becomes Active. While another
-//     revision is still Active and the current one is not, its record says
-//     Inactive until its payload is in (flip), so a failed preflight leaves
-//     the old revision in charge;
-//   - Manual: a new revision is created Inactive; an existing one keeps the
-//     state its users gave it. It is active only when they activated it.
-func (p *pkgRun) decideActivation(cur *unstructured.Unstructured) string {
-	curActive := cur != nil && desiredState(cur) == stateActive
-	otherActive := false
-	for _, o := range p.others {
-		if desiredState(o) == stateActive {
-			otherActive = true
-		}
-	}
-	switch {
-	case p.replacedBy != "":
-		p.active = false
-		return stateInactive
-	case p.manual:
-		p.active = curActive
-		return ""
-	case curActive || !otherActive:
-		p.active = true
-		return stateActive
-	default:
-		p.active, p.flip = true, true
-		return stateInactive
-	}
 }
 
 // soleOwner reports whether manager, with operation Apply, is the only

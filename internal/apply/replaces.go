@@ -73,7 +73,7 @@ func (p *pkgRun) findReplaced(sources []string) {
 // that do not control. The replaced package itself stays until it is gone
 // from Git (then it is pruned) or a user deletes it.
 func (p *pkgRun) replacesStep(ctx context.Context) error {
-	if !p.active {
+	if !p.activation.Active {
 		return nil
 	}
 	r := p.r

@@ -10,7 +10,9 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // refOf returns the owner reference intent of a record object.
@@ -153,7 +155,7 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 			r.event(ctx, p.cur, eventWarning, ReasonSyncPackage, msg)
 			r.event(ctx, p.pkg, eventWarning, ReasonInstallPackageRevision, msg)
 		}
-	case p.res.Changed() && p.active:
+	case p.res.Changed() && p.activation.Active:
 		c := p.res.Counts()
 		msg := fmt.Sprintf("Successfully applied package revision %s: %d created, %d configured, %d unchanged, %d deleted",
 			po.Revision.Name, c[ssa.CreatedAction], c[ssa.ConfiguredAction], c[ssa.UnchangedAction], c[ssa.DeletedAction])
@@ -209,13 +211,9 @@ func (r *run) finish(ctx context.Context) {
 	for _, p := range r.pkgs {
 		inv.Packages = append(inv.Packages, p.inventory(old.Package(p.key.Kind, p.key.Name)))
 	}
-	var pruned []*inventory.Package
-	for i := range old.Packages {
-		op := &old.Packages[i]
-		if !inOutput[pkgKey{op.Kind, op.Name}] {
-			pruned = append(pruned, op)
-			inv.Packages = append(inv.Packages, *op)
-		}
+	prunes := plan.Prune(old, func(kind xpkg.Kind, name string) bool { return inOutput[pkgKey{kind, name}] }, desiredIDs, r.opts.PruneCRDs)
+	for _, pp := range prunes {
+		inv.Packages = append(inv.Packages, *pp.Package)
 	}
 	for i := range inv.Packages {
 		inv.Packages[i].Entries = inventory.Without(inv.Packages[i].Entries, r.deleted)
@@ -241,8 +239,8 @@ func (r *run) finish(ctx context.Context) {
 			gone[id] = true
 		}
 	}
-	for _, op := range pruned {
-		res, g := r.prunePackage(ctx, op, desiredIDs)
+	for _, pp := range prunes {
+		res, g := r.prunePackage(ctx, pp)
 		r.res.Pruned = append(r.res.Pruned, res)
 		for id := range g {
 			gone[id] = true

@@ -27,7 +27,7 @@ import (
 // control, with a UID precondition; their ServiceAccount, Service and TLS
 // Secrets stay.
 func (p *pkgRun) runtimeStep(ctx context.Context) error {
-	if !p.active || len(p.runtime) == 0 {
+	if !p.activation.Active || len(p.runtime) == 0 {
 		return nil
 	}
 	if err := p.r.ensureCA(ctx); err != nil {

@@ -190,7 +190,7 @@ func (p *pkgRun) revisionStatus() map[string]any {
 		}
 		st["capabilities"] = c
 	}
-	if p.po.Kind == xpkg.KindFunction && p.active && p.po.Revision.Endpoint != "" {
+	if p.po.Kind == xpkg.KindFunction && p.activation.Active && p.po.Revision.Endpoint != "" {
 		st["endpoint"] = p.po.Revision.Endpoint
 	}
 	return st

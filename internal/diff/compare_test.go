@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
@@ -118,7 +119,7 @@ spec:
 		t.Errorf("removing a provider under --prune-crds=unused is reported breaking")
 	}
 
-	always, err := Compare(base, head, Options{PruneCRDs: PruneAlways})
+	always, err := Compare(base, head, Options{PruneCRDs: plan.PruneAlways})
 	if err != nil {
 		t.Fatal(err)
 	}
