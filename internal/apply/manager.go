@@ -16,10 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/crdwait"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/health"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // Field managers lockstep writes with (Kubernetes server-side apply).
@@ -232,7 +232,7 @@ func (r *Result) Err() error {
 // PackageResult is what Apply did for one package.
 type PackageResult struct {
 	// Kind and Name identify the package.
-	Kind xpkg.Kind
+	Kind crossplane.Kind
 	Name string
 	// CurrentRevision is the revision of the locked digest.
 	CurrentRevision string

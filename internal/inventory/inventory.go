@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
@@ -75,8 +76,8 @@ type Inventory struct {
 // Package is one installed package.
 type Package struct {
 	// Kind and Name identify the package object.
-	Kind xpkg.Kind `json:"kind"`
-	Name string    `json:"name"`
+	Kind crossplane.Kind `json:"kind"`
+	Name string          `json:"name"`
 	// Source, Tag and Digest are the locked package the current revision
 	// runs.
 	Source string `json:"source,omitempty"`
@@ -130,7 +131,7 @@ func (e Entry) GroupKind() schema.GroupKind {
 }
 
 // Package returns the inventory of a package, nil when it is not there.
-func (inv *Inventory) Package(kind xpkg.Kind, name string) *Package {
+func (inv *Inventory) Package(kind crossplane.Kind, name string) *Package {
 	for i := range inv.Packages {
 		if inv.Packages[i].Kind == kind && inv.Packages[i].Name == name {
 			return &inv.Packages[i]

@@ -6,7 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 func TestSort(t *testing.T) {
@@ -18,18 +18,18 @@ func TestSort(t *testing.T) {
 		"PackagesByKindThenName": {
 			reason: "packages are ordered by kind, then name",
 			in: Inventory{Packages: []Package{
-				{Kind: xpkg.KindProvider, Name: "b"}, {Kind: xpkg.KindFunction, Name: "z"}, {Kind: xpkg.KindProvider, Name: "a"},
+				{Kind: crossplane.KindProvider, Name: "b"}, {Kind: crossplane.KindFunction, Name: "z"}, {Kind: crossplane.KindProvider, Name: "a"},
 			}},
 			want: Inventory{Packages: []Package{
-				{Kind: xpkg.KindFunction, Name: "z"}, {Kind: xpkg.KindProvider, Name: "a"}, {Kind: xpkg.KindProvider, Name: "b"},
+				{Kind: crossplane.KindFunction, Name: "z"}, {Kind: crossplane.KindProvider, Name: "a"}, {Kind: crossplane.KindProvider, Name: "b"},
 			}},
 		},
 		"DuplicateEntriesLastWins": {
 			reason: "entries are sorted by ID and a repeated ID keeps its last entry",
-			in: Inventory{Packages: []Package{{Kind: xpkg.KindProvider, Name: "a", Entries: []Entry{
+			in: Inventory{Packages: []Package{{Kind: crossplane.KindProvider, Name: "a", Entries: []Entry{
 				{ID: "_b__K", Role: RolePayload}, {ID: "_a__K", Role: RoleRecord}, {ID: "_b__K", Role: RoleRuntime},
 			}}}},
-			want: Inventory{Packages: []Package{{Kind: xpkg.KindProvider, Name: "a", Entries: []Entry{
+			want: Inventory{Packages: []Package{{Kind: crossplane.KindProvider, Name: "a", Entries: []Entry{
 				{ID: "_a__K", Role: RoleRecord}, {ID: "_b__K", Role: RoleRuntime},
 			}}}},
 		},

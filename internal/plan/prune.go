@@ -6,8 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // PruneCRDs is the --prune-crds policy: what happens to the definitions
@@ -98,7 +98,7 @@ func (p PruneCRDs) Decide(inUse bool) (DefinitionAction, string) {
 // are users' data: CRDs, and Crossplane's MRDs and XRDs (deleting an XRD
 // deletes its composite resources). Definitions follow PruneCRDs.
 func IsDefinition(gk schema.GroupKind) bool {
-	return gk == xpkg.GroupKindCRD || gk == xpkg.GroupKindMRD || gk == xpkg.GroupKindXRD
+	return gk == crossplane.GroupKindCRD || gk == crossplane.GroupKindMRD || gk == crossplane.GroupKindXRD
 }
 
 // PackagePrune is the prune of one package that is in the inventory but
@@ -126,7 +126,7 @@ type PackagePrune struct {
 // hold (Kind and Name), in inventory order. desired holds the inventory IDs
 // of every object the output applies: an entry in it is handed off, not
 // deleted. policy is the --prune-crds policy of the definitions.
-func Prune(inv *inventory.Inventory, inOutput func(kind xpkg.Kind, name string) bool, desired map[string]bool, policy PruneCRDs) []PackagePrune {
+func Prune(inv *inventory.Inventory, inOutput func(kind crossplane.Kind, name string) bool, desired map[string]bool, policy PruneCRDs) []PackagePrune {
 	var out []PackagePrune
 	for i := range inv.Packages {
 		ip := &inv.Packages[i]

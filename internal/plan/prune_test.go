@@ -6,8 +6,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 func TestParsePruneCRDs(t *testing.T) {
@@ -97,7 +97,7 @@ const (
 )
 
 func TestPrune(t *testing.T) {
-	a := inventory.Package{Kind: xpkg.KindProvider, Name: "provider-a", Entries: []inventory.Entry{
+	a := inventory.Package{Kind: crossplane.KindProvider, Name: "provider-a", Entries: []inventory.Entry{
 		{ID: idCRD, Role: inventory.RolePayload},
 		{ID: idComp, Role: inventory.RolePayload},
 		{ID: idDeploy, Role: inventory.RoleRuntime, Revision: "provider-a-2"},
@@ -108,7 +108,7 @@ func TestPrune(t *testing.T) {
 		{ID: idShared, Role: inventory.RolePayload},
 		{ID: idXRD, Role: inventory.RolePayload},
 	}}
-	b := inventory.Package{Kind: xpkg.KindProvider, Name: "provider-b", Entries: []inventory.Entry{
+	b := inventory.Package{Kind: crossplane.KindProvider, Name: "provider-b", Entries: []inventory.Entry{
 		{ID: idOtherSA, Role: inventory.RoleRuntime},
 	}}
 	// allOfA is the prune of a with nothing handed off.
@@ -175,7 +175,7 @@ func TestPrune(t *testing.T) {
 			for _, n := range tc.output {
 				in[n] = true
 			}
-			got := Prune(&tc.inv, func(_ xpkg.Kind, name string) bool { return in[name] }, tc.desired, tc.policy)
+			got := Prune(&tc.inv, func(_ crossplane.Kind, name string) bool { return in[name] }, tc.desired, tc.policy)
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("%s\nPrune(): -want, +got:\n%s", tc.reason, diff)
 			}
