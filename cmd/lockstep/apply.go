@@ -143,6 +143,11 @@ func printResult(w io.Writer, res *apply.Result, dryRun, verbose bool) {
 			head += " " + verb
 		}
 		fmt.Fprintln(w, head)
+		if dryRun {
+			for _, d := range p.Plan {
+				fmt.Fprintf(w, "  plan: %s\n", d)
+			}
+		}
 		for _, e := range p.Changes.Entries {
 			if e.Action == ssa.UnchangedAction && !verbose {
 				continue

@@ -57,7 +57,9 @@ func (p *pkgRun) collectGarbage(ctx context.Context, old *inventory.Package, des
 		byName[o.GetName()] = o
 	}
 	var names []string
-	for _, c := range plan.Collect(p.historyLimit(), revisionOf(p.cur), revisionsOf(p.others), old, desiredIDs) {
+	limit := p.historyLimit()
+	for _, c := range plan.Collect(limit, revisionOf(p.cur), revisionsOf(p.others), old, desiredIDs) {
+		p.res.Plan = append(p.res.Plan, c.Decision(limit))
 		rev := byName[c.Revision.Name]
 		for _, e := range c.Runtime {
 			obj, err := e.Object()
@@ -80,7 +82,7 @@ func (p *pkgRun) collectGarbage(ctx context.Context, old *inventory.Package, des
 		p.res.Changes.Add(entry(rev, ssa.DeletedAction))
 	}
 	if len(names) > 0 {
-		r.event(ctx, p.pkg, eventNormal, ReasonGarbageCollect, fmt.Sprintf("Deleted old package revisions past revisionHistoryLimit %d: %s", p.historyLimit(), strings.Join(names, ", ")))
+		r.event(ctx, p.pkg, eventNormal, ReasonGarbageCollect, fmt.Sprintf("Deleted old package revisions past revisionHistoryLimit %d: %s", limit, strings.Join(names, ", ")))
 	}
 	return deleted
 }

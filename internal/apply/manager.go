@@ -253,6 +253,10 @@ type PackageResult struct {
 	Err error
 	// Warnings are the package's warnings (also in Result.Warnings).
 	Warnings []string
+	// Plan are the decisions the apply made for the package, with their
+	// reasons (internal/plan): its revision's activation, the revisions
+	// it garbage collected, or the prune of a package gone from Git.
+	Plan []plan.Decision
 }
 
 // Changed reports whether any object of the package was created,

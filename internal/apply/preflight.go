@@ -71,7 +71,7 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 	for _, group := range [][]*render.Object{rev.Runtime, rev.RBAC} {
 		for _, o := range group {
 			revision := ""
-			if o.Controller != nil && o.Controller.Kind == p.revRef.Kind {
+			if o.Controller != nil && o.Controller.Kind == p.revRef().Kind {
 				revision = rev.Name
 			}
 			d, err := p.bind(o, inventory.RoleRuntime, revision)
@@ -266,7 +266,7 @@ func (p *pkgRun) extraOwners(live, have []metav1.OwnerReference) []metav1.OwnerR
 
 // isOwnRevision reports whether u is a revision of this package.
 func (p *pkgRun) isOwnRevision(u *unstructured.Unstructured) bool {
-	return u.GetKind() == p.revRef.Kind && u.GetLabels()[render.LabelParentPackage] == p.key.Name
+	return u.GetKind() == p.revRef().Kind && u.GetLabels()[render.LabelParentPackage] == p.key.Name
 }
 
 // isReplaced reports whether u is a package this one replaces, or one of
@@ -301,7 +301,7 @@ func (p *pkgRun) checkController(d *desired) error {
 	}
 	owner := p.r.live.owner(c.UID)
 	switch {
-	case c.UID == p.uids[p.revRef] || c.UID == p.uids[p.pkgRef]:
+	case c.UID == p.uids[p.revRef()] || c.UID == p.uids[p.pkgRef()]:
 		return nil
 	case owner == nil && isRevisionRef(*c):
 		d.release = append(d.release, *c)

@@ -53,7 +53,7 @@ func (r *run) deleteOwned(ctx context.Context, stub *unstructured.Unstructured) 
 func (r *run) prunePackage(ctx context.Context, pp plan.PackagePrune) (*PackageResult, map[string]bool) {
 	ip := pp.Package
 	key := pkgKey{ip.Kind, ip.Name}
-	res := &PackageResult{Kind: ip.Kind, Name: ip.Name, Changes: ssa.NewChangeSet()}
+	res := &PackageResult{Kind: ip.Kind, Name: ip.Name, Changes: ssa.NewChangeSet(), Plan: pp.Decisions()}
 	gone := map[string]bool{}
 	uids := map[types.UID]bool{}
 	if pkg := r.live.packages[key]; pkg != nil {

@@ -20,21 +20,19 @@ import (
 
 // pkgRun is the state of one package during an apply.
 type pkgRun struct {
-	r      *run
-	po     *render.PackageOutput
-	key    pkgKey
-	res    *PackageResult
-	pkgRef render.Reference
-	revRef render.Reference
-	manual bool
+	r   *run
+	po  *render.PackageOutput
+	key pkgKey
+	// res is the package's result; its Step and Err are the failed step
+	// and its error.
+	res *PackageResult
 
 	// pkg and cur are the live package record and current revision after
 	// the records step; others are the package's other revisions.
-	pkg     *unstructured.Unstructured
-	cur     *unstructured.Unstructured
-	others  []*unstructured.Unstructured
-	created bool
-	uids    map[render.Reference]types.UID
+	pkg    *unstructured.Unstructured
+	cur    *unstructured.Unstructured
+	others []*unstructured.Unstructured
+	uids   map[render.Reference]types.UID
 
 	// activation is the records step's decision about the current
 	// revision (plan.Activate): whether its payload and runtime are
@@ -56,13 +54,23 @@ type pkgRun struct {
 	runtime []*desired
 	records []*desired
 
-	// step and err are the failed step and its error.
-	step string
-	err  error
 	// runtimeHealth is the current revision's RuntimeHealthy condition.
 	runtimeHealth *condition
 	// objectRefs are the current revision's status.objectRefs.
 	objectRefs []any
+}
+
+// pkgRef returns the owner reference intent of the package record.
+func (p *pkgRun) pkgRef() render.Reference { return refOf(p.po.Record) }
+
+// revRef returns the owner reference intent of the current revision's
+// record.
+func (p *pkgRun) revRef() render.Reference { return refOf(p.po.Revision.Record) }
+
+// manual reports whether the current revision's activation policy is
+// Manual.
+func (p *pkgRun) manual() bool {
+	return p.po.Revision.ActivationPolicy == declarations.ManualActivation
 }
 
 // desired is one object lockstep applies, with what it found in the
@@ -322,7 +330,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	p.records = append(p.records, d)
 	p.res.Changes.Add(entry(d.u, d.action))
 	p.pkg = d.result
-	p.uids[p.pkgRef] = uidOrPlaceholder(p.pkg)
+	p.uids[p.pkgRef()] = uidOrPlaceholder(p.pkg)
 
 	// The revision record.
 	var cur *unstructured.Unstructured
@@ -331,7 +339,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 		if n := revisionNumber(rev); n > maxRev {
 			maxRev = n
 		}
-		if rev.GetName() == p.po.Revision.Name && rev.GetKind() == p.revRef.Kind {
+		if rev.GetName() == p.po.Revision.Name && rev.GetKind() == p.revRef().Kind {
 			cur = rev
 		} else {
 			p.others = append(p.others, rev)
@@ -348,7 +356,8 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 		v := revisionOf(cur)
 		current = &v
 	}
-	p.activation = plan.Activate(plan.ActivationInput{Manual: p.manual, ReplacedBy: p.replacedBy, Current: current, Others: revisionsOf(p.others)})
+	p.activation = plan.Activate(plan.ActivationInput{Manual: p.manual(), ReplacedBy: p.replacedBy, Current: current, Others: revisionsOf(p.others)})
+	p.res.Plan = append(p.res.Plan, p.activation.Decision(p.po.Revision.Name))
 	state := p.activation.DesiredState
 	rb := render.Binding{UIDs: p.uids, Revision: number, DesiredState: state}
 	ru, err := p.po.Revision.Record.Bind(rb)
@@ -360,7 +369,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 		return err
 	}
 	rd.live = cur
-	if p.manual && p.replacedBy == "" {
+	if p.manual() && p.replacedBy == "" {
 		// Under Manual the record carries no desiredState (render leaves it
 		// out): lockstep sets Inactive only when it creates the revision,
 		// then hands the field to ActivationFieldManager, so that a user's
@@ -370,7 +379,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	if err := r.planRecord(ctx, rd); err != nil {
 		return err
 	}
-	if p.manual && cur != nil && rd.action != ssa.UnchangedAction && soleOwner(cur, FieldManager, "f:spec", "f:desiredState") {
+	if p.manual() && cur != nil && rd.action != ssa.UnchangedAction && soleOwner(cur, FieldManager, "f:spec", "f:desiredState") {
 		// FieldManager applied desiredState before (the package was
 		// Automatic): let ActivationFieldManager share the field first, or
 		// this apply, which omits it, would remove it.
@@ -381,16 +390,16 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	if err := r.write(ctx, rd); err != nil {
 		return err
 	}
-	p.created = cur == nil
+	created := cur == nil
 	p.res.Changes.Add(entry(rd.u, rd.action))
-	if p.created && p.manual && p.replacedBy == "" && !r.opts.DryRun {
+	if created && p.manual() && p.replacedBy == "" && !r.opts.DryRun {
 		if _, err := r.setDesiredState(ctx, rd.result, stateInactive, ActivationFieldManager); err != nil {
 			return err
 		}
 	}
 	p.records = append(p.records, rd)
 	p.cur = rd.result
-	p.uids[p.revRef] = uidOrPlaceholder(p.cur)
+	p.uids[p.revRef()] = uidOrPlaceholder(p.cur)
 	return nil
 }
 

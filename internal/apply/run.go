@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
@@ -108,12 +107,9 @@ func packageGroups(out *render.Output, replacedBy map[pkgKey]string, replaces ma
 func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRun {
 	p := &pkgRun{
 		r: r, po: po,
-		key:    pkgKey{po.Kind, po.Name},
-		res:    &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet()},
-		pkgRef: refOf(po.Record),
-		revRef: refOf(po.Revision.Record),
-		manual: po.Revision.ActivationPolicy == declarations.ManualActivation,
-		uids:   map[render.Reference]types.UID{},
+		key:  pkgKey{po.Kind, po.Name},
+		res:  &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet()},
+		uids: map[render.Reference]types.UID{},
 	}
 	p.replacedBy = r.replacedBy[p.key]
 	p.findReplaced(r.meta.Replaces[p.key.String()])
@@ -131,7 +127,7 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 	}
 	for _, s := range steps {
 		if err := s.fn(ctx); err != nil {
-			p.step, p.err = s.name, err
+			p.res.Step, p.res.Err = s.name, err
 			break
 		}
 	}
@@ -139,19 +135,18 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 	if p.cur != nil {
 		before = conditionMessage(p.cur, CondRevisionHealthy)
 	}
-	if err := p.statusStep(ctx); err != nil && p.err == nil {
-		p.step, p.err = "status", err
+	if err := p.statusStep(ctx); err != nil && p.res.Err == nil {
+		p.res.Step, p.res.Err = "status", err
 	}
-	p.res.Step, p.res.Err = p.step, p.err
 	p.res.ActiveRevision = p.activeRevision()
 	p.remember()
 
 	switch {
-	case p.err != nil:
+	case p.res.Err != nil:
 		// Record a failure once, when the revision's condition changes, so
 		// an agent retrying every interval does not flood the namespace.
-		if p.cur == nil || before != conditionMessage(p.cur, CondRevisionHealthy) || p.step == "runtime" || p.step == "status" {
-			msg := fmt.Sprintf("cannot install package revision %s (%s): %v", po.Revision.Name, p.step, p.err)
+		if p.cur == nil || before != conditionMessage(p.cur, CondRevisionHealthy) || p.res.Step == "runtime" || p.res.Step == "status" {
+			msg := fmt.Sprintf("cannot install package revision %s (%s): %v", po.Revision.Name, p.res.Step, p.res.Err)
 			r.event(ctx, p.cur, eventWarning, ReasonSyncPackage, msg)
 			r.event(ctx, p.pkg, eventWarning, ReasonInstallPackageRevision, msg)
 		}

@@ -79,7 +79,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 			continue
 		}
 		owner := r.live.owner(c.UID)
-		if owner == nil || !p.isOwnRevision(owner) || c.UID == p.uids[p.revRef] {
+		if owner == nil || !p.isOwnRevision(owner) || c.UID == p.uids[p.revRef()] {
 			continue
 		}
 		if err := r.deleteObject(ctx, dep, dep.GetUID()); err != nil {

@@ -143,19 +143,19 @@ func (p *pkgRun) hasRuntime() bool {
 // error.
 func (p *pkgRun) revisionConditions() []condition {
 	var conds []condition
-	switch p.step {
+	switch p.res.Step {
 	case "", "runtime", "status":
 		conds = append(conds, condition{Type: CondRevisionHealthy, Status: "True", Reason: ReasonHealthy})
 	default:
-		conds = append(conds, condition{Type: CondRevisionHealthy, Status: "False", Reason: ReasonUnhealthy, Message: p.err.Error()})
+		conds = append(conds, condition{Type: CondRevisionHealthy, Status: "False", Reason: ReasonUnhealthy, Message: p.res.Err.Error()})
 	}
 	if p.cur == nil || desiredState(p.cur) != stateActive || !p.hasRuntime() {
 		// Only an Active revision runs a Deployment.
 		return conds
 	}
 	switch {
-	case p.step == "runtime":
-		conds = append(conds, condition{Type: CondRuntimeHealthy, Status: "False", Reason: ReasonUnhealthy, Message: p.err.Error()})
+	case p.res.Step == "runtime":
+		conds = append(conds, condition{Type: CondRuntimeHealthy, Status: "False", Reason: ReasonUnhealthy, Message: p.res.Err.Error()})
 	case conds[0].Status != "True":
 		conds = append(conds, condition{Type: CondRuntimeHealthy, Status: "False", Reason: ReasonUnhealthy, Message: "Package revision is not healthy yet"})
 	case p.runtimeHealth != nil:
@@ -176,7 +176,7 @@ func (p *pkgRun) revisionStatus() map[string]any {
 	live, _, _ := unstructured.NestedSlice(p.cur.Object, "status", "conditions")
 	st["conditions"] = conditionMaps(live, p.revisionConditions(), gen, p.r.now)
 	refs := p.objectRefs
-	if refs == nil && p.step != "" {
+	if refs == nil && p.res.Step != "" {
 		refs, _, _ = unstructured.NestedSlice(p.cur.Object, "status", "objectRefs")
 	}
 	if refs == nil {
@@ -261,8 +261,8 @@ func (p *pkgRun) packageStatus() map[string]any {
 func (p *pkgRun) packageHealth() condition {
 	if p.cur == nil {
 		msg := "the package revision was not created"
-		if p.err != nil {
-			msg += ": " + p.err.Error()
+		if p.res.Err != nil {
+			msg += ": " + p.res.Err.Error()
 		}
 		return condition{Type: CondHealthy, Status: "False", Reason: ReasonUnhealthy, Message: msg}
 	}

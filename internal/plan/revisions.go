@@ -1,6 +1,9 @@
 package plan
 
-import "github.com/lockstep-gitops/lockstep/internal/inventory"
+import (
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
+)
 
 // Revision is what the plan reads of a live package revision.
 type Revision struct {
@@ -64,15 +67,6 @@ func Doomed(limit int64, others []Revision) map[string]bool {
 	return out
 }
 
-// The spec.desiredState values of a package revision.
-const (
-	// StateActive is an Active revision: its payload is controlled and its
-	// runtime runs.
-	StateActive = "Active"
-	// StateInactive is an Inactive revision.
-	StateInactive = "Inactive"
-)
-
 // ActivationInput is what decides the current revision's activation.
 type ActivationInput struct {
 	// Manual is revisionActivationPolicy Manual.
@@ -121,17 +115,17 @@ func Activate(in ActivationInput) Activation {
 	}
 	switch {
 	case in.ReplacedBy != "":
-		return Activation{DesiredState: StateInactive, Reason: "replaced by " + in.ReplacedBy}
+		return Activation{DesiredState: crossplane.DesiredStateInactive, Reason: "replaced by " + in.ReplacedBy}
 	case in.Manual && curActive:
 		return Activation{Active: true, Reason: "Manual: activated by its users"}
 	case in.Manual:
 		return Activation{Reason: "Manual: waits for its users to activate it"}
 	case curActive:
-		return Activation{DesiredState: StateActive, Active: true, Reason: "Automatic: already Active"}
+		return Activation{DesiredState: crossplane.DesiredStateActive, Active: true, Reason: "Automatic: already Active"}
 	case !otherActive:
-		return Activation{DesiredState: StateActive, Active: true, Reason: "Automatic: no other revision is Active"}
+		return Activation{DesiredState: crossplane.DesiredStateActive, Active: true, Reason: "Automatic: no other revision is Active"}
 	default:
-		return Activation{DesiredState: StateInactive, Active: true, HandOff: true, Reason: "Automatic: takes over from the Active revision once its payload is in"}
+		return Activation{DesiredState: crossplane.DesiredStateInactive, Active: true, HandOff: true, Reason: "Automatic: takes over from the Active revision once its payload is in"}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 )
 
@@ -122,17 +123,17 @@ func TestActivate(t *testing.T) {
 		"AutomaticFirstInstall": {
 			reason: "a new revision of an Automatic package with no other revision is applied Active",
 			in:     ActivationInput{},
-			want:   Activation{DesiredState: StateActive, Active: true},
+			want:   Activation{DesiredState: crossplane.DesiredStateActive, Active: true},
 		},
 		"AutomaticAlreadyActive": {
 			reason: "an Active current revision stays Active",
 			in:     ActivationInput{Current: &active, Others: []Revision{rev("old", false)}},
-			want:   Activation{DesiredState: StateActive, Active: true},
+			want:   Activation{DesiredState: crossplane.DesiredStateActive, Active: true},
 		},
 		"AutomaticHandOff": {
 			reason: "an upgrade is applied Inactive while the old revision is Active, and takes over once its payload is in",
 			in:     ActivationInput{Others: []Revision{rev("old", true)}},
-			want:   Activation{DesiredState: StateInactive, Active: true, HandOff: true},
+			want:   Activation{DesiredState: crossplane.DesiredStateInactive, Active: true, HandOff: true},
 		},
 		"ManualNew": {
 			reason: "under Manual a new revision leaves desiredState to its users and is not active",
@@ -152,7 +153,7 @@ func TestActivate(t *testing.T) {
 		"Replaced": {
 			reason: "a package another package replaces is applied Inactive whatever its policy",
 			in:     ActivationInput{ReplacedBy: "Provider/new", Current: &active},
-			want:   Activation{DesiredState: StateInactive},
+			want:   Activation{DesiredState: crossplane.DesiredStateInactive},
 		},
 	}
 	for name, tc := range cases {
