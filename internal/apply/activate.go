@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
@@ -34,7 +35,7 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 	}
 	r := p.r
 	for i, o := range p.others {
-		if desiredState(o) != stateActive {
+		if live.DesiredState(o) != stateActive {
 			continue
 		}
 		if _, err := r.setDesiredState(ctx, o, stateInactive, ActivationFieldManager); err != nil {
@@ -52,7 +53,7 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 	if !p.activation.HandOff {
 		return nil
 	}
-	u, err := p.po.Revision.Record.Bind(render.Binding{UIDs: p.uids, Revision: revisionNumber(p.cur), DesiredState: stateActive})
+	u, err := p.po.Revision.Record.Bind(render.Binding{UIDs: p.uids, Revision: live.RevisionNumber(p.cur), DesiredState: stateActive})
 	if err != nil {
 		return err
 	}
@@ -120,7 +121,7 @@ func Activate(ctx context.Context, c client.Client, kind crossplane.Kind, pkg, r
 	if revision != current {
 		return "", fmt.Errorf("%s %s is %w of %s %s (%s): to roll back, pin its digest in lockstep.lock", revisionKind(kind), revision, ErrNotCurrent, kind, pkg, current)
 	}
-	if desiredState(rev) == stateActive {
+	if live.DesiredState(rev) == stateActive {
 		return revision, nil
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 )
 
@@ -28,7 +29,7 @@ func (p *pkgRun) historyLimit() int64 {
 
 // revisionOf returns what the plan reads of a live revision.
 func revisionOf(u *unstructured.Unstructured) plan.Revision {
-	return plan.Revision{Name: u.GetName(), UID: string(u.GetUID()), Active: desiredState(u) == stateActive}
+	return plan.Revision{Name: u.GetName(), UID: string(u.GetUID()), Active: live.DesiredState(u) == stateActive}
 }
 
 // revisionsOf returns the plan's view of revs, in order.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
@@ -336,7 +337,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	var cur *unstructured.Unstructured
 	var maxRev int64
 	for _, rev := range r.live.revisionsOf(p.key) {
-		if n := revisionNumber(rev); n > maxRev {
+		if n := live.RevisionNumber(rev); n > maxRev {
 			maxRev = n
 		}
 		if rev.GetName() == p.po.Revision.Name && rev.GetKind() == p.revRef().Kind {
@@ -347,7 +348,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	}
 	number := maxRev + 1
 	if cur != nil {
-		if n := revisionNumber(cur); n >= maxRev && maxRev > 0 {
+		if n := live.RevisionNumber(cur); n >= maxRev && maxRev > 0 {
 			number = n
 		}
 	}
@@ -383,7 +384,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 		// FieldManager applied desiredState before (the package was
 		// Automatic): let ActivationFieldManager share the field first, or
 		// this apply, which omits it, would remove it.
-		if _, err := r.setDesiredState(ctx, cur, desiredState(cur), ActivationFieldManager); err != nil {
+		if _, err := r.setDesiredState(ctx, cur, live.DesiredState(cur), ActivationFieldManager); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
@@ -175,11 +176,11 @@ func conditionMessage(u *unstructured.Unstructured, typ string) string {
 
 // activeRevision returns the name of the package's Active revision.
 func (p *pkgRun) activeRevision() string {
-	if p.cur != nil && desiredState(p.cur) == stateActive {
+	if p.cur != nil && live.DesiredState(p.cur) == stateActive {
 		return p.cur.GetName()
 	}
 	for _, o := range p.others {
-		if desiredState(o) == stateActive {
+		if live.DesiredState(o) == stateActive {
 			return o.GetName()
 		}
 	}
@@ -304,28 +305,28 @@ func (p *pkgRun) inventory(old *inventory.Package) inventory.Package {
 // cluster, so that the packages after it see its objects: a second package
 // shipping the same CRD must find them controlled by this one.
 func (p *pkgRun) remember() {
-	live := p.r.live
-	live.mu.Lock()
-	defer live.mu.Unlock()
+	view := p.r.live
+	view.mu.Lock()
+	defer view.mu.Unlock()
 	if p.pkg != nil {
-		live.packages[p.key] = p.pkg
-		live.byUID[p.pkg.GetUID()] = p.pkg
+		view.packages[p.key] = p.pkg
+		view.byUID[p.pkg.GetUID()] = p.pkg
 	}
 	if p.cur != nil {
 		// The package's revisions as this apply left them: others (some
 		// deactivated, their statuses written) and the current one.
 		revs := append(append(make([]*unstructured.Unstructured, 0, len(p.others)+1), p.others...), p.cur)
 		for _, o := range revs {
-			live.byUID[o.GetUID()] = o
+			view.byUID[o.GetUID()] = o
 		}
-		sortRevisions(revs)
-		live.revisions[p.key] = revs
+		live.SortRevisions(revs)
+		view.revisions[p.key] = revs
 	}
 	for _, d := range append(append([]*desired(nil), p.payload...), p.runtime...) {
 		if d.result != nil && !p.r.opts.DryRun {
-			live.objects[d.id] = d.result
-			delete(live.raw, d.id)
-			delete(live.foreign, d.id)
+			view.objects[d.id] = d.result
+			delete(view.raw, d.id)
+			delete(view.foreign, d.id)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 )
 
 // Condition types and reasons lockstep writes, Crossplane's own
@@ -149,7 +150,7 @@ func (p *pkgRun) revisionConditions() []condition {
 	default:
 		conds = append(conds, condition{Type: CondRevisionHealthy, Status: "False", Reason: ReasonUnhealthy, Message: p.res.Err.Error()})
 	}
-	if p.cur == nil || desiredState(p.cur) != stateActive || !p.hasRuntime() {
+	if p.cur == nil || live.DesiredState(p.cur) != stateActive || !p.hasRuntime() {
 		// Only an Active revision runs a Deployment.
 		return conds
 	}
@@ -203,7 +204,7 @@ func (p *pkgRun) revisionStatus() map[string]any {
 // endpoint are kept. It returns nil for an active revision and for one
 // whose conditions are already so.
 func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
-	if desiredState(rev) == stateActive {
+	if live.DesiredState(rev) == stateActive {
 		return nil
 	}
 	live, _, _ := unstructured.NestedSlice(rev.Object, "status", "conditions")
@@ -237,7 +238,7 @@ func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
 // currentRevision and currentIdentifier (spec.package, source@digest).
 func (p *pkgRun) packageStatus() map[string]any {
 	var conds []condition
-	curActive := p.cur != nil && desiredState(p.cur) == stateActive
+	curActive := p.cur != nil && live.DesiredState(p.cur) == stateActive
 	if curActive {
 		conds = append(conds, condition{Type: CondInstalled, Status: "True", Reason: ReasonActive})
 	} else {
