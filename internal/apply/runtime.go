@@ -12,8 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/health"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // runtimeStep is step 4, for an active Provider or Function revision: it
@@ -94,10 +95,10 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 // Deployment: True when health.Compute says Current (Available, every
 // replica updated), Unknown while it rolls out, False when it failed. The
 // messages follow Crossplane's runtime controller (study §5.1).
-func deploymentHealth(kind xpkg.Kind, dep *unstructured.Unstructured) *condition {
+func deploymentHealth(kind crossplane.Kind, dep *unstructured.Unstructured) *condition {
 	res, err := health.Compute(dep)
 	what := "provider"
-	if kind == xpkg.KindFunction {
+	if kind == crossplane.KindFunction {
 		what = "function"
 	}
 	switch {

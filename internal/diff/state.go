@@ -3,6 +3,7 @@ package diff
 import (
 	"fmt"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/render"
@@ -93,7 +94,7 @@ func (s *State) functionNames() map[string]bool {
 		return out
 	}
 	for _, e := range s.Lock.Packages {
-		if e.Kind == xpkg.KindFunction {
+		if e.Kind == crossplane.KindFunction {
 			out[e.Name] = true
 		}
 	}
