@@ -21,7 +21,8 @@ type Fetcher interface {
 
 // NewFetcher returns the Fetcher for a commit, given the commit's
 // ImageConfigs (Crossplane's pkg.crossplane.io/v1beta1 ImageConfig, whose
-// spec.rewriteImage changes where a package is pulled from). An error
+// spec.rewriteImage changes where a package is pulled from; upstream
+// crossplane/crossplane apis/pkg/v1beta1/image_config_types.go). An error
 // fails the registry step.
 type NewFetcher func(imageConfigs []declarations.ImageConfig) (Fetcher, error)
 
