@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -274,7 +275,7 @@ func gitSide(repo *gitrev.Repo, commit *object.Commit, name string) (*side, erro
 // renders it for the comparison. A stale or missing lock is no error here:
 // the report warns about staleness.
 func (s *side) state(ctx context.Context, opts []snapshot.Option) (*diff.State, error) {
-	opts = append(opts, snapshot.WithLockName(s.lockName))
+	opts = append(slices.Clip(opts), snapshot.WithLockName(s.lockName))
 	var (
 		snap *snapshot.Snapshot
 		err  error
