@@ -89,9 +89,14 @@ type PackageKind struct {
 	// Endpoint is true when an active revision publishes status.endpoint,
 	// the gRPC address of its headless Service that Crossplane calls.
 	Endpoint bool
-	// RuntimeControllerImage is true when v1.x metadata's spec.controller
+	// RBAC is true when Crossplane's RBAC manager grants the revision's
+	// ServiceAccount access to the APIs of its payload and of its provider
+	// family, plus its metadata's permission requests (crossplane/crossplane
+	// internal/controller/rbac/provider).
+	RBAC bool
+	// MetaController is true when v1.x metadata's spec.controller
 	// (image and permissionRequests) applies to the runtime.
-	RuntimeControllerImage bool
+	MetaController bool
 	// DefaultCapabilities are the capabilities a revision gets when the
 	// metadata declares none.
 	DefaultCapabilities []string
@@ -102,14 +107,15 @@ type PackageKind struct {
 // compositions call), then configurations.
 var packageKinds = []PackageKind{
 	{
-		Kind:                   KindProvider,
-		RevisionKind:           "ProviderRevision",
-		MetaVersions:           []string{"v1alpha1", "v1"},
-		HasRuntime:             true,
-		InstallsPayload:        true,
-		AllowedPayload:         []schema.GroupKind{GroupKindCRD, GroupKindMRD, GroupKindValidatingWebhookConfiguration, GroupKindMutatingWebhookConfiguration},
-		TLSClient:              true,
-		RuntimeControllerImage: true,
+		Kind:            KindProvider,
+		RevisionKind:    "ProviderRevision",
+		MetaVersions:    []string{"v1alpha1", "v1"},
+		HasRuntime:      true,
+		InstallsPayload: true,
+		AllowedPayload:  []schema.GroupKind{GroupKindCRD, GroupKindMRD, GroupKindValidatingWebhookConfiguration, GroupKindMutatingWebhookConfiguration},
+		TLSClient:       true,
+		RBAC:            true,
+		MetaController:  true,
 	},
 	{
 		Kind:                KindFunction,

@@ -103,9 +103,7 @@ func validateInput(in *Input) error {
 }
 
 func validatePackage(p *Package) error {
-	switch p.Kind {
-	case crossplane.KindProvider, crossplane.KindConfiguration, crossplane.KindFunction:
-	default:
+	if !p.Kind.Valid() {
 		return fmt.Errorf("package %q: kind %q is not Provider, Configuration or Function", p.Name, p.Kind)
 	}
 	if errs := validation.IsDNS1123Subdomain(p.Name); len(errs) > 0 {

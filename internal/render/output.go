@@ -251,9 +251,9 @@ func (p *PackageOutput) Objects() []*Object {
 
 // packageRef and revisionRef return the references of the two records.
 func (p *PackageOutput) packageRef() Reference {
-	return Reference{APIVersion: packageAPIVersion, Kind: string(p.Kind), Name: p.Name}
+	return Reference{APIVersion: crossplane.PackageAPIVersion, Kind: string(p.Kind), Name: p.Name}
 }
 
 func (p *PackageOutput) revisionRef() Reference {
-	return Reference{APIVersion: packageAPIVersion, Kind: string(p.Kind) + "Revision", Name: p.Revision.Name}
+	return Reference{APIVersion: crossplane.PackageAPIVersion, Kind: p.Kind.Descriptor().RevisionKind, Name: p.Revision.Name}
 }
