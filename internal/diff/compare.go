@@ -424,7 +424,7 @@ func (c *comparer) runtimeConfigs() ([]ConfigChange, error) {
 		var out []string
 		for _, d := range s.Declarations.Packages {
 			if d.RuntimeConfigRef != nil && d.RuntimeConfigRef.Name == name {
-				out = append(out, d.Kind+" "+d.Name)
+				out = append(out, d.String())
 			}
 		}
 		if s.Lock != nil && name == declarations.DefaultRuntimeConfigName {

@@ -17,7 +17,7 @@ func declaration(p *Package) declarations.Declaration {
 	if p.Declaration != nil {
 		d = *p.Declaration
 	} else {
-		d = declarations.Declaration{Kind: string(p.Kind), Name: p.Name}
+		d = declarations.Declaration{Kind: p.Kind, Name: p.Name}
 	}
 	d.Spec.Package = p.ref()
 	declarations.ApplyDefaults(&d)

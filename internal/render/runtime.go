@@ -82,8 +82,8 @@ func (r *renderer) runtimeConfig(p *Package, d *declarations.Declaration, resolv
 	if icRef, ic := r.images.runtimeConfig(resolved); icRef != nil {
 		ref, field = icRef, "ImageConfig "+ic+" spec.runtime.configRef"
 	}
-	if ref.Kind != declarations.KindDeploymentRuntimeConfig || ref.APIVersion != declarations.RuntimeAPIVersion {
-		return nil, fmt.Errorf("%s: %s: runtime config %s %s is not a %s %s", p, field, ref.APIVersion, ref.Kind, declarations.RuntimeAPIVersion, declarations.KindDeploymentRuntimeConfig)
+	if ref.Kind != crossplane.KindDeploymentRuntimeConfig || ref.APIVersion != crossplane.RuntimeAPIVersion {
+		return nil, fmt.Errorf("%s: %s: runtime config %s %s is not a %s %s", p, field, ref.APIVersion, ref.Kind, crossplane.RuntimeAPIVersion, crossplane.KindDeploymentRuntimeConfig)
 	}
 	if drc, ok := r.runtimeConfigs[ref.Name]; ok {
 		return drc, nil
