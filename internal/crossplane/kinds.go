@@ -65,6 +65,10 @@ type PackageKind struct {
 	// RevisionKind is the kind of the package's revisions
 	// (ProviderRevision, ...).
 	RevisionKind string
+	// Versions are the versions of the package object the API server
+	// serves (crossplane/crossplane cluster/crds/pkg.crossplane.io_*.yaml);
+	// PackageVersion is the stored one.
+	Versions []string
 	// MetaVersions are the meta.pkg.crossplane.io versions whose metadata
 	// object may have this kind (crossplane/crossplane apis/pkg/meta:
 	// v1alpha1 Provider and Configuration, v1beta1 Function, v1 all).
@@ -109,6 +113,7 @@ var packageKinds = []PackageKind{
 	{
 		Kind:            KindProvider,
 		RevisionKind:    "ProviderRevision",
+		Versions:        []string{PackageVersion},
 		MetaVersions:    []string{"v1alpha1", "v1"},
 		HasRuntime:      true,
 		InstallsPayload: true,
@@ -120,6 +125,7 @@ var packageKinds = []PackageKind{
 	{
 		Kind:                KindFunction,
 		RevisionKind:        "FunctionRevision",
+		Versions:            []string{PackageVersion, "v1beta1"},
 		MetaVersions:        []string{"v1beta1", "v1"},
 		HasRuntime:          true,
 		AllowedPayload:      []schema.GroupKind{GroupKindCRD},
@@ -129,6 +135,7 @@ var packageKinds = []PackageKind{
 	{
 		Kind:            KindConfiguration,
 		RevisionKind:    "ConfigurationRevision",
+		Versions:        []string{PackageVersion},
 		MetaVersions:    []string{"v1alpha1", "v1"},
 		InstallsPayload: true,
 		AllowedPayload:  []schema.GroupKind{GroupKindXRD, GroupKindComposition, GroupKindMRAP, GroupKindOperation, GroupKindCronOperation, GroupKindWatchOperation},
@@ -225,6 +232,12 @@ func (k PackageKind) RevisionListKind() string { return k.RevisionKind + "List" 
 // of GroupKind gk (AllowedPayload).
 func (k PackageKind) AllowsPayload(gk schema.GroupKind) bool {
 	return slices.Contains(k.AllowedPayload, gk)
+}
+
+// Serves reports whether pkg.crossplane.io/<version> serves the package
+// object (Versions).
+func (k PackageKind) Serves(version string) bool {
+	return slices.Contains(k.Versions, version)
 }
 
 // ServesMeta reports whether meta.pkg.crossplane.io/<version> has this kind.

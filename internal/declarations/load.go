@@ -229,7 +229,7 @@ func (l *loader) document(file string, doc document) {
 		return
 	}
 	if pk, ok := crossplane.KindFor(kind); ok {
-		if gv.Version == crossplane.PackageVersion || (pk.Kind == crossplane.KindFunction && gv.Version == "v1beta1") {
+		if pk.Serves(gv.Version) {
 			l.pkg(o, pk)
 			return
 		}

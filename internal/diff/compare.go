@@ -390,7 +390,7 @@ func dependencies(a, b *pkgState) []DependencyChange {
 // checkFunctions warns about Compositions of a changed package whose
 // pipeline calls a function that no Function in the head lock has.
 func (c *comparer) checkFunctions(pc *PackageChange, b *pkgState) {
-	if b.out == nil || pc.Kind != crossplane.KindConfiguration {
+	if b.out == nil || !pc.Kind.Descriptor().AllowsPayload(crossplane.GroupKindComposition) {
 		return
 	}
 	for _, o := range b.out.Revision.Payload {
@@ -429,7 +429,7 @@ func (c *comparer) runtimeConfigs() ([]ConfigChange, error) {
 		}
 		if s.Lock != nil && name == declarations.DefaultRuntimeConfigName {
 			for _, e := range s.Lock.Packages {
-				if !e.Declared() && e.Kind != crossplane.KindConfiguration {
+				if !e.Declared() && e.Kind.Descriptor().HasRuntime {
 					out = append(out, string(e.Kind)+" "+e.Name)
 				}
 			}
