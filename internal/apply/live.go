@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -25,15 +24,15 @@ import (
 )
 
 // pkgAPIVersion is the apiVersion of package and revision records.
-const pkgAPIVersion = "pkg.crossplane.io/v1"
+const pkgAPIVersion = crossplane.PackageAPIVersion
 
 // packageKinds are the Crossplane package kinds, in the order a first
 // install needs.
-var packageKinds = []crossplane.Kind{crossplane.KindProvider, crossplane.KindFunction, crossplane.KindConfiguration}
+var packageKinds = crossplane.KindNames()
 
 // revisionKind returns the revision kind of a package kind
 // (ProviderRevision, ...).
-func revisionKind(k crossplane.Kind) string { return string(k) + "Revision" }
+func revisionKind(k crossplane.Kind) string { return k.Descriptor().RevisionKind }
 
 // pkgKey identifies a package by kind and name.
 type pkgKey struct {
@@ -42,7 +41,7 @@ type pkgKey struct {
 }
 
 // String returns "Kind/name".
-func (k pkgKey) String() string { return string(k.Kind) + "/" + k.Name }
+func (k pkgKey) String() string { return crossplane.Ref(k.Kind, k.Name).String() }
 
 // listKey is one LIST: a kind at an API version, in a namespace ("" for
 // cluster-scoped kinds).
@@ -420,7 +419,8 @@ func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
 // isRevisionRef reports whether ref points at a Crossplane package revision.
 func isRevisionRef(ref metav1.OwnerReference) bool {
 	gv, _ := schema.ParseGroupVersion(ref.APIVersion)
-	return gv.Group == crossplane.Group && strings.HasSuffix(ref.Kind, "Revision")
+	_, ok := crossplane.RevisionKindFor(ref.Kind)
+	return gv.Group == crossplane.Group && ok
 }
 
 // describeRef names an owner reference for an error message.

@@ -25,11 +25,11 @@ func refOf(o *render.Object) render.Reference {
 func (r *run) replacedInOutput() map[pkgKey]string {
 	out := map[pkgKey]string{}
 	for _, po := range r.out.Packages {
-		for _, src := range r.meta.Replaces[string(po.Kind)+"/"+po.Name] {
+		for _, src := range r.meta.Replaces[po.PackageRef().String()] {
 			want := normalizeSource(src)
 			for _, q := range r.out.Packages {
 				if q.Kind == po.Kind && q.Name != po.Name && normalizeSource(q.Source) == want {
-					out[pkgKey{q.Kind, q.Name}] = string(po.Kind) + "/" + po.Name
+					out[pkgKey{q.Kind, q.Name}] = po.PackageRef().String()
 				}
 			}
 		}

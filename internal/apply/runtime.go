@@ -97,10 +97,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 // messages follow Crossplane's runtime controller (study §5.1).
 func deploymentHealth(kind crossplane.Kind, dep *unstructured.Unstructured) *condition {
 	res, err := health.Compute(dep)
-	what := "provider"
-	if kind == crossplane.KindFunction {
-		what = "function"
-	}
+	what := kind.Lower()
 	switch {
 	case err != nil:
 		return &condition{Type: CondRuntimeHealthy, Status: "Unknown", Reason: ReasonUnknownHealth, Message: fmt.Sprintf("cannot read the %s deployment's status: %v", what, err)}

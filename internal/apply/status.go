@@ -13,35 +13,35 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/live"
 )
 
-// Condition types and reasons lockstep writes, Crossplane's own
-// (apis/pkg/v1/conditions.go; study §3.8, §8), so that `kubectl get
+// Condition types and reasons lockstep writes, Crossplane's own (defined in
+// package crossplane; these names are a bridge while apply is split), so that `kubectl get
 // providers`, Argo CD and Flux health checks and lockstep's health package
 // read them as they read Crossplane's.
 const (
 	// CondInstalled is True on a package while its current revision is
 	// Active.
-	CondInstalled = "Installed"
+	CondInstalled = crossplane.ConditionInstalled
 	// CondHealthy is a package's health, from its current revision.
-	CondHealthy = "Healthy"
+	CondHealthy = crossplane.ConditionHealthy
 	// CondRevisionHealthy is True on a revision once its payload is
 	// established (or it is inactive), False with the error otherwise.
-	CondRevisionHealthy = "RevisionHealthy"
+	CondRevisionHealthy = crossplane.ConditionRevisionHealthy
 	// CondRuntimeHealthy is an active Provider or Function revision's
 	// Deployment health.
-	CondRuntimeHealthy = "RuntimeHealthy"
+	CondRuntimeHealthy = crossplane.ConditionRuntimeHealthy
 
 	// ReasonActive: Installed True.
-	ReasonActive = "ActivePackageRevision"
+	ReasonActive = crossplane.ReasonActive
 	// ReasonInactive: Installed False, the current revision awaits
 	// activation (or was deactivated).
-	ReasonInactive = "InactivePackageRevision"
+	ReasonInactive = crossplane.ReasonInactive
 	// ReasonHealthy: Healthy, RevisionHealthy or RuntimeHealthy True.
-	ReasonHealthy = "HealthyPackageRevision"
+	ReasonHealthy = crossplane.ReasonHealthy
 	// ReasonUnhealthy: Healthy, RevisionHealthy or RuntimeHealthy False.
-	ReasonUnhealthy = "UnhealthyPackageRevision"
+	ReasonUnhealthy = crossplane.ReasonUnhealthy
 	// ReasonUnknownHealth: health not known yet, such as a Deployment
 	// still rolling out.
-	ReasonUnknownHealth = "UnknownPackageRevisionHealth"
+	ReasonUnknownHealth = crossplane.ReasonUnknownHealth
 )
 
 // condition is one status condition as Crossplane writes it: with the
@@ -134,7 +134,7 @@ func (p *pkgRun) managedRevisionConds() []string {
 
 // hasRuntime reports whether the package's revisions run a Deployment.
 func (p *pkgRun) hasRuntime() bool {
-	return p.po.Kind == crossplane.KindProvider || p.po.Kind == crossplane.KindFunction
+	return p.po.Kind.Descriptor().HasRuntime
 }
 
 // revisionConditions returns the current revision's conditions:
@@ -191,7 +191,7 @@ func (p *pkgRun) revisionStatus() map[string]any {
 		}
 		st["capabilities"] = c
 	}
-	if p.po.Kind == crossplane.KindFunction && p.activation.Active && p.po.Revision.Endpoint != "" {
+	if p.po.Kind.Descriptor().Endpoint && p.activation.Active && p.po.Revision.Endpoint != "" {
 		st["endpoint"] = p.po.Revision.Endpoint
 	}
 	return st

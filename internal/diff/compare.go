@@ -373,7 +373,7 @@ func dependencies(a, b *pkgState) []DependencyChange {
 // checkFunctions warns about Compositions of a changed package whose
 // pipeline calls a function that no Function in the head lock has.
 func (c *comparer) checkFunctions(pc *PackageChange, b *pkgState) {
-	if b.out == nil || pc.Kind != crossplane.KindConfiguration {
+	if b.out == nil || !pc.Kind.Descriptor().AllowsPayload(crossplane.GroupKindComposition) {
 		return
 	}
 	for _, o := range b.out.Revision.Payload {
@@ -407,12 +407,12 @@ func (c *comparer) runtimeConfigs() ([]ConfigChange, error) {
 		var out []string
 		for _, d := range s.Declarations.Packages {
 			if d.RuntimeConfigRef != nil && d.RuntimeConfigRef.Name == name {
-				out = append(out, d.Kind+" "+d.Name)
+				out = append(out, d.String())
 			}
 		}
 		if s.Lock != nil && name == declarations.DefaultRuntimeConfigName {
 			for _, e := range s.Lock.Packages {
-				if !e.Declared() && e.Kind != crossplane.KindConfiguration {
+				if !e.Declared() && e.Kind.Descriptor().HasRuntime {
 					out = append(out, string(e.Kind)+" "+e.Name)
 				}
 			}

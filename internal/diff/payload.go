@@ -44,7 +44,7 @@ func payloadItems(p *pkgState) (items []payloadItem, installed bool) {
 	if p == nil {
 		return nil, true
 	}
-	if p.entry.Kind == crossplane.KindFunction {
+	if !p.entry.Kind.Descriptor().InstallsPayload {
 		if p.contents == nil {
 			return nil, false
 		}

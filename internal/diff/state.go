@@ -3,7 +3,6 @@ package diff
 import (
 	"fmt"
 
-	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/render"
@@ -87,14 +86,16 @@ type pkgState struct {
 	out      *render.PackageOutput
 }
 
-// functionNames returns the names of the state's locked Functions.
+// functionNames returns the names of the state's locked Functions: the
+// packages a Composition's pipeline calls by name (their kind publishes an
+// endpoint).
 func (s *State) functionNames() map[string]bool {
 	out := map[string]bool{}
 	if s == nil || s.Lock == nil {
 		return out
 	}
 	for _, e := range s.Lock.Packages {
-		if e.Kind == crossplane.KindFunction {
+		if e.Kind.Descriptor().Endpoint {
 			out[e.Name] = true
 		}
 	}

@@ -147,11 +147,10 @@ func Inspect(ctx context.Context, c client.Client, namespace, instance string) (
 			rep.Packages = append(rep.Packages, PackageReport{Kind: ip.Kind, Name: ip.Name, Tag: ip.Tag, Package: ip.Source + "@" + ip.Digest, Commit: ip.Commit, LockDigest: ip.LockDigest, Missing: true})
 		}
 	}
-	rank := map[crossplane.Kind]int{crossplane.KindProvider: 0, crossplane.KindFunction: 1, crossplane.KindConfiguration: 2}
 	sort.SliceStable(rep.Packages, func(i, j int) bool {
 		a, b := rep.Packages[i], rep.Packages[j]
-		if rank[a.Kind] != rank[b.Kind] {
-			return rank[a.Kind] < rank[b.Kind]
+		if a.Kind.Rank() != b.Kind.Rank() {
+			return a.Kind.Rank() < b.Kind.Rank()
 		}
 		return a.Name < b.Name
 	})
@@ -186,7 +185,7 @@ func inspectPackage(ctx context.Context, c client.Client, namespace string, p *u
 				shipped[object.ObjMetadata{Name: str(m["name"]), GroupKind: gv.WithKind(str(m["kind"])).GroupKind()}.String()] = true
 			}
 		}
-		if rr.State == crossplane.DesiredStateActive && kind != crossplane.KindConfiguration {
+		if rr.State == crossplane.DesiredStateActive && kind.Descriptor().HasRuntime {
 			rr.Runtime = runtimeHealth(ctx, c, namespace, rev, ip)
 		}
 		pr.Revisions = append(pr.Revisions, rr)

@@ -71,6 +71,10 @@ type Package struct {
 // String returns "Kind name", the way errors name a package.
 func (p *Package) String() string { return string(p.Kind) + " " + p.Name }
 
+// PackageRef returns the package's kind and name; its String is
+// "Kind/Name".
+func (p *Package) PackageRef() crossplane.PackageRef { return crossplane.Ref(p.Kind, p.Name) }
+
 // ref returns the package reference lockstep pins: source@digest.
 func (p *Package) ref() string { return p.Source + "@" + p.Digest }
 
@@ -87,13 +91,13 @@ func validateInput(in *Input) error {
 	if errs := validation.IsValidLabelValue(in.Instance); len(errs) > 0 {
 		return fmt.Errorf("instance %q is not a valid label value: %s", in.Instance, strings.Join(errs, "; "))
 	}
-	seen := map[string]bool{}
+	seen := map[crossplane.PackageRef]bool{}
 	for i := range in.Packages {
 		p := &in.Packages[i]
 		if err := validatePackage(p); err != nil {
 			return err
 		}
-		k := string(p.Kind) + "/" + p.Name
+		k := p.PackageRef()
 		if seen[k] {
 			return fmt.Errorf("%s: listed twice in the input", p)
 		}
@@ -103,9 +107,7 @@ func validateInput(in *Input) error {
 }
 
 func validatePackage(p *Package) error {
-	switch p.Kind {
-	case crossplane.KindProvider, crossplane.KindConfiguration, crossplane.KindFunction:
-	default:
+	if !p.Kind.Valid() {
 		return fmt.Errorf("package %q: kind %q is not Provider, Configuration or Function", p.Name, p.Kind)
 	}
 	if errs := validation.IsDNS1123Subdomain(p.Name); len(errs) > 0 {
@@ -139,7 +141,7 @@ func validatePackage(p *Package) error {
 		return fmt.Errorf("%s: the package at %s is a %s, not a %s", p, p.ref(), p.Contents.Meta.Kind, p.Kind)
 	}
 	if d := p.Declaration; d != nil {
-		if d.Kind != string(p.Kind) || d.Name != p.Name {
+		if d.PackageRef() != p.PackageRef() {
 			return fmt.Errorf("%s: declaration %s (%s) is for another package", p, d, d.Location)
 		}
 		if d.Source() != p.Source {
