@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,9 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
-	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
-	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
 // applyFlags are the flags of `lockstep apply`.
@@ -81,11 +75,11 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
-	l, err := f.render.load(ctx, f.cluster.namespace)
+	snap, err := f.render.load(ctx, f.cluster.namespace)
 	if err != nil {
 		return err
 	}
-	out, err := render.Render(l.input)
+	out, err := snap.Output()
 	if err != nil {
 		return err
 	}
@@ -101,11 +95,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	lockDigest, err := fileDigest(filepath.Join(f.render.dir, lockfile.FileName))
-	if err != nil {
-		return err
-	}
-	meta := apply.ApplyMeta{Commit: gitCommit(f.render.dir), LockDigest: lockDigest, Replaces: apply.ReplacesFromInput(&l.input)}
+	meta := apply.ApplyMeta{Commit: gitCommit(f.render.dir), LockDigest: snap.LockDigest, Replaces: snap.Replaces}
 	res, err := m.Apply(ctx, out, meta)
 	if err != nil {
 		return err
@@ -183,16 +173,6 @@ func printResult(w io.Writer, res *apply.Result, dryRun, verbose bool) {
 	default:
 		fmt.Fprintf(w, "%d packages applied, %d pruned, %d failed; %d mutating requests sent\n", len(res.Packages), len(res.Pruned), failed, res.Writes)
 	}
-}
-
-// fileDigest returns "sha256:<hex>" of a file's bytes.
-func fileDigest(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 // gitCommit returns the commit HEAD points at in the Git repository that

@@ -186,17 +186,9 @@ type ApplyMeta struct {
 }
 
 // ReplacesFromInput returns ApplyMeta.Replaces for in: every package whose
-// contents declare spec.replaces.
-func ReplacesFromInput(in *render.Input) map[string][]string {
-	out := map[string][]string{}
-	for i := range in.Packages {
-		p := &in.Packages[i]
-		if p.Contents != nil && len(p.Contents.Meta.Replaces) > 0 {
-			out[string(p.Kind)+"/"+p.Name] = append([]string(nil), p.Contents.Meta.Replaces...)
-		}
-	}
-	return out
-}
+// contents declare spec.replaces (render.Input.Replaces; a loaded
+// snapshot.Snapshot carries the same map).
+func ReplacesFromInput(in *render.Input) map[string][]string { return in.Replaces() }
 
 // Result is what one Apply did.
 type Result struct {

@@ -162,13 +162,13 @@ func lockChanges(a, b *lockfile.Lock) []FieldChange {
 }
 
 // staleness returns a warning per way the state's lock does not match its
-// declarations (lockfile.Check).
+// declarations (the snapshot's check step, State.Problems).
 func staleness(name string, s *State) []string {
 	if s.Lock == nil {
 		return nil
 	}
 	var out []string
-	for _, p := range lockfile.Check(s.Declarations, s.Lock, lockfile.Options{}) {
+	for _, p := range s.Problems {
 		out = append(out, fmt.Sprintf("%s: lockstep.lock is stale (run lockstep lock): %s", name, p))
 	}
 	return out

@@ -146,7 +146,7 @@ func TestCompareUnchanged(t *testing.T) {
 // TestCompareFromNothing: adopting lockstep (no lock at the base) adds
 // every package, with the permissions a new provider is granted.
 func TestCompareFromNothing(t *testing.T) {
-	empty, err := NewState(nil, nil, nil, StateOptions{Name: "empty"})
+	empty, err := NewState(nil, StateOptions{Name: "empty"})
 	if err != nil {
 		t.Fatal(err)
 	}
