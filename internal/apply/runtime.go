@@ -12,8 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/health"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // runtimeStep is step 4, for an active Provider or Function revision: it
@@ -27,7 +28,7 @@ import (
 // control, with a UID precondition; their ServiceAccount, Service and TLS
 // Secrets stay.
 func (p *pkgRun) runtimeStep(ctx context.Context) error {
-	if !p.active || len(p.runtime) == 0 {
+	if !p.activation.Active || len(p.runtime) == 0 {
 		return nil
 	}
 	if err := p.r.ensureCA(ctx); err != nil {
@@ -78,7 +79,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 			continue
 		}
 		owner := r.live.owner(c.UID)
-		if owner == nil || !p.isOwnRevision(owner) || c.UID == p.uids[p.revRef] {
+		if owner == nil || !p.isOwnRevision(owner) || c.UID == p.uids[p.revRef()] {
 			continue
 		}
 		if err := r.deleteObject(ctx, dep, dep.GetUID()); err != nil {
@@ -94,12 +95,9 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 // Deployment: True when health.Compute says Current (Available, every
 // replica updated), Unknown while it rolls out, False when it failed. The
 // messages follow Crossplane's runtime controller (study §5.1).
-func deploymentHealth(kind xpkg.Kind, dep *unstructured.Unstructured) *condition {
+func deploymentHealth(kind crossplane.Kind, dep *unstructured.Unstructured) *condition {
 	res, err := health.Compute(dep)
-	what := "provider"
-	if kind == xpkg.KindFunction {
-		what = "function"
-	}
+	what := kind.Lower()
 	switch {
 	case err != nil:
 		return &condition{Type: CondRuntimeHealthy, Status: "Unknown", Reason: ReasonUnknownHealth, Message: fmt.Sprintf("cannot read the %s deployment's status: %v", what, err)}

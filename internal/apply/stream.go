@@ -19,7 +19,8 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/rest"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 )
 
 // compactKinds are the kinds whose live objects apply keeps compact: their
@@ -28,7 +29,7 @@ import (
 // JSON, ~10 times that decoded), and apply reads their content only to
 // compare it with what it applies (liveObject).
 var compactKinds = map[schema.GroupKind]bool{
-	xpkg.GroupKindCRD: true, xpkg.GroupKindMRD: true, xpkg.GroupKindXRD: true, xpkg.GroupKindComposition: true,
+	crossplane.GroupKindCRD: true, crossplane.GroupKindMRD: true, crossplane.GroupKindXRD: true, crossplane.GroupKindComposition: true,
 }
 
 // rawLister lists objects page by page and hands each item to a function
@@ -39,7 +40,7 @@ type rawLister struct {
 }
 
 // list lists the objects of gvk in namespace ("" for all or cluster-scoped)
-// that match selector, listPageSize a page, and calls item with the JSON of
+// that match selector, live.PageSize a page, and calls item with the JSON of
 // each. It returns the list's resourceVersion (that of the first page: the
 // pages are one snapshot), from which a watch sees every later change, and
 // a NoKindMatchError when the kind is not served.
@@ -58,7 +59,7 @@ func (l *rawLister) list(ctx context.Context, gvk schema.GroupVersionKind, names
 	p = path.Join(p, m.Resource.Resource)
 	cont, rv := "", ""
 	for {
-		req := l.rc.Get().AbsPath(p).Param("limit", strconv.Itoa(listPageSize))
+		req := l.rc.Get().AbsPath(p).Param("limit", strconv.Itoa(live.PageSize))
 		if len(selector) > 0 {
 			req = req.Param("labelSelector", labels.SelectorFromSet(selector).String())
 		}

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
+	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
@@ -69,7 +72,7 @@ func build(tb testing.TB, dir string) built {
 
 // spec is one package of a test state.
 type spec struct {
-	kind   xpkg.Kind
+	kind   crossplane.Kind
 	source string
 	tag    string
 	dir    string
@@ -152,7 +155,11 @@ func testState(tb testing.TB, name string, specs []spec, files map[string]string
 		lock.Packages = append(lock.Packages, e)
 	}
 	lock.Sort()
-	st, err := NewState(set, lock, contents, StateOptions{Name: name})
+	snap, err := snapshot.New(set, lock, contents, snapshot.AllowStale())
+	if err != nil {
+		tb.Fatalf("%s: %v", name, err)
+	}
+	st, err := NewState(snap, StateOptions{Name: name})
 	if err != nil {
 		tb.Fatalf("%s: %v", name, err)
 	}

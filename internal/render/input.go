@@ -9,6 +9,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -45,7 +47,7 @@ type Input struct {
 // Package is one locked package.
 type Package struct {
 	// Kind is the package type: Provider, Configuration or Function.
-	Kind xpkg.Kind
+	Kind crossplane.Kind
 	// Name is the package object's name: the declaration's metadata.name,
 	// or for a dependency lockstep installs itself the name Crossplane would
 	// give it (ToDNSLabel of the repository path, study §10.3).
@@ -69,6 +71,10 @@ type Package struct {
 // String returns "Kind name", the way errors name a package.
 func (p *Package) String() string { return string(p.Kind) + " " + p.Name }
 
+// PackageRef returns the package's kind and name; its String is
+// "Kind/Name".
+func (p *Package) PackageRef() crossplane.PackageRef { return crossplane.Ref(p.Kind, p.Name) }
+
 // ref returns the package reference lockstep pins: source@digest.
 func (p *Package) ref() string { return p.Source + "@" + p.Digest }
 
@@ -85,13 +91,13 @@ func validateInput(in *Input) error {
 	if errs := validation.IsValidLabelValue(in.Instance); len(errs) > 0 {
 		return fmt.Errorf("instance %q is not a valid label value: %s", in.Instance, strings.Join(errs, "; "))
 	}
-	seen := map[string]bool{}
+	seen := map[crossplane.PackageRef]bool{}
 	for i := range in.Packages {
 		p := &in.Packages[i]
 		if err := validatePackage(p); err != nil {
 			return err
 		}
-		k := string(p.Kind) + "/" + p.Name
+		k := p.PackageRef()
 		if seen[k] {
 			return fmt.Errorf("%s: listed twice in the input", p)
 		}
@@ -101,9 +107,7 @@ func validateInput(in *Input) error {
 }
 
 func validatePackage(p *Package) error {
-	switch p.Kind {
-	case xpkg.KindProvider, xpkg.KindConfiguration, xpkg.KindFunction:
-	default:
+	if !p.Kind.Valid() {
 		return fmt.Errorf("package %q: kind %q is not Provider, Configuration or Function", p.Name, p.Kind)
 	}
 	if errs := validation.IsDNS1123Subdomain(p.Name); len(errs) > 0 {
@@ -137,7 +141,7 @@ func validatePackage(p *Package) error {
 		return fmt.Errorf("%s: the package at %s is a %s, not a %s", p, p.ref(), p.Contents.Meta.Kind, p.Kind)
 	}
 	if d := p.Declaration; d != nil {
-		if d.Kind != string(p.Kind) || d.Name != p.Name {
+		if d.PackageRef() != p.PackageRef() {
 			return fmt.Errorf("%s: declaration %s (%s) is for another package", p, d, d.Location)
 		}
 		if d.Source() != p.Source {
@@ -145,4 +149,19 @@ func validatePackage(p *Package) error {
 		}
 	}
 	return nil
+}
+
+// Replaces returns, for every package whose contents declare spec.replaces
+// (seed 004; the lock's Entry.Replaces), the replaced sources keyed by
+// "Kind/name". apply records them in its inventory (apply.ApplyMeta
+// Replaces) so a replaced package is deactivated; nil contents are skipped.
+func (in *Input) Replaces() map[string][]string {
+	out := map[string][]string{}
+	for i := range in.Packages {
+		p := &in.Packages[i]
+		if p.Contents != nil && len(p.Contents.Meta.Replaces) > 0 {
+			out[string(p.Kind)+"/"+p.Name] = append([]string(nil), p.Contents.Meta.Replaces...)
+		}
+	}
+	return out
 }

@@ -3,12 +3,13 @@ package render
 import (
 	"strings"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
-// Labels and annotations render writes. The pkg.crossplane.io keys are
-// Crossplane's (apis/pkg/v1 and the runtime and RBAC controllers, study §4,
-// §5, §9); the lockstep.io keys are lockstep's own.
+// Labels and annotations render writes. Crossplane's keys are defined in
+// package crossplane and repeated here for render's callers; the
+// lockstep.io keys are lockstep's own.
 const (
 	// LabelManagedBy is the well-known Kubernetes label that names the tool
 	// managing an object. render sets it to ManagedByValue on every object.
@@ -28,25 +29,25 @@ const (
 	// "true" Crossplane's package manager, revision, runtime and RBAC
 	// controllers skip the object (study §3.2 step 1, §4.1 step 1, §9, §11),
 	// which hands the package records over to lockstep.
-	AnnotationPaused = "crossplane.io/paused"
+	AnnotationPaused = crossplane.AnnotationPaused
 
 	// LabelParentPackage labels a revision with the name of its package
 	// (Crossplane's v1.LabelParentPackage). The function runner and the
 	// provider deletion protection look revisions up by it (study §11).
-	LabelParentPackage = "pkg.crossplane.io/package"
+	LabelParentPackage = crossplane.LabelParentPackage
 	// LabelProviderFamily is how a provider declares its family, in its
 	// package metadata; Crossplane copies it onto the revision and the RBAC
 	// manager aggregates the family's resources (study §2.3, §9).
-	LabelProviderFamily = "pkg.crossplane.io/provider-family"
+	LabelProviderFamily = crossplane.LabelProviderFamily
 	// LabelRevision is the pod selector label holding the revision name
 	// (study §5.2).
-	LabelRevision = "pkg.crossplane.io/revision"
+	LabelRevision = crossplane.LabelRevision
 	// LabelProvider is the pod selector label holding a Provider's package
 	// name (study §5.2).
-	LabelProvider = "pkg.crossplane.io/provider"
+	LabelProvider = crossplane.LabelProvider
 	// LabelFunction is the pod selector label holding a Function's package
 	// name (study §5.2).
-	LabelFunction = "pkg.crossplane.io/function"
+	LabelFunction = crossplane.LabelFunction
 )
 
 // Names and values of the runtime objects (study §5).
@@ -108,8 +109,3 @@ func truncate(s string, n int) string {
 func RevisionName(name, digest string) string {
 	return FriendlyID(name, strings.TrimPrefix(digest, "sha256:"))
 }
-
-// lowerKind returns the lower-case kind Crossplane uses in pod selector
-// labels and webhook configuration names ("provider", "function",
-// "configuration").
-func lowerKind(k string) string { return strings.ToLower(k) }
