@@ -182,7 +182,7 @@ func TestSyncRoundTrip(t *testing.T) {
 	env := envtest.Shared(t)
 	ctx := envtest.Context(t, time.Minute)
 	const ns = "agent-roundtrip"
-	if err := agent.Prepare(ctx, env.Client, ns); err != nil {
+	if err := agent.Prepare(ctx, env.Client, env.Config, ns); err != nil {
 		t.Fatal(err)
 	}
 	s := envtest.Scheme()

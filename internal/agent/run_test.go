@@ -47,7 +47,7 @@ func (s *stubSource) Checkout(ctx context.Context) (*git.Artifact, error) {
 // reconcile after the first comes from an event.
 func stubReconciler(t *testing.T, env *envtest.Env, ns string, src agent.Source, m *agent.Metrics) *agent.Reconciler {
 	t.Helper()
-	if err := agent.Prepare(envtest.Context(t, time.Minute), env.Client, ns); err != nil {
+	if err := agent.Prepare(envtest.Context(t, time.Minute), env.Client, env.Config, ns); err != nil {
 		t.Fatal(err)
 	}
 	opts := apply.DefaultOptions()
