@@ -81,7 +81,7 @@ func setupSyncController(mgr manager.Manager, r *Reconciler, opts RunOptions) er
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1, SkipNameValidation: ptr.To(true)}).
 		Complete(&syncController{r: r, onReconcile: opts.OnReconcile, progress: opts.ProgressInterval})
 	if err != nil {
-		return fmt.Errorf("Sync controller: %w", err)
+		return fmt.Errorf("sync controller: %w", err)
 	}
 	return nil
 }
