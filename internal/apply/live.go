@@ -376,14 +376,13 @@ func revisionNumber(rev *unstructured.Unstructured) int64 {
 
 // desiredState returns a revision's spec.desiredState.
 func desiredState(rev *unstructured.Unstructured) string {
-	s, _, _ := unstructured.NestedString(rev.Object, "spec", "desiredState")
-	return s
+	return crossplane.DesiredState(rev)
 }
 
 // Revision states (Crossplane's PackageRevisionDesiredState).
 const (
-	stateActive   = "Active"
-	stateInactive = "Inactive"
+	stateActive   = crossplane.DesiredStateActive
+	stateInactive = crossplane.DesiredStateInactive
 )
 
 // listForeign lists the metadata of every object of k, to find objects

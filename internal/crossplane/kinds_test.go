@@ -350,3 +350,44 @@ func TestVersionsAgreeWithCRDs(t *testing.T) {
 		t.Errorf("CoreGroups are the groups of Crossplane's CRDs: -want, +got:\n%s", diff)
 	}
 }
+
+func TestRecordAccessors(t *testing.T) {
+	obj := func(y string) *unstructured.Unstructured {
+		m := map[string]any{}
+		if err := yaml.Unmarshal([]byte(y), &m); err != nil {
+			t.Fatal(err)
+		}
+		return &unstructured.Unstructured{Object: m}
+	}
+	type fields struct{ source, policy, current, state string }
+	cases := map[string]struct {
+		reason string
+		obj    string
+		want   fields
+	}{
+		"Package": {
+			reason: "A package's spec.package, spec.revisionActivationPolicy and status.currentRevision are read.",
+			obj:    "spec: {package: 'xpkg.example.com/p@sha256:00', revisionActivationPolicy: Manual}\nstatus: {currentRevision: p-1}\n",
+			want:   fields{source: "xpkg.example.com/p@sha256:00", policy: "Manual", current: "p-1"},
+		},
+		"Revision": {
+			reason: "A revision's spec.desiredState is read.",
+			obj:    "spec: {desiredState: Inactive}\n",
+			want:   fields{state: DesiredStateInactive},
+		},
+		"WrongType": {
+			reason: "A field of another type reads as unset.",
+			obj:    "spec: {desiredState: 3, package: [a]}\n",
+			want:   fields{},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			u := obj(tc.obj)
+			got := fields{source: PackageSource(u), policy: ActivationPolicy(u), current: CurrentRevision(u), state: DesiredState(u)}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(fields{})); diff != "" {
+				t.Errorf("%s\n-want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
