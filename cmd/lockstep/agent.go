@@ -2,15 +2,18 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/lockstep-gitops/lockstep/internal/agent"
 	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/update"
 )
 
@@ -53,7 +56,7 @@ It reports on the Sync object named --instance in --namespace
 	f.cluster.register(cmd)
 	fl := cmd.Flags()
 	fl.DurationVar(&f.interval, "interval", time.Minute, "how often to poll Git and re-apply to correct drift")
-	fl.StringVar(&f.pruneCRDs, "prune-crds", string(apply.PruneCRDsUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists), never, always")
+	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists), never, always")
 	fl.BoolVar(&f.once, "once", false, "reconcile once and exit (non-zero when the reconcile failed)")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader among replicas with a Lease in --namespace; only the leader reconciles")
 	fl.StringVar(&f.leaseName, "lease-name", "", "name of the leader-election Lease (default: lockstep-<instance>)")
@@ -78,8 +81,9 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	metrics := agent.NewMetrics(reg)
+	// /metrics serves controller-runtime's registry: the agent's metrics
+	// beside the manager's own (workqueue, reconciles, leader election).
+	metrics := agent.NewMetrics(ctrlmetrics.Registry)
 	counted := rest.CopyConfig(cfg)
 	counted.Wrap(metrics.WrapTransport)
 	c, err := newClient(counted)
@@ -87,8 +91,8 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 		return err
 	}
 	opts := apply.DefaultOptions()
-	opts.Namespace, opts.Instance, opts.PruneCRDs = f.cluster.namespace, f.render.instance, apply.PruneCRDsPolicy(f.pruneCRDs)
-	if err := agent.Prepare(ctx, c, opts.Namespace); err != nil {
+	opts.Namespace, opts.Instance, opts.PruneCRDs = f.cluster.namespace, f.render.instance, plan.PruneCRDs(f.pruneCRDs)
+	if err := agent.Prepare(ctx, c, counted, opts.Namespace); err != nil {
 		return err
 	}
 	r, err := agent.NewReconciler(c, agent.Config{
@@ -119,10 +123,13 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	if lease == "" {
 		lease = "lockstep-" + opts.Instance
 	}
-	host, _ := os.Hostname()
 	out := cmd.OutOrStdout()
-	run.Once, run.LeaderElection, run.LeaseName, run.Identity = f.once, f.leaderElect, lease, host
-	run.ProbeAddr, run.MetricsAddr, run.Gatherer = f.probeAddr, f.metricsAddr, reg
+	run.Once, run.LeaderElection, run.LeaseName = f.once, f.leaderElect, lease
+	run.ProbeAddr, run.MetricsAddr = f.probeAddr, f.metricsAddr
+	// The outcome of each reconcile goes to stdout; the manager logs only
+	// its errors, to stderr.
+	run.Logger = logr.FromSlogHandler(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
+	ctrllog.SetLogger(run.Logger)
 	run.OnReconcile = func(o *agent.Outcome, err error) { printOutcome(out, o, err) }
 	return agent.Run(ctx, cfg, r, run)
 }

@@ -2,14 +2,9 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
@@ -19,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/agent/api/v1alpha1"
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/git"
@@ -26,13 +22,15 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/render"
+	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 	"github.com/lockstep-gitops/lockstep/internal/update"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // Config is what one agent watches and where it installs.
 type Config struct {
-	// Source is the Git repository, ref and path of the declarations.
+	// Source is the Git repository, ref and path of the declarations. The
+	// Sync's spec shows it; reconciles check it out unless WithSource gives
+	// them another Source.
 	Source git.Source
 	// Interval is how often the agent polls Git and re-applies to correct
 	// drift (--interval, default one minute).
@@ -90,7 +88,7 @@ type Outcome struct {
 	// Health is the sync's health after the apply.
 	Health health.Summary
 	// Packages is each applied package's health.
-	Packages []PackageHealth
+	Packages []v1alpha1.PackageHealth
 
 	lockDigest string
 }
@@ -105,16 +103,32 @@ type Reconciler struct {
 	last    *rendered
 	updater *update.Updater
 	cfg     Config
+	src     Source
 	c       client.Client
 	mgr     *apply.Manager
 	cache   *oci.Cache
 	metrics *Metrics
 }
 
+// Source gives a reconcile the commit to apply: the checked-out tree of the
+// watched ref and its commit. git.Source is the Source of a real agent;
+// tests substitute their own (WithSource). An error is a failed source step
+// (Flux's GitOperationFailed), retried at the next interval.
+type Source interface {
+	Checkout(ctx context.Context) (*git.Artifact, error)
+}
+
+// Option changes how NewReconciler builds a Reconciler.
+type Option func(*Reconciler)
+
+// WithSource makes reconciles read their commits from s instead of checking
+// out Config.Source, which the Sync's spec still shows.
+func WithSource(s Source) Option { return func(r *Reconciler) { r.src = s } }
+
 // NewReconciler returns a Reconciler that applies through c. metrics may be
 // nil. It fails when the apply options or the cache directory are not
 // usable.
-func NewReconciler(c client.Client, cfg Config, metrics *Metrics) (*Reconciler, error) {
+func NewReconciler(c client.Client, cfg Config, metrics *Metrics, opts ...Option) (*Reconciler, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Minute
 	}
@@ -133,7 +147,11 @@ func NewReconciler(c client.Client, cfg Config, metrics *Metrics) (*Reconciler, 
 	if err != nil {
 		return nil, err
 	}
-	return &Reconciler{cfg: cfg, c: c, mgr: mgr, cache: cache, metrics: metrics}, nil
+	r := &Reconciler{cfg: cfg, src: cfg.Source, c: c, mgr: mgr, cache: cache, metrics: metrics}
+	for _, o := range opts {
+		o(r)
+	}
+	return r, nil
 }
 
 // SetUpdater makes the Sync status report u's polls (see RunOptions
@@ -176,7 +194,7 @@ type rendered struct {
 
 func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	out := &Outcome{}
-	art, err := r.cfg.Source.Checkout(ctx)
+	art, err := r.src.Checkout(ctx)
 	if err != nil {
 		return out, &StepError{Step: StepSource, Reason: ReasonGitOperationFailed, Err: err}
 	}
@@ -191,65 +209,60 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	return out, r.applyRendered(ctx, rd, out)
 }
 
-// prepare runs the steps that read the commit: declarations, lock,
-// packages and render.
+// prepare runs the steps that read the commit through the snapshot stage
+// (declarations, lock, packages, render) and maps its steps to the
+// agent's: a bad declaration, a stale or unreadable lock, a registry
+// client the commit's ImageConfigs break, an input or render failure all
+// stall until Git changes; a failed fetch is retried.
 func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered, error) {
-
-	set, err := declarations.Load(art.Dir)
-	if err != nil {
-		return nil, &StepError{Step: StepDeclarations, Reason: ReasonInvalidSource, Stalled: true, Err: err}
+	var client *oci.Client
+	newFetcher := func(ics []declarations.ImageConfig) (snapshot.Fetcher, error) {
+		c, err := oci.NewClient(r.cfg.Registry, r.cache, ics)
+		client = c
+		return c, err
 	}
-	lockPath := filepath.Join(art.Dir, lockfile.FileName)
-	lockBytes, err := os.ReadFile(lockPath)
-	if err != nil {
-		return nil, &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true, Err: fmt.Errorf("%s: %w", relPath(art, lockfile.FileName), err)}
-	}
-	lock, err := lockfile.Parse(relPath(art, lockfile.FileName), lockBytes)
-	if err != nil {
-		return nil, &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true, Err: err}
-	}
-	if problems := lockfile.Check(set, lock, lockfile.Options{}); len(problems) > 0 {
-		msgs := make([]string, len(problems))
-		for i, p := range problems {
-			msgs[i] = p.String()
-		}
-		return nil, &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true,
-			Err: fmt.Errorf("%s is stale: %s", relPath(art, lockfile.FileName), strings.Join(msgs, "; "))}
-	}
-
-	client, err := oci.NewClient(r.cfg.Registry, r.cache, set.ImageConfigs)
-	if err != nil {
-		return nil, &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Stalled: true, Err: err}
-	}
-	fetched, err := lockfile.Fetch(ctx, lock, client, lockfile.Options{InsecureRegistries: r.cfg.Registry.InsecureRegistries})
-	if r.metrics != nil {
+	snap, err := snapshot.LoadDir(ctx, art.Dir,
+		snapshot.WithLockName(relPath(art, lockfile.FileName)),
+		snapshot.WithFetcher(newFetcher),
+		snapshot.WithInsecureRegistries(r.cfg.Registry.InsecureRegistries),
+		snapshot.WithNamespace(r.cfg.Apply.Namespace),
+		snapshot.WithInstance(r.cfg.Apply.Instance),
+		snapshot.WithAllowedProviderPermissions(r.cfg.AllowedProviderPermissions))
+	if r.metrics != nil && client != nil {
 		st := client.Stats()
 		for kind, n := range map[string]int{"HEAD": st.Head, "tags": st.Tags, "manifest": st.Manifests, "blob": st.Blobs, "other": st.Other} {
 			r.metrics.RegistryRequests.WithLabelValues(kind).Add(float64(n))
 		}
 	}
+	var ro *render.Output
+	if err == nil {
+		ro, err = snap.Output()
+	}
 	if err != nil {
-		return nil, &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Err: err}
+		return nil, stepError(err)
 	}
-	contents := make(map[string]*xpkg.Package, len(fetched))
-	for src, f := range fetched {
-		contents[src] = f.Package
+	return &rendered{commit: art.Commit, lockDigest: snap.LockDigest, out: ro, replaces: snap.Replaces}, nil
+}
+
+// stepError maps a snapshot step's error to the agent's step, Sync reason
+// and stall.
+func stepError(err error) *StepError {
+	var se *snapshot.StepError
+	if !errors.As(err, &se) {
+		return &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: err}
 	}
-	pkgs, err := render.PackagesFromLock(set, lock, contents)
-	if err != nil {
-		return nil, &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: err}
+	switch se.Step {
+	case snapshot.StepDeclarations:
+		return &StepError{Step: StepDeclarations, Reason: ReasonInvalidSource, Stalled: true, Err: se.Err}
+	case snapshot.StepLock, snapshot.StepCheck:
+		return &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true, Err: se.Err}
+	case snapshot.StepRegistry:
+		return &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Stalled: true, Err: se.Err}
+	case snapshot.StepFetch:
+		return &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Err: se.Err}
+	default:
+		return &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: se.Err}
 	}
-	in := render.Input{
-		Namespace: r.cfg.Apply.Namespace, Instance: r.cfg.Apply.Instance, Packages: pkgs,
-		RuntimeConfigs: set.RuntimeConfigs, ImageConfigs: set.ImageConfigs,
-		AllowedProviderPermissions: r.cfg.AllowedProviderPermissions,
-	}
-	ro, err := render.Render(in)
-	if err != nil {
-		return nil, &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: err}
-	}
-	sum := sha256.Sum256(lockBytes)
-	return &rendered{commit: art.Commit, lockDigest: "sha256:" + hex.EncodeToString(sum[:]), out: ro, replaces: apply.ReplacesFromInput(&in)}, nil
 }
 
 // applyRendered runs the apply and health steps.
@@ -287,7 +300,7 @@ func (r *Reconciler) readHealth(ctx context.Context, out *render.Output, o *Outc
 	var all []health.ObjectStatus
 	for _, p := range out.Packages {
 		var objs []health.ObjectStatus
-		ph := PackageHealth{Kind: string(p.Kind), Name: p.Name, Version: p.Tag, Digest: p.Digest}
+		ph := v1alpha1.PackageHealth{Kind: string(p.Kind), Name: p.Name, Version: p.Tag, Digest: p.Digest}
 		if p.Revision != nil {
 			ph.Revision = p.Revision.Name
 		}

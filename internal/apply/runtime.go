@@ -28,7 +28,7 @@ import (
 // control, with a UID precondition; their ServiceAccount, Service and TLS
 // Secrets stay.
 func (p *pkgRun) runtimeStep(ctx context.Context) error {
-	if !p.active || len(p.runtime) == 0 {
+	if !p.activation.Active || len(p.runtime) == 0 {
 		return nil
 	}
 	if err := p.r.ensureCA(ctx); err != nil {
@@ -79,7 +79,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 			continue
 		}
 		owner := r.live.owner(c.UID)
-		if owner == nil || !p.isOwnRevision(owner) || c.UID == p.uids[p.revRef] {
+		if owner == nil || !p.isOwnRevision(owner) || c.UID == p.uids[p.revRef()] {
 			continue
 		}
 		if err := r.deleteObject(ctx, dep, dep.GetUID()); err != nil {

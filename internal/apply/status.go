@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 )
 
 // Condition types and reasons lockstep writes, Crossplane's own (defined in
@@ -143,19 +144,19 @@ func (p *pkgRun) hasRuntime() bool {
 // error.
 func (p *pkgRun) revisionConditions() []condition {
 	var conds []condition
-	switch p.step {
+	switch p.res.Step {
 	case "", "runtime", "status":
 		conds = append(conds, condition{Type: CondRevisionHealthy, Status: "True", Reason: ReasonHealthy})
 	default:
-		conds = append(conds, condition{Type: CondRevisionHealthy, Status: "False", Reason: ReasonUnhealthy, Message: p.err.Error()})
+		conds = append(conds, condition{Type: CondRevisionHealthy, Status: "False", Reason: ReasonUnhealthy, Message: p.res.Err.Error()})
 	}
-	if p.cur == nil || desiredState(p.cur) != stateActive || !p.hasRuntime() {
+	if p.cur == nil || live.DesiredState(p.cur) != stateActive || !p.hasRuntime() {
 		// Only an Active revision runs a Deployment.
 		return conds
 	}
 	switch {
-	case p.step == "runtime":
-		conds = append(conds, condition{Type: CondRuntimeHealthy, Status: "False", Reason: ReasonUnhealthy, Message: p.err.Error()})
+	case p.res.Step == "runtime":
+		conds = append(conds, condition{Type: CondRuntimeHealthy, Status: "False", Reason: ReasonUnhealthy, Message: p.res.Err.Error()})
 	case conds[0].Status != "True":
 		conds = append(conds, condition{Type: CondRuntimeHealthy, Status: "False", Reason: ReasonUnhealthy, Message: "Package revision is not healthy yet"})
 	case p.runtimeHealth != nil:
@@ -176,7 +177,7 @@ func (p *pkgRun) revisionStatus() map[string]any {
 	live, _, _ := unstructured.NestedSlice(p.cur.Object, "status", "conditions")
 	st["conditions"] = conditionMaps(live, p.revisionConditions(), gen, p.r.now)
 	refs := p.objectRefs
-	if refs == nil && p.step != "" {
+	if refs == nil && p.res.Step != "" {
 		refs, _, _ = unstructured.NestedSlice(p.cur.Object, "status", "objectRefs")
 	}
 	if refs == nil {
@@ -190,7 +191,7 @@ func (p *pkgRun) revisionStatus() map[string]any {
 		}
 		st["capabilities"] = c
 	}
-	if p.po.Kind.Descriptor().Endpoint && p.active && p.po.Revision.Endpoint != "" {
+	if p.po.Kind.Descriptor().Endpoint && p.activation.Active && p.po.Revision.Endpoint != "" {
 		st["endpoint"] = p.po.Revision.Endpoint
 	}
 	return st
@@ -203,7 +204,7 @@ func (p *pkgRun) revisionStatus() map[string]any {
 // endpoint are kept. It returns nil for an active revision and for one
 // whose conditions are already so.
 func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
-	if desiredState(rev) == stateActive {
+	if live.DesiredState(rev) == stateActive {
 		return nil
 	}
 	live, _, _ := unstructured.NestedSlice(rev.Object, "status", "conditions")
@@ -237,7 +238,7 @@ func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
 // currentRevision and currentIdentifier (spec.package, source@digest).
 func (p *pkgRun) packageStatus() map[string]any {
 	var conds []condition
-	curActive := p.cur != nil && desiredState(p.cur) == stateActive
+	curActive := p.cur != nil && live.DesiredState(p.cur) == stateActive
 	if curActive {
 		conds = append(conds, condition{Type: CondInstalled, Status: "True", Reason: ReasonActive})
 	} else {
@@ -261,8 +262,8 @@ func (p *pkgRun) packageStatus() map[string]any {
 func (p *pkgRun) packageHealth() condition {
 	if p.cur == nil {
 		msg := "the package revision was not created"
-		if p.err != nil {
-			msg += ": " + p.err.Error()
+		if p.res.Err != nil {
+			msg += ": " + p.res.Err.Error()
 		}
 		return condition{Type: CondHealthy, Status: "False", Reason: ReasonUnhealthy, Message: msg}
 	}

@@ -150,3 +150,18 @@ func validatePackage(p *Package) error {
 	}
 	return nil
 }
+
+// Replaces returns, for every package whose contents declare spec.replaces
+// (seed 004; the lock's Entry.Replaces), the replaced sources keyed by
+// "Kind/name". apply records them in its inventory (apply.ApplyMeta
+// Replaces) so a replaced package is deactivated; nil contents are skipped.
+func (in *Input) Replaces() map[string][]string {
+	out := map[string][]string{}
+	for i := range in.Packages {
+		p := &in.Packages[i]
+		if p.Contents != nil && len(p.Contents.Meta.Replaces) > 0 {
+			out[p.PackageRef().String()] = append([]string(nil), p.Contents.Meta.Replaces...)
+		}
+	}
+	return out
+}
