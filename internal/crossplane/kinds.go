@@ -49,6 +49,19 @@ var (
 	GroupKindWatchOperation = schema.GroupKind{Group: OpsGroup, Kind: "WatchOperation"}
 )
 
+// definitionKinds are the payload kinds that define an API.
+var definitionKinds = []schema.GroupKind{GroupKindCRD, GroupKindMRD, GroupKindXRD}
+
+// DefinesAPI reports whether objects of gk define an API whose objects are
+// users' data: CustomResourceDefinitions, and Crossplane's
+// ManagedResourceDefinitions and CompositeResourceDefinitions (deleting an
+// XRD deletes its composite resources; crossplane/crossplane
+// apis/apiextensions/v1 and v2). Their schemas are what `lockstep diff`
+// compares and what pruning protects.
+func DefinesAPI(gk schema.GroupKind) bool {
+	return slices.Contains(definitionKinds, gk)
+}
+
 // PackageKind describes one Crossplane package kind: the names of its API
 // objects and the parts of Crossplane's package manager that apply to it.
 // The three values are Provider, Configuration and Function; code that

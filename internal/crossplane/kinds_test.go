@@ -391,3 +391,24 @@ func TestRecordAccessors(t *testing.T) {
 		})
 	}
 }
+
+func TestDefinesAPI(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		gk     schema.GroupKind
+		want   bool
+	}{
+		"CRD":         {reason: "A CRD defines an API.", gk: GroupKindCRD, want: true},
+		"MRD":         {reason: "An MRD defines a managed resource API.", gk: GroupKindMRD, want: true},
+		"XRD":         {reason: "An XRD defines a composite resource API.", gk: GroupKindXRD, want: true},
+		"Composition": {reason: "A Composition implements an API but defines none.", gk: GroupKindComposition, want: false},
+		"Webhook":     {reason: "A webhook configuration defines no API.", gk: GroupKindValidatingWebhookConfiguration, want: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := DefinesAPI(tc.gk); got != tc.want {
+				t.Errorf("%s\nDefinesAPI(%s) = %t, want %t", tc.reason, tc.gk, got, tc.want)
+			}
+		})
+	}
+}
