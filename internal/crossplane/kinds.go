@@ -72,6 +72,9 @@ func DefinesAPI(gk schema.GroupKind) bool {
 // controllers (crossplane/crossplane internal/controller/pkg/manager and
 // revision: SetupProvider, SetupProviderRevision, NewProviderHooks,
 // NewFunctionHooks; apis/pkg/v1/interfaces.go).
+//
+// The slices a descriptor holds are shared by every copy: read them, do not
+// modify them.
 type PackageKind struct {
 	// Kind is the kind of the package object, and of its metadata object.
 	Kind Kind
@@ -100,8 +103,8 @@ type PackageKind struct {
 	// restricted; the API server rejects one it does not serve.
 	AllowedPayload []schema.GroupKind
 	// TLSClient is true when the runtime gets a TLS client Secret (the
-	// revision's spec.tlsClientSecretName) besides the server one, and its
-	// TLS Secrets are owned by the package rather than the revision.
+	// revision's spec.tlsClientSecretName) besides the server one: it
+	// calls Crossplane's webhooks, or other runtimes, as a client.
 	TLSClient bool
 	// Endpoint is true when an active revision publishes status.endpoint,
 	// the gRPC address of its headless Service that Crossplane calls.

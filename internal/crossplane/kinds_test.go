@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -160,12 +161,17 @@ func TestDescriptorsAgreeWithCrossplane(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			objs := readObjects(t, filepath.Join(root, "crossplane-installed", tc.file))
 			seen := map[Kind]bool{}
-			deployments := map[string]bool{} // revision names that own a Deployment
+			// Kinds of the objects each revision (by name) controls.
+			controls := map[string]map[string]bool{}
 			for _, o := range objs {
-				if o.GetKind() == "Deployment" {
-					for _, ref := range o.GetOwnerReferences() {
-						if _, ok := RevisionKindFor(ref.Kind); ok && ref.APIVersion == PackageAPIVersion {
-							deployments[ref.Name] = true
+				for _, ref := range o.GetOwnerReferences() {
+					if _, ok := RevisionKindFor(ref.Kind); ok && ref.APIVersion == PackageAPIVersion && ref.Controller != nil && *ref.Controller {
+						if controls[ref.Name] == nil {
+							controls[ref.Name] = map[string]bool{}
+						}
+						controls[ref.Name][o.GetKind()] = true
+						if o.GetKind() == "Secret" && strings.HasSuffix(o.GetName(), "-tls-client") {
+							controls[ref.Name]["tls-client"] = true
 						}
 					}
 				}
@@ -201,8 +207,15 @@ func TestDescriptorsAgreeWithCrossplane(t *testing.T) {
 					t.Errorf("%s\n%s: controlled by a %s, the descriptor says %s", tc.reason, what, owner, d.Kind)
 				}
 				state, _, _ := unstructured.NestedString(o.Object, "spec", "desiredState")
-				if state == DesiredStateActive && deployments[o.GetName()] != d.HasRuntime {
-					t.Errorf("%s\n%s: owns a Deployment: %t, HasRuntime: %t", tc.reason, what, deployments[o.GetName()], d.HasRuntime)
+				owns := controls[o.GetName()]
+				if state == DesiredStateActive && owns["Deployment"] != d.HasRuntime {
+					t.Errorf("%s\n%s: controls a Deployment: %t, HasRuntime: %t", tc.reason, what, owns["Deployment"], d.HasRuntime)
+				}
+				if state == DesiredStateActive && owns["ClusterRole"] != d.RBAC {
+					t.Errorf("%s\n%s: controls a ClusterRole: %t, RBAC: %t", tc.reason, what, owns["ClusterRole"], d.RBAC)
+				}
+				if state == DesiredStateActive && owns["tls-client"] != d.TLSClient {
+					t.Errorf("%s\n%s: controls a TLS client Secret: %t, TLSClient: %t", tc.reason, what, owns["tls-client"], d.TLSClient)
 				}
 				client, _, _ := unstructured.NestedString(o.Object, "spec", "tlsClientSecretName")
 				if (client != "") != d.TLSClient {
