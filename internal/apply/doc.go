@@ -29,26 +29,27 @@
 //     stops the package before its first payload write, and other packages
 //     go on (preflight.go).
 //  3. Payload, staged: CRDs, then a wait until Established (one watch,
-//     establish.go), then XRDs,
-//     Compositions and the rest; the active revision controls every payload
+//     internal/crdwait), then XRDs, Compositions and the rest; the active revision controls every payload
 //     object and the package and the other revisions own it (payload.go).
 //  4. Runtime, for the active revision only: TLS Secrets signed by
 //     crossplane-root-ca, ServiceAccount, Service, Deployment, ClusterRoles
-//     and binding; inactive revisions lose their Deployment (runtime.go,
-//     tls.go).
+//     and binding; inactive revisions lose their Deployment (runtime.go;
+//     certificates from internal/certs, tls.go reads and writes the
+//     Secrets).
 //  5. Status, with Crossplane's conditions, reasons and messages
 //     (status.go).
 //  6. Activation under revisionActivationPolicy Automatic or Manual
-//     (activate.go).
-//  7. Revision history GC (gc.go).
+//     (activate.go, deciding with plan.Activate in the records step).
+//  7. Revision history GC (gc.go, executing plan.Collect).
 //  8. Prune of packages gone from Git, with the --prune-crds policy for
-//     their definitions (prune.go).
+//     their definitions (prune.go, executing plan.Prune).
 //  9. replaces: a package that replaces another deactivates it before it
 //     takes control of the payload (replaces.go; seed 004).
 //
 // lockstep keeps one inventory per instance (a ConfigMap in the Crossplane
-// namespace, inventory.go) listing each installed package, the commit and
-// lock digest it came from, and every object lockstep applied for it, as
+// namespace; its format is internal/inventory) listing each installed
+// package, the commit and lock digest it came from, and every object
+// lockstep applied for it, as
 // Flux's "<namespace>_<name>_<group>_<kind>" identifiers with versions; it
 // is written before any deletion and keeps what a failed deletion left.
 //
@@ -57,4 +58,9 @@
 // object is dry-run and applied only when its desired state differs from
 // what lockstep last applied (the hash in AnnotationAppliedHash) or when a
 // field lockstep set was changed by someone else (compare.go).
+//
+// The decisions that need no API server (activation, revision GC, prune
+// and hand-offs, the --prune-crds policy) are internal/plan's pure
+// functions; apply executes them and reports them in PackageResult.Plan.
+// What `lockstep status` reads back is internal/inspect's.
 package apply

@@ -57,7 +57,7 @@ func Compare(base, head *State, opts Options) (*Report, error) {
 	}
 	policy, err := plan.ParsePruneCRDs(string(opts.PruneCRDs))
 	if err != nil {
-		return nil, fmt.Errorf("compare: %w", err)
+		return nil, err
 	}
 	opts.PruneCRDs = policy
 	switch {

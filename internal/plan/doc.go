@@ -7,7 +7,7 @@
 // internal/apply executes the plan; internal/diff explains it for a pull
 // request (the --prune-crds policy); `lockstep apply --dry-run` shows it.
 // The decisions follow Crossplane's package manager where lockstep does
-// not deliberately differ (docs/design.md says where and why):
+// not deliberately differ (each difference is named below):
 //
 //   - Activation of the current revision (Activation): Automatic and
 //     Manual revisionActivationPolicy, as crossplane/crossplane

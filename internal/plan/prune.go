@@ -42,7 +42,7 @@ func ParsePruneCRDs(s string) (PruneCRDs, error) {
 	case PruneUnused, PruneNever, PruneAlways:
 		return p, nil
 	default:
-		return "", fmt.Errorf("prune-crds %q is not unused, never or always", s)
+		return "", fmt.Errorf("--prune-crds %q is not unused, never or always", s)
 	}
 }
 
