@@ -358,6 +358,9 @@ func TestVersionsAgreeWithCRDs(t *testing.T) {
 	var got []string
 	for g := range groups {
 		got = append(got, g)
+		if ProtectedGroup(g) == "" {
+			t.Errorf("group %s of Crossplane's CRDs is not a ProtectedGroup: a package could ship its CRDs", g)
+		}
 	}
 	if diff := cmp.Diff(CoreGroups(), sorted(got)); diff != "" {
 		t.Errorf("CoreGroups are the groups of Crossplane's CRDs: -want, +got:\n%s", diff)

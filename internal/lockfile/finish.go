@@ -121,6 +121,10 @@ func (u *run) validate(g *graph) []error {
 		}
 		if n.pkg != nil {
 			u.checkCrossplane(n, fail)
+			// The snapshot stage runs the same check on what it fetches.
+			if err := n.pkg.Package.CheckGroups(); err != nil {
+				fail(n, "%v", err)
+			}
 		}
 	}
 	errs = append(errs, u.checkNames(g)...)

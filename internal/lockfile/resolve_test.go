@@ -113,6 +113,21 @@ func TestResolve(t *testing.T) {
 				"Function org-fn reg.example.com/org/fn v0.1.0",
 			}},
 		},
+		"ProtectedGroup": {
+			reason: "A package whose payload defines types in Crossplane's own pkg.crossplane.io group (a copy of the Provider CRD, or a new kind there) is not locked: the error names the package and each CRD (issue 15).",
+			setup: func(t testing.TB, m *memRegistry) map[string]string {
+				files := provA.files("v1.0.0")
+				files["crds/providers.yaml"] = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: providers.pkg.crossplane.io\nspec:\n  group: pkg.crossplane.io\n  names: {kind: Provider, plural: providers}\n  scope: Cluster\n  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]\n"
+				files["crds/evil.yaml"] = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: evilthings.pkg.crossplane.io\nspec:\n  group: pkg.crossplane.io\n  names: {kind: EvilThing, plural: evilthings}\n  scope: Cluster\n  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]\n"
+				m.put(reg+"/org/provider-a", "v1.0.0", buildPackage(t, files))
+				return map[string]string{"a.yaml": decl("Provider", "a", reg+"/org/provider-a:v1.0.0")}
+			},
+			want: want{err: []string{
+				"Provider a (a.yaml:1)",
+				`CustomResourceDefinition providers.pkg.crossplane.io defines types in API group "pkg.crossplane.io", which a package may not own`,
+				"CustomResourceDefinition evilthings.pkg.crossplane.io",
+			}},
+		},
 		"ConstraintConflict": {
 			reason: "Two dependents whose constraints exclude each other: the error names each constraint and dependent.",
 			setup: func(t testing.TB, m *memRegistry) map[string]string {

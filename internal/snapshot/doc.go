@@ -16,10 +16,14 @@
 //  4. registry: the package fetcher for the declarations' ImageConfigs
 //     (which rewrite where packages are pulled from).
 //  5. fetch: every locked package by its pinned digest (lockfile.Fetch).
-//  6. input: the render.Input for the lock (render.PackagesFromLock with
+//  6. payload: every fetched package's definitions (CRDs, XRDs, MRDs)
+//     define types only in API groups a package may own: never in
+//     Crossplane's or Kubernetes' own (xpkg.Package.CheckGroups,
+//     crossplane.ProtectedGroup).
+//  7. input: the render.Input for the lock (render.PackagesFromLock with
 //     the namespace, instance and provider permission allow list given as
 //     options) and the spec.replaces map apply records.
-//  7. render: render.Render, run on the first call to Snapshot.Output.
+//  8. render: render.Render, run on the first call to Snapshot.Output.
 //
 // Every command that reads a commit goes through here: lockstep render,
 // apply, lock (--check), diff (one Snapshot per side), the agent, the

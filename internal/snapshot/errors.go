@@ -17,6 +17,7 @@ const (
 	StepCheck        Step = "check"
 	StepRegistry     Step = "registry"
 	StepFetch        Step = "fetch"
+	StepPayload      Step = "payload"
 	StepInput        Step = "input"
 	StepRender       Step = "render"
 )

@@ -99,6 +99,9 @@ func New(set *declarations.Set, lock *lockfile.Lock, contents map[string]*xpkg.P
 		return nil, err
 	}
 	if contents != nil {
+		if err := l.step(StepPayload, l.payload); err != nil {
+			return nil, err
+		}
 		if err := l.step(StepInput, l.input); err != nil {
 			return nil, err
 		}
@@ -117,6 +120,7 @@ func (l *loader) run(ctx context.Context) (*Snapshot, error) {
 		{StepLock, l.lock},
 		{StepCheck, l.check},
 		{StepFetch, func() error { return l.fetch(ctx) }}, // and the registry step
+		{StepPayload, l.payload},
 		{StepInput, l.input},
 	}
 	for _, st := range steps {
@@ -209,6 +213,28 @@ func (l *loader) fetch(ctx context.Context) error {
 		l.s.Contents[src] = fp.Package
 	}
 	return nil
+}
+
+// payload is the payload step: every fetched package defines types only
+// in API groups a package may own (xpkg.Package.CheckGroups). The error
+// names each refused package by its lock entry and each refused
+// definition.
+func (l *loader) payload() error {
+	if l.s.Lock == nil {
+		return nil
+	}
+	var errs []error
+	for i := range l.s.Lock.Packages {
+		e := &l.s.Lock.Packages[i]
+		p := l.s.Contents[e.Source]
+		if p == nil {
+			continue
+		}
+		if err := p.CheckGroups(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", e, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // input is the input step.

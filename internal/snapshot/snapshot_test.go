@@ -18,6 +18,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/snapshot"
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
 
@@ -404,5 +405,60 @@ func TestNew(t *testing.T) {
 				t.Errorf("%s\nNew: problems %v, declarations %v; want %d problems", tc.reason, s.Problems, s.Declarations, tc.problems)
 			}
 		})
+	}
+}
+
+// TestLoadProtectedGroup: a locked Provider whose payload ships a copy of
+// Crossplane's own providers.pkg.crossplane.io CRD is refused after the
+// fetch, naming the package and the CRD, so that render, apply, diff, the
+// agent and lock --check all refuse it before anything is written.
+func TestLoadProtectedGroup(t *testing.T) {
+	td := os.Getenv("LOCKSTEP_TESTDATA")
+	if td == "" {
+		t.Skip("LOCKSTEP_TESTDATA is not set")
+	}
+	reg := registry.New(t)
+	reg.PushExamples(t, filepath.Join("..", ".."))
+
+	// provider-demo v0.2.0 with Crossplane's Provider CRD added.
+	src := filepath.Join("..", "..", "examples", "packages", "provider-demo", "v0.2.0")
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	crd, err := os.ReadFile(filepath.Join(td, "crossplane-crds", "pkg.crossplane.io_providers.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "crds", "pkg.crossplane.io_providers.yaml"), crd, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img, err := xpkg.Build(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := xpkg.Push(context.Background(), img, reg.Ref(t, "lockstep-examples/provider-demo:evil"), reg.RemoteOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pinned = "sha256:6bac01cd39973a7aea167316d9bc385b00383eb3f2219ee9168f31e6b4a7dbce"
+	lock := string(readDemo(t, lockfile.FileName))
+	if !strings.Contains(lock, pinned) {
+		t.Fatal("the demo lock no longer pins provider-demo v0.2.0 at " + pinned + "; update the test")
+	}
+	fsys := demoFS(t, map[string][]byte{lockfile.FileName: []byte(strings.Replace(lock, pinned, h.String(), 1))})
+
+	var seen []string
+	_, err = snapshot.Load(context.Background(), fsys,
+		snapshot.WithFetcher(mirrorTo(t, reg, &seen)), snapshot.WithInsecureRegistries([]string{reg.Host}))
+	var se *snapshot.StepError
+	if !errors.As(err, &se) || se.Step != snapshot.StepPayload {
+		t.Fatalf("Load: got error %v, want a %s step error", err, snapshot.StepPayload)
+	}
+	t.Logf("the user sees: %v", err)
+	for _, want := range []string{"Provider lockstep-examples-provider-demo", "CustomResourceDefinition providers.pkg.crossplane.io", "pkg.crossplane.io"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error %q does not name %q", err, want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package xpkg
 
 import (
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -60,6 +61,23 @@ func (p *Package) Count(gk schema.GroupKind) int {
 		}
 	}
 	return n
+}
+
+// CheckGroups returns an error naming every payload definition (CRD, XRD,
+// MRD) that defines types in an API group a package may not own
+// (crossplane.CheckDefinition: Crossplane's and Kubernetes' own groups),
+// nil when there is none. lockstep lock and the snapshot stage call it on
+// every package they read, so such a package is never locked, rendered or
+// applied.
+func (p *Package) CheckGroups() error {
+	var errs []error
+	for i := range p.Objects {
+		o := &p.Objects[i]
+		if err := crossplane.CheckDefinition(o.GroupKind(), o.Name, o.Raw); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Summary counts a package's payload by the categories of the test data
