@@ -17,6 +17,12 @@
 // one another are applied concurrently (packageGroups); the others one
 // after the other, in the render's order:
 //
+//  0. Definitions, before anything of the package is written: no CRD, XRD
+//     or MRD of the payload defines types in Crossplane's or Kubernetes'
+//     own API groups (crossplane.ProtectedGroup), and every one that exists
+//     is lockstep's: controlled by this instance's packages or revisions or
+//     a package this one replaces, or unowned with this instance's label
+//     (ForeignOwnerError, definitions.go; issue 15).
 //  1. Records: the package object and its revision for the locked digest,
 //     both paused for Crossplane (crossplane.io/paused: "true"); a new digest
 //     gets the next spec.revision number (records.go).

@@ -119,6 +119,7 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 		name string
 		fn   func(context.Context) error
 	}{
+		{"definitions", p.definitionsStep},
 		{"records", p.recordsStep},
 		{"preflight", p.preflightStep},
 		{"replaces", p.replacesStep},
