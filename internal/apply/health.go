@@ -12,6 +12,9 @@ import (
 // Deployment, chosen by health.NewTarget.
 func healthTarget(po *render.PackageOutput) health.Target {
 	t := health.Target{Kind: po.Kind, Name: po.Name, Version: po.Tag, Digest: po.Digest}
+	if po.Revision != nil {
+		t.Revision = po.Revision.Name
+	}
 	if po.Record == nil {
 		return t
 	}
