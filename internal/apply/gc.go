@@ -69,10 +69,8 @@ func (p *pkgRun) doomedRevisions() map[string]bool {
 	if limit <= 0 {
 		return out
 	}
-	var inactive []*unstructured.Unstructured
-	for _, o := range p.others {
-		inactive = append(inactive, o) // all of them are Inactive once the current revision is Active
-	}
+	// All of them are Inactive once the current revision is Active.
+	inactive := append([]*unstructured.Unstructured(nil), p.others...)
 	for i := 0; i < len(inactive)-int(limit); i++ {
 		out[string(inactive[i].GetUID())] = true
 	}

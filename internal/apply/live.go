@@ -22,9 +22,6 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
-// pkgAPIVersion is the apiVersion of package and revision records.
-const pkgAPIVersion = "pkg.crossplane.io/v1"
-
 // packageKinds are the Crossplane package kinds, in the order a first
 // install needs.
 var packageKinds = []xpkg.Kind{xpkg.KindProvider, xpkg.KindFunction, xpkg.KindConfiguration}

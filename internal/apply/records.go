@@ -433,7 +433,7 @@ func soleOwner(u *unstructured.Unstructured, manager string, path ...string) boo
 			continue
 		}
 		var fields map[string]any
-		if err := json.Unmarshal(mf.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields); err != nil {
 			continue
 		}
 		if !hasFieldPath(fields, path) {

@@ -46,8 +46,7 @@ func packageGroups(out *render.Output, replacedBy map[pkgKey]string, replaces ma
 	for i := range parent {
 		parent[i] = i
 	}
-	var find func(int) int
-	find = func(i int) int {
+	find := func(i int) int {
 		for parent[i] != i {
 			parent[i] = parent[parent[i]]
 			i = parent[i]

@@ -9,7 +9,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/health"
@@ -109,12 +108,4 @@ func deploymentHealth(kind xpkg.Kind, dep *unstructured.Unstructured) *condition
 		return &condition{Type: CondRuntimeHealthy, Status: "False", Reason: ReasonUnhealthy, Message: fmt.Sprintf("%s deployment is unavailable with message: %s", what, res.Message)}
 	}
 	return &condition{Type: CondRuntimeHealthy, Status: "Unknown", Reason: ReasonUnknownHealth, Message: fmt.Sprintf("%s deployment %s is not available yet: %s", what, dep.GetName(), res.Message)}
-}
-
-// uidOf returns u's UID, "" for nil.
-func uidOf(u *unstructured.Unstructured) types.UID {
-	if u == nil {
-		return ""
-	}
-	return u.GetUID()
 }

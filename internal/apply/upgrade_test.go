@@ -250,7 +250,7 @@ func TestManualActivation(t *testing.T) {
 	}
 	rev = f.revision(t, xpkg.KindProvider, rev2)
 	for _, mf := range rev.GetManagedFields() {
-		if mf.Manager == apply.FieldManager && strings.Contains(string(mf.FieldsV1.Raw), `"f:desiredState"`) {
+		if mf.Manager == apply.FieldManager && strings.Contains(mf.FieldsV1.GetRawString(), `"f:desiredState"`) {
 			t.Errorf("field manager %s owns spec.desiredState of a Manual revision: it would fight the user", apply.FieldManager)
 		}
 	}

@@ -315,8 +315,8 @@ func (l *loader) validateVerification(o object, v *imageVerification) {
 			if k.HashAlgorithm == "" {
 				k.HashAlgorithm = DefaultCosignHashAlgorithm
 			}
-			switch {
-			case k.SecretRef == nil:
+			switch k.SecretRef {
+			case nil:
 				l.fail(o, ap+".key.secretRef", fmt.Errorf("required"))
 			default:
 				if k.SecretRef.Name == "" {

@@ -425,10 +425,10 @@ func writeTree(st storer.EncodedObjectStorer, base *object.Tree, files map[strin
 		}
 		mode := filemode.Regular
 		if old, ok := entries[p]; ok {
-			switch {
-			case old.Mode == filemode.Dir:
+			switch old.Mode {
+			case filemode.Dir:
 				return plumbing.ZeroHash, fmt.Errorf("cannot write file %s: it is a directory", p)
-			case old.Mode == filemode.Executable:
+			case filemode.Executable:
 				mode = filemode.Executable
 			}
 		}

@@ -460,7 +460,7 @@ func TestResolve(t *testing.T) {
 		},
 		"DefaultRegistryMissing": {
 			reason: "The placeholder without --default-registry is an error naming the declaration.",
-			setup: func(t testing.TB, m *memRegistry) map[string]string {
+			setup: func(testing.TB, *memRegistry) map[string]string {
 				return map[string]string{"a.yaml": decl("Provider", "a", DefaultRegistryPlaceholder+"/org/provider-a:v1.0.0")}
 			},
 			want: want{err: []string{"Provider a (a.yaml:1): spec.package default-registry.invalid/org/provider-a:v1.0.0 names the registry default-registry.invalid, which needs --default-registry"}},

@@ -164,7 +164,7 @@ func (c *Client) Digest(ctx context.Context, ref name.Tag) (v1.Hash, error) {
 		}
 		got, err := puller.Get(ctx, src.ref)
 		if err != nil {
-			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s: HEAD failed (%v), and GET: %w", src, redact(headErr), redact(err))
+			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s: HEAD failed (%v), and GET: %w", src, redact(headErr), redact(err)) //nolint:errorlint // the GET failed last; HEAD's error is context, not the cause
 		}
 		// go-containerregistry hashed the body it read, so the bytes match
 		// the digest; keep them for a pull of that digest.

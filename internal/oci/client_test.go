@@ -601,7 +601,7 @@ func TestJobsBound(t *testing.T) {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					n := inFlight.Add(1)
 					defer inFlight.Add(-1)
-					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() { //nolint:revive // the loop condition does the work
 					}
 					next.ServeHTTP(w, r)
 				})
@@ -760,7 +760,7 @@ func TestErrorsRedactCredentials(t *testing.T) {
 	const user, password = "robot", "hunter2-s3cret"
 	var f fault
 	f.armed.Store(true)
-	reg := registry.New(t, f.onRequest(func(w http.ResponseWriter, r *http.Request) bool {
+	reg := registry.New(t, f.onRequest(func(w http.ResponseWriter, _ *http.Request) bool {
 		w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
 		w.WriteHeader(http.StatusUnauthorized)
 		return true
