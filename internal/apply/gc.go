@@ -10,7 +10,7 @@ import (
 )
 
 // defaultRevisionHistoryLimit is Crossplane's default for
-// spec.revisionHistoryLimit (study §3.1).
+// spec.revisionHistoryLimit (docs/crossplane-behaviour.md#package-spec-defaults).
 const defaultRevisionHistoryLimit = 1
 
 // historyLimit returns the package's spec.revisionHistoryLimit.
@@ -26,13 +26,16 @@ func (p *pkgRun) historyLimit() int64 {
 	return n
 }
 
-// gcCandidates returns step 7's choice: the revisions to delete so that at
+// gcCandidates returns the revision history GC's choice
+// (docs/design.md#apply-steps): the revisions to delete so that at
 // most revisionHistoryLimit inactive revisions remain, lowest
 // spec.revision first, all of the excess at once. A limit of 0 disables GC
-// (seed 000, study §3.1). The Active revision and the current one (the
+// (docs/crossplane-behaviour.md#packages-v2-design,
+// docs/crossplane-behaviour.md#package-spec-defaults). The Active revision and
+// the current one (the
 // locked digest's, which may await activation under Manual) are never
 // deleted, unlike Crossplane, which deletes one revision per reconcile and
-// can pick the one about to become current (study §3.7).
+// can pick the one about to become current (docs/crossplane-behaviour.md#revision-history-gc).
 func (p *pkgRun) gcCandidates() []*unstructured.Unstructured {
 	limit := p.historyLimit()
 	if limit <= 0 || p.cur == nil {

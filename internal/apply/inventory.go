@@ -41,7 +41,8 @@ const (
 	RoleRecord Role = "record"
 	// RolePayload is a payload object: a CRD, XRD, Composition, webhook
 	// configuration... It stays in the inventory, owned by its package,
-	// after a newer revision stops shipping it (study §4.2 point 4), until
+	// after a newer revision stops shipping it
+	// (docs/crossplane-behaviour.md#establishing-the-payload point 4), until
 	// the package is pruned.
 	RolePayload Role = "payload"
 	// RoleRuntime is a runtime or RBAC object: ServiceAccount, Service,
@@ -52,7 +53,7 @@ const (
 // Inventory is what one lockstep instance installed, kept in the ConfigMap
 // InventoryName(instance) in the Crossplane namespace, so that a restarted
 // lockstep knows what to prune (Flux kustomize-controller's inventory,
-// gitops-reference §1.2). Packages are sorted by kind and name, entries by
+// docs/design.md#flux-kustomize). Packages are sorted by kind and name, entries by
 // ID.
 type Inventory struct {
 	// Instance is the lockstep instance.

@@ -30,7 +30,7 @@ func isDefinition(gk schema.GroupKind) bool {
 
 // deleteOwned deletes the object stub names when it still carries this
 // instance's label (Flux prunes only what it still owns, gitops-reference
-// §0 item 4), with a UID precondition. A missing object counts as deleted;
+// docs/design.md#flux-kustomize), with a UID precondition. A missing object counts as deleted;
 // one without the label is skipped.
 func (r *run) deleteOwned(ctx context.Context, stub *unstructured.Unstructured) (ssa.Action, error) {
 	obj := &metav1.PartialObjectMetadata{}
@@ -50,7 +50,8 @@ func (r *run) deleteOwned(ctx context.Context, stub *unstructured.Unstructured) 
 	return ssa.DeletedAction, nil
 }
 
-// prunePackage is step 8 for a package that is in the inventory but gone
+// prunePackage is the prune step (docs/design.md#apply-steps) for a package
+// that is in the inventory but gone
 // from the output: it removes the package object, its revisions, its
 // runtime and its payload, except objects another package of the output
 // applies (desiredIDs: a package that replaced it took them over).

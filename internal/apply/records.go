@@ -42,7 +42,7 @@ type pkgRun struct {
 	// old revision stays Active until then.
 	flip bool
 	// replacedBy is set when another package of the output replaces this
-	// one: it is kept deactivated (seed 004).
+	// one: it is kept deactivated (docs/crossplane-behaviour.md#moving-package-dependencies).
 	replacedBy string
 	// replaced are the installed packages this one replaces.
 	replaced []*replacedPkg
@@ -289,7 +289,8 @@ func (r *run) planRecord(ctx context.Context, d *desired) error {
 	return nil
 }
 
-// recordsStep is step 1: the package record, then the revision record for
+// recordsStep is the records step (docs/design.md#apply-steps): the package
+// record, then the revision record for
 // the locked digest, numbered after the package's other revisions. It also
 // decides the current revision's activation (see decideActivation).
 func (p *pkgRun) recordsStep(ctx context.Context) error {
@@ -308,7 +309,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	}
 	if p.replacedBy != "" {
 		// A replaced package keeps its record but with the Manual policy, so
-		// nothing activates it again (seed 004).
+		// nothing activates it again (docs/crossplane-behaviour.md#moving-package-dependencies).
 		_ = unstructured.SetNestedField(u.Object, string(declarations.ManualActivation), "spec", "revisionActivationPolicy")
 	}
 	d, err := r.newDesired(u, RoleRecord, "")

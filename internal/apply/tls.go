@@ -27,7 +27,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
-// Certificate parameters. Crossplane's generator (study §5.5,
+// Certificate parameters. Crossplane's generator (docs/crossplane-behaviour.md#tls,
 // internal/initializer/tls.go) signs 10-year certificates with RSA keys
 // and stores the CA in crossplane-root-ca under tls.crt and tls.key (PKCS #1
 // PEM); lockstep writes the CA in the same format so Crossplane's core reads

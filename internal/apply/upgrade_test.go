@@ -116,7 +116,7 @@ func TestRevisionHistoryLimit(t *testing.T) {
 		// upgrade (build 4 is active).
 		survivors []int
 	}{
-		"limit 0": {reason: "0 disables garbage collection (seed 002)", limit: 0, survivors: []int{0, 1, 2, 3, 4}},
+		"limit 0": {reason: "0 disables garbage collection (docs/crossplane-behaviour.md#package-spec-defaults)", limit: 0, survivors: []int{0, 1, 2, 3, 4}},
 		"limit 1": {reason: "the default: the active revision and one inactive", limit: 1, survivors: []int{3, 4}},
 		"limit 3": {reason: "three inactive revisions are kept; the oldest of four goes", limit: 3, survivors: []int{1, 2, 3, 4}},
 	}

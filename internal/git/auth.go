@@ -22,7 +22,7 @@ import (
 
 // The keys of a Git credentials Secret (and of the files of a mounted
 // Secret), the ones Flux's GitRepository reads (fluxcd/pkg/git
-// NewAuthOptions, gitops-reference.md §1.1).
+// NewAuthOptions, docs/design.md#flux-source).
 const (
 	// SecretIdentity is an SSH private key in PEM or OpenSSH format.
 	SecretIdentity = "identity"

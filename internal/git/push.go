@@ -126,7 +126,7 @@ func orNone(h string) string {
 
 // Push commits c.Files on top of c.Parent and pushes the commit to c.Branch
 // with the Source's credentials, the way Flux's image-automation-controller
-// writes back (gitops-reference.md §1.3: commit, optional OpenPGP signature,
+// writes back (docs/design.md#flux-image-automation: commit, optional OpenPGP signature,
 // push to a branch, optional force). It needs the cache a Checkout of the
 // same Source made, and it never touches that checkout's worktree: the
 // commit is built from objects.

@@ -9,7 +9,7 @@ import (
 )
 
 // Crossplane condition types and reasons lockstep reads (Crossplane
-// apis/pkg/v1/conditions.go; ../shared/design/crossplane-package-manager.md §8).
+// apis/pkg/v1/conditions.go; docs/crossplane-behaviour.md#health-conditions).
 const (
 	ConditionInstalled       = "Installed"
 	ConditionHealthy         = "Healthy"
@@ -121,7 +121,8 @@ func packageStatus(obj *unstructured.Unstructured) (*status.Result, error) {
 
 // revisionStatus: a revision is Current when RevisionHealthy is True at its
 // generation; an Active ProviderRevision or FunctionRevision also needs
-// RuntimeHealthy, since its Deployment only runs while it is active (study §4.3).
+// RuntimeHealthy, since its Deployment only runs while it is active
+// (docs/crossplane-behaviour.md#active-and-inactive-revisions).
 func revisionStatus(obj *unstructured.Unstructured) (*status.Result, error) {
 	conds, err := conditions(obj)
 	if err != nil {

@@ -87,7 +87,7 @@ func TestDigestHEADRefused(t *testing.T) {
 		status int
 	}{
 		"MethodNotAllowed": {reason: "a registry that refuses HEAD with 405 is asked with GET", status: http.StatusMethodNotAllowed},
-		"NotFoundOnHEAD":   {reason: "a registry that answers 404 to HEAD only is asked with GET, as Crossplane does (§3.3)", status: http.StatusNotFound},
+		"NotFoundOnHEAD":   {reason: "a registry that answers 404 to HEAD only is asked with GET, as Crossplane does (docs/crossplane-behaviour.md#digest-resolution)", status: http.StatusNotFound},
 	}
 	for n, tc := range cases {
 		t.Run(n, func(t *testing.T) {
@@ -328,7 +328,7 @@ func TestPackageIndex(t *testing.T) {
 		want      v1.Image // nil: an error naming the platforms
 	}{
 		"AMD64AfterARM64": {
-			reason: "the linux/amd64 manifest is taken, wherever it is in the index (§2.1)",
+			reason: "the linux/amd64 manifest is taken, wherever it is in the index (docs/crossplane-behaviour.md#package-image)",
 			manifests: []mutate.IndexAddendum{
 				{Add: arm, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "arm64"}}},
 				{Add: amd, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "amd64"}}},

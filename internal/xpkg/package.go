@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// GroupKinds of the objects a package may carry (design §2.4).
+// GroupKinds of the objects a package may carry (docs/crossplane-behaviour.md#validation).
 var (
 	// GroupKindCRD is a CustomResourceDefinition, allowed in Provider and
 	// Function packages.
@@ -38,7 +38,7 @@ var (
 
 // AllowedPayload returns the GroupKinds a package of type k may carry in
 // package.yaml besides its meta object, following Crossplane's linter
-// allowlist (design §2.4): Provider: CRD, MRD, Validating and
+// allowlist (docs/crossplane-behaviour.md#validation): Provider: CRD, MRD, Validating and
 // MutatingWebhookConfiguration; Configuration: XRD, Composition, MRAP,
 // Operation, CronOperation, WatchOperation; Function: CRD (input schemas,
 // which Crossplane does not install). It returns nil for an unknown type.
