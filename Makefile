@@ -21,13 +21,21 @@ GO_TEST_FLAGS ?= -race -timeout 40m
 
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
-.PHONY: help build testbin test vet fmt lint bench demo clean
+.PHONY: help build generate testbin test vet fmt lint bench demo clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
 
 build: ## build bin/lockstep
 	$(GO) build -o $(BIN)/lockstep ./cmd/lockstep
+
+# controller-gen writes the Sync CRD and the DeepCopy methods from the Go
+# types in internal/agent/api; TestSyncCRDMatchesTypes fails when they drift.
+CONTROLLER_GEN_VERSION := v0.23.0
+generate: ## regenerate the Sync CRD and DeepCopy methods from internal/agent/api (controller-gen)
+	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION) \
+	  object paths=./internal/agent/api/... \
+	  crd paths=./internal/agent/api/... output:crd:dir=internal/agent/crds
 
 # The control plane for tests: kube-apiserver from k8s.io/kubernetes and etcd
 # from go.etcd.io/etcd/server/v3/etcdmain, built in tools/k8s, a module of its

@@ -11,8 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/apply"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 func newActivateCommand() *cobra.Command {
@@ -69,8 +70,8 @@ when several kinds have a package of that name.`,
 
 // packageKind returns the kind of the package named name: kind when given,
 // otherwise the one kind that has a package of that name.
-func packageKind(ctx context.Context, c client.Client, kind, name string) (xpkg.Kind, error) {
-	kinds := []xpkg.Kind{xpkg.KindProvider, xpkg.KindConfiguration, xpkg.KindFunction}
+func packageKind(ctx context.Context, c client.Client, kind, name string) (crossplane.Kind, error) {
+	kinds := []crossplane.Kind{crossplane.KindProvider, crossplane.KindConfiguration, crossplane.KindFunction}
 	if kind != "" {
 		for _, k := range kinds {
 			if strings.EqualFold(string(k), kind) {
@@ -79,10 +80,10 @@ func packageKind(ctx context.Context, c client.Client, kind, name string) (xpkg.
 		}
 		return "", fmt.Errorf("kind %q is not Provider, Configuration or Function", kind)
 	}
-	var found []xpkg.Kind
+	var found []crossplane.Kind
 	for _, k := range kinds {
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(schema.GroupVersionKind{Group: xpkg.PackageGroup, Version: "v1", Kind: string(k)})
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: string(k)})
 		err := c.Get(ctx, client.ObjectKey{Name: name}, u)
 		switch {
 		case err == nil:

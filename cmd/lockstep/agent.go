@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/lockstep-gitops/lockstep/internal/agent"
 	"github.com/lockstep-gitops/lockstep/internal/apply"
@@ -78,8 +80,9 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	metrics := agent.NewMetrics(reg)
+	// /metrics serves controller-runtime's registry: the agent's metrics
+	// beside the manager's own (workqueue, reconciles, leader election).
+	metrics := agent.NewMetrics(ctrlmetrics.Registry)
 	counted := rest.CopyConfig(cfg)
 	counted.Wrap(metrics.WrapTransport)
 	c, err := newClient(counted)
@@ -119,10 +122,13 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	if lease == "" {
 		lease = "lockstep-" + opts.Instance
 	}
-	host, _ := os.Hostname()
 	out := cmd.OutOrStdout()
-	run.Once, run.LeaderElection, run.LeaseName, run.Identity = f.once, f.leaderElect, lease, host
-	run.ProbeAddr, run.MetricsAddr, run.Gatherer = f.probeAddr, f.metricsAddr, reg
+	run.Once, run.LeaderElection, run.LeaseName = f.once, f.leaderElect, lease
+	run.ProbeAddr, run.MetricsAddr = f.probeAddr, f.metricsAddr
+	// The outcome of each reconcile goes to stdout; the manager logs only
+	// its errors, to stderr.
+	run.Logger = logr.FromSlogHandler(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
+	ctrllog.SetLogger(run.Logger)
 	run.OnReconcile = func(o *agent.Outcome, err error) { printOutcome(out, o, err) }
 	return agent.Run(ctx, cfg, r, run)
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/agent"
+	"github.com/lockstep-gitops/lockstep/internal/agent/api/v1alpha1"
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/git"
@@ -199,7 +200,7 @@ func reconcileUntilHealthy(t *testing.T, r *agent.Reconciler) *agent.Outcome {
 	}
 }
 
-func syncStatus(t *testing.T, c client.Client, ns string) *agent.SyncStatus {
+func syncStatus(t *testing.T, c client.Client, ns string) *v1alpha1.SyncStatus {
 	t.Helper()
 	_, st, err := agent.ReadSync(context.Background(), c, ns, ns)
 	if err != nil || st == nil {
@@ -208,7 +209,7 @@ func syncStatus(t *testing.T, c client.Client, ns string) *agent.SyncStatus {
 	return st
 }
 
-func condition(st *agent.SyncStatus, typ string) metav1.Condition {
+func condition(st *v1alpha1.SyncStatus, typ string) metav1.Condition {
 	for _, c := range st.Conditions {
 		if c.Type == typ {
 			return c

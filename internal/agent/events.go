@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/lockstep-gitops/lockstep/internal/agent/api/v1alpha1"
 )
 
 // Event reasons on the Sync object.
@@ -47,7 +49,7 @@ func (r *Reconciler) event(ctx context.Context, sync *unstructured.Unstructured,
 // announce emits the Events of a status change: a newly applied commit, a
 // sync that became stalled, a poll that pushed a lock update or failed.
 // Nothing is emitted when nothing changed (Flux's rule).
-func (r *Reconciler) announce(ctx context.Context, sync *unstructured.Unstructured, prev, next *SyncStatus) {
+func (r *Reconciler) announce(ctx context.Context, sync *unstructured.Unstructured, prev, next *v1alpha1.SyncStatus) {
 	if next.LastAppliedCommit != "" && next.LastAppliedCommit != prev.LastAppliedCommit {
 		r.event(ctx, sync, corev1.EventTypeNormal, EventApplied, fmt.Sprintf("applied commit %s: %d packages", short(next.LastAppliedCommit), len(next.Packages)))
 	}
@@ -71,7 +73,7 @@ func (r *Reconciler) announce(ctx context.Context, sync *unstructured.Unstructur
 	}
 }
 
-func conditionOf(st *SyncStatus, typ string) metav1.Condition {
+func conditionOf(st *v1alpha1.SyncStatus, typ string) metav1.Condition {
 	for _, c := range st.Conditions {
 		if c.Type == typ {
 			return c

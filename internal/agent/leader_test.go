@@ -30,7 +30,7 @@ spec:
 		defer wg.Done()
 		r := f.reconciler(t)
 		err := agent.Run(ctx, f.env.Config, r, agent.RunOptions{
-			LeaderElection: true, LeaseName: "lockstep-leader-test", Identity: []string{"first", "second"}[i],
+			LeaderElection: true, LeaseName: "lockstep-leader-test",
 			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
 			OnReconcile: func(*agent.Outcome, error) { counts[i].Add(1) },
 		})

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/agent/api/v1alpha1"
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/git"
@@ -32,7 +33,9 @@ import (
 
 // Config is what one agent watches and where it installs.
 type Config struct {
-	// Source is the Git repository, ref and path of the declarations.
+	// Source is the Git repository, ref and path of the declarations. The
+	// Sync's spec shows it; reconciles check it out unless WithSource gives
+	// them another Source.
 	Source git.Source
 	// Interval is how often the agent polls Git and re-applies to correct
 	// drift (--interval, default one minute).
@@ -90,7 +93,7 @@ type Outcome struct {
 	// Health is the sync's health after the apply.
 	Health health.Summary
 	// Packages is each applied package's health.
-	Packages []PackageHealth
+	Packages []v1alpha1.PackageHealth
 
 	lockDigest string
 }
@@ -105,16 +108,32 @@ type Reconciler struct {
 	last    *rendered
 	updater *update.Updater
 	cfg     Config
+	src     Source
 	c       client.Client
 	mgr     *apply.Manager
 	cache   *oci.Cache
 	metrics *Metrics
 }
 
+// Source gives a reconcile the commit to apply: the checked-out tree of the
+// watched ref and its commit. git.Source is the Source of a real agent;
+// tests substitute their own (WithSource). An error is a failed source step
+// (Flux's GitOperationFailed), retried at the next interval.
+type Source interface {
+	Checkout(ctx context.Context) (*git.Artifact, error)
+}
+
+// Option changes how NewReconciler builds a Reconciler.
+type Option func(*Reconciler)
+
+// WithSource makes reconciles read their commits from s instead of checking
+// out Config.Source, which the Sync's spec still shows.
+func WithSource(s Source) Option { return func(r *Reconciler) { r.src = s } }
+
 // NewReconciler returns a Reconciler that applies through c. metrics may be
 // nil. It fails when the apply options or the cache directory are not
 // usable.
-func NewReconciler(c client.Client, cfg Config, metrics *Metrics) (*Reconciler, error) {
+func NewReconciler(c client.Client, cfg Config, metrics *Metrics, opts ...Option) (*Reconciler, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Minute
 	}
@@ -133,7 +152,11 @@ func NewReconciler(c client.Client, cfg Config, metrics *Metrics) (*Reconciler, 
 	if err != nil {
 		return nil, err
 	}
-	return &Reconciler{cfg: cfg, c: c, mgr: mgr, cache: cache, metrics: metrics}, nil
+	r := &Reconciler{cfg: cfg, src: cfg.Source, c: c, mgr: mgr, cache: cache, metrics: metrics}
+	for _, o := range opts {
+		o(r)
+	}
+	return r, nil
 }
 
 // SetUpdater makes the Sync status report u's polls (see RunOptions
@@ -176,7 +199,7 @@ type rendered struct {
 
 func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	out := &Outcome{}
-	art, err := r.cfg.Source.Checkout(ctx)
+	art, err := r.src.Checkout(ctx)
 	if err != nil {
 		return out, &StepError{Step: StepSource, Reason: ReasonGitOperationFailed, Err: err}
 	}
@@ -287,7 +310,7 @@ func (r *Reconciler) readHealth(ctx context.Context, out *render.Output, o *Outc
 	var all []health.ObjectStatus
 	for _, p := range out.Packages {
 		var objs []health.ObjectStatus
-		ph := PackageHealth{Kind: string(p.Kind), Name: p.Name, Version: p.Tag, Digest: p.Digest}
+		ph := v1alpha1.PackageHealth{Kind: string(p.Kind), Name: p.Name, Version: p.Tag, Digest: p.Digest}
 		if p.Revision != nil {
 			ph.Revision = p.Revision.Name
 		}

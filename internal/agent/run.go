@@ -4,18 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/client-go/kubernetes"
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/lockstep-gitops/lockstep/internal/agent/api/v1alpha1"
 	"github.com/lockstep-gitops/lockstep/internal/update"
 )
 
@@ -24,25 +28,27 @@ type RunOptions struct {
 	// Once runs one reconcile and returns its error (--once).
 	Once bool
 	// LeaderElection makes replicas elect one leader on a Lease named
-	// LeaseName in the Sync's namespace; only the leader reconciles
-	// (client-go leaderelection).
+	// LeaseName in the Sync's namespace; only the leader reconciles and
+	// polls (controller-runtime's manager.Options LeaderElection, which runs
+	// client-go's leaderelection; the holder identity is the host name and
+	// a random suffix).
 	LeaderElection bool
 	LeaseName      string
-	// Identity names this replica in the Lease (default: the host name).
-	Identity string
 	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's leader
 	// election timings (defaults 15s, 10s, 2s).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// ProbeAddr serves /healthz and /readyz; MetricsAddr serves /metrics.
-	// Empty disables.
+	// ProbeAddr serves /healthz and /readyz; MetricsAddr serves /metrics,
+	// which shows controller-runtime's metrics.Registry (register the
+	// agent's Metrics there to see them). Empty disables.
 	ProbeAddr, MetricsAddr string
-	// Gatherer is what /metrics serves (default prometheus.DefaultGatherer).
-	Gatherer prometheus.Gatherer
+	// Logger receives the manager's logs (controller-runtime's log.Log when
+	// unset).
+	Logger logr.Logger
 	// OnReconcile, when set, is called after every reconcile, for logging.
 	OnReconcile func(*Outcome, error)
 	// Updater and Schedule, when both set, run scheduled registry polls
-	// that propose lock updates as Git commits (issue: polling for new
-	// digests), on the leader only, beside the reconcile loop.
+	// that propose lock updates as Git commits (internal/update), on the
+	// leader only, beside the reconciles.
 	Updater  *update.Updater
 	Schedule *update.Schedule
 	// ProgressInterval is how soon the next reconcile comes while packages
@@ -50,151 +56,141 @@ type RunOptions struct {
 	ProgressInterval time.Duration
 }
 
-// Run runs the agent until ctx ends (SIGTERM): with leader election, only
-// while it leads; on each interval, and sooner while packages are becoming
-// healthy, it runs a reconcile. It returns nil when ctx ends, or the error
-// of the one reconcile with Once.
+// Run runs the agent on a controller-runtime Manager until ctx ends
+// (SIGTERM): the probe and metrics servers, and — with leader election,
+// only while this replica leads — a controller of the Sync object that
+// reconciles at start, when the Sync's spec changes or it is deleted, on
+// each interval, and sooner while packages are becoming healthy, and the
+// scheduled polls. It returns nil when ctx ends, an error when the manager
+// cannot start or this replica lost its lease (controller-runtime's rule:
+// the process must exit; Kubernetes restarts it as a candidate), or the
+// error of the one reconcile with Once.
 func Run(ctx context.Context, cfg *rest.Config, r *Reconciler, opts RunOptions) error {
+	mgr, err := newManager(cfg, r.cfg.Apply.Namespace, r.cfg.Apply.Instance, opts)
+	if err != nil {
+		return err
+	}
+	// Ready once the manager runs its runnables, before the election: a
+	// standby replica is ready too; a --once run never is.
 	var ready atomic.Bool
-	stopServers, err := serve(opts, &ready)
-	if err != nil {
-		return err
+	if err := errors.Join(
+		mgr.AddHealthzCheck("ping", healthz.Ping),
+		mgr.AddReadyzCheck("started", func(*http.Request) error {
+			if !ready.Load() {
+				return errors.New("starting")
+			}
+			return nil
+		}),
+	); err != nil {
+		return fmt.Errorf("agent probes: %w", err)
 	}
-	defer stopServers()
-
 	if opts.Once {
-		out, err := r.Reconcile(ctx)
-		if opts.OnReconcile != nil {
-			opts.OnReconcile(out, err)
-		}
-		return err
+		return runOnce(ctx, mgr, r, opts)
 	}
-	ready.Store(true)
-	if !opts.LeaderElection {
-		r.lead(ctx, opts)
+	adds := []manager.Runnable{leaderless(func(context.Context) error {
+		ready.Store(true)
 		return nil
+	})}
+	if opts.Updater != nil && opts.Schedule != nil {
+		r.SetUpdater(opts.Updater)
+		// A manager.RunnableFunc needs leader election: only the leader
+		// polls. A failed poll is reported on the Sync, not here.
+		adds = append(adds, manager.RunnableFunc(func(ctx context.Context) error {
+			_ = opts.Updater.Run(ctx, opts.Schedule)
+			return nil
+		}))
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
+	for _, a := range adds {
+		if err := mgr.Add(a); err != nil {
+			return fmt.Errorf("agent manager: %w", err)
+		}
+	}
+	if err := setupSyncController(mgr, r, opts); err != nil {
 		return err
 	}
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, r.cfg.Apply.Namespace, opts.LeaseName,
-		cs.CoreV1(), cs.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: opts.Identity})
-	if err != nil {
-		return err
-	}
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   orDefault(opts.LeaseDuration, 15*time.Second),
-		RenewDeadline:   orDefault(opts.RenewDeadline, 10*time.Second),
-		RetryPeriod:     orDefault(opts.RetryPeriod, 2*time.Second),
-		ReleaseOnCancel: true,
-		Name:            opts.LeaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) { r.lead(ctx, opts) },
-			OnStoppedLeading: func() {},
-		},
-	})
-	if err != nil {
-		return err
-	}
-	// Run returns when leadership is lost or ctx ends; a replica that lost
-	// its lease without ctx ending stands for election again.
-	for ctx.Err() == nil {
-		le.Run(ctx)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("agent manager: %w", err)
 	}
 	return nil
 }
 
-// lead does the leader's work until ctx ends: the reconcile loop, and the
-// scheduled polls when configured.
-func (r *Reconciler) lead(ctx context.Context, opts RunOptions) {
-	done := make(chan struct{})
-	if opts.Updater != nil && opts.Schedule != nil {
-		r.SetUpdater(opts.Updater)
-		go func() {
-			defer close(done)
-			_ = opts.Updater.Run(ctx, opts.Schedule)
-		}()
-	} else {
-		close(done)
-	}
-	r.loop(ctx, opts)
-	<-done
-}
-
-// loop reconciles until ctx ends.
-func (r *Reconciler) loop(ctx context.Context, opts RunOptions) {
-	progress := orDefault(opts.ProgressInterval, 5*time.Second)
-	if progress > r.cfg.Interval {
-		progress = r.cfg.Interval
-	}
-	for {
+// runOnce runs one reconcile beside the probe and metrics servers, without
+// leader election, and stops the manager after it.
+func runOnce(ctx context.Context, mgr manager.Manager, r *Reconciler, opts RunOptions) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var rerr error
+	once := manager.RunnableFunc(func(ctx context.Context) error {
+		defer stop()
 		out, err := r.Reconcile(ctx)
 		if opts.OnReconcile != nil {
 			opts.OnReconcile(out, err)
 		}
-		wait := r.cfg.Interval
-		if err == nil && out != nil && out.Health.Status != "Current" {
-			wait = progress
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-	}
-}
-
-// serve starts the probe and metrics servers; the returned function stops
-// them.
-func serve(opts RunOptions, ready *atomic.Bool) (func(), error) {
-	var servers []*http.Server
-	start := func(addr string, h http.Handler) error {
-		if addr == "" {
-			return nil
-		}
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("listen on %s: %w", addr, err)
-		}
-		s := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-		servers = append(servers, s)
-		go func() { _ = s.Serve(ln) }()
+		rerr = err
 		return nil
-	}
-	stop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		for _, s := range servers {
-			_ = s.Shutdown(ctx)
-		}
-	}
-	probes := http.NewServeMux()
-	probes.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	probes.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "starting", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
 	})
-	g := opts.Gatherer
-	if g == nil {
-		g = prometheus.DefaultGatherer
+	if err := mgr.Add(once); err != nil {
+		return fmt.Errorf("agent manager: %w", err)
 	}
-	metrics := http.NewServeMux()
-	metrics.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
-	if err := errors.Join(start(opts.ProbeAddr, probes), start(opts.MetricsAddr, metrics)); err != nil {
-		stop()
-		return nil, err
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("agent manager: %w", err)
 	}
-	return stop, nil
+	return rerr
 }
 
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
+// newManager returns the agent's manager: its cache sees only the Sync
+// named name in namespace, its Lease lives beside it, and an empty
+// address turns a server off.
+func newManager(cfg *rest.Config, namespace, name string, opts RunOptions) (manager.Manager, error) {
+	s := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(s), v1alpha1.AddToScheme(s)); err != nil {
+		return nil, fmt.Errorf("agent scheme: %w", err)
 	}
-	return d
+	mopts := manager.Options{
+		Scheme: s,
+		Logger: opts.Logger,
+		Cache: cache.Options{
+			DefaultNamespaces: map[string]cache.Config{namespace: {}},
+			ByObject: map[client.Object]cache.ByObject{
+				&v1alpha1.Sync{}: {Field: fields.OneTermEqualSelector("metadata.name", name)},
+			},
+		},
+		HealthProbeBindAddress:        opts.ProbeAddr,
+		Metrics:                       metricsserver.Options{BindAddress: orOff(opts.MetricsAddr)},
+		LeaderElection:                opts.LeaderElection && !opts.Once,
+		LeaderElectionID:              opts.LeaseName,
+		LeaderElectionNamespace:       namespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 durationOr(opts.LeaseDuration, 15*time.Second),
+		RenewDeadline:                 durationOr(opts.RenewDeadline, 10*time.Second),
+		RetryPeriod:                   durationOr(opts.RetryPeriod, 2*time.Second),
+	}
+	mgr, err := manager.New(cfg, mopts)
+	if err != nil {
+		return nil, fmt.Errorf("agent manager: %w", err)
+	}
+	return mgr, nil
+}
+
+// leaderless is a runnable that runs on every replica, leader or not.
+type leaderless manager.RunnableFunc
+
+func (f leaderless) Start(ctx context.Context) error { return f(ctx) }
+
+// NeedLeaderElection is false: see manager.LeaderElectionRunnable.
+func (leaderless) NeedLeaderElection() bool { return false }
+
+// orOff maps the agent's "" (off) to controller-runtime's "0".
+func orOff(addr string) string {
+	if addr == "" {
+		return "0"
+	}
+	return addr
+}
+
+func durationOr(d, def time.Duration) *time.Duration {
+	if d <= 0 {
+		d = def
+	}
+	return &d
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/agent/api/v1alpha1"
 	"github.com/lockstep-gitops/lockstep/internal/update"
 )
 
@@ -29,13 +30,13 @@ const maxMessage = 1024
 
 // ReadSync returns the Sync of namespace/name and its status, nil when it
 // does not exist.
-func ReadSync(ctx context.Context, c client.Reader, namespace, name string) (*unstructured.Unstructured, *SyncStatus, error) {
+func ReadSync(ctx context.Context, c client.Reader, namespace, name string) (*unstructured.Unstructured, *v1alpha1.SyncStatus, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(SyncGVK)
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u); err != nil {
 		return nil, nil, client.IgnoreNotFound(err)
 	}
-	st := &SyncStatus{}
+	st := &v1alpha1.SyncStatus{}
 	if raw, ok := u.Object["status"].(map[string]any); ok {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, st); err != nil {
 			return nil, nil, fmt.Errorf("Sync %s/%s: status: %w", namespace, name, err)
@@ -96,7 +97,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, o *Outcome, rerr error) er
 
 // nextStatus computes the Sync status after a reconcile from the previous
 // one: it is pure, for tests.
-func nextStatus(prev *SyncStatus, o *Outcome, rerr error, generation int64) *SyncStatus {
+func nextStatus(prev *v1alpha1.SyncStatus, o *Outcome, rerr error, generation int64) *v1alpha1.SyncStatus {
 	st := prev.DeepCopy()
 	st.ObservedGeneration = generation
 	if o == nil {
@@ -170,21 +171,9 @@ func short(commit string) string {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// DeepCopy returns a copy of s.
-func (s *SyncStatus) DeepCopy() *SyncStatus {
-	out := *s
-	out.Conditions = append([]metav1.Condition(nil), s.Conditions...)
-	out.Packages = append([]PackageHealth(nil), s.Packages...)
-	if s.LastAppliedTime != nil {
-		t := *s.LastAppliedTime
-		out.LastAppliedTime = &t
-	}
-	return &out
-}
-
 // updateStatus turns the Updater's status into the Sync's.
-func updateStatus(us update.Status) *UpdateStatus {
-	out := &UpdateStatus{Mode: string(us.Mode), Schedule: us.Schedule, LastPushedCommit: us.LastPushedCommit,
+func updateStatus(us update.Status) *v1alpha1.UpdateStatus {
+	out := &v1alpha1.UpdateStatus{Mode: string(us.Mode), Schedule: us.Schedule, LastPushedCommit: us.LastPushedCommit,
 		LastPushBranch: us.LastPushBranch, Polls: us.Polls, FailedPolls: us.FailedPolls}
 	if us.LastPoll != nil {
 		t := metav1.NewTime(us.LastPoll.Time.UTC().Truncate(1e9))

@@ -8,13 +8,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/lockstep-gitops/lockstep/internal/agent/api/v1alpha1"
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/health"
 )
 
 func TestNextStatus(t *testing.T) {
-	prev := &SyncStatus{LastAppliedCommit: "aaa", LastAttemptedCommit: "aaa", LockDigest: "sha256:old",
-		Packages: []PackageHealth{{Kind: "Provider", Name: "p", Digest: "sha256:1", Health: "Current"}}}
+	prev := &v1alpha1.SyncStatus{LastAppliedCommit: "aaa", LastAttemptedCommit: "aaa", LockDigest: "sha256:old",
+		Packages: []v1alpha1.PackageHealth{{Kind: "Provider", Name: "p", Digest: "sha256:1", Health: "Current"}}}
 	type want struct {
 		applied, attempted, lock string
 		ready, reconciling       metav1.ConditionStatus

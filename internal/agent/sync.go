@@ -12,7 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/agent/api/v1alpha1"
 	"github.com/lockstep-gitops/lockstep/internal/health"
+	"github.com/lockstep-gitops/lockstep/internal/render"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,13 +22,14 @@ import (
 
 // SyncCRD is the CustomResourceDefinition of Sync, which the agent applies
 // at start (server-side apply, field manager lockstep) so that a fresh
-// cluster needs nothing installed by hand.
+// cluster needs nothing installed by hand. `make generate` writes it from
+// the types in internal/agent/api/v1alpha1 with controller-gen.
 //
 //go:embed crds/lockstep.io_syncs.yaml
 var SyncCRD []byte
 
 // SyncGVK is the group, version and kind of Sync.
-var SyncGVK = schema.GroupVersionKind{Group: "lockstep.io", Version: "v1alpha1", Kind: "Sync"}
+var SyncGVK = v1alpha1.SyncGroupVersionKind
 
 // Condition types of a Sync, as Flux's Kustomization reports them.
 const (
@@ -54,61 +57,6 @@ const (
 	ReasonRenderFailed       = "RenderFailed"
 	ReasonApplyFailed        = "ApplyFailed"
 )
-
-// SyncStatus is the status of a Sync: what the agent applied, from which
-// commit, and how healthy it is.
-type SyncStatus struct {
-	// ObservedGeneration is the Sync's generation the status describes.
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions are Ready, Reconciling and Stalled.
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// LastAppliedCommit is the commit whose declarations and lock are
-	// applied: the last good state.
-	LastAppliedCommit string `json:"lastAppliedCommit,omitempty"`
-	// LastAttemptedCommit is the commit of the last reconcile, good or not.
-	LastAttemptedCommit string `json:"lastAttemptedCommit,omitempty"`
-	// LockDigest is the sha256 of the applied lockstep.lock file.
-	LockDigest string `json:"lockDigest,omitempty"`
-	// LastAppliedTime is when LastAppliedCommit was last applied.
-	LastAppliedTime *metav1.Time `json:"lastAppliedTime,omitempty"`
-	// Packages is the health of each applied package, sorted by kind and
-	// name.
-	Packages []PackageHealth `json:"packages,omitempty"`
-	// Updates is the registry polling that proposes lock updates as Git
-	// commits (--update-schedule), absent when it is off.
-	Updates *UpdateStatus `json:"updates,omitempty"`
-}
-
-// UpdateStatus reports the agent's scheduled registry polls.
-type UpdateStatus struct {
-	// Mode is the write-back mode: branch, commit or off.
-	Mode string `json:"mode"`
-	// Schedule is --update-schedule.
-	Schedule string `json:"schedule,omitempty"`
-	// LastPollTime is when the last poll started.
-	LastPollTime *metav1.Time `json:"lastPollTime,omitempty"`
-	// LastPollResult says what the last poll found, in one line.
-	LastPollResult string `json:"lastPollResult,omitempty"`
-	// LastPushedCommit is the last commit a poll pushed, on LastPushBranch.
-	LastPushedCommit string `json:"lastPushedCommit,omitempty"`
-	LastPushBranch   string `json:"lastPushBranch,omitempty"`
-	// Polls and FailedPolls count polls since the agent started.
-	Polls       int `json:"polls,omitempty"`
-	FailedPolls int `json:"failedPolls,omitempty"`
-}
-
-// PackageHealth is one package's line in a Sync's status.
-type PackageHealth struct {
-	Kind     string `json:"kind"`
-	Name     string `json:"name"`
-	Version  string `json:"version,omitempty"`
-	Digest   string `json:"digest"`
-	Revision string `json:"revision,omitempty"`
-	// Health is a kstatus status: Current, InProgress, Failed, ...
-	Health string `json:"health"`
-	// Message is the reason of the first object that is not healthy.
-	Message string `json:"message,omitempty"`
-}
 
 // now is the clock; tests replace it.
 var now = func() time.Time { return time.Now() }
@@ -144,8 +92,11 @@ func Prepare(ctx context.Context, c client.Client, namespace string) error {
 	}
 	crd := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal(SyncCRD, &crd.Object); err != nil {
-		return err
+		return fmt.Errorf("the Sync CRD: %w", err)
 	}
+	// controller-gen writes no labels; the CRD says who installs it, as every
+	// object lockstep applies does.
+	crd.SetLabels(map[string]string{render.LabelManagedBy: render.ManagedByValue})
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(crd), client.FieldOwner(SyncFieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("install the Sync CRD: %w", err)
 	}

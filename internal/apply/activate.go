@@ -11,8 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/render"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // activationStep is the activation step (docs/design.md#apply-steps), once
@@ -92,9 +93,9 @@ var ErrNotCurrent = errors.New("not the current revision")
 // an error wrapping ErrNotCurrent for another revision, and an error naming
 // the object when the package or revision does not exist or belongs to
 // another package. It returns the revision's name.
-func Activate(ctx context.Context, c client.Client, kind xpkg.Kind, pkg, revision string) (string, error) {
+func Activate(ctx context.Context, c client.Client, kind crossplane.Kind, pkg, revision string) (string, error) {
 	p := &unstructured.Unstructured{}
-	p.SetGroupVersionKind(schema.GroupVersionKind{Group: xpkg.PackageGroup, Version: "v1", Kind: string(kind)})
+	p.SetGroupVersionKind(schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: string(kind)})
 	if err := c.Get(ctx, client.ObjectKey{Name: pkg}, p); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", fmt.Errorf("%s %s does not exist", kind, pkg)
@@ -109,7 +110,7 @@ func Activate(ctx context.Context, c client.Client, kind xpkg.Kind, pkg, revisio
 		return "", fmt.Errorf("%s %s has no status.currentRevision yet: run lockstep apply first", kind, pkg)
 	}
 	rev := &unstructured.Unstructured{}
-	rev.SetGroupVersionKind(schema.GroupVersionKind{Group: xpkg.PackageGroup, Version: "v1", Kind: revisionKind(kind)})
+	rev.SetGroupVersionKind(schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: revisionKind(kind)})
 	if err := c.Get(ctx, client.ObjectKey{Name: revision}, rev); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", fmt.Errorf("%s %s does not exist", revisionKind(kind), revision)

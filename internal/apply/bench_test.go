@@ -10,9 +10,10 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/render"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 )
 
@@ -44,7 +45,7 @@ func BenchmarkNoOpApplyMonolith(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mono := build(b, pkgSpec{kind: xpkg.KindProvider, name: "provider-aws", dir: filepath.Join(td, "packages", "provider-aws-v2.6.0-monolith-allcrds"),
+	mono := build(b, pkgSpec{kind: crossplane.KindProvider, name: "provider-aws", dir: filepath.Join(td, "packages", "provider-aws-v2.6.0-monolith-allcrds"),
 		source: "xpkg.upbound.io/upbound/provider-aws", tag: "v2.6.0", declared: true})
 	out, err := render.Render(render.Input{Namespace: ns, Instance: instance, Packages: []render.Package{mono}})
 	if err != nil {

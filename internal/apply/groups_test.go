@@ -7,12 +7,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/render"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // groupsPkg returns a package output whose payload is a CRD per name.
-func groupsPkg(kind xpkg.Kind, name string, crds ...string) *render.PackageOutput {
+func groupsPkg(kind crossplane.Kind, name string, crds ...string) *render.PackageOutput {
 	rev := &render.RevisionOutput{Name: name + "-rev"}
 	for _, c := range crds {
 		rev.Payload = append(rev.Payload, &render.Object{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: c})
@@ -31,28 +32,28 @@ func TestPackageGroups(t *testing.T) {
 	}{
 		"independent": {
 			reason: "packages that share nothing run on their own",
-			pkgs:   []*render.PackageOutput{groupsPkg(xpkg.KindProvider, "a", "x.a.io"), groupsPkg(xpkg.KindProvider, "b", "x.b.io"), groupsPkg(xpkg.KindFunction, "f")},
+			pkgs:   []*render.PackageOutput{groupsPkg(crossplane.KindProvider, "a", "x.a.io"), groupsPkg(crossplane.KindProvider, "b", "x.b.io"), groupsPkg(crossplane.KindFunction, "f")},
 			want:   [][]int{{0}, {1}, {2}},
 		},
 		"shared CRD": {
 			reason: "two packages shipping one CRD are applied one after the other, in output order, so the second sees who controls it",
-			pkgs:   []*render.PackageOutput{groupsPkg(xpkg.KindProvider, "a", "x.a.io"), groupsPkg(xpkg.KindProvider, "b", "y.b.io"), groupsPkg(xpkg.KindProvider, "c", "z.c.io", "x.a.io")},
+			pkgs:   []*render.PackageOutput{groupsPkg(crossplane.KindProvider, "a", "x.a.io"), groupsPkg(crossplane.KindProvider, "b", "y.b.io"), groupsPkg(crossplane.KindProvider, "c", "z.c.io", "x.a.io")},
 			want:   [][]int{{0, 2}, {1}},
 		},
 		"transitive": {
 			reason: "sharing is transitive",
-			pkgs:   []*render.PackageOutput{groupsPkg(xpkg.KindProvider, "a", "x"), groupsPkg(xpkg.KindProvider, "b", "y"), groupsPkg(xpkg.KindProvider, "c", "x", "y")},
+			pkgs:   []*render.PackageOutput{groupsPkg(crossplane.KindProvider, "a", "x"), groupsPkg(crossplane.KindProvider, "b", "y"), groupsPkg(crossplane.KindProvider, "c", "x", "y")},
 			want:   [][]int{{0, 1, 2}},
 		},
 		"replaced in output": {
 			reason:     "a package and the one that replaces it are one group",
-			pkgs:       []*render.PackageOutput{groupsPkg(xpkg.KindProvider, "old", "x.old.io"), groupsPkg(xpkg.KindProvider, "other", "o.io"), groupsPkg(xpkg.KindProvider, "new", "x.new.io")},
-			replacedBy: map[pkgKey]string{{xpkg.KindProvider, "old"}: "Provider/new"},
+			pkgs:       []*render.PackageOutput{groupsPkg(crossplane.KindProvider, "old", "x.old.io"), groupsPkg(crossplane.KindProvider, "other", "o.io"), groupsPkg(crossplane.KindProvider, "new", "x.new.io")},
+			replacedBy: map[pkgKey]string{{crossplane.KindProvider, "old"}: "Provider/new"},
 			want:       [][]int{{0, 2}, {1}},
 		},
 		"same replaced source": {
 			reason:   "two packages replacing one source are one group",
-			pkgs:     []*render.PackageOutput{groupsPkg(xpkg.KindProvider, "a", "x"), groupsPkg(xpkg.KindProvider, "b", "y"), groupsPkg(xpkg.KindProvider, "c", "z")},
+			pkgs:     []*render.PackageOutput{groupsPkg(crossplane.KindProvider, "a", "x"), groupsPkg(crossplane.KindProvider, "b", "y"), groupsPkg(crossplane.KindProvider, "c", "z")},
 			replaces: map[string][]string{"Provider/a": {"xpkg.example.io/org/legacy"}, "Provider/c": {"xpkg.example.io/org/legacy"}},
 			want:     [][]int{{0, 2}, {1}},
 		},

@@ -26,6 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/render"
@@ -185,7 +187,7 @@ func testdata(t testing.TB) string {
 
 // pkgSpec describes a package to build for a test.
 type pkgSpec struct {
-	kind xpkg.Kind
+	kind crossplane.Kind
 	// name is the package object's name.
 	name string
 	// dir is the package folder to build from.
@@ -307,7 +309,7 @@ func build(t testing.TB, s pkgSpec) render.Package {
 // function-demo or configuration-demo) at version, renamed for the
 // fixture: API groups and the package name carry the fixture's prefix.
 func (f *fixture) demo(t *testing.T, pkg, version string) pkgSpec {
-	kinds := map[string]xpkg.Kind{"provider-demo": xpkg.KindProvider, "function-demo": xpkg.KindFunction, "configuration-demo": xpkg.KindConfiguration}
+	kinds := map[string]crossplane.Kind{"provider-demo": crossplane.KindProvider, "function-demo": crossplane.KindFunction, "configuration-demo": crossplane.KindConfiguration}
 	return pkgSpec{
 		kind: kinds[pkg],
 		name: f.prefix + "-" + pkg,
@@ -387,13 +389,13 @@ func (f *fixture) crd(t *testing.T, name string) *unstructured.Unstructured {
 	return f.get(t, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "", name)
 }
 
-func (f *fixture) revision(t *testing.T, kind xpkg.Kind, name string) *unstructured.Unstructured {
+func (f *fixture) revision(t *testing.T, kind crossplane.Kind, name string) *unstructured.Unstructured {
 	return f.get(t, "pkg.crossplane.io/v1", string(kind)+"Revision", "", name)
 }
 
 // revisions returns the revisions of a package by name, with their
 // spec.revision and spec.desiredState, "name#n:state".
-func (f *fixture) revisions(t *testing.T, kind xpkg.Kind, pkg string) []string {
+func (f *fixture) revisions(t *testing.T, kind crossplane.Kind, pkg string) []string {
 	t.Helper()
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(schema.GroupVersionKind{Group: "pkg.crossplane.io", Version: "v1", Kind: string(kind) + "RevisionList"})

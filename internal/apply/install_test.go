@@ -17,9 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/render"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // TestInstallExamples installs the example provider, function and
@@ -79,7 +80,7 @@ func TestInstallExamples(t *testing.T) {
 	t.Run("records and conditions", func(t *testing.T) {
 		cases := map[string]struct {
 			reason        string
-			kind          xpkg.Kind
+			kind          crossplane.Kind
 			pkg, rev      string
 			wantInstalled string
 			wantHealthy   string
@@ -88,19 +89,19 @@ func TestInstallExamples(t *testing.T) {
 		}{
 			"provider": {
 				reason: "an active provider is Installed; its runtime has no kubelet here, so its health is still unknown",
-				kind:   xpkg.KindProvider, pkg: prov.Name, rev: provRev,
+				kind:   crossplane.KindProvider, pkg: prov.Name, rev: provRev,
 				wantInstalled: "True/ActivePackageRevision", wantHealthy: "Unknown/UnknownPackageRevisionHealth",
 				wantRevision: "True/HealthyPackageRevision", wantRuntime: "Unknown/UnknownPackageRevisionHealth",
 			},
 			"function": {
 				reason: "a function is like a provider",
-				kind:   xpkg.KindFunction, pkg: fn.Name, rev: fnRev,
+				kind:   crossplane.KindFunction, pkg: fn.Name, rev: fnRev,
 				wantInstalled: "True/ActivePackageRevision", wantHealthy: "Unknown/UnknownPackageRevisionHealth",
 				wantRevision: "True/HealthyPackageRevision", wantRuntime: "Unknown/UnknownPackageRevisionHealth",
 			},
 			"configuration": {
 				reason: "a configuration has no runtime: healthy once its payload is in",
-				kind:   xpkg.KindConfiguration, pkg: cfg.Name, rev: cfgRev,
+				kind:   crossplane.KindConfiguration, pkg: cfg.Name, rev: cfgRev,
 				wantInstalled: "True/ActivePackageRevision", wantHealthy: "True/HealthyPackageRevision",
 				wantRevision: "True/HealthyPackageRevision", wantRuntime: "",
 			},
@@ -146,7 +147,7 @@ func TestInstallExamples(t *testing.T) {
 	})
 
 	t.Run("objectRefs sorted as Crossplane sorts them", func(t *testing.T) {
-		rev := f.revision(t, xpkg.KindProvider, provRev)
+		rev := f.revision(t, crossplane.KindProvider, provRev)
 		refs, _, _ := unstructured.NestedSlice(rev.Object, "status", "objectRefs")
 		var got []string
 		for _, r := range refs {
@@ -163,7 +164,7 @@ func TestInstallExamples(t *testing.T) {
 	})
 
 	t.Run("function endpoint and capabilities", func(t *testing.T) {
-		rev := f.revision(t, xpkg.KindFunction, fnRev)
+		rev := f.revision(t, crossplane.KindFunction, fnRev)
 		ep, _, _ := unstructured.NestedString(rev.Object, "status", "endpoint")
 		if want := "dns:///" + fn.Name + "." + f.namespace + ":9443"; ep != want {
 			t.Errorf("status.endpoint = %q, want %q", ep, want)
@@ -176,7 +177,7 @@ func TestInstallExamples(t *testing.T) {
 
 	t.Run("runtime", func(t *testing.T) {
 		dep := f.get(t, "apps/v1", "Deployment", f.namespace, provRev)
-		rev := f.revision(t, xpkg.KindProvider, provRev)
+		rev := f.revision(t, crossplane.KindProvider, provRev)
 		if dep == nil {
 			t.Fatal("the provider Deployment was not created")
 		}
@@ -267,7 +268,7 @@ func TestInstallExamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ip := inv.Package(xpkg.KindProvider, prov.Name)
+		ip := inv.Package(crossplane.KindProvider, prov.Name)
 		if ip == nil {
 			t.Fatalf("the inventory lacks the provider: %+v", inv)
 		}

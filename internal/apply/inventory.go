@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -65,8 +67,8 @@ type Inventory struct {
 // InventoryPackage is one installed package.
 type InventoryPackage struct {
 	// Kind and Name identify the package object.
-	Kind xpkg.Kind `json:"kind"`
-	Name string    `json:"name"`
+	Kind crossplane.Kind `json:"kind"`
+	Name string          `json:"name"`
 	// Source, Tag and Digest are the locked package the current revision
 	// runs.
 	Source string `json:"source,omitempty"`
@@ -118,7 +120,7 @@ func (e InventoryEntry) GroupKind() schema.GroupKind {
 }
 
 // Package returns the inventory of a package, nil when it is not there.
-func (inv *Inventory) Package(kind xpkg.Kind, name string) *InventoryPackage {
+func (inv *Inventory) Package(kind crossplane.Kind, name string) *InventoryPackage {
 	for i := range inv.Packages {
 		if inv.Packages[i].Kind == kind && inv.Packages[i].Name == name {
 			return &inv.Packages[i]

@@ -18,21 +18,22 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/render"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // packageKinds are the Crossplane package kinds, in the order a first
 // install needs.
-var packageKinds = []xpkg.Kind{xpkg.KindProvider, xpkg.KindFunction, xpkg.KindConfiguration}
+var packageKinds = []crossplane.Kind{crossplane.KindProvider, crossplane.KindFunction, crossplane.KindConfiguration}
 
 // revisionKind returns the revision kind of a package kind
 // (ProviderRevision, ...).
-func revisionKind(k xpkg.Kind) string { return string(k) + "Revision" }
+func revisionKind(k crossplane.Kind) string { return string(k) + "Revision" }
 
 // pkgKey identifies a package by kind and name.
 type pkgKey struct {
-	Kind xpkg.Kind
+	Kind crossplane.Kind
 	Name string
 }
 
@@ -295,7 +296,7 @@ func (r *run) listLabelled(ctx context.Context, k listKey) ([]*unstructured.Unst
 	for _, o := range objs {
 		o.SetGroupVersionKind(k.gvk)
 	}
-	if err == nil && k.gvk.GroupKind() == xpkg.GroupKindCRD && r.crds != nil {
+	if err == nil && k.gvk.GroupKind() == crossplane.GroupKindCRD && r.crds != nil {
 		// The CRD tracker's watch starts from this LIST, which it
 		// selects the same way (crdTracker.seed).
 		r.crds.seed(rv, r.listedCRD)
@@ -326,7 +327,7 @@ func sortedListKeys(keys map[listKey]bool) []listKey {
 // loadRecords lists every package and revision of every kind.
 func (r *run) loadRecords(ctx context.Context) error {
 	for _, k := range packageKinds {
-		pkgs, err := listAll(ctx, r.c, schema.GroupVersionKind{Group: xpkg.PackageGroup, Version: "v1", Kind: string(k)}, "", nil)
+		pkgs, err := listAll(ctx, r.c, schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: string(k)}, "", nil)
 		if err != nil {
 			return fmt.Errorf("cannot list %s objects (are Crossplane's CRDs, or lockstep's stand-ins in examples/crossplane-crds, installed?): %w", k, err)
 		}
@@ -334,7 +335,7 @@ func (r *run) loadRecords(ctx context.Context) error {
 			r.live.packages[pkgKey{k, p.GetName()}] = p
 			r.live.byUID[p.GetUID()] = p
 		}
-		revs, err := listAll(ctx, r.c, schema.GroupVersionKind{Group: xpkg.PackageGroup, Version: "v1", Kind: revisionKind(k)}, "", nil)
+		revs, err := listAll(ctx, r.c, schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: revisionKind(k)}, "", nil)
 		if err != nil {
 			return fmt.Errorf("cannot list %s objects: %w", revisionKind(k), err)
 		}
@@ -474,7 +475,7 @@ func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
 // isRevisionRef reports whether ref points at a Crossplane package revision.
 func isRevisionRef(ref metav1.OwnerReference) bool {
 	gv, _ := schema.ParseGroupVersion(ref.APIVersion)
-	return gv.Group == xpkg.PackageGroup && strings.HasSuffix(ref.Kind, "Revision")
+	return gv.Group == crossplane.Group && strings.HasSuffix(ref.Kind, "Revision")
 }
 
 // describeRef names an owner reference for an error message.

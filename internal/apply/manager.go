@@ -15,9 +15,10 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/health"
 	"github.com/lockstep-gitops/lockstep/internal/render"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // Field managers lockstep writes with (Kubernetes server-side apply).
@@ -253,7 +254,7 @@ func (r *Result) Err() error {
 // PackageResult is what Apply did for one package.
 type PackageResult struct {
 	// Kind and Name identify the package.
-	Kind xpkg.Kind
+	Kind crossplane.Kind
 	Name string
 	// CurrentRevision is the revision of the locked digest.
 	CurrentRevision string

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // payloadStage returns the apply stage of a payload object: CRDs and MRDs,
@@ -23,11 +23,11 @@ import (
 // other allowed objects), as issue 5 orders them.
 func payloadStage(gk schema.GroupKind) int {
 	switch gk {
-	case xpkg.GroupKindCRD, xpkg.GroupKindMRD:
+	case crossplane.GroupKindCRD, crossplane.GroupKindMRD:
 		return 0
-	case xpkg.GroupKindXRD:
+	case crossplane.GroupKindXRD:
 		return 1
-	case xpkg.GroupKindComposition:
+	case crossplane.GroupKindComposition:
 		return 2
 	}
 	return 3
@@ -149,7 +149,7 @@ func (p *pkgRun) releaseStale(ctx context.Context, d *desired) error {
 func changedCRDs(objs []*desired) []*desired {
 	var out []*desired
 	for _, d := range objs {
-		if (d.action == ssa.CreatedAction || d.action == ssa.ConfiguredAction) && d.u.GroupVersionKind().GroupKind() == xpkg.GroupKindCRD {
+		if (d.action == ssa.CreatedAction || d.action == ssa.ConfiguredAction) && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD {
 			out = append(out, d)
 		}
 	}
@@ -186,7 +186,7 @@ func (r *run) waitEstablished(ctx context.Context, crds []*desired) error {
 // resourceVersion and conditions, decoded from the JSON the LIST kept
 // (cluster.raw). It is false when the LIST did not have it.
 func (r *run) listedCRD(name string) (crdState, bool) {
-	raw := read(r.live, func() []byte { return r.live.raw[idFor("", name, xpkg.GroupKindCRD)] })
+	raw := read(r.live, func() []byte { return r.live.raw[idFor("", name, crossplane.GroupKindCRD)] })
 	if raw == nil {
 		return crdState{}, false
 	}

@@ -16,8 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/render"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // ConflictError is a preflight failure: an object the package would
@@ -118,7 +119,7 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 	// dry-run before those CRDs are applied.
 	pending := map[schema.GroupKind]bool{}
 	for _, d := range p.payload {
-		if gk := d.u.GroupVersionKind().GroupKind(); (gk == xpkg.GroupKindCRD) && !d.exists() {
+		if gk := d.u.GroupVersionKind().GroupKind(); (gk == crossplane.GroupKindCRD) && !d.exists() {
 			var crd struct {
 				Spec struct {
 					Group string `json:"group"`
@@ -338,9 +339,9 @@ func (r *run) isGoneFromGit(u *unstructured.Unstructured) bool {
 	if u.GetLabels()[render.LabelInstance] != r.opts.Instance {
 		return false
 	}
-	key := pkgKey{Kind: xpkg.Kind(u.GetKind()), Name: u.GetName()}
+	key := pkgKey{Kind: crossplane.Kind(u.GetKind()), Name: u.GetName()}
 	if strings.HasSuffix(u.GetKind(), "Revision") {
-		key = pkgKey{Kind: xpkg.Kind(kindOfRevision(u.GetKind())), Name: u.GetLabels()[render.LabelParentPackage]}
+		key = pkgKey{Kind: crossplane.Kind(kindOfRevision(u.GetKind())), Name: u.GetLabels()[render.LabelParentPackage]}
 	}
 	if r.live.pkg(key) == nil {
 		return false

@@ -17,15 +17,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/render"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // isDefinition reports whether objects of gk define an API whose objects
 // are users' data: CRDs, and Crossplane's MRDs and XRDs (deleting an XRD
 // deletes its composite resources).
 func isDefinition(gk schema.GroupKind) bool {
-	return gk == xpkg.GroupKindCRD || gk == xpkg.GroupKindMRD || gk == xpkg.GroupKindXRD
+	return gk == crossplane.GroupKindCRD || gk == crossplane.GroupKindMRD || gk == crossplane.GroupKindXRD
 }
 
 // deleteOwned deletes the object stub names when it still carries this

@@ -14,14 +14,15 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/render"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // upstream returns the spec of a real package folder of $LOCKSTEP_TESTDATA,
 // declared when declared is true.
-func upstream(t *testing.T, kind xpkg.Kind, name, folder, source, tag string, declared bool) pkgSpec {
+func upstream(t *testing.T, kind crossplane.Kind, name, folder, source, tag string, declared bool) pkgSpec {
 	return pkgSpec{kind: kind, name: name, dir: filepath.Join(testdata(t), "packages", folder), source: source, tag: tag, declared: declared}
 }
 
@@ -69,10 +70,10 @@ func TestGettingStarted(t *testing.T) {
 	f := newFixture(t)
 	f.uninstallAtEnd(t, true)
 	m := f.manager(t, nil)
-	cfg := build(t, upstream(t, xpkg.KindConfiguration, "configuration-getting-started", "configuration-getting-started-v0.2.0", "xpkg.upbound.io/upbound/configuration-getting-started", "v0.2.0", true))
-	nop := build(t, upstream(t, xpkg.KindProvider, "crossplane-contrib-provider-nop", "provider-nop-v0.2.1", "xpkg.upbound.io/crossplane-contrib/provider-nop", "v0.2.1", false))
-	kcl := build(t, upstream(t, xpkg.KindFunction, "crossplane-contrib-function-kcl", "function-kcl-v0.8.0", "xpkg.upbound.io/crossplane-contrib/function-kcl", "v0.8.0", false))
-	ready := build(t, upstream(t, xpkg.KindFunction, "crossplane-contrib-function-auto-ready", "function-auto-ready-v0.2.1", "xpkg.upbound.io/crossplane-contrib/function-auto-ready", "v0.2.1", false))
+	cfg := build(t, upstream(t, crossplane.KindConfiguration, "configuration-getting-started", "configuration-getting-started-v0.2.0", "xpkg.upbound.io/upbound/configuration-getting-started", "v0.2.0", true))
+	nop := build(t, upstream(t, crossplane.KindProvider, "crossplane-contrib-provider-nop", "provider-nop-v0.2.1", "xpkg.upbound.io/crossplane-contrib/provider-nop", "v0.2.1", false))
+	kcl := build(t, upstream(t, crossplane.KindFunction, "crossplane-contrib-function-kcl", "function-kcl-v0.8.0", "xpkg.upbound.io/crossplane-contrib/function-kcl", "v0.8.0", false))
+	ready := build(t, upstream(t, crossplane.KindFunction, "crossplane-contrib-function-auto-ready", "function-auto-ready-v0.2.1", "xpkg.upbound.io/crossplane-contrib/function-auto-ready", "v0.2.1", false))
 	out := f.render(t, cfg, nop, kcl, ready)
 	res := f.apply(t, m, out, apply.ApplyMeta{Commit: "gs"})
 	mustSucceed(t, res)
@@ -105,7 +106,7 @@ func TestGettingStarted(t *testing.T) {
 				t.Errorf("revision label %s = %q", render.LabelParentPackage, got)
 			}
 			wantHealthy := "Unknown/UnknownPackageRevisionHealth" // no kubelet: the runtime never becomes Available
-			if po.Kind == xpkg.KindConfiguration {
+			if po.Kind == crossplane.KindConfiguration {
 				wantHealthy = "True/HealthyPackageRevision"
 			}
 			if diff := cmp.Diff(map[string]string{"Installed": "True/ActivePackageRevision", "Healthy": wantHealthy, "RevisionHealthy": "True/HealthyPackageRevision"},
@@ -132,7 +133,7 @@ func TestGettingStarted(t *testing.T) {
 					t.Errorf("%s lacks %s=%s", o, render.LabelManagedBy, render.ManagedByValue)
 				}
 			}
-			if po.Kind == xpkg.KindConfiguration {
+			if po.Kind == crossplane.KindConfiguration {
 				return
 			}
 			dep := f.get(t, "apps/v1", "Deployment", f.namespace, po.Revision.Name)
@@ -158,7 +159,7 @@ func TestGettingStarted(t *testing.T) {
 				t.Fatal("Service missing")
 			}
 			ip, _, _ := unstructured.NestedString(svc.Object, "spec", "clusterIP")
-			if po.Kind == xpkg.KindFunction {
+			if po.Kind == crossplane.KindFunction {
 				if ip != "None" {
 					t.Errorf("a function's Service is headless, clusterIP %q", ip)
 				}
@@ -179,13 +180,13 @@ func TestProviderNopUpgrade(t *testing.T) {
 	f := newFixture(t)
 	f.uninstallAtEnd(t, true)
 	m := f.manager(t, nil)
-	old := build(t, upstream(t, xpkg.KindProvider, "provider-nop", "provider-nop-v0.2.1", "xpkg.upbound.io/crossplane-contrib/provider-nop", "v0.2.1", true))
-	next := build(t, upstream(t, xpkg.KindProvider, "provider-nop", "provider-nop-v0.4.0", "xpkg.upbound.io/crossplane-contrib/provider-nop", "v0.4.0", true))
+	old := build(t, upstream(t, crossplane.KindProvider, "provider-nop", "provider-nop-v0.2.1", "xpkg.upbound.io/crossplane-contrib/provider-nop", "v0.2.1", true))
+	next := build(t, upstream(t, crossplane.KindProvider, "provider-nop", "provider-nop-v0.4.0", "xpkg.upbound.io/crossplane-contrib/provider-nop", "v0.4.0", true))
 	oldRev, newRev := render.RevisionName(old.Name, old.Digest), render.RevisionName(next.Name, next.Digest)
 	mustSucceed(t, f.apply(t, m, f.render(t, old), apply.ApplyMeta{}))
 	mustSucceed(t, f.apply(t, m, f.render(t, next), apply.ApplyMeta{}))
 
-	if diff := cmp.Diff(sortedCopy([]string{oldRev + "#1:Inactive", newRev + "#2:Active"}), f.revisions(t, xpkg.KindProvider, old.Name)); diff != "" {
+	if diff := cmp.Diff(sortedCopy([]string{oldRev + "#1:Inactive", newRev + "#2:Active"}), f.revisions(t, crossplane.KindProvider, old.Name)); diff != "" {
 		t.Errorf("revisions: -want +got\n%s", diff)
 	}
 	crd := f.crd(t, "nopresources.nop.crossplane.io")
@@ -220,8 +221,8 @@ func TestMonolithRefused(t *testing.T) {
 	f := newFixture(t)
 	f.uninstallAtEnd(t, false)
 	m := f.manager(t, nil)
-	family := build(t, upstream(t, xpkg.KindProvider, "upbound-provider-family-aws", "provider-family-aws-v2.6.0", "xpkg.upbound.io/upbound/provider-family-aws", "v2.6.0", false))
-	s3 := build(t, upstream(t, xpkg.KindProvider, "provider-aws-s3", "provider-aws-s3-v2.6.0", "xpkg.upbound.io/upbound/provider-aws-s3", "v2.6.0", true))
+	family := build(t, upstream(t, crossplane.KindProvider, "upbound-provider-family-aws", "provider-family-aws-v2.6.0", "xpkg.upbound.io/upbound/provider-family-aws", "v2.6.0", false))
+	s3 := build(t, upstream(t, crossplane.KindProvider, "provider-aws-s3", "provider-aws-s3-v2.6.0", "xpkg.upbound.io/upbound/provider-aws-s3", "v2.6.0", true))
 	mustSucceed(t, f.apply(t, m, f.render(t, family, s3), apply.ApplyMeta{}))
 	s3Rev := render.RevisionName(s3.Name, s3.Digest)
 	bucket := f.crd(t, "buckets.s3.aws.upbound.io")
@@ -229,7 +230,7 @@ func TestMonolithRefused(t *testing.T) {
 		t.Fatal("provider-aws-s3's Bucket CRD missing")
 	}
 
-	mono := build(t, upstream(t, xpkg.KindProvider, "provider-aws", "provider-aws-v2.6.0-monolith-allcrds", "xpkg.upbound.io/upbound/provider-aws", "v2.6.0", true))
+	mono := build(t, upstream(t, crossplane.KindProvider, "provider-aws", "provider-aws-v2.6.0-monolith-allcrds", "xpkg.upbound.io/upbound/provider-aws", "v2.6.0", true))
 	f.reqs.reset()
 	start := time.Now()
 	res := f.apply(t, m, f.render(t, family, s3, mono), apply.ApplyMeta{})
@@ -268,7 +269,7 @@ func TestMonolithRefused(t *testing.T) {
 	if f.crd(t, "instances.ec2.aws.upbound.io") != nil {
 		t.Errorf("a monolith-only CRD was created")
 	}
-	rev := f.revision(t, xpkg.KindProvider, render.RevisionName(mono.Name, mono.Digest))
+	rev := f.revision(t, crossplane.KindProvider, render.RevisionName(mono.Name, mono.Digest))
 	if msg := condMessage(rev, "RevisionHealthy"); !strings.Contains(msg, "buckets.s3.aws.upbound.io") {
 		t.Errorf("the monolith revision's RevisionHealthy message does not name the CRD")
 	}

@@ -13,9 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/health"
 	"github.com/lockstep-gitops/lockstep/internal/render"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // Report is the state of what one lockstep instance installed, read from
@@ -30,7 +31,7 @@ type Report struct {
 
 // PackageReport is one installed package.
 type PackageReport struct {
-	Kind xpkg.Kind
+	Kind crossplane.Kind
 	Name string
 	// Package is spec.package (source@digest); Tag the locked tag.
 	Package, Tag string
@@ -108,11 +109,11 @@ func Inspect(ctx context.Context, c client.Client, namespace, instance string) (
 	rep := &Report{Namespace: namespace, Instance: instance}
 	seen := map[pkgKey]bool{}
 	for _, k := range packageKinds {
-		pkgs, err := listAll(ctx, c, schema.GroupVersionKind{Group: xpkg.PackageGroup, Version: "v1", Kind: string(k)}, "", client.MatchingLabels{render.LabelInstance: instance})
+		pkgs, err := listAll(ctx, c, schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: string(k)}, "", client.MatchingLabels{render.LabelInstance: instance})
 		if err != nil {
 			return nil, fmt.Errorf("cannot list %s objects: %w", k, err)
 		}
-		revs, err := listAll(ctx, c, schema.GroupVersionKind{Group: xpkg.PackageGroup, Version: "v1", Kind: revisionKind(k)}, "", nil)
+		revs, err := listAll(ctx, c, schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: revisionKind(k)}, "", nil)
 		if err != nil {
 			return nil, fmt.Errorf("cannot list %s objects: %w", revisionKind(k), err)
 		}
@@ -135,7 +136,7 @@ func Inspect(ctx context.Context, c client.Client, namespace, instance string) (
 			rep.Packages = append(rep.Packages, PackageReport{Kind: ip.Kind, Name: ip.Name, Tag: ip.Tag, Package: ip.Source + "@" + ip.Digest, Commit: ip.Commit, LockDigest: ip.LockDigest, Missing: true})
 		}
 	}
-	rank := map[xpkg.Kind]int{xpkg.KindProvider: 0, xpkg.KindFunction: 1, xpkg.KindConfiguration: 2}
+	rank := map[crossplane.Kind]int{crossplane.KindProvider: 0, crossplane.KindFunction: 1, crossplane.KindConfiguration: 2}
 	sort.SliceStable(rep.Packages, func(i, j int) bool {
 		a, b := rep.Packages[i], rep.Packages[j]
 		if rank[a.Kind] != rank[b.Kind] {
@@ -147,7 +148,7 @@ func Inspect(ctx context.Context, c client.Client, namespace, instance string) (
 }
 
 func inspectPackage(ctx context.Context, c client.Client, namespace string, p *unstructured.Unstructured, revs []*unstructured.Unstructured, ip *InventoryPackage) (PackageReport, error) {
-	kind := xpkg.Kind(p.GetKind())
+	kind := crossplane.Kind(p.GetKind())
 	pr := PackageReport{Kind: kind, Name: p.GetName(), Installed: conditionReport(p, CondInstalled), Healthy: conditionReport(p, CondHealthy)}
 	pr.Package, _, _ = unstructured.NestedString(p.Object, "spec", "package")
 	pr.Tag = p.GetAnnotations()[render.AnnotationTag]
@@ -172,7 +173,7 @@ func inspectPackage(ctx context.Context, c client.Client, namespace string, p *u
 				shipped[idFor("", str(m["name"]), gv.WithKind(str(m["kind"])).GroupKind())] = true
 			}
 		}
-		if rr.State == stateActive && kind != xpkg.KindConfiguration {
+		if rr.State == stateActive && kind != crossplane.KindConfiguration {
 			rr.Runtime = runtimeHealth(ctx, c, namespace, rev, ip)
 		}
 		pr.Revisions = append(pr.Revisions, rr)

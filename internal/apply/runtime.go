@@ -11,8 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/health"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // runtimeStep is the runtime step (docs/design.md#apply-steps), for an active
@@ -97,10 +98,10 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 // Deployment: True when health.Compute says Current (Available, every
 // replica updated), Unknown while it rolls out, False when it failed. The
 // messages follow Crossplane's runtime controller (docs/crossplane-behaviour.md#runtime-reconcile).
-func deploymentHealth(kind xpkg.Kind, dep *unstructured.Unstructured) *condition {
+func deploymentHealth(kind crossplane.Kind, dep *unstructured.Unstructured) *condition {
 	res, err := health.Compute(dep)
 	what := "provider"
-	if kind == xpkg.KindFunction {
+	if kind == crossplane.KindFunction {
 		what = "function"
 	}
 	switch {

@@ -12,9 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/render"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // TestConflictRefused: two providers ship the same CRDs. The one that
@@ -90,7 +91,7 @@ func TestConflictRefused(t *testing.T) {
 					t.Errorf("the refused package created %s %s", obj[1], obj[2])
 				}
 			}
-			rev := f.revision(t, xpkg.KindProvider, secondRev)
+			rev := f.revision(t, crossplane.KindProvider, secondRev)
 			if got := cond(rev, "RevisionHealthy"); got != "False/UnhealthyPackageRevision" {
 				t.Errorf("refused revision RevisionHealthy = %q, want False/UnhealthyPackageRevision", got)
 			}
@@ -194,10 +195,10 @@ func TestPrune(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if inv.Package(xpkg.KindProvider, prov.Name) != nil {
+			if inv.Package(crossplane.KindProvider, prov.Name) != nil {
 				t.Errorf("the inventory still lists the pruned provider")
 			}
-			if inv.Package(xpkg.KindConfiguration, cfg.Name) == nil {
+			if inv.Package(crossplane.KindConfiguration, cfg.Name) == nil {
 				t.Errorf("the inventory lost the configuration")
 			}
 		})
@@ -290,7 +291,7 @@ func TestReplaces(t *testing.T) {
 			if p, _, _ := unstructured.NestedString(old.Object, "spec", "revisionActivationPolicy"); p != "Manual" {
 				t.Errorf("replaced package revisionActivationPolicy = %q, want Manual", p)
 			}
-			if diff := cmp.Diff([]string{oldRev + "#1:Inactive"}, f.revisions(t, xpkg.KindProvider, oldPkg.Name)); diff != "" {
+			if diff := cmp.Diff([]string{oldRev + "#1:Inactive"}, f.revisions(t, crossplane.KindProvider, oldPkg.Name)); diff != "" {
 				t.Errorf("replaced revisions: -want +got\n%s", diff)
 			}
 			if !strings.Contains(refs, "ProviderRevision/"+oldRev+" controller=false") {
@@ -431,7 +432,7 @@ func TestFailedUpgradeKeepsOldRevision(t *testing.T) {
 	if err := res.Err(); !errors.As(err, &ce) || !strings.Contains(err.Error(), "topics."+f.prefix+".demo.lockstep.io") {
 		t.Fatalf("the upgrade was not refused for the topics CRD: %v", err)
 	}
-	if diff := cmp.Diff(sortedCopy([]string{rev1 + "#1:Active", rev2 + "#2:Inactive"}), f.revisions(t, xpkg.KindProvider, v1.Name)); diff != "" {
+	if diff := cmp.Diff(sortedCopy([]string{rev1 + "#1:Active", rev2 + "#2:Inactive"}), f.revisions(t, crossplane.KindProvider, v1.Name)); diff != "" {
 		t.Errorf("revisions after a failed upgrade: -want +got\n%s", diff)
 	}
 	crd := f.crd(t, "buckets."+f.prefix+".demo.lockstep.io")
@@ -441,7 +442,7 @@ func TestFailedUpgradeKeepsOldRevision(t *testing.T) {
 	if f.get(t, "apps/v1", "Deployment", f.namespace, rev1) == nil {
 		t.Errorf("the old revision's Deployment was removed by a failed upgrade")
 	}
-	if got := cond(f.revision(t, xpkg.KindProvider, rev2), "RevisionHealthy"); got != "False/UnhealthyPackageRevision" {
+	if got := cond(f.revision(t, crossplane.KindProvider, rev2), "RevisionHealthy"); got != "False/UnhealthyPackageRevision" {
 		t.Errorf("new revision RevisionHealthy = %q", got)
 	}
 	for _, p := range res.Packages {

@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // Condition types and reasons lockstep writes, Crossplane's own
@@ -136,7 +136,7 @@ func (p *pkgRun) managedRevisionConds() []string {
 
 // hasRuntime reports whether the package's revisions run a Deployment.
 func (p *pkgRun) hasRuntime() bool {
-	return p.po.Kind == xpkg.KindProvider || p.po.Kind == xpkg.KindFunction
+	return p.po.Kind == crossplane.KindProvider || p.po.Kind == crossplane.KindFunction
 }
 
 // revisionConditions returns the current revision's conditions:
@@ -194,7 +194,7 @@ func (p *pkgRun) revisionStatus() map[string]any {
 		}
 		st["capabilities"] = c
 	}
-	if p.po.Kind == xpkg.KindFunction && p.active && p.po.Revision.Endpoint != "" {
+	if p.po.Kind == crossplane.KindFunction && p.active && p.po.Revision.Endpoint != "" {
 		st["endpoint"] = p.po.Revision.Endpoint
 	}
 	return st

@@ -19,7 +19,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/rest"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // compactKinds are the kinds whose live objects apply keeps compact: their
@@ -28,7 +28,7 @@ import (
 // JSON, ~10 times that decoded), and apply reads their content only to
 // compare it with what it applies (liveObject).
 var compactKinds = map[schema.GroupKind]bool{
-	xpkg.GroupKindCRD: true, xpkg.GroupKindMRD: true, xpkg.GroupKindXRD: true, xpkg.GroupKindComposition: true,
+	crossplane.GroupKindCRD: true, crossplane.GroupKindMRD: true, crossplane.GroupKindXRD: true, crossplane.GroupKindComposition: true,
 }
 
 // rawLister lists objects page by page and hands each item to a function

@@ -10,10 +10,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/render"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // TestUpgradeAutomatic upgrades the example provider v0.1.0 -> v0.2.0 under
@@ -37,7 +38,7 @@ func TestUpgradeAutomatic(t *testing.T) {
 	}
 
 	want := sortedCopy([]string{rev1 + "#1:Inactive", rev2 + "#2:Active"})
-	if diff := cmp.Diff(want, f.revisions(t, xpkg.KindProvider, v1.Name)); diff != "" {
+	if diff := cmp.Diff(want, f.revisions(t, crossplane.KindProvider, v1.Name)); diff != "" {
 		t.Errorf("revisions after the upgrade: -want +got\n%s", diff)
 	}
 	crds := map[string][]string{
@@ -70,7 +71,7 @@ func TestUpgradeAutomatic(t *testing.T) {
 	} else if diff := cmp.Diff([]string{"ProviderRevision/" + rev2 + " controller=true"}, ownerRefs(svc)); diff != "" {
 		t.Errorf("Service owner references: -want +got\n%s", diff)
 	}
-	old := f.revision(t, xpkg.KindProvider, rev1)
+	old := f.revision(t, crossplane.KindProvider, rev1)
 	if got := cond(old, "RevisionHealthy"); got != "True/HealthyPackageRevision" {
 		t.Errorf("inactive revision RevisionHealthy = %q, want True/HealthyPackageRevision", got)
 	}
@@ -100,7 +101,7 @@ func TestUpgradeAutomatic(t *testing.T) {
 	// The default revisionHistoryLimit 1 keeps one inactive revision: the
 	// first one is gone.
 	revBack := render.RevisionName(back.Name, back.Digest)
-	if diff := cmp.Diff(sortedCopy([]string{rev2 + "#2:Inactive", revBack + "#3:Active"}), f.revisions(t, xpkg.KindProvider, v1.Name)); diff != "" {
+	if diff := cmp.Diff(sortedCopy([]string{rev2 + "#2:Inactive", revBack + "#3:Active"}), f.revisions(t, crossplane.KindProvider, v1.Name)); diff != "" {
 		t.Errorf("revisions after a third version with the default limit 1: -want +got\n%s", diff)
 	}
 }
@@ -148,7 +149,7 @@ func TestRevisionHistoryLimit(t *testing.T) {
 			if _, mutating := f.reqs.snapshot(); len(mutating) != 0 {
 				t.Errorf("an apply after the upgrades sent %d mutating requests: %v", len(mutating), mutating)
 			}
-			got := f.revisions(t, xpkg.KindProvider, last.Name)
+			got := f.revisions(t, crossplane.KindProvider, last.Name)
 			if diff := cmp.Diff(sortedCopy(want), got); diff != "" {
 				t.Errorf("%s: surviving revisions -want +got\n%s", tc.reason, diff)
 			}
@@ -197,7 +198,7 @@ func TestManualActivation(t *testing.T) {
 	ctx := context.Background()
 
 	mustSucceed(t, f.apply(t, m, f.render(t, v1), apply.ApplyMeta{}))
-	if diff := cmp.Diff([]string{rev1 + "#1:Inactive"}, f.revisions(t, xpkg.KindProvider, v1.Name)); diff != "" {
+	if diff := cmp.Diff([]string{rev1 + "#1:Inactive"}, f.revisions(t, crossplane.KindProvider, v1.Name)); diff != "" {
 		t.Errorf("a Manual package's first revision: -want +got\n%s", diff)
 	}
 	if f.crd(t, crd) != nil {
@@ -209,7 +210,7 @@ func TestManualActivation(t *testing.T) {
 	}
 
 	// lockstep activate, then the next apply installs it.
-	if got, err := apply.Activate(ctx, f.c, xpkg.KindProvider, v1.Name, ""); err != nil || got != rev1 {
+	if got, err := apply.Activate(ctx, f.c, crossplane.KindProvider, v1.Name, ""); err != nil || got != rev1 {
 		t.Fatalf("Activate: %q, %v", got, err)
 	}
 	mustSucceed(t, f.apply(t, m, f.render(t, v1), apply.ApplyMeta{}))
@@ -219,7 +220,7 @@ func TestManualActivation(t *testing.T) {
 
 	// The upgrade: a new revision, Inactive; the old one stays in charge.
 	mustSucceed(t, f.apply(t, m, f.render(t, v2), apply.ApplyMeta{}))
-	if diff := cmp.Diff(sortedCopy([]string{rev1 + "#1:Active", rev2 + "#2:Inactive"}), f.revisions(t, xpkg.KindProvider, v1.Name)); diff != "" {
+	if diff := cmp.Diff(sortedCopy([]string{rev1 + "#1:Active", rev2 + "#2:Inactive"}), f.revisions(t, crossplane.KindProvider, v1.Name)); diff != "" {
 		t.Errorf("after a Manual upgrade: -want +got\n%s", diff)
 	}
 	if f.get(t, "apps/v1", "Deployment", f.namespace, rev1) == nil {
@@ -228,18 +229,18 @@ func TestManualActivation(t *testing.T) {
 	if f.crd(t, "topics."+f.prefix+".demo.lockstep.io") != nil {
 		t.Errorf("the inactive revision installed a CRD")
 	}
-	if _, err := apply.Activate(ctx, f.c, xpkg.KindProvider, v1.Name, rev1); err == nil {
+	if _, err := apply.Activate(ctx, f.c, crossplane.KindProvider, v1.Name, rev1); err == nil {
 		t.Errorf("Activate of a revision that is not the current one succeeded")
 	}
 
 	// A kubectl-style patch activates the new revision.
-	rev := f.revision(t, xpkg.KindProvider, rev2)
+	rev := f.revision(t, crossplane.KindProvider, rev2)
 	patch := []byte(`{"spec":{"desiredState":"Active"}}`)
 	if err := f.env.Client.Patch(ctx, rev, rawMerge(patch), fieldOwner("kubectl-patch")); err != nil {
 		t.Fatal(err)
 	}
 	mustSucceed(t, f.apply(t, m, f.render(t, v2), apply.ApplyMeta{}))
-	if diff := cmp.Diff(sortedCopy([]string{rev1 + "#1:Inactive", rev2 + "#2:Active"}), f.revisions(t, xpkg.KindProvider, v1.Name)); diff != "" {
+	if diff := cmp.Diff(sortedCopy([]string{rev1 + "#1:Inactive", rev2 + "#2:Active"}), f.revisions(t, crossplane.KindProvider, v1.Name)); diff != "" {
 		t.Errorf("after the patch: -want +got\n%s", diff)
 	}
 	if c := f.crd(t, crd); c == nil || !strings.Contains(strings.Join(ownerRefs(c), ","), rev2+" controller=true") {
@@ -248,7 +249,7 @@ func TestManualActivation(t *testing.T) {
 	if f.get(t, "apps/v1", "Deployment", f.namespace, rev1) != nil {
 		t.Errorf("the deactivated revision's Deployment remains")
 	}
-	rev = f.revision(t, xpkg.KindProvider, rev2)
+	rev = f.revision(t, crossplane.KindProvider, rev2)
 	for _, mf := range rev.GetManagedFields() {
 		if mf.Manager == apply.FieldManager && strings.Contains(mf.FieldsV1.GetRawString(), `"f:desiredState"`) {
 			t.Errorf("field manager %s owns spec.desiredState of a Manual revision: it would fight the user", apply.FieldManager)
@@ -261,7 +262,7 @@ func TestManualActivation(t *testing.T) {
 	if _, mutating := f.reqs.snapshot(); len(mutating) != 0 {
 		t.Errorf("an apply after the activation sent %d mutating requests: %v", len(mutating), mutating)
 	}
-	if s, _, _ := unstructured.NestedString(f.revision(t, xpkg.KindProvider, rev2).Object, "spec", "desiredState"); s != "Active" {
+	if s, _, _ := unstructured.NestedString(f.revision(t, crossplane.KindProvider, rev2).Object, "spec", "desiredState"); s != "Active" {
 		t.Errorf("desiredState = %q after another apply, want the user's Active", s)
 	}
 }

@@ -11,10 +11,11 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/render"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // PruneCRDs is apply's --prune-crds mode: what happens to the CRDs of a
@@ -45,7 +46,7 @@ type Options struct {
 
 // kindRank orders packages as render does: Providers, Functions,
 // Configurations.
-var kindRank = map[xpkg.Kind]int{xpkg.KindProvider: 0, xpkg.KindFunction: 1, xpkg.KindConfiguration: 2}
+var kindRank = map[crossplane.Kind]int{crossplane.KindProvider: 0, crossplane.KindFunction: 1, crossplane.KindConfiguration: 2}
 
 // Compare returns what changes from base to head: packages added, removed,
 // upgraded, downgraded, re-pinned, replaced or re-configured, with their
@@ -351,7 +352,7 @@ func labelString(m map[string]string) string {
 // dependencies compares the package's resolved dependency edges.
 func dependencies(a, b *pkgState) []DependencyChange {
 	type key struct {
-		kind   xpkg.Kind
+		kind   crossplane.Kind
 		source string
 	}
 	edges := func(p *pkgState) map[key]string {
@@ -389,11 +390,11 @@ func dependencies(a, b *pkgState) []DependencyChange {
 // checkFunctions warns about Compositions of a changed package whose
 // pipeline calls a function that no Function in the head lock has.
 func (c *comparer) checkFunctions(pc *PackageChange, b *pkgState) {
-	if b.out == nil || pc.Kind != xpkg.KindConfiguration {
+	if b.out == nil || pc.Kind != crossplane.KindConfiguration {
 		return
 	}
 	for _, o := range b.out.Revision.Payload {
-		if o.GroupKind() != xpkg.GroupKindComposition {
+		if o.GroupKind() != crossplane.GroupKindComposition {
 			continue
 		}
 		comp, err := decodeComposition(o.JSON())
@@ -428,7 +429,7 @@ func (c *comparer) runtimeConfigs() ([]ConfigChange, error) {
 		}
 		if s.Lock != nil && name == declarations.DefaultRuntimeConfigName {
 			for _, e := range s.Lock.Packages {
-				if !e.Declared() && e.Kind != xpkg.KindConfiguration {
+				if !e.Declared() && e.Kind != crossplane.KindConfiguration {
 					out = append(out, string(e.Kind)+" "+e.Name)
 				}
 			}

@@ -9,8 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // example returns the folder of one of lockstep's example packages, which
@@ -30,9 +31,9 @@ const examples = "lockstep.example/lockstep-examples/"
 // dependencies at depVersion.
 func exampleSpecs(t *testing.T, version, depVersion string) []spec {
 	return []spec{
-		{kind: xpkg.KindConfiguration, name: "configuration-demo", source: examples + "configuration-demo", tag: version, dir: example(t, "configuration-demo", version)},
-		{kind: xpkg.KindProvider, source: examples + "provider-demo", tag: depVersion, dir: example(t, "provider-demo", depVersion)},
-		{kind: xpkg.KindFunction, source: examples + "function-demo", tag: depVersion, dir: example(t, "function-demo", depVersion)},
+		{kind: crossplane.KindConfiguration, name: "configuration-demo", source: examples + "configuration-demo", tag: version, dir: example(t, "configuration-demo", version)},
+		{kind: crossplane.KindProvider, source: examples + "provider-demo", tag: depVersion, dir: example(t, "provider-demo", depVersion)},
+		{kind: crossplane.KindFunction, source: examples + "function-demo", tag: depVersion, dir: example(t, "function-demo", depVersion)},
 	}
 }
 
@@ -40,7 +41,7 @@ func exampleSpecs(t *testing.T, version, depVersion string) []spec {
 // dependencies, removes a provider and adds an ImageConfig, and checks each
 // part of the report.
 func TestCompareExamples(t *testing.T) {
-	extra := spec{kind: xpkg.KindProvider, name: "provider-extra", source: "xpkg.example.org/acme/provider-extra", tag: "v1.0.0", dir: example(t, "provider-demo", "v0.1.0")}
+	extra := spec{kind: crossplane.KindProvider, name: "provider-extra", source: "xpkg.example.org/acme/provider-extra", tag: "v1.0.0", dir: example(t, "provider-demo", "v0.1.0")}
 	base := testState(t, "base", append(exampleSpecs(t, "v0.1.0", "v0.1.0"), extra), nil)
 	head := testState(t, "head", exampleSpecs(t, "v0.2.0", "v0.2.0"), map[string]string{"mirror.yaml": `apiVersion: pkg.crossplane.io/v1beta1
 kind: ImageConfig

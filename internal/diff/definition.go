@@ -10,7 +10,7 @@ import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // definition is a CRD, MRD or XRD reduced to what CompareDefinition looks
@@ -78,7 +78,7 @@ type xrdVersion struct {
 
 // isDefinition reports whether gk is a kind CompareDefinition reads.
 func isDefinition(gk schema.GroupKind) bool {
-	return gk == xpkg.GroupKindCRD || gk == xpkg.GroupKindMRD || gk == xpkg.GroupKindXRD
+	return gk == crossplane.GroupKindCRD || gk == crossplane.GroupKindMRD || gk == crossplane.GroupKindXRD
 }
 
 // decodeDefinition decodes a CRD, MRD or XRD from its JSON.
@@ -93,7 +93,7 @@ func decodeDefinition(raw []byte) (*definition, error) {
 	gv, _ := schema.ParseGroupVersion(head.APIVersion)
 	gk := schema.GroupKind{Group: gv.Group, Kind: head.Kind}
 	switch gk {
-	case xpkg.GroupKindCRD, xpkg.GroupKindMRD:
+	case crossplane.GroupKindCRD, crossplane.GroupKindMRD:
 		// An MRD's spec has the CRD's shape plus Crossplane's state, which
 		// the CRD type ignores.
 		var crd apiextv1.CustomResourceDefinition
@@ -101,7 +101,7 @@ func decodeDefinition(raw []byte) (*definition, error) {
 			return nil, fmt.Errorf("%s: cannot decode: %w", head.Kind, err)
 		}
 		return crdDefinition(&crd, head.APIVersion, head.Kind), nil
-	case xpkg.GroupKindXRD:
+	case crossplane.GroupKindXRD:
 		var xrd xrdDocument
 		if err := json.Unmarshal(raw, &xrd); err != nil {
 			return nil, fmt.Errorf("%s: cannot decode: %w", head.Kind, err)

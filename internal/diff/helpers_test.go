@@ -9,6 +9,8 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
@@ -69,7 +71,7 @@ func build(tb testing.TB, dir string) built {
 
 // spec is one package of a test state.
 type spec struct {
-	kind   xpkg.Kind
+	kind   crossplane.Kind
 	source string
 	tag    string
 	dir    string

@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // payloadItem is one payload object on one side.
@@ -26,11 +26,11 @@ func (p payloadItem) key() string {
 
 func category(gk schema.GroupKind) Category {
 	switch gk {
-	case xpkg.GroupKindCRD, xpkg.GroupKindMRD:
+	case crossplane.GroupKindCRD, crossplane.GroupKindMRD:
 		return CategoryCRD
-	case xpkg.GroupKindXRD:
+	case crossplane.GroupKindXRD:
 		return CategoryXRD
-	case xpkg.GroupKindComposition:
+	case crossplane.GroupKindComposition:
 		return CategoryComposition
 	}
 	return CategoryOther
@@ -43,7 +43,7 @@ func payloadItems(p *pkgState) (items []payloadItem, installed bool) {
 	if p == nil {
 		return nil, true
 	}
-	if p.entry.Kind == xpkg.KindFunction {
+	if p.entry.Kind == crossplane.KindFunction {
 		if p.contents == nil {
 			return nil, false
 		}
@@ -134,7 +134,7 @@ func (c *comparer) payloadObject(pc *PayloadChange, a, b *payloadItem) (bool, er
 		}
 		pc.Definitions = append(pc.Definitions, *d)
 		return true, nil
-	case b.gk == xpkg.GroupKindComposition:
+	case b.gk == crossplane.GroupKindComposition:
 		cc, err := compareCompositions(b.ref.Name, a.raw, b.raw)
 		if err != nil || cc == nil {
 			return false, err

@@ -1,7 +1,7 @@
 package diff
 
 import (
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // Identity of the report format (see the package documentation for the
@@ -128,7 +128,7 @@ const (
 // its source (registry and repository), as the lock identifies it.
 type PackageChange struct {
 	// Kind is Provider, Configuration or Function.
-	Kind xpkg.Kind `json:"kind"`
+	Kind crossplane.Kind `json:"kind"`
 	// Name is the package object's name (the head's when the package is in
 	// both states).
 	Name string `json:"name"`
@@ -207,7 +207,7 @@ type DependencyChange struct {
 	// Change is added (gained), removed (lost) or changed (constraint).
 	Change Change `json:"change"`
 	// Kind is the dependency's package type.
-	Kind xpkg.Kind `json:"kind"`
+	Kind crossplane.Kind `json:"kind"`
 	// Source is the dependency's repository, fully qualified.
 	Source string `json:"source"`
 	// Base and Head are the constraints ("" on the side without the edge).

@@ -5,6 +5,8 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/render"
@@ -120,7 +122,7 @@ func (s *State) functionNames() map[string]bool {
 		return out
 	}
 	for _, e := range s.Lock.Packages {
-		if e.Kind == xpkg.KindFunction {
+		if e.Kind == crossplane.KindFunction {
 			out[e.Name] = true
 		}
 	}

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
 
@@ -16,7 +17,7 @@ import (
 type synthNode struct {
 	level int
 	repo  string
-	kind  xpkg.Kind
+	kind  crossplane.Kind
 	deps  []int
 }
 
@@ -32,11 +33,11 @@ func syntheticGraph(levels []int, edges int) []synthNode {
 	for l, n := range levels {
 		first = append(first, len(nodes))
 		for j := 0; j < n; j++ {
-			kind := xpkg.KindConfiguration
+			kind := crossplane.KindConfiguration
 			if l == len(levels)-1 {
-				kind = xpkg.KindProvider
+				kind = crossplane.KindProvider
 				if j%2 == 1 {
-					kind = xpkg.KindFunction
+					kind = crossplane.KindFunction
 				}
 			}
 			nodes = append(nodes, synthNode{level: l, repo: fmt.Sprintf("synthetic/l%d-p%d", l, j), kind: kind})

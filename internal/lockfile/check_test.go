@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 func TestCheck(t *testing.T) {
@@ -16,7 +16,7 @@ func TestCheck(t *testing.T) {
 	p := provA
 	p.crossplane = ">=v1.14.0-0"
 	m.push(t, reg+"/org/provider-a", "v1.0.0", p)
-	m.push(t, reg+"/org/provider-b", "v1.0.0", pkgSpec{kind: xpkg.KindProvider, name: "provider-b"})
+	m.push(t, reg+"/org/provider-b", "v1.0.0", pkgSpec{kind: crossplane.KindProvider, name: "provider-b"})
 	m.push(t, reg+"/org/fn", "v0.1.0", fnA)
 	m.push(t, reg+"/org/cfg", "v1.0.0", cfgSpec("cfg", provDep(reg+"/org/provider-a", ">=v1.0.0"), fnDep(reg+"/org/fn", "v0.1.0")))
 	base := map[string]string{
@@ -133,7 +133,7 @@ func TestCheck(t *testing.T) {
 		"DependencyKindChanged": {
 			reason: "An entry whose kind contradicts the dependency.",
 			files:  base,
-			edit:   (func(l *Lock) { l.Entry(reg + "/org/fn").Kind = xpkg.KindProvider }),
+			edit:   (func(l *Lock) { l.Entry(reg + "/org/fn").Kind = crossplane.KindProvider }),
 			want: []Problem{
 				{Kind: Unsatisfied, Subject: reg + "/org/fn", Message: "depends on it as a Function, but the lock has a Provider"},
 			},

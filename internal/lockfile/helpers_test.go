@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -136,7 +138,7 @@ func (m *memRegistry) coldCache() {
 
 // pkgSpec describes a synthetic package's crossplane.yaml.
 type pkgSpec struct {
-	kind       xpkg.Kind
+	kind       crossplane.Kind
 	name       string
 	crossplane string
 	deps       []depSpec
@@ -147,7 +149,7 @@ type pkgSpec struct {
 // depSpec is one spec.dependsOn entry in the deprecated form real packages
 // use (INDEX.md item 1) or, with apiVersion set, the newer form.
 type depSpec struct {
-	kind       xpkg.Kind
+	kind       crossplane.Kind
 	pkg        string
 	version    string
 	apiVersion bool

@@ -12,7 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // Identity of the lockfile format.
@@ -71,7 +71,7 @@ type Lock struct {
 type Entry struct {
 	// Kind is Provider, Configuration or Function: the kind of the package's
 	// meta object and of the pkg.crossplane.io object that installs it.
-	Kind xpkg.Kind `yaml:"kind"`
+	Kind crossplane.Kind `yaml:"kind"`
 	// Name is the name of the package object: the declaration's
 	// metadata.name, or for a package only reached as a dependency the name
 	// Crossplane's resolver gives it, DependencyName(Source)
@@ -131,7 +131,7 @@ type Request struct {
 // Dependency is one resolved spec.dependsOn entry of a locked package.
 type Dependency struct {
 	// Kind is the kind the dependency asks for.
-	Kind xpkg.Kind `yaml:"kind"`
+	Kind crossplane.Kind `yaml:"kind"`
 	// Source is the dependency's repository, fully qualified: a partially
 	// qualified dependency takes the dependent's registry (and
 	// organisation), docs/crossplane-behaviour.md#moving-package-dependencies.

@@ -17,6 +17,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
@@ -277,7 +279,7 @@ func TestLockRealPackages(t *testing.T) {
 			// (INDEX.md item 12).
 			c := ociClient(t, r, cacheDir, set)
 			for _, e := range res.Lock.Packages {
-				if e.Kind != xpkg.KindConfiguration {
+				if e.Kind != crossplane.KindConfiguration {
 					continue
 				}
 				ref, err := name.NewDigest(e.Source+"@"+e.Digest, name.StrictValidation)
@@ -289,7 +291,7 @@ func TestLockRealPackages(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, fn := range functionRefs(t, f.Package) {
-					if !lockHasName(res.Lock, xpkg.KindFunction, fn) {
+					if !lockHasName(res.Lock, crossplane.KindFunction, fn) {
 						t.Errorf("%s calls function %q, which the lock does not install under that name", e.Source, fn)
 					}
 				}
@@ -331,7 +333,7 @@ func functionRefs(t testing.TB, p *xpkg.Package) []string {
 	t.Helper()
 	var out []string
 	for _, o := range p.Objects {
-		if o.GroupKind() != xpkg.GroupKindComposition {
+		if o.GroupKind() != crossplane.GroupKindComposition {
 			continue
 		}
 		u, err := o.Unstructured()
@@ -365,7 +367,7 @@ func unstructuredSlice(obj map[string]any, fields ...string) ([]any, bool, error
 	return s, ok, nil
 }
 
-func lockHasName(l *Lock, kind xpkg.Kind, n string) bool {
+func lockHasName(l *Lock, kind crossplane.Kind, n string) bool {
 	for _, e := range l.Packages {
 		if e.Kind == kind && e.Name == n {
 			return true

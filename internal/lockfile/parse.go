@@ -15,7 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // Error is one problem in a lockfile: where it is and which field.
@@ -304,9 +304,9 @@ func (v *validator) entry(i int, e *Entry) {
 }
 
 // checkKind returns an error unless k is a Crossplane package type.
-func checkKind(k xpkg.Kind) error {
+func checkKind(k crossplane.Kind) error {
 	switch k {
-	case xpkg.KindProvider, xpkg.KindConfiguration, xpkg.KindFunction:
+	case crossplane.KindProvider, crossplane.KindConfiguration, crossplane.KindFunction:
 		return nil
 	case "":
 		return errors.New("required")

@@ -15,8 +15,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // DefaultJobs is the default bound on concurrent registry calls (--jobs).
@@ -314,7 +315,7 @@ type node struct {
 // edge is one spec.dependsOn entry of a fetched package.
 type edge struct {
 	index      int
-	kind       xpkg.Kind
+	kind       crossplane.Kind
 	written    string
 	source     string // qualified
 	target     string // source of the node that satisfies it
@@ -326,7 +327,7 @@ type edge struct {
 // requirement is one dependent's constraint on a node.
 type requirement struct {
 	from       *node
-	kind       xpkg.Kind
+	kind       crossplane.Kind
 	constraint string
 	// replaced is the source the dependent asked for when the node
 	// satisfies the dependency by replacing it.

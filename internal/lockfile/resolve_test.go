@@ -7,31 +7,31 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 const reg = "reg.example.com"
 
 // Package specs used across the resolver tests.
 var (
-	provA = pkgSpec{kind: xpkg.KindProvider, name: "provider-a", crds: 1}
-	fnA   = pkgSpec{kind: xpkg.KindFunction, name: "function-a"}
+	provA = pkgSpec{kind: crossplane.KindProvider, name: "provider-a", crds: 1}
+	fnA   = pkgSpec{kind: crossplane.KindFunction, name: "function-a"}
 )
 
 func cfgSpec(name string, deps ...depSpec) pkgSpec {
-	return pkgSpec{kind: xpkg.KindConfiguration, name: name, deps: deps}
+	return pkgSpec{kind: crossplane.KindConfiguration, name: name, deps: deps}
 }
 
 func provDep(pkg, version string) depSpec {
-	return depSpec{kind: xpkg.KindProvider, pkg: pkg, version: version}
+	return depSpec{kind: crossplane.KindProvider, pkg: pkg, version: version}
 }
 
 func cfgDep(pkg, version string) depSpec {
-	return depSpec{kind: xpkg.KindConfiguration, pkg: pkg, version: version}
+	return depSpec{kind: crossplane.KindConfiguration, pkg: pkg, version: version}
 }
 
 func fnDep(pkg, version string) depSpec {
-	return depSpec{kind: xpkg.KindFunction, pkg: pkg, version: version}
+	return depSpec{kind: crossplane.KindFunction, pkg: pkg, version: version}
 }
 
 func TestResolve(t *testing.T) {
@@ -81,7 +81,7 @@ func TestResolve(t *testing.T) {
 				if diff := cmp.Diff(want, res.Lock.Entry(reg+"/org/provider-a").RequestedBy); diff != "" {
 					t.Errorf("requestedBy: -want +got:\n%s", diff)
 				}
-				wantDeps := []Dependency{{Kind: xpkg.KindProvider, Source: reg + "/org/provider-a", Constraint: ">=v1.0.0"}}
+				wantDeps := []Dependency{{Kind: crossplane.KindProvider, Source: reg + "/org/provider-a", Constraint: ">=v1.0.0"}}
 				if diff := cmp.Diff(wantDeps, res.Lock.Entry(reg+"/org/cfg").Dependencies); diff != "" {
 					t.Errorf("dependencies: -want +got:\n%s", diff)
 				}
@@ -104,7 +104,7 @@ func TestResolve(t *testing.T) {
 		"NewDependencyForm": {
 			reason: "The apiVersion/kind/package dependency form resolves like the deprecated keys.",
 			setup: func(t testing.TB, m *memRegistry) map[string]string {
-				m.push(t, reg+"/org/cfg", "v1.0.0", cfgSpec("cfg", depSpec{kind: xpkg.KindFunction, pkg: reg + "/org/fn", version: "v0.1.0", apiVersion: true}))
+				m.push(t, reg+"/org/cfg", "v1.0.0", cfgSpec("cfg", depSpec{kind: crossplane.KindFunction, pkg: reg + "/org/fn", version: "v0.1.0", apiVersion: true}))
 				m.push(t, reg+"/org/fn", "v0.1.0", fnA)
 				return map[string]string{"cfg.yaml": decl("Configuration", "cfg", reg+"/org/cfg:v1.0.0")}
 			},
@@ -138,7 +138,7 @@ func TestResolve(t *testing.T) {
 				withDep := provA
 				withDep.deps = []depSpec{provDep(reg+"/org/provider-q", ">=v0.0.0")}
 				m.push(t, reg+"/org/provider-a", "v1.2.0", withDep)
-				m.push(t, reg+"/org/provider-q", "v0.1.0", pkgSpec{kind: xpkg.KindProvider, name: "provider-q"})
+				m.push(t, reg+"/org/provider-q", "v0.1.0", pkgSpec{kind: crossplane.KindProvider, name: "provider-q"})
 				return map[string]string{"cfg.yaml": decl("Configuration", "cfg", reg+"/org/cfg:v1.0.0")}
 			},
 			want: want{versions: []string{
@@ -305,7 +305,7 @@ func TestResolve(t *testing.T) {
 			reason: "A tag@digest whose tag now points elsewhere is an error naming both digests.",
 			setup: func(t testing.TB, m *memRegistry) map[string]string {
 				d := m.push(t, reg+"/org/provider-a", "v1.0.0", provA)
-				m.push(t, reg+"/org/provider-a", "v1.0.0", pkgSpec{kind: xpkg.KindProvider, name: "provider-a", crds: 2})
+				m.push(t, reg+"/org/provider-a", "v1.0.0", pkgSpec{kind: crossplane.KindProvider, name: "provider-a", crds: 2})
 				return map[string]string{"a.yaml": decl("Provider", "a", reg+"/org/provider-a:v1.0.0@"+d)}
 			},
 			want: want{err: []string{"Provider a (a.yaml:1): spec.package pins sha256:", ", but tag v1.0.0 now points to sha256:"}},
@@ -314,8 +314,8 @@ func TestResolve(t *testing.T) {
 			reason: "Seed 004: dependencies without registry (and organisation) take the dependent's.",
 			setup: func(t testing.TB, m *memRegistry) map[string]string {
 				m.push(t, reg+"/org/cfg", "v1.0.0", cfgSpec("cfg", provDep("provider-x", "v1.0.0"), provDep("other/provider-y", "v1.0.0")))
-				m.push(t, reg+"/org/provider-x", "v1.0.0", pkgSpec{kind: xpkg.KindProvider, name: "provider-x"})
-				m.push(t, reg+"/other/provider-y", "v1.0.0", pkgSpec{kind: xpkg.KindProvider, name: "provider-y"})
+				m.push(t, reg+"/org/provider-x", "v1.0.0", pkgSpec{kind: crossplane.KindProvider, name: "provider-x"})
+				m.push(t, reg+"/other/provider-y", "v1.0.0", pkgSpec{kind: crossplane.KindProvider, name: "provider-y"})
 				return map[string]string{"cfg.yaml": decl("Configuration", "cfg", reg+"/org/cfg:v1.0.0")}
 			},
 			want: want{versions: []string{
@@ -341,7 +341,7 @@ func TestResolve(t *testing.T) {
 				"Provider provider-a reg.example.com/new/provider-a v2.0.0",
 			}},
 			check: func(t *testing.T, res *Result, _ *memRegistry) {
-				wantDeps := []Dependency{{Kind: xpkg.KindProvider, Source: reg + "/old/provider-a", Constraint: "v1", ReplacedBy: reg + "/new/provider-a"}}
+				wantDeps := []Dependency{{Kind: crossplane.KindProvider, Source: reg + "/old/provider-a", Constraint: "v1", ReplacedBy: reg + "/new/provider-a"}}
 				if diff := cmp.Diff(wantDeps, res.Lock.Entry(reg+"/org/cfg").Dependencies); diff != "" {
 					t.Errorf("cfg dependencies: -want +got:\n%s", diff)
 				}
@@ -548,7 +548,7 @@ func TestResolve(t *testing.T) {
 func TestKeepPins(t *testing.T) {
 	m := newMemRegistry()
 	oldA := m.push(t, reg+"/org/provider-a", "v1.0.0", provA)
-	oldB := m.push(t, reg+"/org/provider-b", "v1.0.0", pkgSpec{kind: xpkg.KindProvider, name: "provider-b"})
+	oldB := m.push(t, reg+"/org/provider-b", "v1.0.0", pkgSpec{kind: crossplane.KindProvider, name: "provider-b"})
 	m.push(t, reg+"/org/cfg", "v1.0.0", cfgSpec("cfg", provDep(reg+"/org/provider-a", ">=v1.0.0")))
 	set := declare(t, map[string]string{
 		"cfg.yaml": decl("Configuration", "cfg", reg+"/org/cfg:v1.0.0"),
@@ -563,7 +563,7 @@ func TestKeepPins(t *testing.T) {
 	// Upstream: provider-a gets v1.1.0, and the tag provider-b:v1.0.0 is
 	// pushed again with other content.
 	m.push(t, reg+"/org/provider-a", "v1.1.0", provA)
-	newB := m.push(t, reg+"/org/provider-b", "v1.0.0", pkgSpec{kind: xpkg.KindProvider, name: "provider-b", crds: 1})
+	newB := m.push(t, reg+"/org/provider-b", "v1.0.0", pkgSpec{kind: crossplane.KindProvider, name: "provider-b", crds: 1})
 
 	cases := []struct {
 		name      string
@@ -703,7 +703,7 @@ func TestJobs(t *testing.T) {
 	files := map[string]string{}
 	for i := range 12 {
 		src := reg + "/org/p" + string(rune('a'+i))
-		m.push(t, src, "v1.0.0", pkgSpec{kind: xpkg.KindProvider, name: "p"})
+		m.push(t, src, "v1.0.0", pkgSpec{kind: crossplane.KindProvider, name: "p"})
 		files["p"+string(rune('a'+i))+".yaml"] = decl("Provider", "p"+string(rune('a'+i)), src+":v1.0.0")
 	}
 	set := declare(t, files)

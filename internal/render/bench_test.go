@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // monolithInput is the provider-upjet-aws v2.6.0 monolith (2,043 CRDs,
@@ -23,7 +23,7 @@ func monolithInput(b *testing.B) (Input, int) {
 		size += len(o.Raw)
 	}
 	return Input{Namespace: "crossplane-system", Instance: "bench", Packages: []Package{{
-		Kind: xpkg.KindProvider, Name: "provider-aws", Source: "xpkg.upbound.io/upbound/provider-aws", Tag: "v2.6.0",
+		Kind: crossplane.KindProvider, Name: "provider-aws", Source: "xpkg.upbound.io/upbound/provider-aws", Tag: "v2.6.0",
 		Digest: built.digest, Contents: built.contents,
 	}}}, size
 }

@@ -8,8 +8,9 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // loadDecls reads declarations from YAML the way lockstep reads a Git
@@ -24,7 +25,7 @@ func loadDecls(tb testing.TB, doc string) *declarations.Set {
 }
 
 // declared returns the declaration of kind and name in set.
-func declared(tb testing.TB, set *declarations.Set, kind xpkg.Kind, name string) *declarations.Declaration {
+func declared(tb testing.TB, set *declarations.Set, kind crossplane.Kind, name string) *declarations.Declaration {
 	tb.Helper()
 	for i := range set.Packages {
 		if d := &set.Packages[i]; d.Kind == string(kind) && d.Name == name {
@@ -38,7 +39,7 @@ func declared(tb testing.TB, set *declarations.Set, kind xpkg.Kind, name string)
 // fromDecl returns the input Package for a declaration, built from dir.
 func fromDecl(tb testing.TB, d *declarations.Declaration, tag, dir string) Package {
 	tb.Helper()
-	return pkg(tb, xpkg.Kind(d.Kind), d.Name, d.Source(), tag, dir, d)
+	return pkg(tb, crossplane.Kind(d.Kind), d.Name, d.Source(), tag, dir, d)
 }
 
 // expect is what the review test expects of one package's runtime and RBAC
@@ -90,7 +91,7 @@ spec:
   package: xpkg.crossplane.io/crossplane-contrib/provider-nop:v0.4.0
 `)
 				return Input{Packages: []Package{
-					fromDecl(t, declared(t, set, xpkg.KindProvider, "provider-nop"), "v0.4.0", upstream(t, "provider-nop-v0.4.0")),
+					fromDecl(t, declared(t, set, crossplane.KindProvider, "provider-nop"), "v0.4.0", upstream(t, "provider-nop-v0.4.0")),
 				}}
 			},
 		},
@@ -143,7 +144,7 @@ spec:
 `)
 				return Input{
 					Packages: []Package{
-						fromDecl(t, declared(t, set, xpkg.KindProvider, "provider-kubernetes"), "v1.2.1", upstream(t, "provider-kubernetes-v1.2.1")),
+						fromDecl(t, declared(t, set, crossplane.KindProvider, "provider-kubernetes"), "v1.2.1", upstream(t, "provider-kubernetes-v1.2.1")),
 					},
 					RuntimeConfigs: set.RuntimeConfigs,
 				}
@@ -167,7 +168,7 @@ spec:
   package: xpkg.crossplane.io/crossplane-contrib/function-auto-ready:v0.7.0
 `)
 				return Input{Packages: []Package{
-					fromDecl(t, declared(t, set, xpkg.KindFunction, "function-auto-ready"), "v0.7.0", upstream(t, "function-auto-ready-v0.7.0")),
+					fromDecl(t, declared(t, set, crossplane.KindFunction, "function-auto-ready"), "v0.7.0", upstream(t, "function-auto-ready-v0.7.0")),
 				}}
 			},
 		},
@@ -195,10 +196,10 @@ spec:
   revisionHistoryLimit: 3
 `)
 				return Input{Packages: []Package{
-					fromDecl(t, declared(t, set, xpkg.KindConfiguration, "configuration-getting-started"), "v0.2.0", upstream(t, "configuration-getting-started-v0.2.0")),
-					pkg(t, xpkg.KindProvider, "crossplane-contrib-provider-nop", "xpkg.upbound.io/crossplane-contrib/provider-nop", "v0.2.1", upstream(t, "provider-nop-v0.2.1"), nil),
-					pkg(t, xpkg.KindFunction, "crossplane-contrib-function-kcl", "xpkg.upbound.io/crossplane-contrib/function-kcl", "v0.8.0", upstream(t, "function-kcl-v0.8.0"), nil),
-					pkg(t, xpkg.KindFunction, "crossplane-contrib-function-auto-ready", "xpkg.upbound.io/crossplane-contrib/function-auto-ready", "v0.2.1", upstream(t, "function-auto-ready-v0.2.1"), nil),
+					fromDecl(t, declared(t, set, crossplane.KindConfiguration, "configuration-getting-started"), "v0.2.0", upstream(t, "configuration-getting-started-v0.2.0")),
+					pkg(t, crossplane.KindProvider, "crossplane-contrib-provider-nop", "xpkg.upbound.io/crossplane-contrib/provider-nop", "v0.2.1", upstream(t, "provider-nop-v0.2.1"), nil),
+					pkg(t, crossplane.KindFunction, "crossplane-contrib-function-kcl", "xpkg.upbound.io/crossplane-contrib/function-kcl", "v0.8.0", upstream(t, "function-kcl-v0.8.0"), nil),
+					pkg(t, crossplane.KindFunction, "crossplane-contrib-function-auto-ready", "xpkg.upbound.io/crossplane-contrib/function-auto-ready", "v0.2.1", upstream(t, "function-auto-ready-v0.2.1"), nil),
 				}}
 			},
 		},
@@ -220,8 +221,8 @@ spec:
   package: xpkg.upbound.io/upbound/provider-aws-s3:v2.6.0
 `)
 				return Input{Packages: []Package{
-					fromDecl(t, declared(t, set, xpkg.KindProvider, "provider-aws-s3"), "v2.6.0", upstream(t, "provider-aws-s3-v2.6.0")),
-					pkg(t, xpkg.KindProvider, "upbound-provider-family-aws", "xpkg.upbound.io/upbound/provider-family-aws", "v2.6.0", upstream(t, "provider-family-aws-v2.6.0"), nil),
+					fromDecl(t, declared(t, set, crossplane.KindProvider, "provider-aws-s3"), "v2.6.0", upstream(t, "provider-aws-s3-v2.6.0")),
+					pkg(t, crossplane.KindProvider, "upbound-provider-family-aws", "xpkg.upbound.io/upbound/provider-family-aws", "v2.6.0", upstream(t, "provider-family-aws-v2.6.0"), nil),
 				}}
 			},
 			expects: map[string]expect{
@@ -256,8 +257,8 @@ spec:
 				dir := filepath.Join(repoRoot(t), "internal", "render", "testdata", "packages")
 				return Input{
 					Packages: []Package{
-						fromDecl(t, declared(t, set, xpkg.KindProvider, "provider-legacy-allowed"), "v0.3.0", filepath.Join(dir, "provider-legacy-allowed")),
-						fromDecl(t, declared(t, set, xpkg.KindProvider, "provider-legacy-refused"), "v0.3.0", filepath.Join(dir, "provider-legacy-refused")),
+						fromDecl(t, declared(t, set, crossplane.KindProvider, "provider-legacy-allowed"), "v0.3.0", filepath.Join(dir, "provider-legacy-allowed")),
+						fromDecl(t, declared(t, set, crossplane.KindProvider, "provider-legacy-refused"), "v0.3.0", filepath.Join(dir, "provider-legacy-refused")),
 					},
 					AllowedProviderPermissions: legacyAllowed,
 				}
@@ -356,8 +357,8 @@ spec:
 `)
 				return Input{
 					Packages: []Package{
-						fromDecl(t, declared(t, set, xpkg.KindProvider, "provider-nop"), "v0.4.0", upstream(t, "provider-nop-v0.4.0")),
-						fromDecl(t, declared(t, set, xpkg.KindFunction, "function-auto-ready"), "v0.7.0", upstream(t, "function-auto-ready-v0.7.0")),
+						fromDecl(t, declared(t, set, crossplane.KindProvider, "provider-nop"), "v0.4.0", upstream(t, "provider-nop-v0.4.0")),
+						fromDecl(t, declared(t, set, crossplane.KindFunction, "function-auto-ready"), "v0.7.0", upstream(t, "function-auto-ready-v0.7.0")),
 					},
 					RuntimeConfigs: set.RuntimeConfigs,
 					ImageConfigs:   set.ImageConfigs,

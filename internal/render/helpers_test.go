@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -80,7 +82,7 @@ func build(tb testing.TB, dir string) built {
 
 // pkg returns an input Package built from dir. decl may be nil for a
 // dependency lockstep installs itself.
-func pkg(tb testing.TB, kind xpkg.Kind, name, source, tag, dir string, decl *declarations.Declaration) Package {
+func pkg(tb testing.TB, kind crossplane.Kind, name, source, tag, dir string, decl *declarations.Declaration) Package {
 	tb.Helper()
 	b := build(tb, dir)
 	return Package{Kind: kind, Name: name, Source: source, Tag: tag, Digest: b.digest, Declaration: decl, Contents: b.contents}
@@ -88,7 +90,7 @@ func pkg(tb testing.TB, kind xpkg.Kind, name, source, tag, dir string, decl *dec
 
 // decl returns a declaration of kind and name for source:tag, with
 // Crossplane's defaults applied, and lets mutate change it first.
-func decl(tb testing.TB, kind xpkg.Kind, name, source, tag string, mutate func(*declarations.Declaration)) *declarations.Declaration {
+func decl(tb testing.TB, kind crossplane.Kind, name, source, tag string, mutate func(*declarations.Declaration)) *declarations.Declaration {
 	tb.Helper()
 	d := &declarations.Declaration{
 		Kind:     string(kind),

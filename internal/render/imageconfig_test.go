@@ -4,8 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 func imageConfig(name string, prefixes ...string) declarations.ImageConfig {
@@ -105,7 +106,7 @@ func TestImageConfigPullSecretMatchesTheRewrittenImage(t *testing.T) {
 	// Crossplane looks the pull secret up for the rewritten reference
 	// (crossplane-runtime pkg/xpkg/client.go): a secret for the original registry does not
 	// apply once the image comes from a mirror.
-	p := Package{Kind: xpkg.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Digest: digestA, Contents: parsed(t, providerStream)}
+	p := Package{Kind: crossplane.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Digest: digestA, Contents: parsed(t, providerStream)}
 	in := testInput(p)
 	in.ImageConfigs = []declarations.ImageConfig{
 		withRewrite(imageConfig("mirror", "registry.lockstep.example/"), "mirror.lockstep.example/"),

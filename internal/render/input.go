@@ -9,6 +9,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -48,7 +50,7 @@ type Input struct {
 // Package is one locked package.
 type Package struct {
 	// Kind is the package type: Provider, Configuration or Function.
-	Kind xpkg.Kind
+	Kind crossplane.Kind
 	// Name is the package object's name: the declaration's metadata.name,
 	// or for a dependency lockstep installs itself the name Crossplane would
 	// give it (ToDNSLabel of the repository path,
@@ -106,7 +108,7 @@ func validateInput(in *Input) error {
 
 func validatePackage(p *Package) error {
 	switch p.Kind {
-	case xpkg.KindProvider, xpkg.KindConfiguration, xpkg.KindFunction:
+	case crossplane.KindProvider, crossplane.KindConfiguration, crossplane.KindFunction:
 	default:
 		return fmt.Errorf("package %q: kind %q is not Provider, Configuration or Function", p.Name, p.Kind)
 	}

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // Object is one rendered Kubernetes object with its ownership intent.
@@ -192,7 +192,7 @@ func ownerReference(r Reference, uids map[Reference]types.UID) (metav1.OwnerRefe
 // webhook's clientConfig of a CRD or MRD.
 func injectCABundle(obj map[string]any, gk schema.GroupKind, caBundle string) error {
 	switch gk {
-	case xpkg.GroupKindValidatingWebhookConfiguration, xpkg.GroupKindMutatingWebhookConfiguration:
+	case crossplane.GroupKindValidatingWebhookConfiguration, crossplane.GroupKindMutatingWebhookConfiguration:
 		hooks, _, err := unstructured.NestedSlice(obj, "webhooks")
 		if err != nil {
 			return err
@@ -207,7 +207,7 @@ func injectCABundle(obj map[string]any, gk schema.GroupKind, caBundle string) er
 			}
 		}
 		return unstructured.SetNestedSlice(obj, hooks, "webhooks")
-	case xpkg.GroupKindCRD, xpkg.GroupKindMRD:
+	case crossplane.GroupKindCRD, crossplane.GroupKindMRD:
 		return unstructured.SetNestedField(obj, caBundle, "spec", "conversion", "webhook", "clientConfig", "caBundle")
 	}
 	return fmt.Errorf("cannot inject a CA bundle into a %s", gk.Kind)
@@ -267,7 +267,7 @@ func marshalJSON(v any) ([]byte, error) {
 // namespaced objects (fluxcd/pkg/ssa ApplyAllStaged).
 func (o *Object) stage() int {
 	switch {
-	case o.GroupKind() == xpkg.GroupKindCRD:
+	case o.GroupKind() == crossplane.GroupKindCRD:
 		return 0
 	case o.Namespace == "":
 		return 1

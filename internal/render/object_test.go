@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 const webhookStream = providerStream + `
@@ -34,7 +34,7 @@ webhooks:
 `
 
 func TestBind(t *testing.T) {
-	p := Package{Kind: xpkg.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Digest: digestA, Contents: parsed(t, webhookStream)}
+	p := Package{Kind: crossplane.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Digest: digestA, Contents: parsed(t, webhookStream)}
 	out, err := Render(testInput(p))
 	if err != nil {
 		t.Fatal(err)

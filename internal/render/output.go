@@ -7,8 +7,9 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // Output is every object lockstep applies for an Input, grouped per package
@@ -37,7 +38,7 @@ type Output struct {
 // PackageOutput is what lockstep applies for one package.
 type PackageOutput struct {
 	// Kind is the package type.
-	Kind xpkg.Kind
+	Kind crossplane.Kind
 	// Name is the package object's name.
 	Name string
 	// Source, Tag and Digest are the package's locked identity
@@ -220,7 +221,7 @@ func (o *Output) Err() error {
 
 // Package returns the package output with the given kind and name, nil when
 // there is none.
-func (o *Output) Package(kind xpkg.Kind, name string) *PackageOutput {
+func (o *Output) Package(kind crossplane.Kind, name string) *PackageOutput {
 	for _, p := range o.Packages {
 		if p.Kind == kind && p.Name == name {
 			return p

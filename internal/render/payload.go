@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -24,7 +26,7 @@ import (
 // Objects are transformed as JSON: only the metadata of an ordinary object
 // is decoded, so a package with thousands of CRDs is never decoded into maps.
 func (r *renderer) payload(p *Package, d *declarations.Declaration, po *PackageOutput) ([]*Object, error) {
-	if p.Kind == xpkg.KindFunction {
+	if p.Kind == crossplane.KindFunction {
 		return nil, nil
 	}
 	labels := maps.Clone(d.Spec.CommonLabels)
@@ -54,7 +56,7 @@ func (r *renderer) payloadObject(p *Package, src *xpkg.Object, labels, annotatio
 	gk := src.GroupKind()
 	o := &Object{APIVersion: src.APIVersion, Kind: src.Kind, Name: src.Name, Namespace: src.Namespace}
 	switch {
-	case gk == xpkg.GroupKindValidatingWebhookConfiguration || gk == xpkg.GroupKindMutatingWebhookConfiguration:
+	case gk == crossplane.GroupKindValidatingWebhookConfiguration || gk == crossplane.GroupKindMutatingWebhookConfiguration:
 		obj, err := decodeMap(src.Raw)
 		if err != nil {
 			return nil, err
@@ -72,7 +74,7 @@ func (r *renderer) payloadObject(p *Package, src *xpkg.Object, labels, annotatio
 		}
 		o.CABundle = &CABundleRequest{SecretName: tlsServerSecretName(p.Name), Key: TLSCertKey}
 		return o, o.encode(obj)
-	case (gk == xpkg.GroupKindCRD || gk == xpkg.GroupKindMRD) && webhookConversion(src.Raw):
+	case (gk == crossplane.GroupKindCRD || gk == crossplane.GroupKindMRD) && webhookConversion(src.Raw):
 		obj, err := decodeMap(src.Raw)
 		if err != nil {
 			return nil, err

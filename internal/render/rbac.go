@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // Names, labels and verbs of the provider ClusterRoles (docs/crossplane-behaviour.md#provider-rbac,
@@ -50,7 +50,7 @@ func definedResources(p *Package) []apiResource {
 	var out []apiResource
 	for i := range p.Contents.Objects {
 		o := &p.Contents.Objects[i]
-		if gk := o.GroupKind(); gk != xpkg.GroupKindCRD && gk != xpkg.GroupKindMRD {
+		if gk := o.GroupKind(); gk != crossplane.GroupKindCRD && gk != crossplane.GroupKindMRD {
 			continue
 		}
 		plural, group, ok := strings.Cut(o.Name, ".")
@@ -64,7 +64,7 @@ func definedResources(p *Package) []apiResource {
 
 // orgDiffers reports whether two package sources are in different OCI
 // registries or orgs (the first repository path segment), in which case
-// Crossplane refuses to treat them as one provider family (OrgDiffer, study
+// Crossplane refuses to treat them as one provider family (OrgDiffer,
 // docs/crossplane-behaviour.md#provider-rbac). Sources that do not parse differ.
 func orgDiffers(a, b string) bool {
 	ra, err := name.NewRepository(a)

@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 func TestRefusedPermissions(t *testing.T) {
@@ -117,9 +117,9 @@ spec:
 
 func TestFamilyRBAC(t *testing.T) {
 	stream := func(name, plural string) string { return fmt.Sprintf(familyStream, name, plural, plural) }
-	a := Package{Kind: xpkg.KindProvider, Name: "family", Source: "registry.lockstep.example/org/family", Digest: digestA, Contents: parsed(t, stream("family", "configs"))}
-	b := Package{Kind: xpkg.KindProvider, Name: "member", Source: "registry.lockstep.example/org/member", Digest: digestB, Contents: parsed(t, stream("member", "buckets"))}
-	evil := Package{Kind: xpkg.KindProvider, Name: "impostor", Source: "registry.lockstep.example/evil/impostor", Digest: digestB, Contents: parsed(t, stream("impostor", "secrets"))}
+	a := Package{Kind: crossplane.KindProvider, Name: "family", Source: "registry.lockstep.example/org/family", Digest: digestA, Contents: parsed(t, stream("family", "configs"))}
+	b := Package{Kind: crossplane.KindProvider, Name: "member", Source: "registry.lockstep.example/org/member", Digest: digestB, Contents: parsed(t, stream("member", "buckets"))}
+	evil := Package{Kind: crossplane.KindProvider, Name: "impostor", Source: "registry.lockstep.example/evil/impostor", Digest: digestB, Contents: parsed(t, stream("impostor", "secrets"))}
 	out, err := Render(testInput(a, b, evil))
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +140,7 @@ func TestFamilyRBAC(t *testing.T) {
 		{"member", []string{`"buckets"`, `"configs"`}, []string{`"secrets"`}},
 		{"impostor", []string{`"secrets"`}, []string{`"buckets"`, `"configs"`}},
 	} {
-		got := resources(out.Package(xpkg.KindProvider, tc.pkg))
+		got := resources(out.Package(crossplane.KindProvider, tc.pkg))
 		for _, w := range tc.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("%s: the roles cover the family's resources in the same registry and org; %s missing from %s", tc.pkg, w, got)
@@ -155,7 +155,7 @@ func TestFamilyRBAC(t *testing.T) {
 }
 
 func TestNoResourcesNoRBAC(t *testing.T) {
-	p := Package{Kind: xpkg.KindProvider, Name: "provider-empty", Source: "registry.lockstep.example/test/provider-empty", Digest: digestA,
+	p := Package{Kind: crossplane.KindProvider, Name: "provider-empty", Source: "registry.lockstep.example/test/provider-empty", Digest: digestA,
 		Contents: parsed(t, "apiVersion: meta.pkg.crossplane.io/v1\nkind: Provider\nmetadata:\n  name: provider-empty\n")}
 	out, err := Render(testInput(p))
 	if err != nil {
@@ -189,8 +189,8 @@ spec:
   scope: Cluster
   versions: [{name: v1, served: true, storage: true}]
 `
-	greedy := Package{Kind: xpkg.KindProvider, Name: "provider-greedy", Source: "registry.lockstep.example/test/provider-greedy", Digest: digestA, Contents: parsed(t, stream)}
-	other := Package{Kind: xpkg.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Digest: digestB, Contents: parsed(t, providerStream)}
+	greedy := Package{Kind: crossplane.KindProvider, Name: "provider-greedy", Source: "registry.lockstep.example/test/provider-greedy", Digest: digestA, Contents: parsed(t, stream)}
+	other := Package{Kind: crossplane.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Digest: digestB, Contents: parsed(t, providerStream)}
 	out, err := Render(testInput(greedy, other))
 	if err != nil {
 		t.Fatalf("a refused permission request is a problem of its revision, not a Render error: %v", err)
@@ -202,10 +202,10 @@ spec:
 	if !strings.Contains(perr.Error(), `permissionRequests[0] {apiGroup: "*", resource: "*", resourceName: "*", verb: "*"}`) {
 		t.Errorf("the error names the refused rule: %v", perr)
 	}
-	if n := len(out.Package(xpkg.KindProvider, "provider-greedy").Revision.RBAC); n != 0 {
+	if n := len(out.Package(crossplane.KindProvider, "provider-greedy").Revision.RBAC); n != 0 {
 		t.Errorf("no RBAC for the refused revision, got %d objects", n)
 	}
-	if len(out.Package(xpkg.KindProvider, "provider-greedy").Revision.Payload) != 1 || len(out.Package(xpkg.KindProvider, "provider-test").Revision.RBAC) != 4 {
+	if len(out.Package(crossplane.KindProvider, "provider-greedy").Revision.Payload) != 1 || len(out.Package(crossplane.KindProvider, "provider-test").Revision.RBAC) != 4 {
 		t.Errorf("the refused revision keeps its payload and runtime, and other packages their RBAC")
 	}
 }

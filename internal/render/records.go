@@ -3,8 +3,9 @@ package render
 import (
 	"maps"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // packageAPIVersion is the apiVersion of the package and revision records.
@@ -27,7 +28,9 @@ func declaration(p *Package) declarations.Declaration {
 }
 
 // hasRuntime reports whether packages of kind k run a Deployment.
-func hasRuntime(k xpkg.Kind) bool { return k == xpkg.KindProvider || k == xpkg.KindFunction }
+func hasRuntime(k crossplane.Kind) bool {
+	return k == crossplane.KindProvider || k == crossplane.KindFunction
+}
 
 // tlsServerSecretName and tlsClientSecretName are the TLS Secret names the
 // package manager gives a package's revisions
@@ -97,7 +100,7 @@ func (r *renderer) revisionRecord(p *Package, d *declarations.Declaration, po *P
 		spec["runtimeConfigRef"] = runtimeConfigRef(d.RuntimeConfigRef)
 		spec["tlsServerSecretName"] = tlsServerSecretName(p.Name)
 	}
-	if p.Kind == xpkg.KindProvider {
+	if p.Kind == crossplane.KindProvider {
 		spec["tlsClientSecretName"] = tlsClientSecretName(p.Name)
 	}
 	o, err := newObject(map[string]any{

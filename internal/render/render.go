@@ -8,8 +8,9 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // renderer holds what every package's rendering shares.
@@ -24,7 +25,7 @@ type renderer struct {
 
 // kindRank orders packages in the output: Providers, Functions, then
 // Configurations, the order in which a first install can succeed.
-var kindRank = map[xpkg.Kind]int{xpkg.KindProvider: 0, xpkg.KindFunction: 1, xpkg.KindConfiguration: 2}
+var kindRank = map[crossplane.Kind]int{crossplane.KindProvider: 0, crossplane.KindFunction: 1, crossplane.KindConfiguration: 2}
 
 // Render renders every object lockstep applies for in: per package its
 // paused package record, and for its pinned digest a paused revision
@@ -88,7 +89,7 @@ func Render(in Input) (*Output, error) {
 		return a.Name < b.Name
 	})
 	for _, p := range pkgs {
-		if p.Kind == xpkg.KindProvider {
+		if p.Kind == crossplane.KindProvider {
 			r.providers = append(r.providers, p)
 		}
 	}
@@ -120,10 +121,10 @@ func (r *renderer) renderPackage(p *Package) (*PackageOutput, error) {
 		},
 	}
 	rev := po.Revision
-	if p.Kind == xpkg.KindFunction && rev.Capabilities == nil {
+	if p.Kind == crossplane.KindFunction && rev.Capabilities == nil {
 		rev.Capabilities = []string{"composition"}
 	}
-	if c := p.Contents.Meta.Controller; p.Kind == xpkg.KindProvider && c != nil {
+	if c := p.Contents.Meta.Controller; p.Kind == crossplane.KindProvider && c != nil {
 		rev.PermissionRequests = slices.Clone(c.PermissionRequests)
 	}
 
@@ -156,7 +157,7 @@ func (r *renderer) renderPackage(p *Package) (*PackageOutput, error) {
 	if rev.Runtime, saName, err = r.runtime(ri); err != nil {
 		return nil, err
 	}
-	if p.Kind == xpkg.KindFunction {
+	if p.Kind == crossplane.KindFunction {
 		svc := p.Name
 		for _, o := range rev.Runtime {
 			if o.Kind == "Service" {

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -71,7 +73,7 @@ func testInput(pkgs ...Package) Input {
 
 func TestRenderErrors(t *testing.T) {
 	provider := func(t *testing.T) Package {
-		return Package{Kind: xpkg.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Tag: "v1.0.0", Digest: digestA, Contents: parsed(t, providerStream)}
+		return Package{Kind: crossplane.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Tag: "v1.0.0", Digest: digestA, Contents: parsed(t, providerStream)}
 	}
 	cases := map[string]struct {
 		reason string
@@ -109,7 +111,7 @@ func TestRenderErrors(t *testing.T) {
 		},
 		"ContentsOfAnotherKind": {
 			reason: "The contents must be a package of the declared kind.",
-			input:  func(t *testing.T) Input { p := provider(t); p.Kind = xpkg.KindFunction; return testInput(p) },
+			input:  func(t *testing.T) Input { p := provider(t); p.Kind = crossplane.KindFunction; return testInput(p) },
 			want:   "Function provider-test: the package at registry.lockstep.example/test/provider-test@" + digestA + " is a Provider, not a Function",
 		},
 		"Twice": {
@@ -121,7 +123,7 @@ func TestRenderErrors(t *testing.T) {
 			reason: "The declaration must be of the locked source.",
 			input: func(t *testing.T) Input {
 				p := provider(t)
-				p.Declaration = decl(t, xpkg.KindProvider, "provider-test", "registry.lockstep.example/other/provider-test", "v1.0.0", nil)
+				p.Declaration = decl(t, crossplane.KindProvider, "provider-test", "registry.lockstep.example/other/provider-test", "v1.0.0", nil)
 				return testInput(p)
 			},
 			want: `declared spec.package "registry.lockstep.example/other/provider-test:v1.0.0" (packages.yaml:1) is not from source registry.lockstep.example/test/provider-test`,
@@ -130,7 +132,7 @@ func TestRenderErrors(t *testing.T) {
 			reason: "A runtimeConfigRef other than default must name a declared DeploymentRuntimeConfig; the error names the field and file.",
 			input: func(t *testing.T) Input {
 				p := provider(t)
-				p.Declaration = decl(t, xpkg.KindProvider, "provider-test", p.Source, "v1.0.0", func(d *declarations.Declaration) {
+				p.Declaration = decl(t, crossplane.KindProvider, "provider-test", p.Source, "v1.0.0", func(d *declarations.Declaration) {
 					d.RuntimeConfigRef = &declarations.RuntimeConfigReference{Name: "debug"}
 				})
 				return testInput(p)
@@ -164,7 +166,7 @@ func TestRenderErrors(t *testing.T) {
 		"RuntimeCollision": {
 			reason: "A Provider and a Function with one name would share a Service and TLS Secret.",
 			input: func(t *testing.T) Input {
-				f := Package{Kind: xpkg.KindFunction, Name: "provider-test", Source: "registry.lockstep.example/test/function-test", Digest: digestB, Contents: parsed(t, functionStream)}
+				f := Package{Kind: crossplane.KindFunction, Name: "provider-test", Source: "registry.lockstep.example/test/function-test", Digest: digestB, Contents: parsed(t, functionStream)}
 				return testInput(provider(t), f)
 			},
 			want: "Provider provider-test and Function provider-test both render Secret/crossplane-system/provider-test-tls-server",
@@ -201,11 +203,11 @@ webhooks: []
 }
 
 func TestRenderBehaviour(t *testing.T) {
-	provider := Package{Kind: xpkg.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Tag: "v1.0.0", Digest: digestA, Contents: parsed(t, providerStream)}
+	provider := Package{Kind: crossplane.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Tag: "v1.0.0", Digest: digestA, Contents: parsed(t, providerStream)}
 
 	t.Run("PayloadVerbatimApartFromLabels", func(t *testing.T) {
 		p := provider
-		p.Declaration = decl(t, xpkg.KindProvider, p.Name, p.Source, "v1.0.0", func(d *declarations.Declaration) {
+		p.Declaration = decl(t, crossplane.KindProvider, p.Name, p.Source, "v1.0.0", func(d *declarations.Declaration) {
 			d.Spec.CommonLabels = map[string]string{"team": "platform"}
 			d.Spec.CommonAnnotations = map[string]string{"owner": "platform"}
 		})
@@ -237,7 +239,7 @@ func TestRenderBehaviour(t *testing.T) {
 	})
 
 	t.Run("FunctionInstallsNoPayload", func(t *testing.T) {
-		f := Package{Kind: xpkg.KindFunction, Name: "function-test", Source: "registry.lockstep.example/test/function-test", Digest: digestB, Contents: parsed(t, functionStream)}
+		f := Package{Kind: crossplane.KindFunction, Name: "function-test", Source: "registry.lockstep.example/test/function-test", Digest: digestB, Contents: parsed(t, functionStream)}
 		out, err := Render(testInput(f))
 		if err != nil {
 			t.Fatal(err)
@@ -259,7 +261,7 @@ func TestRenderBehaviour(t *testing.T) {
 
 	t.Run("ManualActivationLeavesDesiredStateToApply", func(t *testing.T) {
 		p := provider
-		p.Declaration = decl(t, xpkg.KindProvider, p.Name, p.Source, "v1.0.0", func(d *declarations.Declaration) {
+		p.Declaration = decl(t, crossplane.KindProvider, p.Name, p.Source, "v1.0.0", func(d *declarations.Declaration) {
 			d.Spec.RevisionActivationPolicy = declarations.ManualActivation
 		})
 		out, err := Render(testInput(p))
@@ -295,7 +297,7 @@ func TestRenderBehaviour(t *testing.T) {
 
 	t.Run("ExternallyManagedServiceAccount", func(t *testing.T) {
 		p := provider
-		p.Declaration = decl(t, xpkg.KindProvider, p.Name, p.Source, "v1.0.0", func(d *declarations.Declaration) {
+		p.Declaration = decl(t, crossplane.KindProvider, p.Name, p.Source, "v1.0.0", func(d *declarations.Declaration) {
 			d.RuntimeConfigRef = &declarations.RuntimeConfigReference{Name: "external-sa"}
 		})
 		set := loadDecls(t, `
@@ -335,9 +337,9 @@ spec:
 		root := filepath.Join(repoRoot(t), "examples", "packages")
 		src := "lockstep.example/lockstep-examples/"
 		in := testInput(
-			pkg(t, xpkg.KindProvider, "lockstep-examples-provider-demo", src+"provider-demo", "v0.2.0", filepath.Join(root, "provider-demo", "v0.2.0"), nil),
-			pkg(t, xpkg.KindFunction, "lockstep-examples-function-demo", src+"function-demo", "v0.2.0", filepath.Join(root, "function-demo", "v0.2.0"), nil),
-			pkg(t, xpkg.KindConfiguration, "configuration-demo", src+"configuration-demo", "v0.2.0", filepath.Join(root, "configuration-demo", "v0.2.0"), nil),
+			pkg(t, crossplane.KindProvider, "lockstep-examples-provider-demo", src+"provider-demo", "v0.2.0", filepath.Join(root, "provider-demo", "v0.2.0"), nil),
+			pkg(t, crossplane.KindFunction, "lockstep-examples-function-demo", src+"function-demo", "v0.2.0", filepath.Join(root, "function-demo", "v0.2.0"), nil),
+			pkg(t, crossplane.KindConfiguration, "configuration-demo", src+"configuration-demo", "v0.2.0", filepath.Join(root, "configuration-demo", "v0.2.0"), nil),
 		)
 		out, err := Render(in)
 		if err != nil {
@@ -351,7 +353,7 @@ spec:
 		if diff := cmp.Diff(want, kinds); diff != "" {
 			t.Errorf("packages are ordered Providers, Functions, Configurations: -want, +got:\n%s", diff)
 		}
-		if n := len(out.Package(xpkg.KindProvider, "lockstep-examples-provider-demo").Revision.Payload); n != 4 {
+		if n := len(out.Package(crossplane.KindProvider, "lockstep-examples-provider-demo").Revision.Payload); n != 4 {
 			t.Errorf("provider-demo v0.2.0 has 4 CRDs, rendered %d", n)
 		}
 		if out.Err() != nil {

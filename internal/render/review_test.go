@@ -16,8 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 const reviewNS = "crossplane-system"
@@ -87,7 +88,7 @@ func TestReview(t *testing.T) {
 				if !hasRuntime(p.Kind) && len(po.Revision.Runtime) > 0 {
 					t.Errorf("%s: a Configuration has no runtime, got %d objects", p, len(po.Revision.Runtime))
 				}
-				if p.Kind != xpkg.KindProvider {
+				if p.Kind != crossplane.KindProvider {
 					if len(po.Revision.RBAC) > 0 {
 						t.Errorf("%s: only Providers get RBAC, got %d objects", p, len(po.Revision.RBAC))
 					}
@@ -216,7 +217,7 @@ func reviewDeployment(t *testing.T, p *Package, d *declarations.Declaration, po 
 	})
 	check(t, "ports", func(t *testing.T) {
 		want := []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8080}, {Name: "webhook", ContainerPort: 9443}}
-		if p.Kind == xpkg.KindFunction {
+		if p.Kind == crossplane.KindFunction {
 			want[1] = corev1.ContainerPort{Name: "grpc", ContainerPort: 9443}
 		}
 		if diff := cmp.Diff(want, c.Ports); diff != "" {
@@ -236,7 +237,7 @@ func reviewDeployment(t *testing.T, p *Package, d *declarations.Declaration, po 
 			{Name: "REVISION_UID"},
 			{Name: "WEBHOOK_TLS_CERT_DIR", Value: "$(TLS_SERVER_CERTS_DIR)"},
 		}
-		if p.Kind == xpkg.KindFunction {
+		if p.Kind == crossplane.KindFunction {
 			want = []corev1.EnvVar{
 				{Name: "TLS_SERVER_CERTS_DIR", Value: "/tls/server"},
 				{Name: "FUNCTION_NAME", ValueFrom: field("metadata.labels['pkg.crossplane.io/function']")},
@@ -255,7 +256,7 @@ func reviewDeployment(t *testing.T, p *Package, d *declarations.Declaration, po 
 		}
 		wantVols := []corev1.Volume{vol("tls-client-certs", p.Name+"-tls-client"), vol("tls-server-certs", p.Name+"-tls-server")}
 		wantMounts := []corev1.VolumeMount{{Name: "tls-client-certs", ReadOnly: true, MountPath: "/tls/client"}, {Name: "tls-server-certs", ReadOnly: true, MountPath: "/tls/server"}}
-		if p.Kind == xpkg.KindFunction {
+		if p.Kind == crossplane.KindFunction {
 			wantVols, wantMounts = wantVols[1:], wantMounts[1:]
 		}
 		if diff := cmp.Diff(wantVols, ps.Volumes); diff != "" {
@@ -272,7 +273,7 @@ func reviewDeployment(t *testing.T, p *Package, d *declarations.Declaration, po 
 			svc = e.serviceName
 		}
 		want[p.Name+"-tls-server"] = TLSRequest{Usage: TLSServer, DNSNames: []string{svc, svc + "." + reviewNS, svc + "." + reviewNS + ".svc"}, CASecretName: RootCASecretName}
-		if p.Kind == xpkg.KindProvider {
+		if p.Kind == crossplane.KindProvider {
 			want[p.Name+"-tls-client"] = TLSRequest{Usage: TLSClient, DNSNames: []string{rev}, CASecretName: RootCASecretName}
 		}
 		got := map[string]TLSRequest{}
@@ -289,7 +290,7 @@ func reviewDeployment(t *testing.T, p *Package, d *declarations.Declaration, po 
 			// package), a Function's by the revision
 			// (docs/crossplane-behaviour.md#runtime-objects).
 			owner := po.revisionRef()
-			if p.Kind == xpkg.KindProvider {
+			if p.Kind == crossplane.KindProvider {
 				owner = po.packageRef()
 			}
 			wantController(t, o, owner)
@@ -303,7 +304,7 @@ func reviewDeployment(t *testing.T, p *Package, d *declarations.Declaration, po 
 	})
 	check(t, "Prometheus scrape annotations on provider pods only", func(t *testing.T) {
 		var want map[string]string
-		if p.Kind == xpkg.KindProvider {
+		if p.Kind == crossplane.KindProvider {
 			want = map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "prometheus.io/path": "/metrics"}
 		}
 		if diff := cmp.Diff(want, dep.Spec.Template.Annotations); diff != "" {
@@ -359,7 +360,7 @@ func reviewService(t *testing.T, p *Package, po *PackageOutput, o *Object, e exp
 	check(t, "ports and headlessness", func(t *testing.T) {
 		wantPorts := []corev1.ServicePort{{Name: "webhook", Protocol: corev1.ProtocolTCP, Port: 9443, TargetPort: intstr.FromString("webhook")}}
 		wantIP := ""
-		if p.Kind == xpkg.KindFunction {
+		if p.Kind == crossplane.KindFunction {
 			wantPorts = []corev1.ServicePort{{Name: "grpc", Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To("tls"), Port: 9443, TargetPort: intstr.FromString("grpc")}}
 			wantIP = corev1.ClusterIPNone
 		}
@@ -370,7 +371,7 @@ func reviewService(t *testing.T, p *Package, po *PackageOutput, o *Object, e exp
 			t.Errorf("clusterIP %q, want %q", svc.Spec.ClusterIP, wantIP)
 		}
 	})
-	if p.Kind == xpkg.KindFunction {
+	if p.Kind == crossplane.KindFunction {
 		check(t, "the function endpoint names the Service", func(t *testing.T) {
 			if w := "dns:///" + want + "." + reviewNS + ":9443"; po.Revision.Endpoint != w {
 				t.Errorf("endpoint %q, want %q", po.Revision.Endpoint, w)
@@ -388,7 +389,7 @@ func expectedRules(pkgs ...*Package) (groups []string, rules []rbacv1.PolicyRule
 	var all []res
 	for _, p := range pkgs {
 		for _, o := range p.Contents.Objects {
-			if o.GroupKind() != xpkg.GroupKindCRD && o.GroupKind() != xpkg.GroupKindMRD {
+			if o.GroupKind() != crossplane.GroupKindCRD && o.GroupKind() != crossplane.GroupKindMRD {
 				continue
 			}
 			i := strings.Index(o.Name, ".")

@@ -13,8 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // Environment variables, volumes and paths of the runtime container
@@ -64,7 +65,7 @@ func (r *renderer) runtimeImage(p *Package) (image, resolved string, err error) 
 	}
 	resolved = ref.Name()
 	image = resolved
-	if c := p.Contents.Meta.Controller; p.Kind == xpkg.KindProvider && c != nil && c.Image != "" {
+	if c := p.Contents.Meta.Controller; p.Kind == crossplane.KindProvider && c != nil && c.Image != "" {
 		image = c.Image
 	}
 	return image, resolved, nil
@@ -139,7 +140,7 @@ func (r *renderer) runtime(ri *runtimeInputs) ([]*Object, string, error) {
 		svcName = *t.Metadata.Name
 	}
 	serverOwner, clientOwner := rev, po.packageRef()
-	if p.Kind == xpkg.KindProvider {
+	if p.Kind == crossplane.KindProvider {
 		serverOwner = po.packageRef()
 	}
 	server := r.tlsSecret(tlsServerSecretName(p.Name))
@@ -148,7 +149,7 @@ func (r *renderer) runtime(ri *runtimeInputs) ([]*Object, string, error) {
 		return nil, "", err
 	}
 	o.TLS = &TLSRequest{Usage: TLSServer, DNSNames: serviceDNSNames(svcName, r.in.Namespace), CASecretName: RootCASecretName}
-	if p.Kind == xpkg.KindProvider {
+	if p.Kind == crossplane.KindProvider {
 		o, err := add(r.tlsSecret(tlsClientSecretName(p.Name)), clientOwner)
 		if err != nil {
 			return nil, "", err
@@ -225,7 +226,7 @@ func (r *renderer) service(ri *runtimeInputs, svcName string) *corev1.Service {
 		ObjectMeta: r.objectMeta(svcName, labels, annotations),
 		Spec:       corev1.ServiceSpec{Selector: podSelectors(ri.p, ri.po.Revision.Name)},
 	}
-	if ri.p.Kind == xpkg.KindFunction {
+	if ri.p.Kind == crossplane.KindFunction {
 		svc.Spec.ClusterIP = corev1.ClusterIPNone
 		svc.Spec.Ports = []corev1.ServicePort{{
 			Name:        GRPCPortName,
@@ -383,14 +384,14 @@ func (r *renderer) deployment(ri *runtimeInputs, saName string) *appsv1.Deployme
 	c.ImagePullPolicy = ri.d.Spec.PackagePullPolicy
 
 	// 7. TLS: a Function has no client Secret.
-	if p.Kind == xpkg.KindProvider {
+	if p.Kind == crossplane.KindProvider {
 		mountTLS(d, tlsClientSecretName(p.Name), volumeTLSClientCerts, pathTLSClientCerts, envTLSClientCertsDir)
 	}
 	mountTLS(d, tlsServerSecretName(p.Name), volumeTLSServerCerts, pathTLSServerCerts, envTLSServerCertsDir)
 	c = &ps.Containers[0]
 
 	// 8. Per kind.
-	if p.Kind == xpkg.KindProvider {
+	if p.Kind == crossplane.KindProvider {
 		c.Env = append(c.Env,
 			corev1.EnvVar{Name: "POD_NAMESPACE", ValueFrom: fieldRef("metadata.namespace")},
 			corev1.EnvVar{Name: "PROVIDER_NAME", ValueFrom: fieldRef("metadata.labels['" + LabelProvider + "']")},

@@ -11,13 +11,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 func twoPackages(t *testing.T) *Output {
 	t.Helper()
-	p := Package{Kind: xpkg.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Tag: "v1.0.0", Digest: digestA, Contents: parsed(t, webhookStream)}
-	f := Package{Kind: xpkg.KindFunction, Name: "function-test", Source: "registry.lockstep.example/test/function-test", Digest: digestB, Contents: parsed(t, functionStream)}
+	p := Package{Kind: crossplane.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Tag: "v1.0.0", Digest: digestA, Contents: parsed(t, webhookStream)}
+	f := Package{Kind: crossplane.KindFunction, Name: "function-test", Source: "registry.lockstep.example/test/function-test", Digest: digestB, Contents: parsed(t, functionStream)}
 	out, err := Render(testInput(f, p))
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func TestWriteYAMLStream(t *testing.T) {
 	}
 	// Stream order: per package, CRDs, then cluster-scoped, then namespaced.
 	var order []string
-	for _, o := range out.Package(xpkg.KindProvider, "provider-test").Objects() {
+	for _, o := range out.Package(crossplane.KindProvider, "provider-test").Objects() {
 		order = append(order, o.Kind)
 	}
 	want := []string{"CustomResourceDefinition", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Provider", "ProviderRevision", "MutatingWebhookConfiguration", "ServiceAccount", "Secret", "Secret", "Service", "Deployment"}

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // Errors that callers can test for with errors.Is.
@@ -73,7 +75,7 @@ func (e *DocumentError) Unwrap() error { return e.Err }
 // kindNotAllowedError reads as the allowlist of the package type and matches
 // ErrKindNotAllowed.
 type kindNotAllowedError struct {
-	pkg     Kind
+	pkg     crossplane.Kind
 	got     schema.GroupKind
 	allowed []schema.GroupKind
 }

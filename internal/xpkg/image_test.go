@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -221,7 +222,7 @@ func TestFromImage(t *testing.T) {
 			reason: "FromImage parses the base layer's package.yaml.",
 			img:    image(t, layer{base: true, entries: []entry{{name: "package.yaml", body: stream(providerV1, crd)}}}),
 			want: &Package{
-				Meta: Meta{APIVersion: "meta.pkg.crossplane.io/v1", Kind: KindProvider, Name: "provider-nop"},
+				Meta: Meta{APIVersion: "meta.pkg.crossplane.io/v1", Kind: crossplane.KindProvider, Name: "provider-nop"},
 				Objects: []Object{{Index: 1, APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition",
 					Name: "nopresources.nop.crossplane.io", Raw: []byte(crdJSON)}},
 			},

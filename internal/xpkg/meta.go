@@ -11,41 +11,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
-
-// API groups of Crossplane's package APIs.
-const (
-	// MetaGroup is the API group of package metadata, the objects authored in
-	// crossplane.yaml (docs/crossplane-behaviour.md#package-metadata).
-	MetaGroup = "meta.pkg.crossplane.io"
-
-	// PackageGroup is the API group of the installable package objects
-	// (Provider, Configuration, Function) that a dependency's apiVersion
-	// names.
-	PackageGroup = "pkg.crossplane.io"
-)
-
-// Kind is a Crossplane package type. It is the kind of the package's
-// meta.pkg.crossplane.io object, and of the pkg.crossplane.io object that
-// installs it.
-type Kind string
-
-// The Crossplane package types.
-const (
-	KindProvider      Kind = "Provider"
-	KindConfiguration Kind = "Configuration"
-	KindFunction      Kind = "Function"
-)
-
-// metaVersions lists the meta.pkg.crossplane.io versions Crossplane serves
-// for each package type
-// (docs/crossplane-behaviour.md#parsing-the-package-stream, the meta scheme;
-// docs/crossplane-behaviour.md#package-metadata).
-var metaVersions = map[string][]Kind{
-	"v1alpha1": {KindProvider, KindConfiguration},
-	"v1beta1":  {KindFunction},
-	"v1":       {KindProvider, KindConfiguration, KindFunction},
-}
 
 // Dependency is one spec.dependsOn entry of package metadata
 // (docs/crossplane-behaviour.md#package-metadata).
@@ -83,27 +51,27 @@ type Dependency struct {
 // form is set and no deprecated key is, when apiVersion and kind do not name
 // a pkg.crossplane.io Provider, Configuration or Function, or when the
 // repository is not a valid OCI repository name.
-func (d Dependency) Target() (Kind, string, error) {
+func (d Dependency) Target() (crossplane.Kind, string, error) {
 	if d.APIVersion != "" && d.Kind != "" && d.Package != "" {
 		gv, err := schema.ParseGroupVersion(d.APIVersion)
 		if err != nil {
 			return "", "", fmt.Errorf("dependency %s: invalid apiVersion %q: %w", d.Package, d.APIVersion, err)
 		}
-		k := Kind(d.Kind)
-		if gv.Group != PackageGroup || (k != KindProvider && k != KindConfiguration && k != KindFunction) {
-			return "", "", fmt.Errorf("dependency %s: %s %s is not a Crossplane package type; want %s Provider, Configuration or Function", d.Package, d.APIVersion, d.Kind, PackageGroup)
+		k, ok := crossplane.KindFor(d.Kind)
+		if gv.Group != crossplane.Group || !ok {
+			return "", "", fmt.Errorf("dependency %s: %s %s is not a Crossplane package type; want %s %s", d.Package, d.APIVersion, d.Kind, crossplane.Group, kindList())
 		}
-		return k, d.Package, checkRepository(d.Package)
+		return k.Kind, d.Package, checkRepository(d.Package)
 	}
-	var k Kind
+	var k crossplane.Kind
 	var repo string
 	switch {
 	case d.Configuration != "":
-		k, repo = KindConfiguration, d.Configuration
+		k, repo = crossplane.KindConfiguration, d.Configuration
 	case d.Provider != "":
-		k, repo = KindProvider, d.Provider
+		k, repo = crossplane.KindProvider, d.Provider
 	case d.Function != "":
-		k, repo = KindFunction, d.Function
+		k, repo = crossplane.KindFunction, d.Function
 	default:
 		var set, unset []string
 		for _, f := range []struct{ name, value string }{{"apiVersion", d.APIVersion}, {"kind", d.Kind}, {"package", d.Package}} {
@@ -167,7 +135,7 @@ type Meta struct {
 	// APIVersion is as written, for example meta.pkg.crossplane.io/v1alpha1.
 	APIVersion string
 	// Kind is the package type.
-	Kind Kind
+	Kind crossplane.Kind
 	// Name is metadata.name.
 	Name string
 	// Labels and Annotations are metadata.labels and metadata.annotations,
@@ -213,19 +181,32 @@ type metaDocument struct {
 	} `json:"spec"`
 }
 
-// checkMetaType returns an error unless apiVersion/kind is a meta type
-// Crossplane serves.
-func checkMetaType(version string, kind Kind) error {
-	for _, k := range metaVersions[version] {
-		if k == kind {
-			return nil
-		}
+// checkMetaType returns an error unless meta.pkg.crossplane.io/<version>
+// serves kind (PackageKind.MetaVersions).
+func checkMetaType(version, kind string) error {
+	if k, ok := crossplane.KindFor(kind); ok && k.ServesMeta(version) {
+		return nil
 	}
-	return fmt.Errorf("%s/%s %s is not a package meta type; Crossplane serves %s/v1 Provider, Configuration and Function, v1alpha1 Provider and Configuration, and v1beta1 Function", MetaGroup, version, kind, MetaGroup)
+	var served []string
+	for _, k := range crossplane.PackageKinds() {
+		served = append(served, fmt.Sprintf("%s (%s)", k.Kind, strings.Join(k.MetaVersions, ", ")))
+	}
+	return fmt.Errorf("%s/%s %s is not a package meta type; Crossplane serves %s", crossplane.MetaGroup, version, kind, strings.Join(served, "; "))
+}
+
+// kindList returns the package kind names for messages:
+// "Provider, Function or Configuration".
+func kindList() string {
+	names := crossplane.KindNames()
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = string(n)
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }
 
 // decodeMeta decodes and validates the meta object in raw (compact JSON)
-// whose group is MetaGroup. Errors are not yet wrapped with the document.
+// whose group is crossplane.MetaGroup. Errors are not yet wrapped with the document.
 // The caller has checked the type with checkMetaType.
 func decodeMeta(raw []byte) (Meta, error) {
 	var d metaDocument
@@ -237,7 +218,7 @@ func decodeMeta(raw []byte) (Meta, error) {
 	}
 	m := Meta{
 		APIVersion:   d.APIVersion,
-		Kind:         Kind(d.Kind),
+		Kind:         crossplane.Kind(d.Kind),
 		Name:         d.Metadata.Name,
 		Labels:       d.Metadata.Labels,
 		Annotations:  d.Metadata.Annotations,

@@ -5,56 +5,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
-
-// GroupKinds of the objects a package may carry (docs/crossplane-behaviour.md#validation).
-var (
-	// GroupKindCRD is a CustomResourceDefinition, allowed in Provider and
-	// Function packages.
-	GroupKindCRD = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
-	// GroupKindMRD is a Crossplane v2 ManagedResourceDefinition, allowed in
-	// Provider packages.
-	GroupKindMRD = schema.GroupKind{Group: "apiextensions.crossplane.io", Kind: "ManagedResourceDefinition"}
-	// GroupKindValidatingWebhookConfiguration is allowed in Provider packages.
-	GroupKindValidatingWebhookConfiguration = schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}
-	// GroupKindMutatingWebhookConfiguration is allowed in Provider packages.
-	GroupKindMutatingWebhookConfiguration = schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}
-
-	// GroupKindXRD is a CompositeResourceDefinition (apiextensions.crossplane.io
-	// v1 and v2 share it), allowed in Configuration packages.
-	GroupKindXRD = schema.GroupKind{Group: "apiextensions.crossplane.io", Kind: "CompositeResourceDefinition"}
-	// GroupKindComposition is allowed in Configuration packages.
-	GroupKindComposition = schema.GroupKind{Group: "apiextensions.crossplane.io", Kind: "Composition"}
-	// GroupKindMRAP is a ManagedResourceActivationPolicy, allowed in
-	// Configuration packages.
-	GroupKindMRAP = schema.GroupKind{Group: "apiextensions.crossplane.io", Kind: "ManagedResourceActivationPolicy"}
-	// GroupKindOperation is allowed in Configuration packages.
-	GroupKindOperation = schema.GroupKind{Group: "ops.crossplane.io", Kind: "Operation"}
-	// GroupKindCronOperation is allowed in Configuration packages.
-	GroupKindCronOperation = schema.GroupKind{Group: "ops.crossplane.io", Kind: "CronOperation"}
-	// GroupKindWatchOperation is allowed in Configuration packages.
-	GroupKindWatchOperation = schema.GroupKind{Group: "ops.crossplane.io", Kind: "WatchOperation"}
-)
-
-// AllowedPayload returns the GroupKinds a package of type k may carry in
-// package.yaml besides its meta object, following Crossplane's linter
-// allowlist (docs/crossplane-behaviour.md#validation): Provider: CRD, MRD, Validating and
-// MutatingWebhookConfiguration; Configuration: XRD, Composition, MRAP,
-// Operation, CronOperation, WatchOperation; Function: CRD (input schemas,
-// which Crossplane does not install). It returns nil for an unknown type.
-// The versions of these kinds are not restricted here; the API server
-// rejects a version it does not serve when the object is applied.
-func (k Kind) AllowedPayload() []schema.GroupKind {
-	switch k {
-	case KindProvider:
-		return []schema.GroupKind{GroupKindCRD, GroupKindMRD, GroupKindValidatingWebhookConfiguration, GroupKindMutatingWebhookConfiguration}
-	case KindConfiguration:
-		return []schema.GroupKind{GroupKindXRD, GroupKindComposition, GroupKindMRAP, GroupKindOperation, GroupKindCronOperation, GroupKindWatchOperation}
-	case KindFunction:
-		return []schema.GroupKind{GroupKindCRD}
-	}
-	return nil
-}
 
 // Object is one non-meta document of package.yaml. It keeps the document as
 // compact JSON and decodes it only on demand, so a package with thousands of
@@ -120,11 +73,11 @@ func (p *Package) Summary() Summary {
 	var s Summary
 	for i := range p.Objects {
 		switch p.Objects[i].GroupKind() {
-		case GroupKindCRD:
+		case crossplane.GroupKindCRD:
 			s.CRDs++
-		case GroupKindXRD:
+		case crossplane.GroupKindXRD:
 			s.XRDs++
-		case GroupKindComposition:
+		case crossplane.GroupKindComposition:
 			s.Compositions++
 		default:
 			s.Other++

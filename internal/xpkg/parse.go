@@ -13,6 +13,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // header is the part of a document Parse decodes eagerly.
@@ -39,7 +41,7 @@ type header struct {
 // Function (see Meta); its spec.crossplane.version must be a semver
 // constraint, and each dependency must have a target (Dependency.Target) and
 // a version that is a constraint or a digest. Every other document must be of
-// a kind the package type may carry (Kind.AllowedPayload); where Crossplane
+// a kind the package type may carry (crossplane.PackageKind.AllowedPayload); where Crossplane
 // only warns about other kinds and drops them, Parse rejects them.
 //
 // Errors about a document are *DocumentError values; a package without a
@@ -59,7 +61,7 @@ func Parse(r io.Reader) (*Package, error) {
 		if err != nil {
 			return nil, &DocumentError{Index: i, Kind: h.Kind, Name: h.Metadata.Name, Err: fmt.Errorf("invalid apiVersion %q: %w", h.APIVersion, err)}
 		}
-		if gv.Group != MetaGroup {
+		if gv.Group != crossplane.MetaGroup {
 			p.Objects = append(p.Objects, Object{
 				Index:      i,
 				APIVersion: h.APIVersion,
@@ -70,7 +72,7 @@ func Parse(r io.Reader) (*Package, error) {
 			})
 			continue
 		}
-		if err := checkMetaType(gv.Version, Kind(h.Kind)); err != nil {
+		if err := checkMetaType(gv.Version, h.Kind); err != nil {
 			return nil, &DocumentError{Index: i, Kind: h.Kind, Name: h.Metadata.Name, Err: err}
 		}
 		if metaIndex >= 0 {
@@ -213,20 +215,12 @@ func isEmptyDocument(doc []byte) bool {
 // checkPayload returns a joined error with one *DocumentError per object the
 // package type may not carry.
 func checkPayload(p *Package) error {
-	allowed := p.Meta.Kind.AllowedPayload()
+	kind := p.Meta.Kind.Descriptor()
 	var errs []error
 	for _, o := range p.Objects {
-		gk := o.GroupKind()
-		ok := false
-		for _, a := range allowed {
-			if gk == a {
-				ok = true
-				break
-			}
-		}
-		if !ok {
+		if gk := o.GroupKind(); !kind.AllowsPayload(gk) {
 			errs = append(errs, &DocumentError{Index: o.Index, Kind: o.Kind, Name: o.Name,
-				Err: &kindNotAllowedError{pkg: p.Meta.Kind, got: gk, allowed: allowed}})
+				Err: &kindNotAllowedError{pkg: p.Meta.Kind, got: gk, allowed: kind.AllowedPayload}})
 		}
 	}
 	return errors.Join(errs...)

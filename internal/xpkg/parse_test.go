@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"strings"
 	"testing"
 
@@ -113,7 +114,7 @@ func TestParse(t *testing.T) {
 			reason: "A Provider meta and a CRD parse into Meta and one Object whose Raw is the compact JSON of the document.",
 			in:     stream(providerV1, crd),
 			want: &Package{
-				Meta: Meta{APIVersion: "meta.pkg.crossplane.io/v1", Kind: KindProvider, Name: "provider-nop"},
+				Meta: Meta{APIVersion: "meta.pkg.crossplane.io/v1", Kind: crossplane.KindProvider, Name: "provider-nop"},
 				Objects: []Object{{Index: 1, APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition",
 					Name: "nopresources.nop.crossplane.io", Raw: []byte(crdJSON)}},
 			},
@@ -129,7 +130,7 @@ func TestParse(t *testing.T) {
 			reason: "A Configuration may carry XRDs and Compositions in any order; Index counts only non-empty documents.",
 			in:     "---\n# comment\n---\n" + composition + "---\n" + configurationV1 + "---\n\n---\n" + xrd,
 			want: &Package{
-				Meta: Meta{APIVersion: "meta.pkg.crossplane.io/v1", Kind: KindConfiguration, Name: "getting-started"},
+				Meta: Meta{APIVersion: "meta.pkg.crossplane.io/v1", Kind: crossplane.KindConfiguration, Name: "getting-started"},
 				Objects: []Object{
 					{Index: 0, APIVersion: "apiextensions.crossplane.io/v1", Kind: "Composition", Name: "app",
 						Raw: []byte(`{"apiVersion":"apiextensions.crossplane.io/v1","kind":"Composition","metadata":{"name":"app"}}`)},
@@ -146,7 +147,7 @@ func TestParse(t *testing.T) {
 				"apiVersion: ops.crossplane.io/v1alpha1\nkind: CronOperation\nmetadata:\n  name: cron\n",
 				"apiVersion: ops.crossplane.io/v1alpha1\nkind: WatchOperation\nmetadata:\n  name: watch\n"),
 			want: &Package{
-				Meta: Meta{APIVersion: "meta.pkg.crossplane.io/v1", Kind: KindConfiguration, Name: "getting-started"},
+				Meta: Meta{APIVersion: "meta.pkg.crossplane.io/v1", Kind: crossplane.KindConfiguration, Name: "getting-started"},
 				Objects: []Object{
 					{Index: 1, APIVersion: "apiextensions.crossplane.io/v1alpha1", Kind: "ManagedResourceActivationPolicy", Name: "mrap",
 						Raw: []byte(`{"apiVersion":"apiextensions.crossplane.io/v1alpha1","kind":"ManagedResourceActivationPolicy","metadata":{"name":"mrap"}}`)},
@@ -166,7 +167,7 @@ func TestParse(t *testing.T) {
 				"apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata:\n  name: m\n  namespace: ns\n",
 				"apiVersion: apiextensions.crossplane.io/v1alpha1\nkind: ManagedResourceDefinition\nmetadata:\n  name: mrd\n"),
 			want: &Package{
-				Meta: Meta{APIVersion: "meta.pkg.crossplane.io/v1", Kind: KindProvider, Name: "provider-nop"},
+				Meta: Meta{APIVersion: "meta.pkg.crossplane.io/v1", Kind: crossplane.KindProvider, Name: "provider-nop"},
 				Objects: []Object{
 					{Index: 1, APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration", Name: "v",
 						Raw: []byte(`{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration","metadata":{"name":"v"}}`)},
@@ -181,7 +182,7 @@ func TestParse(t *testing.T) {
 			reason: "A Function may carry input CRDs; the last document may lack a trailing newline.",
 			in:     "---\n" + functionV1 + "---\n" + strings.TrimSuffix(crd, "\n"),
 			want: &Package{
-				Meta: Meta{APIVersion: "meta.pkg.crossplane.io/v1", Kind: KindFunction, Name: "function-auto-ready"},
+				Meta: Meta{APIVersion: "meta.pkg.crossplane.io/v1", Kind: crossplane.KindFunction, Name: "function-auto-ready"},
 				Objects: []Object{{Index: 1, APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition",
 					Name: "nopresources.nop.crossplane.io", Raw: []byte(crdJSON)}},
 			},
@@ -384,7 +385,7 @@ spec:
 `,
 			want: Meta{
 				APIVersion:        "meta.pkg.crossplane.io/v1alpha1",
-				Kind:              KindConfiguration,
+				Kind:              crossplane.KindConfiguration,
 				Name:              "configuration-app",
 				Annotations:       map[string]string{"meta.crossplane.io/maintainer": "Upbound <support@upbound.io>"},
 				CrossplaneVersion: ">=v1.14.1-0",
@@ -405,7 +406,7 @@ metadata:
 spec:
   image: xpkg.upbound.io/crossplane-contrib/function-kcl:v0.8.0
 `,
-			want: Meta{APIVersion: "meta.pkg.crossplane.io/v1beta1", Kind: KindFunction, Name: "function-kcl"},
+			want: Meta{APIVersion: "meta.pkg.crossplane.io/v1beta1", Kind: crossplane.KindFunction, Name: "function-kcl"},
 		},
 		"ProviderV1": {
 			reason: "v1 Provider metadata with labels, capabilities, the new dependency form, a v1.x controller block and replaces.",
@@ -437,7 +438,7 @@ spec:
 `,
 			want: Meta{
 				APIVersion:        "meta.pkg.crossplane.io/v1",
-				Kind:              KindProvider,
+				Kind:              crossplane.KindProvider,
 				Name:              "provider-aws-ec2",
 				Labels:            map[string]string{"pkg.crossplane.io/provider-family": "provider-family-aws"},
 				CrossplaneVersion: ">= 1.12.1-0",
@@ -468,7 +469,7 @@ spec:
 
 func TestDependencyTarget(t *testing.T) {
 	type want struct {
-		kind Kind
+		kind crossplane.Kind
 		repo string
 		err  string
 	}
@@ -485,42 +486,42 @@ func TestDependencyTarget(t *testing.T) {
 		"Provider": {
 			reason: "The deprecated provider key names a Provider.",
 			dep:    Dependency{Provider: nop, Version: "v0"},
-			want:   want{kind: KindProvider, repo: nop},
+			want:   want{kind: crossplane.KindProvider, repo: nop},
 		},
 		"Configuration": {
 			reason: "The deprecated configuration key names a Configuration.",
 			dep:    Dependency{Configuration: cfg},
-			want:   want{kind: KindConfiguration, repo: cfg},
+			want:   want{kind: crossplane.KindConfiguration, repo: cfg},
 		},
 		"Function": {
 			reason: "The deprecated function key names a Function.",
 			dep:    Dependency{Function: fn},
-			want:   want{kind: KindFunction, repo: fn},
+			want:   want{kind: crossplane.KindFunction, repo: fn},
 		},
 		"Explicit": {
 			reason: "apiVersion + kind + package name the dependency directly.",
 			dep:    Dependency{APIVersion: "pkg.crossplane.io/v1", Kind: "Function", Package: fn},
-			want:   want{kind: KindFunction, repo: fn},
+			want:   want{kind: crossplane.KindFunction, repo: fn},
 		},
 		"ExplicitBeatsDeprecated": {
 			reason: "The explicit form wins over every deprecated key.",
 			dep:    Dependency{APIVersion: "pkg.crossplane.io/v1", Kind: "Provider", Package: nop, Configuration: cfg, Function: fn},
-			want:   want{kind: KindProvider, repo: nop},
+			want:   want{kind: crossplane.KindProvider, repo: nop},
 		},
 		"ConfigurationBeatsProvider": {
 			reason: "Crossplane checks configuration before provider.",
 			dep:    Dependency{Provider: nop, Configuration: cfg, Function: fn},
-			want:   want{kind: KindConfiguration, repo: cfg},
+			want:   want{kind: crossplane.KindConfiguration, repo: cfg},
 		},
 		"ProviderBeatsFunction": {
 			reason: "Crossplane checks provider before function.",
 			dep:    Dependency{Provider: nop, Function: fn},
-			want:   want{kind: KindProvider, repo: nop},
+			want:   want{kind: crossplane.KindProvider, repo: nop},
 		},
 		"PartialExplicitFallsBack": {
 			reason: "The explicit form is honoured only when all three fields are set; otherwise a deprecated key applies.",
 			dep:    Dependency{APIVersion: "pkg.crossplane.io/v1", Kind: "Configuration", Function: fn},
-			want:   want{kind: KindFunction, repo: fn},
+			want:   want{kind: crossplane.KindFunction, repo: fn},
 		},
 		"PartialExplicitAlone": {
 			reason: "A partial explicit form without a deprecated key is an error naming the missing fields.",
@@ -550,7 +551,7 @@ func TestDependencyTarget(t *testing.T) {
 		"PartiallyQualified": {
 			reason: "A repository without a registry is returned as written (docs/crossplane-behaviour.md#moving-package-dependencies, replicating a package).",
 			dep:    Dependency{Provider: "crossplane-contrib/provider-nop"},
-			want:   want{kind: KindProvider, repo: "crossplane-contrib/provider-nop"},
+			want:   want{kind: crossplane.KindProvider, repo: "crossplane-contrib/provider-nop"},
 		},
 	}
 	for name, tc := range cases {
@@ -581,8 +582,8 @@ func TestObject(t *testing.T) {
 		t.Fatalf("%s\nUnstructured(): %v", reason, err)
 	}
 	got := []any{u.GetAPIVersion(), u.GetKind(), u.GetName(), p.Objects[0].GroupKind(),
-		p.Count(GroupKindComposition), p.Count(GroupKindXRD), p.Count(GroupKindCRD), p.Summary()}
-	want := []any{"apiextensions.crossplane.io/v1", "Composition", "app", GroupKindXRD,
+		p.Count(crossplane.GroupKindComposition), p.Count(crossplane.GroupKindXRD), p.Count(crossplane.GroupKindCRD), p.Summary()}
+	want := []any{"apiextensions.crossplane.io/v1", "Composition", "app", crossplane.GroupKindXRD,
 		2, 2, 0, Summary{XRDs: 2, Compositions: 2}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("%s\n-want, +got:\n%s", reason, diff)

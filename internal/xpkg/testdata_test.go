@@ -2,6 +2,7 @@ package xpkg
 
 import (
 	"encoding/json"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -35,7 +36,7 @@ type indexDependency struct {
 // only for some packages are compared only where it mentions them; see
 // parseIndex.
 type indexRow struct {
-	Kind              Kind
+	Kind              crossplane.Kind
 	Name              string
 	MetaAPIVersion    string
 	DependsOn         []indexDependency
@@ -110,9 +111,9 @@ func parseIndex(t *testing.T, path string) map[string]indexRow {
 		}
 		folder := strings.Trim(cells[1], "`")
 		r := indexRow{
-			Kind:           Kind(cells[2]),
+			Kind:           crossplane.Kind(cells[2]),
 			Name:           strings.Trim(cells[3], "`"),
-			MetaAPIVersion: MetaGroup + "/" + strings.Trim(cells[5], "`"),
+			MetaAPIVersion: crossplane.MetaGroup + "/" + strings.Trim(cells[5], "`"),
 			CRDs:           atoi(cells[7]),
 			XRDs:           atoi(cells[8]),
 			Comps:          atoi(cells[9]),
@@ -184,7 +185,7 @@ func describe(t *testing.T, p *Package, want indexRow) indexRow {
 		if err != nil {
 			t.Errorf("dependency %+v: Target(): %v", d, err)
 		}
-		form := map[Kind]string{KindProvider: "provider", KindConfiguration: "configuration", KindFunction: "function"}[k]
+		form := map[crossplane.Kind]string{crossplane.KindProvider: "provider", crossplane.KindConfiguration: "configuration", crossplane.KindFunction: "function"}[k]
 		if d.APIVersion != "" {
 			form = "apiVersion"
 		}
@@ -206,11 +207,11 @@ func describe(t *testing.T, p *Package, want indexRow) indexRow {
 			} `json:"spec"`
 		}
 		switch o.GroupKind() {
-		case GroupKindCRD:
+		case crossplane.GroupKindCRD:
 			if want.APIGroups == 0 {
 				continue // decoding 98 MB of CRDs is only worth it where INDEX.md counts groups
 			}
-		case GroupKindXRD, GroupKindComposition:
+		case crossplane.GroupKindXRD, crossplane.GroupKindComposition:
 		default:
 			if got.OtherKinds == nil {
 				got.OtherKinds = map[string]int{}
@@ -222,14 +223,14 @@ func describe(t *testing.T, p *Package, want indexRow) indexRow {
 			t.Fatalf("document %d (%s %s): %v", o.Index, o.Kind, o.Name, err)
 		}
 		switch o.GroupKind() {
-		case GroupKindCRD:
+		case crossplane.GroupKindCRD:
 			groups[body.Spec.Group] = true
-		case GroupKindXRD:
+		case crossplane.GroupKindXRD:
 			xrdVersions[o.APIVersion] = true
 			if body.Spec.ClaimNames != nil {
 				got.XRDsWithClaims++
 			}
-		case GroupKindComposition:
+		case crossplane.GroupKindComposition:
 			for _, step := range body.Spec.Pipeline {
 				refs[step.FunctionRef.Name] = true
 			}
@@ -312,19 +313,19 @@ func TestCrossplaneFixtures(t *testing.T) {
 		"ProviderMetaWithController": {
 			reason: "v1alpha1 Provider metadata with the legacy spec.controller.image (internal/xpkg/testdata).",
 			path:   "internal/xpkg/testdata/provider_meta.yaml",
-			want: Meta{APIVersion: "meta.pkg.crossplane.io/v1alpha1", Kind: KindProvider, Name: "provider-aws",
+			want: Meta{APIVersion: "meta.pkg.crossplane.io/v1alpha1", Kind: crossplane.KindProvider, Name: "provider-aws",
 				Controller: &Controller{Image: "crossplane/provider-aws-controller:v0.20.0"}},
 		},
 		"NewDependencyForm": {
 			reason: "The apiVersion + kind + package dependency form (e2e configuration/dependency).",
 			path:   "test/e2e/manifests/pkg/configuration/dependency/package/crossplane.yaml",
-			want: Meta{APIVersion: "meta.pkg.crossplane.io/v1", Kind: KindConfiguration, Name: "e2e-depends-on-provider-nop",
+			want: Meta{APIVersion: "meta.pkg.crossplane.io/v1", Kind: crossplane.KindConfiguration, Name: "e2e-depends-on-provider-nop",
 				DependsOn: []Dependency{{APIVersion: "pkg.crossplane.io/v1", Kind: "Provider", Package: "xpkg.upbound.io/crossplane-contrib/provider-nop", Version: "=v0.3.1"}}},
 		},
 		"UnknownSpecField": {
 			reason: "The unknown spec.repository is ignored, as Crossplane's decoder drops it (e2e dependency-upgrade/downgrade).",
 			path:   "test/e2e/manifests/pkg/dependency-upgrade/downgrade/package/crossplane.yaml",
-			want: Meta{APIVersion: "meta.pkg.crossplane.io/v1", Kind: KindConfiguration, Name: "e2e-nested-configuration",
+			want: Meta{APIVersion: "meta.pkg.crossplane.io/v1", Kind: crossplane.KindConfiguration, Name: "e2e-nested-configuration",
 				DependsOn: []Dependency{
 					{Provider: "xpkg.upbound.io/crossplane-contrib/provider-nop", Version: "<=v0.4.0"},
 					{Configuration: "xpkg.crossplane.io/crossplane/e2e-depends-on-provider-nop", Version: "v0.3.1"},

@@ -12,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
@@ -135,10 +137,10 @@ func TestWriteMonolith(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the synthetic package does not parse: %v", err)
 	}
-	if pkg.Meta.Kind != xpkg.KindProvider || pkg.Meta.Name != "provider-aws" {
+	if pkg.Meta.Kind != crossplane.KindProvider || pkg.Meta.Name != "provider-aws" {
 		t.Errorf("meta: %s %s, want Provider provider-aws", pkg.Meta.Kind, pkg.Meta.Name)
 	}
-	if n := pkg.Count(xpkg.GroupKindCRD); n != awsMonolith.CRDs {
+	if n := pkg.Count(crossplane.GroupKindCRD); n != awsMonolith.CRDs {
 		t.Errorf("parsed %d CRDs, want %d", n, awsMonolith.CRDs)
 	}
 	groups := map[string]bool{}

@@ -15,6 +15,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
@@ -34,7 +36,7 @@ var scenarios = []string{"cold install", "no-op", "upgrade", "uninstall"}
 
 // pkgVersion is one declared package at one version.
 type pkgVersion struct {
-	Kind xpkg.Kind
+	Kind crossplane.Kind
 	// Name is the package object's name (the declaration's metadata.name).
 	Name string
 	// Source is the repository as declared, for example

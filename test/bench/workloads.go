@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
@@ -62,8 +64,8 @@ func monolithWorkload(testdata, tmp string) (*workload, error) {
 		return nil, err
 	}
 	source := upboundPrefix + "upbound/provider-aws"
-	w.Install = []pkgVersion{{Kind: xpkg.KindProvider, Name: "provider-aws", Source: source, Tag: "v2.6.0", Dir: src}}
-	w.Upgrade = []pkgVersion{{Kind: xpkg.KindProvider, Name: "provider-aws", Source: source, Tag: "v2.6.1", Dir: next}}
+	w.Install = []pkgVersion{{Kind: crossplane.KindProvider, Name: "provider-aws", Source: source, Tag: "v2.6.0", Dir: src}}
+	w.Upgrade = []pkgVersion{{Kind: crossplane.KindProvider, Name: "provider-aws", Source: source, Tag: "v2.6.1", Dir: next}}
 	w.Notes = append(w.Notes, "Upgrade: v2.6.0 → v2.6.1, the same CRDs under new package metadata (a new digest and revision, which takes control of every CRD).")
 	return w, nil
 }
@@ -83,7 +85,7 @@ func familyWorkload(testdata string) *workload {
 		}
 	}
 	pv := func(name, tag string) pkgVersion {
-		return pkgVersion{Kind: xpkg.KindProvider, Name: name, Source: upboundPrefix + "upbound/" + name, Tag: tag, Dir: dir(name + "-" + tag)}
+		return pkgVersion{Kind: crossplane.KindProvider, Name: name, Source: upboundPrefix + "upbound/" + name, Tag: tag, Dir: dir(name + "-" + tag)}
 	}
 	rest := []pkgVersion{pv("provider-family-aws", "v2.6.0"), pv("provider-aws-s3", "v2.6.0"), pv("provider-aws-iam", "v2.6.0"), pv("provider-aws-rds", "v2.6.0")}
 	return &workload{
@@ -112,7 +114,7 @@ func smallWorkload(examples, tmp string) (*workload, error) {
 		Prefix:   smallPrefix,
 		Upgraded: "provider-demo-0",
 	}
-	make1 := func(kind xpkg.Kind, base string, k int, version string) (pkgVersion, error) {
+	make1 := func(kind crossplane.Kind, base string, k int, version string) (pkgVersion, error) {
 		name := fmt.Sprintf("%s-%d", base, k)
 		dst := filepath.Join(tmp, "small", name+"-"+version)
 		r := strings.NewReplacer(
@@ -130,10 +132,10 @@ func smallWorkload(examples, tmp string) (*workload, error) {
 	var install []pkgVersion
 	for k := 0; k < 7; k++ {
 		for _, s := range []struct {
-			kind xpkg.Kind
+			kind crossplane.Kind
 			base string
-		}{{xpkg.KindProvider, "provider-demo"}, {xpkg.KindFunction, "function-demo"}, {xpkg.KindConfiguration, "configuration-demo"}} {
-			if s.kind == xpkg.KindConfiguration && k == 6 {
+		}{{crossplane.KindProvider, "provider-demo"}, {crossplane.KindFunction, "function-demo"}, {crossplane.KindConfiguration, "configuration-demo"}} {
+			if s.kind == crossplane.KindConfiguration && k == 6 {
 				continue
 			}
 			v, err := make1(s.kind, s.base, k, "v0.1.0")
@@ -143,7 +145,7 @@ func smallWorkload(examples, tmp string) (*workload, error) {
 			install = append(install, v)
 		}
 	}
-	up, err := make1(xpkg.KindProvider, "provider-demo", 0, "v0.2.0")
+	up, err := make1(crossplane.KindProvider, "provider-demo", 0, "v0.2.0")
 	if err != nil {
 		return nil, err
 	}

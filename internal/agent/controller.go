@@ -1,0 +1,88 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/lockstep-gitops/lockstep/internal/agent/api/v1alpha1"
+)
+
+// defaultProgressInterval is RunOptions.ProgressInterval's default.
+const defaultProgressInterval = 5 * time.Second
+
+// syncController is the controller-runtime reconciler of the agent's one
+// Sync: each request runs one Reconcile and asks to come back after the
+// interval, or sooner while packages are becoming healthy. It never
+// returns an error to controller-runtime, whose exponential back-off would
+// replace the agent's interval; the Sync status and OnReconcile report
+// failures instead.
+type syncController struct {
+	r           *Reconciler
+	onReconcile func(*Outcome, error)
+	progress    time.Duration
+}
+
+// Reconcile runs one reconcile of the agent's Sync, whatever the request
+// (there is one Sync per agent).
+func (c *syncController) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	out, err := c.r.Reconcile(ctx)
+	if c.onReconcile != nil {
+		c.onReconcile(out, err)
+	}
+	return reconcile.Result{RequeueAfter: requeueAfter(out, err, c.r.cfg.Interval, c.progress)}, nil
+}
+
+// requeueAfter is how long the agent waits before its next reconcile: the
+// interval, or progress (default 5s, at most the interval) after a
+// reconcile that succeeded while some package is not yet healthy.
+func requeueAfter(out *Outcome, err error, interval, progress time.Duration) time.Duration {
+	if progress <= 0 {
+		progress = defaultProgressInterval
+	}
+	if err == nil && out != nil && out.Health.Status != status.CurrentStatus {
+		return min(progress, interval)
+	}
+	return interval
+}
+
+// setupSyncController registers the Sync controller with mgr. Requests
+// come from the controller's start (the Sync may not exist yet: the first
+// reconcile creates it), from changes of the Sync's spec (a generation
+// change) and its deletion, and from the requeue after each reconcile. The
+// Sync's creation and status writes, which the agent makes itself, are no
+// reason to reconcile again.
+func setupSyncController(mgr manager.Manager, r *Reconciler, opts RunOptions) error {
+	key := types.NamespacedName{Namespace: r.cfg.Apply.Namespace, Name: r.cfg.Apply.Instance}
+	start := source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		q.Add(reconcile.Request{NamespacedName: key})
+		return nil
+	})
+	notCreate := predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }}
+	err := builder.ControllerManagedBy(mgr).
+		Named("sync").
+		For(&v1alpha1.Sync{}, builder.WithPredicates(predicate.And[client.Object](predicate.GenerationChangedPredicate{}, notCreate))).
+		WatchesRawSource(start).
+		// Several agents may run in one process (tests); each has its own
+		// manager and one worker, as the Reconciler is not safe for
+		// concurrent use.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1, SkipNameValidation: ptr.To(true)}).
+		Complete(&syncController{r: r, onReconcile: opts.OnReconcile, progress: opts.ProgressInterval})
+	if err != nil {
+		return fmt.Errorf("Sync controller: %w", err)
+	}
+	return nil
+}
