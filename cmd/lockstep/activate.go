@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -71,7 +70,7 @@ when several kinds have a package of that name.`,
 // packageKind returns the kind of the package named name: kind when given,
 // otherwise the one kind that has a package of that name.
 func packageKind(ctx context.Context, c client.Client, kind, name string) (crossplane.Kind, error) {
-	kinds := []crossplane.Kind{crossplane.KindProvider, crossplane.KindConfiguration, crossplane.KindFunction}
+	kinds := crossplane.KindNames()
 	if kind != "" {
 		for _, k := range kinds {
 			if strings.EqualFold(string(k), kind) {
@@ -83,7 +82,7 @@ func packageKind(ctx context.Context, c client.Client, kind, name string) (cross
 	var found []crossplane.Kind
 	for _, k := range kinds {
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: string(k)})
+		u.SetGroupVersionKind(k.Descriptor().GroupVersionKind())
 		err := c.Get(ctx, client.ObjectKey{Name: name}, u)
 		switch {
 		case err == nil:

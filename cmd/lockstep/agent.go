@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/agent"
 	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/update"
 )
 
@@ -55,7 +56,7 @@ It reports on the Sync object named --instance in --namespace
 	f.cluster.register(cmd)
 	fl := cmd.Flags()
 	fl.DurationVar(&f.interval, "interval", time.Minute, "how often to poll Git and re-apply to correct drift")
-	fl.StringVar(&f.pruneCRDs, "prune-crds", string(apply.PruneCRDsUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists), never, always")
+	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists), never, always")
 	fl.BoolVar(&f.once, "once", false, "reconcile once and exit (non-zero when the reconcile failed)")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader among replicas with a Lease in --namespace; only the leader reconciles")
 	fl.StringVar(&f.leaseName, "lease-name", "", "name of the leader-election Lease (default: lockstep-<instance>)")
@@ -90,8 +91,8 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 		return err
 	}
 	opts := apply.DefaultOptions()
-	opts.Namespace, opts.Instance, opts.PruneCRDs = f.cluster.namespace, f.render.instance, apply.PruneCRDsPolicy(f.pruneCRDs)
-	if err := agent.Prepare(ctx, c, opts.Namespace); err != nil {
+	opts.Namespace, opts.Instance, opts.PruneCRDs = f.cluster.namespace, f.render.instance, plan.PruneCRDs(f.pruneCRDs)
+	if err := agent.Prepare(ctx, c, counted, opts.Namespace); err != nil {
 		return err
 	}
 	r, err := agent.NewReconciler(c, agent.Config{

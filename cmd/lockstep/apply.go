@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,8 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
-	"github.com/lockstep-gitops/lockstep/internal/lockfile"
-	"github.com/lockstep-gitops/lockstep/internal/render"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 )
 
 // applyFlags are the flags of `lockstep apply`.
@@ -59,7 +54,7 @@ apply with nothing to change sends no mutating request and says so.`,
 	fl := cmd.Flags()
 	fl.BoolVar(&f.dryRun, "dry-run", false, "send every write as a server-side dry-run and delete nothing; print what would change")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up after this long (0: no limit)")
-	fl.StringVar(&f.pruneCRDs, "prune-crds", string(apply.PruneCRDsUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists, else keep it and warn), never, always")
+	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists, else keep it and warn), never, always")
 	fl.IntVar(&f.concurrency, "concurrency", apply.DefaultOptions().Concurrency, "requests of one package sent in parallel, and packages that share no object applied at once")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also list unchanged objects")
 	return cmd
@@ -74,15 +69,15 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	}
 	opts := apply.DefaultOptions()
 	opts.Namespace, opts.Instance = f.cluster.namespace, f.render.instance
-	opts.PruneCRDs, opts.Concurrency, opts.DryRun = apply.PruneCRDsPolicy(f.pruneCRDs), f.concurrency, f.dryRun
+	opts.PruneCRDs, opts.Concurrency, opts.DryRun = plan.PruneCRDs(f.pruneCRDs), f.concurrency, f.dryRun
 	if err := opts.Validate(); err != nil {
 		return err
 	}
-	l, err := f.render.load(ctx, f.cluster.namespace)
+	snap, err := f.render.load(ctx, f.cluster.namespace)
 	if err != nil {
 		return err
 	}
-	out, err := render.Render(l.input)
+	out, err := snap.Output()
 	if err != nil {
 		return err
 	}
@@ -98,11 +93,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	lockDigest, err := fileDigest(filepath.Join(f.render.dir, lockfile.FileName))
-	if err != nil {
-		return err
-	}
-	meta := apply.ApplyMeta{Commit: gitCommit(f.render.dir), LockDigest: lockDigest, Replaces: apply.ReplacesFromInput(&l.input)}
+	meta := apply.ApplyMeta{Commit: gitCommit(f.render.dir), LockDigest: snap.LockDigest, Replaces: snap.Replaces}
 	res, err := m.Apply(ctx, out, meta)
 	if err != nil {
 		return err
@@ -140,6 +131,11 @@ func printResult(w io.Writer, res *apply.Result, dryRun, verbose bool) {
 			head += " " + verb
 		}
 		fmt.Fprintln(w, head)
+		if dryRun {
+			for _, d := range p.Plan {
+				fmt.Fprintf(w, "  plan: %s\n", d)
+			}
+		}
 		for _, e := range p.Changes.Entries {
 			if e.Action == ssa.UnchangedAction && !verbose {
 				continue
@@ -175,16 +171,6 @@ func printResult(w io.Writer, res *apply.Result, dryRun, verbose bool) {
 	default:
 		fmt.Fprintf(w, "%d packages applied, %d pruned, %d failed; %d mutating requests sent\n", len(res.Packages), len(res.Pruned), failed, res.Writes)
 	}
-}
-
-// fileDigest returns "sha256:<hex>" of a file's bytes.
-func fileDigest(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 // gitCommit returns the commit HEAD points at in the Git repository that

@@ -132,6 +132,9 @@ spec:
 	if !strings.Contains(out, "nothing was changed") || len(revisionsOf(t, env, "ConfigurationRevision", "configuration-demo")) != 1 {
 		t.Errorf("apply --dry-run changed the cluster or did not say so:\n%s", out)
 	}
+	if !strings.Contains(out, "plan: activate revision") && !strings.Contains(out, "plan: await-activation revision") {
+		t.Errorf("apply --dry-run does not print the plan's activation decisions:\n%s", out)
+	}
 	out, err = run(t, applyArgs...)
 	if err != nil {
 		t.Fatalf("apply v0.2.0: %v\n%s", err, out)

@@ -8,8 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
@@ -17,7 +20,8 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/gitrev"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
+	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 )
 
 // Exit codes of `lockstep diff --fail-on`: exitChanges when the gate is
@@ -88,7 +92,7 @@ Errors exit 1.`,
 	fl.StringVar(&f.failOn, "fail-on", "none", "exit non-zero for CI: none, breaking (exit 2) or any (exit 1, or 2 when breaking)")
 	fl.StringVar(&f.color, "color", "auto", "colour text output: auto (when stdout is a terminal and NO_COLOR is unset), always or never")
 	fl.StringVar(&f.namespace, "namespace", "crossplane-system", "the Crossplane namespace the runtimes are rendered for")
-	fl.StringVar(&f.pruneCRDs, "prune-crds", string(diff.PruneUnused), "the --prune-crds mode apply runs with (unused, never, always): what happens to a removed package's CRDs")
+	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "the --prune-crds mode apply runs with (unused, never, always): what happens to a removed package's CRDs")
 	fl.IntVar(&f.markdownMaxBytes, "markdown-max-bytes", diff.DefaultMarkdownMaxBytes, "bound on the size of --format markdown; details are shortened to fit")
 	fl.StringVar(&f.fullReport, "full-report", "", "where the full report is (for example a CI artifact URL), named at the end of the markdown")
 	fl.StringVar(&f.jsonOut, "json-output", "", "also write the full JSON report to `FILE`")
@@ -101,11 +105,14 @@ Errors exit 1.`,
 	return cmd
 }
 
-// side is one state as read from Git or a directory, before rendering.
+// side is one state as read from Git or a directory: where it comes from
+// and what to load. fsys is nil for a directory that does not exist at the
+// revision (an empty state).
 type side struct {
 	name, commit string
-	set          *declarations.Set
-	lock         *lockfile.Lock
+	dir          string // a plain directory (LoadDir), or
+	fsys         fs.FS  // a Git tree
+	lockName     string
 }
 
 func (f *diffFlags) run(cmd *cobra.Command) error {
@@ -130,29 +137,41 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	if head.lock == nil && len(head.set.Packages) > 0 {
-		return fmt.Errorf("%s declares %d packages but has no %s; run lockstep lock", head.name, len(head.set.Packages), lockfile.FileName)
-	}
 	allowed, err := readPolicyRules(f.render.allowedPermissions)
 	if err != nil {
 		return err
 	}
-	headContents, baseContents, err := f.fetch(cmd.Context(), head, base)
+	cache, err := oci.NewCache(f.render.reg.cacheDir)
 	if err != nil {
 		return err
 	}
-	opts := func(s *side) diff.StateOptions {
-		return diff.StateOptions{Name: s.name, Commit: s.commit, Namespace: f.namespace, Instance: f.render.instance, AllowedProviderPermissions: allowed}
+	// A digest locked on both sides is read once.
+	shared := &sharedFetches{byRef: map[string]*oci.Fetched{}}
+	newFetcher := func(ics []declarations.ImageConfig) (snapshot.Fetcher, error) {
+		c, err := oci.NewClient(f.render.reg.options(), cache, ics)
+		if err != nil {
+			return nil, err
+		}
+		return shared.wrap(c), nil
 	}
-	bs, err := diff.NewState(base.set, base.lock, baseContents, opts(base))
+	opts := []snapshot.Option{
+		snapshot.WithFetcher(newFetcher), snapshot.WithInsecureRegistries(f.render.reg.insecure),
+		snapshot.AllowMissingLock(), snapshot.AllowStale(),
+		snapshot.WithNamespace(f.namespace), snapshot.WithInstance(f.render.instance),
+		snapshot.WithAllowedProviderPermissions(allowed),
+	}
+	hs, err := head.state(cmd.Context(), opts)
 	if err != nil {
 		return err
 	}
-	hs, err := diff.NewState(head.set, head.lock, headContents, opts(head))
+	if hs.Lock == nil && len(hs.Declarations.Packages) > 0 {
+		return fmt.Errorf("%s declares %d packages but has no %s; run lockstep lock", head.name, len(hs.Declarations.Packages), lockfile.FileName)
+	}
+	bs, err := base.state(cmd.Context(), opts)
 	if err != nil {
 		return err
 	}
-	report, err := diff.Compare(bs, hs, diff.Options{PruneCRDs: diff.PruneCRDs(f.pruneCRDs), MaxFieldChanges: f.maxFields})
+	report, err := diff.Compare(bs, hs, diff.Options{PruneCRDs: plan.PruneCRDs(f.pruneCRDs), MaxFieldChanges: f.maxFields})
 	if err != nil {
 		return err
 	}
@@ -187,13 +206,7 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 // directories or from Git.
 func (f *diffFlags) sides() (base, head *side, err error) {
 	if f.baseDir != "" {
-		if base, err = readDirSide(f.baseDir); err != nil {
-			return nil, nil, fmt.Errorf("--base-dir: %w", err)
-		}
-		if head, err = readDirSide(f.headDir); err != nil {
-			return nil, nil, fmt.Errorf("--head-dir: %w", err)
-		}
-		return base, head, nil
+		return dirSide(f.baseDir), dirSide(f.headDir), nil
 	}
 	repo, err := gitrev.Open(f.render.dir)
 	if err != nil {
@@ -202,10 +215,7 @@ func (f *diffFlags) sides() (base, head *side, err error) {
 	// The head: a revision, or the working tree.
 	headCommit := f.head
 	if f.head == "" {
-		head, err = readDirSide(f.render.dir)
-		if err != nil {
-			return nil, nil, err
-		}
+		head = dirSide(f.render.dir)
 		head.name = "working tree"
 		headCommit = "HEAD"
 	}
@@ -214,7 +224,7 @@ func (f *diffFlags) sides() (base, head *side, err error) {
 		return nil, nil, err
 	}
 	if f.head != "" {
-		if head, err = readGitSide(repo, hc, f.head); err != nil {
+		if head, err = gitSide(repo, hc, f.head); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -225,7 +235,7 @@ func (f *diffFlags) sides() (base, head *side, err error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		base, err = readGitSide(repo, bc, f.base)
+		base, err = gitSide(repo, bc, f.base)
 		return base, head, err
 	}
 	branch, tip, err := repo.DefaultBranch()
@@ -236,105 +246,87 @@ func (f *diffFlags) sides() (base, head *side, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	base, err = readGitSide(repo, mb, "merge base with "+branch)
+	base, err = gitSide(repo, mb, "merge base with "+branch)
 	return base, head, err
 }
 
-// readDirSide reads a declarations directory; a missing lock is nil.
-func readDirSide(dir string) (*side, error) {
-	set, err := declarations.Load(dir)
-	if err != nil {
-		return nil, err
-	}
-	lock, err := lockfile.ReadFile(filepath.Join(dir, lockfile.FileName))
-	if errors.Is(err, fs.ErrNotExist) {
-		lock, err = nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &side{name: dir, set: set, lock: lock}, nil
+// dirSide is a plain declarations directory.
+func dirSide(dir string) *side {
+	return &side{name: dir, dir: dir, lockName: filepath.Join(dir, lockfile.FileName)}
 }
 
-// readGitSide reads the declarations directory as it is in commit c. A
-// directory that does not exist there is an empty state.
-func readGitSide(repo *gitrev.Repo, commit *object.Commit, name string) (*side, error) {
-	s := &side{name: name, commit: commit.Hash.String()}
+// gitSide is the declarations directory as it is in commit c. A directory
+// that does not exist there is an empty state.
+func gitSide(repo *gitrev.Repo, commit *object.Commit, name string) (*side, error) {
+	short := commit.Hash.String()[:12]
+	s := &side{name: name, commit: commit.Hash.String(),
+		lockName: fmt.Sprintf("%s:%s", short, filepath.ToSlash(filepath.Join(repo.Dir, lockfile.FileName)))}
 	fsys, err := gitrev.FS(commit, repo.Dir)
-	if errors.Is(err, gitrev.ErrNoDirectory) {
-		s.set = &declarations.Set{Ignored: map[string]int{}}
-		return s, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if s.set, err = declarations.LoadFS(fsys); err != nil {
-		return nil, fmt.Errorf("%s (%s): %w", name, commit.Hash.String()[:12], err)
-	}
-	b, err := fs.ReadFile(fsys, lockfile.FileName)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, gitrev.ErrNoDirectory):
 		return s, nil
 	case err != nil:
-		return nil, fmt.Errorf("%s (%s): %w", name, commit.Hash.String()[:12], err)
-	}
-	path := filepath.ToSlash(filepath.Join(repo.Dir, lockfile.FileName))
-	if s.lock, err = lockfile.Parse(fmt.Sprintf("%s:%s", commit.Hash.String()[:12], path), b); err != nil {
 		return nil, err
 	}
+	s.fsys = fsys
 	return s, nil
 }
 
-// fetch reads the contents of both locks' packages by digest, cache first.
-// A digest locked on both sides is read once.
-func (f *diffFlags) fetch(ctx context.Context, head, base *side) (map[string]*xpkg.Package, map[string]*xpkg.Package, error) {
-	cache, err := oci.NewCache(f.render.reg.cacheDir)
+// state loads the side through the snapshot stage, with its packages, and
+// renders it for the comparison. A stale or missing lock is no error here:
+// the report warns about staleness.
+func (s *side) state(ctx context.Context, opts []snapshot.Option) (*diff.State, error) {
+	opts = append(slices.Clip(opts), snapshot.WithLockName(s.lockName))
+	var (
+		snap *snapshot.Snapshot
+		err  error
+	)
+	switch {
+	case s.dir != "":
+		snap, err = snapshot.LoadDir(ctx, s.dir, opts...)
+	case s.fsys != nil:
+		snap, err = snapshot.Load(ctx, s.fsys, opts...)
+	}
 	if err != nil {
-		return nil, nil, err
+		if s.commit != "" {
+			return nil, fmt.Errorf("%s (%s): %w", s.name, s.commit[:12], err)
+		}
+		return nil, fmt.Errorf("%s: %w", s.name, err)
 	}
-	byDigest := map[string]*xpkg.Package{}
-	read := func(s *side) (map[string]*xpkg.Package, error) {
-		out := map[string]*xpkg.Package{}
-		if s.lock == nil {
-			return out, nil
-		}
-		need := *s.lock
-		need.Packages = nil
-		for _, e := range s.lock.Packages {
-			if p := byDigest[e.Source+"@"+e.Digest]; p != nil {
-				out[e.Source] = p
-				continue
-			}
-			need.Packages = append(need.Packages, e)
-		}
-		if len(need.Packages) == 0 {
-			return out, nil
-		}
-		client, err := oci.NewClient(f.render.reg.options(), cache, s.set.ImageConfigs)
-		if err != nil {
-			return nil, err
-		}
-		fetched, err := lockfile.Fetch(ctx, &need, client, lockfile.Options{InsecureRegistries: f.render.reg.insecure})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s.name, err)
-		}
-		for _, e := range need.Packages {
-			if fp := fetched[e.Source]; fp != nil {
-				out[e.Source] = fp.Package
-				byDigest[e.Source+"@"+e.Digest] = fp.Package
-			}
-		}
-		return out, nil
+	return diff.NewState(snap, diff.StateOptions{Name: s.name, Commit: s.commit})
+}
+
+// sharedFetches remembers the packages read for one side, by reference, so
+// the other side reads a digest both lock once.
+type sharedFetches struct {
+	mu    sync.Mutex
+	byRef map[string]*oci.Fetched
+}
+
+func (sf *sharedFetches) wrap(f snapshot.Fetcher) snapshot.Fetcher {
+	return sharedFetcher{shared: sf, next: f}
+}
+
+type sharedFetcher struct {
+	shared *sharedFetches
+	next   snapshot.Fetcher
+}
+
+func (s sharedFetcher) Package(ctx context.Context, ref name.Digest) (*oci.Fetched, error) {
+	s.shared.mu.Lock()
+	p := s.shared.byRef[ref.String()]
+	s.shared.mu.Unlock()
+	if p != nil {
+		return p, nil
 	}
-	hc, err := read(head)
+	p, err := s.next.Package(ctx, ref)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	bc, err := read(base)
-	if err != nil {
-		return nil, nil, err
-	}
-	return hc, bc, nil
+	s.shared.mu.Lock()
+	s.shared.byRef[ref.String()] = p
+	s.shared.mu.Unlock()
+	return p, nil
 }
 
 func writeJSONReport(path string, r *diff.Report) error {

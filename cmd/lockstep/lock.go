@@ -2,19 +2,18 @@ package main
 
 import (
 	"bytes"
-	"errors"
+	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
+	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 )
 
 // lockFlags are the flags of `lockstep lock`.
@@ -60,7 +59,7 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.check {
-				return f.runCheck(cmd.OutOrStdout())
+				return f.runCheck(cmd.Context(), cmd.OutOrStdout())
 			}
 			return f.runLock(cmd, args)
 		},
@@ -76,48 +75,41 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 	return cmd
 }
 
-// load reads the declarations and the current lock (nil when there is none).
-func (f *lockFlags) load() (*declarations.Set, *lockfile.Lock, string, error) {
-	set, err := declarations.Load(f.dir)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	path := filepath.Join(f.dir, lockfile.FileName)
-	prev, err := lockfile.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return set, nil, path, nil
-	}
-	if err != nil {
-		return nil, nil, "", err
-	}
-	return set, prev, path, nil
+// load reads the declarations and the current lock (nil when there is
+// none) through the snapshot stage, and checks one against the other with
+// the flags' Crossplane version and default registry; problems are in
+// Snapshot.Problems, not an error. Nothing is fetched.
+func (f *lockFlags) load(ctx context.Context) (*snapshot.Snapshot, error) {
+	return snapshot.LoadDir(ctx, f.dir, snapshot.AllowMissingLock(), snapshot.AllowStale(),
+		snapshot.WithCheck(lockfile.Options{CrossplaneVersion: f.crossplaneVersion, DefaultRegistry: f.defaultRegistry}))
 }
 
 // runCheck is `lockstep lock --check`: no network, no writes.
-func (f *lockFlags) runCheck(out io.Writer) error {
-	set, prev, path, err := f.load()
+func (f *lockFlags) runCheck(ctx context.Context, out io.Writer) error {
+	s, err := f.load(ctx)
 	if err != nil {
 		return err
 	}
-	problems := lockfile.Check(set, prev, lockfile.Options{CrossplaneVersion: f.crossplaneVersion, DefaultRegistry: f.defaultRegistry})
-	if len(problems) == 0 {
-		fmt.Fprintf(out, "%s is up to date: %d packages for %d declarations, Crossplane %s\n", path, len(prev.Packages), len(set.Packages), prev.CrossplaneVersion)
+	path := s.LockName
+	if len(s.Problems) == 0 {
+		fmt.Fprintf(out, "%s is up to date: %d packages for %d declarations, Crossplane %s\n", path, len(s.Lock.Packages), len(s.Declarations.Packages), s.Lock.CrossplaneVersion)
 		return nil
 	}
 	fmt.Fprintf(out, "%s is stale:\n", path)
-	for _, p := range problems {
+	for _, p := range s.Problems {
 		fmt.Fprintf(out, "  %s\n", p)
 	}
 	fmt.Fprintln(out, "run lockstep lock to update it")
-	return &exitError{code: 1, err: fmt.Errorf("%s is stale: %d %s", path, len(problems), plural(len(problems), "problem", "problems"))}
+	return &exitError{code: 1, err: fmt.Errorf("%s is stale: %d %s", path, len(s.Problems), plural(len(s.Problems), "problem", "problems"))}
 }
 
 // runLock resolves and writes the lock.
 func (f *lockFlags) runLock(cmd *cobra.Command, packages []string) error {
-	set, prev, path, err := f.load()
+	s, err := f.load(cmd.Context())
 	if err != nil {
 		return err
 	}
+	set, prev, path := s.Declarations, s.Lock, filepath.Join(f.dir, lockfile.FileName)
 	cache, err := oci.NewCache(f.reg.cacheDir)
 	if err != nil {
 		return err

@@ -1,32 +1,19 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
 
 // pushExamples pushes lockstep's example packages to reg under
 // lockstep-examples/<name>:<version>.
 func pushExamples(t *testing.T, reg *registry.Registry) {
-	t.Helper()
-	for _, pkg := range []string{"provider-demo", "function-demo", "configuration-demo"} {
-		for _, v := range []string{"v0.1.0", "v0.2.0"} {
-			img, err := xpkg.Build(filepath.Join("..", "..", "examples", "packages", pkg, v))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := xpkg.Push(context.Background(), img, reg.Ref(t, "lockstep-examples/"+pkg+":"+v), reg.RemoteOptions()...); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	reg.PushExamples(t, filepath.Join("..", ".."))
 }
 
 func declarationsDir(t *testing.T, reg *registry.Registry, version string) string {

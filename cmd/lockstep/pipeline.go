@@ -2,21 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/spf13/pflag"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
-	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
-	"github.com/lockstep-gitops/lockstep/internal/render"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 )
 
 // renderFlags are the flags of every command that renders a declarations
@@ -40,35 +36,12 @@ func (f *renderFlags) registerRender(fl *pflag.FlagSet) {
 	fl.StringVar(&f.allowedPermissions, "allowed-provider-permissions", "", "YAML `FILE` with a list of RBAC PolicyRules that v1-style providers may request with spec.controller.permissionRequests (default: none)")
 }
 
-// loaded is a declarations directory read, checked against its lock, and
-// turned into render input with every locked package's contents.
-type loaded struct {
-	set   *declarations.Set
-	lock  *lockfile.Lock
-	input render.Input
-	stats oci.Stats
-}
-
-// load reads dir, refuses a stale lock (lockstep never resolves versions at
-// render or apply time), reads every locked package by digest (cache first),
-// and returns the render input for namespace.
-func (f *renderFlags) load(ctx context.Context, namespace string) (*loaded, error) {
-	set, err := declarations.Load(f.dir)
-	if err != nil {
-		return nil, err
-	}
-	path := filepath.Join(f.dir, lockfile.FileName)
-	lock, err := lockfile.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read the lock (run lockstep lock first): %w", err)
-	}
-	if problems := lockfile.Check(set, lock, lockfile.Options{}); len(problems) > 0 {
-		msgs := make([]string, len(problems))
-		for i, p := range problems {
-			msgs[i] = "  " + p.String()
-		}
-		return nil, &exitError{code: 1, err: fmt.Errorf("%s is stale; run lockstep lock:\n%s", path, strings.Join(msgs, "\n"))}
-	}
+// load reads --dir through the snapshot stage (internal/snapshot):
+// declarations, the lock (a stale one is refused: lockstep never resolves
+// versions at render or apply time), every locked package by digest (cache
+// first), and the render input for namespace. extra options go after the
+// flags' own (for example snapshot.Only).
+func (f *renderFlags) load(ctx context.Context, namespace string, extra ...snapshot.Option) (*snapshot.Snapshot, error) {
 	allowed, err := readPolicyRules(f.allowedPermissions)
 	if err != nil {
 		return nil, err
@@ -77,35 +50,19 @@ func (f *renderFlags) load(ctx context.Context, namespace string) (*loaded, erro
 	if err != nil {
 		return nil, err
 	}
-	client, err := oci.NewClient(f.reg.options(), cache, set.ImageConfigs)
-	if err != nil {
-		return nil, err
+	opts := append([]snapshot.Option{
+		snapshot.WithFetcher(snapshot.Registry(f.reg.options(), cache)),
+		snapshot.WithInsecureRegistries(f.reg.insecure),
+		snapshot.WithNamespace(namespace),
+		snapshot.WithInstance(f.instance),
+		snapshot.WithAllowedProviderPermissions(allowed),
+	}, extra...)
+	s, err := snapshot.LoadDir(ctx, f.dir, opts...)
+	var stale *snapshot.StaleLockError
+	if errors.As(err, &stale) {
+		return nil, &exitError{code: 1, err: err}
 	}
-	fetched, err := lockfile.Fetch(ctx, lock, client, lockfile.Options{InsecureRegistries: f.reg.insecure})
-	if err != nil {
-		return nil, err
-	}
-	contents := make(map[string]*xpkg.Package, len(fetched))
-	for src, fp := range fetched {
-		contents[src] = fp.Package
-	}
-	pkgs, err := render.PackagesFromLock(set, lock, contents)
-	if err != nil {
-		return nil, err
-	}
-	return &loaded{
-		set:  set,
-		lock: lock,
-		input: render.Input{
-			Namespace:                  namespace,
-			Instance:                   f.instance,
-			Packages:                   pkgs,
-			RuntimeConfigs:             set.RuntimeConfigs,
-			ImageConfigs:               set.ImageConfigs,
-			AllowedProviderPermissions: allowed,
-		},
-		stats: client.Stats(),
-	}, nil
+	return s, err
 }
 
 // readPolicyRules reads a YAML list of RBAC PolicyRules; "" gives none.

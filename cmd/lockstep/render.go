@@ -2,11 +2,10 @@ package main
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/spf13/cobra"
 
-	"github.com/lockstep-gitops/lockstep/internal/render"
+	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 )
 
 func newRenderCommand() *cobra.Command {
@@ -32,23 +31,15 @@ output.`,
   lockstep render --package provider-nop`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := f.load(cmd.Context(), namespace)
+			var only []snapshot.Option
+			if len(packages) > 0 {
+				only = append(only, snapshot.Only(packages...))
+			}
+			s, err := f.load(cmd.Context(), namespace, only...)
 			if err != nil {
 				return err
 			}
-			if len(packages) > 0 {
-				var keep []render.Package
-				for _, p := range l.input.Packages {
-					if slices.Contains(packages, p.Name) {
-						keep = append(keep, p)
-					}
-				}
-				if len(keep) == 0 {
-					return fmt.Errorf("no locked package is named %v", packages)
-				}
-				l.input.Packages = keep
-			}
-			o, err := render.Render(l.input)
+			o, err := s.Output()
 			if err != nil {
 				return err
 			}

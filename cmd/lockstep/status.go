@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/inspect"
 )
 
 func newStatusCommand() *cobra.Command {
@@ -35,7 +35,7 @@ package keeps although its current revision no longer ships them.`,
 			if err != nil {
 				return err
 			}
-			rep, err := apply.Inspect(cmd.Context(), c, cl.namespace, instance)
+			rep, err := inspect.Inspect(cmd.Context(), c, cl.namespace, instance)
 			if err != nil {
 				return err
 			}
@@ -50,7 +50,7 @@ package keeps although its current revision no longer ships them.`,
 
 // printReport writes the report: one block per package with a table of its
 // revisions.
-func printReport(w io.Writer, rep *apply.Report) {
+func printReport(w io.Writer, rep *inspect.Report) {
 	if len(rep.Packages) == 0 {
 		fmt.Fprintf(w, "lockstep instance %q has installed no package in namespace %s\n", rep.Instance, rep.Namespace)
 		return
@@ -104,7 +104,7 @@ func printReport(w io.Writer, rep *apply.Report) {
 	}
 }
 
-func withMessage(c apply.ConditionReport) string {
+func withMessage(c inspect.ConditionReport) string {
 	s := c.String()
 	if c.Message != "" {
 		s += ": " + strings.ReplaceAll(c.Message, "\n", " ")

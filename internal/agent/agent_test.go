@@ -163,7 +163,7 @@ func (f *fixture) reconciler(t *testing.T) *agent.Reconciler {
 	opts.Namespace, opts.Instance = f.ns, f.ns
 	opts.WaitInterval = 200 * time.Millisecond
 	ctx := context.Background()
-	if err := agent.Prepare(ctx, f.env.Client, f.ns); err != nil {
+	if err := agent.Prepare(ctx, f.env.Client, f.env.Config, f.ns); err != nil {
 		t.Fatal(err)
 	}
 	r, err := agent.NewReconciler(f.env.Client, agent.Config{

@@ -2,14 +2,9 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
@@ -27,8 +22,8 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/render"
+	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 	"github.com/lockstep-gitops/lockstep/internal/update"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // Config is what one agent watches and where it installs.
@@ -214,65 +209,60 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	return out, r.applyRendered(ctx, rd, out)
 }
 
-// prepare runs the steps that read the commit: declarations, lock,
-// packages and render.
+// prepare runs the steps that read the commit through the snapshot stage
+// (declarations, lock, packages, render) and maps its steps to the
+// agent's: a bad declaration, a stale or unreadable lock, a registry
+// client the commit's ImageConfigs break, an input or render failure all
+// stall until Git changes; a failed fetch is retried.
 func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered, error) {
-
-	set, err := declarations.Load(art.Dir)
-	if err != nil {
-		return nil, &StepError{Step: StepDeclarations, Reason: ReasonInvalidSource, Stalled: true, Err: err}
+	var client *oci.Client
+	newFetcher := func(ics []declarations.ImageConfig) (snapshot.Fetcher, error) {
+		c, err := oci.NewClient(r.cfg.Registry, r.cache, ics)
+		client = c
+		return c, err
 	}
-	lockPath := filepath.Join(art.Dir, lockfile.FileName)
-	lockBytes, err := os.ReadFile(lockPath)
-	if err != nil {
-		return nil, &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true, Err: fmt.Errorf("%s: %w", relPath(art, lockfile.FileName), err)}
-	}
-	lock, err := lockfile.Parse(relPath(art, lockfile.FileName), lockBytes)
-	if err != nil {
-		return nil, &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true, Err: err}
-	}
-	if problems := lockfile.Check(set, lock, lockfile.Options{}); len(problems) > 0 {
-		msgs := make([]string, len(problems))
-		for i, p := range problems {
-			msgs[i] = p.String()
-		}
-		return nil, &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true,
-			Err: fmt.Errorf("%s is stale: %s", relPath(art, lockfile.FileName), strings.Join(msgs, "; "))}
-	}
-
-	client, err := oci.NewClient(r.cfg.Registry, r.cache, set.ImageConfigs)
-	if err != nil {
-		return nil, &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Stalled: true, Err: err}
-	}
-	fetched, err := lockfile.Fetch(ctx, lock, client, lockfile.Options{InsecureRegistries: r.cfg.Registry.InsecureRegistries})
-	if r.metrics != nil {
+	snap, err := snapshot.LoadDir(ctx, art.Dir,
+		snapshot.WithLockName(relPath(art, lockfile.FileName)),
+		snapshot.WithFetcher(newFetcher),
+		snapshot.WithInsecureRegistries(r.cfg.Registry.InsecureRegistries),
+		snapshot.WithNamespace(r.cfg.Apply.Namespace),
+		snapshot.WithInstance(r.cfg.Apply.Instance),
+		snapshot.WithAllowedProviderPermissions(r.cfg.AllowedProviderPermissions))
+	if r.metrics != nil && client != nil {
 		st := client.Stats()
 		for kind, n := range map[string]int{"HEAD": st.Head, "tags": st.Tags, "manifest": st.Manifests, "blob": st.Blobs, "other": st.Other} {
 			r.metrics.RegistryRequests.WithLabelValues(kind).Add(float64(n))
 		}
 	}
+	var ro *render.Output
+	if err == nil {
+		ro, err = snap.Output()
+	}
 	if err != nil {
-		return nil, &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Err: err}
+		return nil, stepError(err)
 	}
-	contents := make(map[string]*xpkg.Package, len(fetched))
-	for src, f := range fetched {
-		contents[src] = f.Package
+	return &rendered{commit: art.Commit, lockDigest: snap.LockDigest, out: ro, replaces: snap.Replaces}, nil
+}
+
+// stepError maps a snapshot step's error to the agent's step, Sync reason
+// and stall.
+func stepError(err error) *StepError {
+	var se *snapshot.StepError
+	if !errors.As(err, &se) {
+		return &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: err}
 	}
-	pkgs, err := render.PackagesFromLock(set, lock, contents)
-	if err != nil {
-		return nil, &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: err}
+	switch se.Step {
+	case snapshot.StepDeclarations:
+		return &StepError{Step: StepDeclarations, Reason: ReasonInvalidSource, Stalled: true, Err: se.Err}
+	case snapshot.StepLock, snapshot.StepCheck:
+		return &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true, Err: se.Err}
+	case snapshot.StepRegistry:
+		return &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Stalled: true, Err: se.Err}
+	case snapshot.StepFetch:
+		return &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Err: se.Err}
+	default:
+		return &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: se.Err}
 	}
-	in := render.Input{
-		Namespace: r.cfg.Apply.Namespace, Instance: r.cfg.Apply.Instance, Packages: pkgs,
-		RuntimeConfigs: set.RuntimeConfigs, ImageConfigs: set.ImageConfigs,
-		AllowedProviderPermissions: r.cfg.AllowedProviderPermissions,
-	}
-	ro, err := render.Render(in)
-	if err != nil {
-		return nil, &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: err}
-	}
-	sum := sha256.Sum256(lockBytes)
-	return &rendered{commit: art.Commit, lockDigest: "sha256:" + hex.EncodeToString(sum[:]), out: ro, replaces: apply.ReplacesFromInput(&in)}, nil
 }
 
 // applyRendered runs the apply and health steps.

@@ -39,7 +39,7 @@ spec:
 `)
 	f.lock(t)
 	f.commit(t, "install provider-demo")
-	if err := agent.Prepare(context.Background(), f.env.Client, f.ns); err != nil {
+	if err := agent.Prepare(context.Background(), f.env.Client, f.env.Config, f.ns); err != nil {
 		t.Fatal(err)
 	}
 	opts := apply.DefaultOptions()

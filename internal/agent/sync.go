@@ -10,14 +10,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/agent/api/v1alpha1"
-	"github.com/lockstep-gitops/lockstep/internal/health"
+	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // SyncCRD is the CustomResourceDefinition of Sync, which the agent applies
@@ -62,30 +62,28 @@ const (
 var now = func() time.Time { return time.Now() }
 
 // WaitEstablished waits until the CRD named name is Established, or ctx
-// ends.
-func WaitEstablished(ctx context.Context, c client.Reader, name string) error {
-	for {
-		crd := &unstructured.Unstructured{}
-		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-			return err
-		}
-		if res, err := health.Compute(crd); err == nil && res.Status == "Current" {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("CRD %s is not Established: %w", name, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
+// ends, with a watch through cfg (internal/crdwait, the wait apply uses
+// for payload CRDs). It returns an error when the watch cannot be made or
+// fails for good, when the CRD's names are not accepted, or ctx's error.
+func WaitEstablished(ctx context.Context, cfg *rest.Config, name string) error {
+	rc, err := crdwait.NewRESTClient(cfg)
+	if err != nil {
+		return err
 	}
+	t := crdwait.NewWatcher(rc).Track(crdwait.Selector{Name: name})
+	defer t.Stop()
+	if err := t.Wait(ctx, []crdwait.Want{{Name: name}}, 0); err != nil {
+		return fmt.Errorf("CRD %s is not Established: %w", name, err)
+	}
+	return nil
 }
 
 // Prepare makes sure the Crossplane namespace and the Sync CRD exist
 // (server-side apply of the CRD with field manager lockstep), so that a
 // fresh cluster needs nothing installed by hand but Crossplane's CRDs, and
-// waits until the CRD is Established.
-func Prepare(ctx context.Context, c client.Client, namespace string) error {
+// waits until the CRD is Established (WaitEstablished through cfg, the
+// REST config of c).
+func Prepare(ctx context.Context, c client.Client, cfg *rest.Config, namespace string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
 	if err := c.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
 		return fmt.Errorf("create namespace %s: %w", namespace, err)
@@ -100,5 +98,5 @@ func Prepare(ctx context.Context, c client.Client, namespace string) error {
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(crd), client.FieldOwner(SyncFieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("install the Sync CRD: %w", err)
 	}
-	return WaitEstablished(ctx, c, crd.GetName())
+	return WaitEstablished(ctx, cfg, crd.GetName())
 }

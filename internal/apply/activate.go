@@ -12,7 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
@@ -31,12 +32,12 @@ import (
 // unlike Crossplane, which deactivates it at once
 // (docs/crossplane-behaviour.md#activation, crossplane/crossplane#5082).
 func (p *pkgRun) activationStep(ctx context.Context) error {
-	if !p.active {
+	if !p.activation.Active {
 		return nil
 	}
 	r := p.r
 	for i, o := range p.others {
-		if desiredState(o) != stateActive {
+		if live.DesiredState(o) != stateActive {
 			continue
 		}
 		if _, err := r.setDesiredState(ctx, o, stateInactive, ActivationFieldManager); err != nil {
@@ -51,14 +52,14 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 		p.res.Changes.Add(entry(o, ssa.ConfiguredAction))
 		r.event(ctx, o, eventNormal, ReasonTransitionRevision, fmt.Sprintf("Revision %s is Inactive: revision %s of %s %s is Active", o.GetName(), p.po.Revision.Name, p.key.Kind, p.key.Name))
 	}
-	if !p.flip {
+	if !p.activation.HandOff {
 		return nil
 	}
-	u, err := p.po.Revision.Record.Bind(render.Binding{UIDs: p.uids, Revision: revisionNumber(p.cur), DesiredState: stateActive})
+	u, err := p.po.Revision.Record.Bind(render.Binding{UIDs: p.uids, Revision: live.RevisionNumber(p.cur), DesiredState: stateActive})
 	if err != nil {
 		return err
 	}
-	d, err := r.newDesired(u, RoleRecord, p.po.Revision.Name)
+	d, err := r.newDesired(u, inventory.RoleRecord, p.po.Revision.Name)
 	if err != nil {
 		return err
 	}
@@ -67,7 +68,6 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 		return err
 	}
 	p.cur = d.result
-	p.flip = false
 	p.records[len(p.records)-1] = d
 	if d.action != ssa.UnchangedAction {
 		p.setChange(d.u, ssa.ConfiguredAction)
@@ -123,7 +123,7 @@ func Activate(ctx context.Context, c client.Client, kind crossplane.Kind, pkg, r
 	if revision != current {
 		return "", fmt.Errorf("%s %s is %w of %s %s (%s): to roll back, pin its digest in lockstep.lock", revisionKind(kind), revision, ErrNotCurrent, kind, pkg, current)
 	}
-	if desiredState(rev) == stateActive {
+	if live.DesiredState(rev) == stateActive {
 		return revision, nil
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{

@@ -14,12 +14,13 @@
 // Manager.Apply runs one reconcile, package by package, as a sequence of
 // named steps, each with its own error and condition (issue 5); packages
 // that share no object and do not replace one another are applied
-// concurrently. docs/design.md#apply-steps lists the steps in the order
-// they run; each step's function says what it does.
+// concurrently (packageGroups). docs/design.md#apply-steps lists the steps
+// in the order they run; each step's function says what it does.
 //
 // lockstep keeps one inventory per instance (a ConfigMap in the Crossplane
-// namespace, inventory.go) listing each installed package, the commit and
-// lock digest it came from, and every object lockstep applied for it, as
+// namespace; its format is internal/inventory) listing each installed
+// package, the commit and lock digest it came from, and every object
+// lockstep applied for it, as
 // Flux's "<namespace>_<name>_<group>_<kind>" identifiers with versions; it
 // is written before any deletion and keeps what a failed deletion left.
 //
@@ -28,4 +29,9 @@
 // object is dry-run and applied only when its desired state differs from
 // what lockstep last applied (the hash in AnnotationAppliedHash) or when a
 // field lockstep set was changed by someone else (compare.go).
+//
+// The decisions that need no API server (activation, revision GC, prune
+// and hand-offs, the --prune-crds policy) are internal/plan's pure
+// functions; apply executes them and reports them in PackageResult.Plan.
+// What `lockstep status` reads back is internal/inspect's.
 package apply

@@ -286,7 +286,7 @@ func build(t testing.TB, s pkgSpec) render.Package {
 	p := render.Package{Kind: s.kind, Name: s.name, Source: s.source, Tag: s.tag, Digest: digest, Contents: contents}
 	if s.declared || s.decl != nil {
 		d := &declarations.Declaration{
-			Kind:     string(s.kind),
+			Kind:     s.kind,
 			Name:     s.name,
 			Spec:     declarations.PackageSpec{Package: s.source + ":" + s.tag},
 			Location: declarations.Location{File: "packages.yaml", Line: 1},

@@ -20,6 +20,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
@@ -264,7 +265,7 @@ func TestInstallExamples(t *testing.T) {
 	})
 
 	t.Run("inventory", func(t *testing.T) {
-		inv, err := apply.ReadInventory(context.Background(), f.c, f.namespace, f.instance)
+		inv, err := inventory.Read(context.Background(), f.c, f.namespace, f.instance)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -19,17 +18,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
 // packageKinds are the Crossplane package kinds, in the order a first
 // install needs.
-var packageKinds = []crossplane.Kind{crossplane.KindProvider, crossplane.KindFunction, crossplane.KindConfiguration}
+var packageKinds = crossplane.KindNames()
 
 // revisionKind returns the revision kind of a package kind
 // (ProviderRevision, ...).
-func revisionKind(k crossplane.Kind) string { return string(k) + "Revision" }
+func revisionKind(k crossplane.Kind) string { return k.Descriptor().RevisionKind }
 
 // pkgKey identifies a package by kind and name.
 type pkgKey struct {
@@ -38,10 +38,7 @@ type pkgKey struct {
 }
 
 // String returns "Kind/name".
-func (k pkgKey) String() string { return string(k.Kind) + "/" + k.Name }
-
-// listPageSize is the page size of every LIST lockstep sends.
-const listPageSize = 500
+func (k pkgKey) String() string { return crossplane.Ref(k.Kind, k.Name).String() }
 
 // listKey is one LIST: a kind at an API version, in a namespace ("" for
 // cluster-scoped kinds).
@@ -78,7 +75,7 @@ type cluster struct {
 	// listed records the kinds whose labelled objects were listed.
 	listed map[listKey]bool
 	// inventory is the instance's inventory, empty when there is none.
-	inventory *Inventory
+	inventory *inventory.Inventory
 	// inventoryExists says whether the inventory ConfigMap exists.
 	inventoryExists bool
 }
@@ -185,7 +182,7 @@ func (r *run) load(ctx context.Context) error {
 		metaListed: map[listKey]bool{},
 		listed:     map[listKey]bool{},
 	}
-	inv, exists, err := readInventory(ctx, r.c, r.opts.Namespace, r.opts.Instance)
+	inv, exists, err := inventory.ReadExisting(ctx, r.c, r.opts.Namespace, r.opts.Instance)
 	if err != nil {
 		return err
 	}
@@ -271,7 +268,7 @@ func (r *run) listAllLabelled(ctx context.Context, keys []listKey) error {
 func (r *run) listLabelled(ctx context.Context, k listKey) ([]*unstructured.Unstructured, [][]byte, error) {
 	sel := map[string]string{render.LabelInstance: r.opts.Instance}
 	if r.m.lister == nil {
-		objs, err := listAll(ctx, r.c, k.gvk, k.namespace, client.MatchingLabels(sel))
+		objs, err := live.ListAll(ctx, r.c, k.gvk, k.namespace, client.MatchingLabels(sel))
 		return objs, nil, err
 	}
 	compact := compactKinds[k.gvk.GroupKind()]
@@ -298,8 +295,8 @@ func (r *run) listLabelled(ctx context.Context, k listKey) ([]*unstructured.Unst
 	}
 	if err == nil && k.gvk.GroupKind() == crossplane.GroupKindCRD && r.crds != nil {
 		// The CRD tracker's watch starts from this LIST, which it
-		// selects the same way (crdTracker.seed).
-		r.crds.seed(rv, r.listedCRD)
+		// selects the same way (crdwait.Tracker.Seed).
+		r.crds.Seed(rv, r.listedCRD)
 	}
 	return objs, raws, err
 }
@@ -327,7 +324,7 @@ func sortedListKeys(keys map[listKey]bool) []listKey {
 // loadRecords lists every package and revision of every kind.
 func (r *run) loadRecords(ctx context.Context) error {
 	for _, k := range packageKinds {
-		pkgs, err := listAll(ctx, r.c, schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: string(k)}, "", nil)
+		pkgs, err := live.ListAll(ctx, r.c, schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: string(k)}, "", nil)
 		if err != nil {
 			return fmt.Errorf("cannot list %s objects (are Crossplane's CRDs, or lockstep's stand-ins in examples/crossplane-crds, installed?): %w", k, err)
 		}
@@ -335,7 +332,7 @@ func (r *run) loadRecords(ctx context.Context) error {
 			r.live.packages[pkgKey{k, p.GetName()}] = p
 			r.live.byUID[p.GetUID()] = p
 		}
-		revs, err := listAll(ctx, r.c, schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: revisionKind(k)}, "", nil)
+		revs, err := live.ListAll(ctx, r.c, schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: revisionKind(k)}, "", nil)
 		if err != nil {
 			return fmt.Errorf("cannot list %s objects: %w", revisionKind(k), err)
 		}
@@ -350,32 +347,9 @@ func (r *run) loadRecords(ctx context.Context) error {
 		}
 	}
 	for k := range r.live.revisions {
-		sortRevisions(r.live.revisions[k])
+		live.SortRevisions(r.live.revisions[k])
 	}
 	return nil
-}
-
-// sortRevisions sorts revisions by spec.revision, then name.
-func sortRevisions(revs []*unstructured.Unstructured) {
-	sort.SliceStable(revs, func(i, j int) bool {
-		a, b := revisionNumber(revs[i]), revisionNumber(revs[j])
-		if a != b {
-			return a < b
-		}
-		return revs[i].GetName() < revs[j].GetName()
-	})
-}
-
-// revisionNumber returns a revision's spec.revision, 0 when unset.
-func revisionNumber(rev *unstructured.Unstructured) int64 {
-	n, _, _ := unstructured.NestedInt64(rev.Object, "spec", "revision")
-	return n
-}
-
-// desiredState returns a revision's spec.desiredState.
-func desiredState(rev *unstructured.Unstructured) string {
-	s, _, _ := unstructured.NestedString(rev.Object, "spec", "desiredState")
-	return s
 }
 
 // Revision states (Crossplane's PackageRevisionDesiredState).
@@ -398,7 +372,7 @@ func (r *run) listForeign(ctx context.Context, k listKey) error {
 	for {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(k.gvk.GroupVersion().WithKind(k.gvk.Kind + "List"))
-		opts := []client.ListOption{client.Limit(listPageSize)}
+		opts := []client.ListOption{client.Limit(live.PageSize)}
 		if k.namespace != "" {
 			opts = append(opts, client.InNamespace(k.namespace))
 		}
@@ -428,39 +402,6 @@ func (r *run) listForeign(ctx context.Context, k listKey) error {
 	}
 }
 
-// listAll lists every object of gvk (Kind without "List") in namespace
-// ("" for all or cluster-scoped), page by page.
-func listAll(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, namespace string, sel client.MatchingLabels) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	cont := ""
-	for {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		opts := []client.ListOption{client.Limit(listPageSize)}
-		if namespace != "" {
-			opts = append(opts, client.InNamespace(namespace))
-		}
-		if sel != nil {
-			opts = append(opts, sel)
-		}
-		if cont != "" {
-			opts = append(opts, client.Continue(cont))
-		}
-		if err := c.List(ctx, list, opts...); err != nil {
-			return nil, err
-		}
-		for i := range list.Items {
-			u := &list.Items[i]
-			u.SetGroupVersionKind(gvk)
-			out = append(out, u)
-		}
-		cont = list.GetContinue()
-		if cont == "" {
-			return out, nil
-		}
-	}
-}
-
 // controllerOf returns the controller reference of an object's owner
 // references, nil for none.
 func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
@@ -475,7 +416,8 @@ func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
 // isRevisionRef reports whether ref points at a Crossplane package revision.
 func isRevisionRef(ref metav1.OwnerReference) bool {
 	gv, _ := schema.ParseGroupVersion(ref.APIVersion)
-	return gv.Group == crossplane.Group && strings.HasSuffix(ref.Kind, "Revision")
+	_, ok := crossplane.RevisionKindFor(ref.Kind)
+	return gv.Group == crossplane.Group && ok
 }
 
 // describeRef names an owner reference for an error message.

@@ -15,9 +15,10 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
 	"github.com/lockstep-gitops/lockstep/internal/health"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
@@ -45,27 +46,6 @@ const (
 	ActivateFieldManager = "lockstep-activate"
 )
 
-// PruneCRDsPolicy says what happens to the definitions (CRDs, and
-// Crossplane's XRDs and MRDs, which define APIs the same way) of a package
-// that is gone from Git.
-type PruneCRDsPolicy string
-
-// The --prune-crds policies.
-const (
-	// PruneCRDsUnused deletes a definition only when no object of the kind it
-	// defines exists; otherwise it orphans it (removes lockstep's owner
-	// references, so Kubernetes' garbage collector leaves it) and warns.
-	// This is the default: it never deletes users' resources
-	// (docs/crossplane-behaviour.md#deletion, crossplane/crossplane#6001).
-	PruneCRDsUnused PruneCRDsPolicy = "unused"
-	// PruneCRDsNever orphans every definition.
-	PruneCRDsNever PruneCRDsPolicy = "never"
-	// PruneCRDsAlways deletes every definition, and with it every object of
-	// its kind, as Crossplane does when a Provider is deleted
-	// (docs/crossplane-behaviour.md#deletion).
-	PruneCRDsAlways PruneCRDsPolicy = "always"
-)
-
 // Options configure a Manager. Start from DefaultOptions.
 type Options struct {
 	// Namespace is the Crossplane namespace: runtimes, TLS Secrets, the root
@@ -76,8 +56,9 @@ type Options struct {
 	// Instance. lockstep reads, applies and prunes only objects labelled
 	// with it (render.LabelInstance).
 	Instance string
-	// PruneCRDs is the policy for the definitions of pruned packages.
-	PruneCRDs PruneCRDsPolicy
+	// PruneCRDs is the --prune-crds policy for the definitions of pruned
+	// packages (see plan.PruneCRDs).
+	PruneCRDs plan.PruneCRDs
 	// WaitTimeout bounds the wait for applied CRDs to become Established
 	// before the rest of a payload is applied.
 	WaitTimeout time.Duration
@@ -101,7 +82,7 @@ func DefaultOptions() Options {
 	return Options{
 		Namespace:    "crossplane-system",
 		Instance:     "lockstep",
-		PruneCRDs:    PruneCRDsUnused,
+		PruneCRDs:    plan.PruneUnused,
 		WaitTimeout:  2 * time.Minute,
 		WaitInterval: time.Second,
 		Concurrency:  8,
@@ -119,9 +100,7 @@ func (o Options) Validate() error {
 	} else if es := validation.IsValidLabelValue(o.Instance); len(es) > 0 {
 		errs = append(errs, fmt.Errorf("instance %q is not a label value: %s", o.Instance, strings.Join(es, "; ")))
 	}
-	switch o.PruneCRDs {
-	case PruneCRDsUnused, PruneCRDsNever, PruneCRDsAlways:
-	default:
+	if _, err := plan.ParsePruneCRDs(string(o.PruneCRDs)); err != nil || o.PruneCRDs == "" {
 		errs = append(errs, fmt.Errorf("prune-crds %q is not unused, never or always", o.PruneCRDs))
 	}
 	if o.WaitTimeout <= 0 || o.WaitInterval <= 0 {
@@ -136,7 +115,7 @@ func (o Options) Validate() error {
 type Manager struct {
 	client client.Client
 	rm     *ssa.ResourceManager
-	crds   *crdWatcher
+	crds   *crdwait.Watcher
 	lister *rawLister
 	opts   Options
 	now    func() time.Time
@@ -151,7 +130,7 @@ type managerConfig struct {
 
 // WithRESTConfig gives the Manager the cluster's REST config, from which it
 // builds a client that waits for CRDs to be Established with one watch
-// (see crdWatcher) instead of polling full CRD lists every WaitInterval,
+// (see crdwait.Watcher) instead of polling full CRD lists every WaitInterval,
 // and one that streams LISTs so that live CRDs, XRDs and Compositions are
 // kept as JSON rather than decoded (see compactKinds). Without it, the
 // wait polls through kstatus as fluxcd/pkg/ssa's WaitForSet does, which
@@ -179,11 +158,11 @@ func NewManager(c client.Client, opts Options, mopts ...ManagerOption) (*Manager
 		o(&mc)
 	}
 	if mc.rest != nil {
-		rc, err := newJSONClient(mc.rest)
+		rc, err := crdwait.NewRESTClient(mc.rest)
 		if err != nil {
 			return nil, err
 		}
-		m.crds = &crdWatcher{rc: rc}
+		m.crds = crdwait.NewWatcher(rc)
 		m.lister = &rawLister{rc: rc, mapper: c.RESTMapper()}
 	}
 	return m, nil
@@ -208,17 +187,9 @@ type ApplyMeta struct {
 }
 
 // ReplacesFromInput returns ApplyMeta.Replaces for in: every package whose
-// contents declare spec.replaces.
-func ReplacesFromInput(in *render.Input) map[string][]string {
-	out := map[string][]string{}
-	for i := range in.Packages {
-		p := &in.Packages[i]
-		if p.Contents != nil && len(p.Contents.Meta.Replaces) > 0 {
-			out[string(p.Kind)+"/"+p.Name] = append([]string(nil), p.Contents.Meta.Replaces...)
-		}
-	}
-	return out
-}
+// contents declare spec.replaces (render.Input.Replaces; a loaded
+// snapshot.Snapshot carries the same map).
+func ReplacesFromInput(in *render.Input) map[string][]string { return in.Replaces() }
 
 // Result is what one Apply did.
 type Result struct {
@@ -275,6 +246,10 @@ type PackageResult struct {
 	Err error
 	// Warnings are the package's warnings (also in Result.Warnings).
 	Warnings []string
+	// Plan are the decisions the apply made for the package, with their
+	// reasons (internal/plan): its revision's activation, the revisions
+	// it garbage collected, or the prune of a package gone from Git.
+	Plan []plan.Decision
 }
 
 // Changed reports whether any object of the package was created,
@@ -318,8 +293,8 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 	}
 	r := &run{m: m, c: m.client, opts: m.opts, out: out, meta: meta, res: &Result{}, now: m.now()}
 	if m.crds != nil {
-		r.crds = m.crds.track(render.LabelInstance, m.opts.Instance)
-		defer r.crds.stop()
+		r.crds = m.crds.Track(crdwait.Selector{Labels: map[string]string{render.LabelInstance: m.opts.Instance}})
+		defer r.crds.Stop()
 	}
 	if err := r.load(ctx); err != nil {
 		return nil, err
@@ -363,7 +338,7 @@ type run struct {
 	pkgs []*pkgRun
 	// crds follows the CRDs the packages wait for (nil without a REST
 	// config): one watch for the whole run.
-	crds *crdTracker
+	crds *crdwait.Tracker
 	// mu guards res.Warnings, caMu ca: concurrent packages share them.
 	mu   sync.Mutex
 	caMu sync.Mutex

@@ -2,7 +2,6 @@ package apply
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
@@ -41,7 +41,7 @@ func payloadStage(gk schema.GroupKind) int {
 // active revision controls every object; the package and the revisions
 // that shipped it before own it (extraOwners).
 func (p *pkgRun) payloadStep(ctx context.Context) error {
-	if !p.active {
+	if !p.activation.Active {
 		return nil
 	}
 	r := p.r
@@ -59,7 +59,7 @@ func (p *pkgRun) payloadStep(ctx context.Context) error {
 	if len(crds) > 0 && r.crds != nil && !r.opts.DryRun {
 		// Watch from the apply's LIST before the first CRD changes, so
 		// the API server's watch cache still holds every event since.
-		r.crds.start()
+		r.crds.Start()
 	}
 	for i, stage := range stages {
 		if err := p.writeAll(ctx, stage); err != nil {
@@ -165,15 +165,15 @@ func (r *run) waitEstablished(ctx context.Context, crds []*desired) error {
 		return nil
 	}
 	if r.crds != nil {
-		want := make([]crdWant, 0, len(crds))
+		want := make([]crdwait.Want, 0, len(crds))
 		for _, d := range crds {
-			c := crdWant{name: d.u.GetName()}
+			c := crdwait.Want{Name: d.u.GetName()}
 			if d.result != nil {
-				c.rv = d.result.GetResourceVersion()
+				c.ResourceVersion = d.result.GetResourceVersion()
 			}
 			want = append(want, c)
 		}
-		return r.crds.waitEstablished(ctx, want, r.opts.WaitTimeout)
+		return r.crds.Wait(ctx, want, r.opts.WaitTimeout)
 	}
 	set := make(object.ObjMetadataSet, 0, len(crds))
 	for _, d := range crds {
@@ -185,16 +185,13 @@ func (r *run) waitEstablished(ctx context.Context, crds []*desired) error {
 // listedCRD returns what the apply's LIST said of the CRD name: its
 // resourceVersion and conditions, decoded from the JSON the LIST kept
 // (cluster.raw). It is false when the LIST did not have it.
-func (r *run) listedCRD(name string) (crdState, bool) {
+func (r *run) listedCRD(name string) (crdwait.State, bool) {
 	raw := read(r.live, func() []byte { return r.live.raw[idFor("", name, crossplane.GroupKindCRD)] })
 	if raw == nil {
-		return crdState{}, false
+		return crdwait.State{}, false
 	}
-	var ev crdEvent
-	if err := json.Unmarshal(raw, &ev.Object); err != nil {
-		return crdState{}, false
-	}
-	return stateOf(&ev), true
+	st, err := crdwait.StateOf(raw)
+	return st, err == nil
 }
 
 // objectRefs returns the status.objectRefs of a revision that established

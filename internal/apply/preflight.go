@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
@@ -56,7 +56,7 @@ func (e *ConflictError) Error() string {
 // nothing, except that it may read the root CA. Any failure stops the
 // package before its first payload write.
 func (p *pkgRun) preflightStep(ctx context.Context) error {
-	if !p.active {
+	if !p.activation.Active {
 		return nil
 	}
 	r := p.r
@@ -73,10 +73,10 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 	for _, group := range [][]*render.Object{rev.Runtime, rev.RBAC} {
 		for _, o := range group {
 			revision := ""
-			if o.Controller != nil && o.Controller.Kind == p.revRef.Kind {
+			if o.Controller != nil && o.Controller.Kind == p.revRef().Kind {
 				revision = rev.Name
 			}
-			d, err := p.bind(o, RoleRuntime, revision)
+			d, err := p.bind(o, inventory.RoleRuntime, revision)
 			if err != nil {
 				return err
 			}
@@ -98,7 +98,7 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 	}
 	// Bind once more now that foreign owner references are known.
 	for _, d := range all {
-		if d.foreign != nil && d.role == RolePayload {
+		if d.foreign != nil && d.role == inventory.RolePayload {
 			if err := p.rebind(d); err != nil {
 				return err
 			}
@@ -174,7 +174,7 @@ func (p *pkgRun) bindAll(objs []*render.Object) ([]*desired, error) {
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, o := range objs {
 		g.Go(func() error {
-			out[i], errs[i] = p.bind(o, RolePayload, "")
+			out[i], errs[i] = p.bind(o, inventory.RolePayload, "")
 			return nil
 		})
 	}
@@ -190,7 +190,7 @@ func (p *pkgRun) bindAll(objs []*render.Object) ([]*desired, error) {
 // bind completes o for this apply: owner references with UIDs, the CA
 // bundle, TLS data, and for payload objects the owner references of other
 // owners to keep (see extraOwners).
-func (p *pkgRun) bind(o *render.Object, role Role, revision string) (*desired, error) {
+func (p *pkgRun) bind(o *render.Object, role inventory.Role, revision string) (*desired, error) {
 	d := &desired{obj: o, role: role, revision: revision, id: renderedID(o)}
 	d.live = p.r.live.object(d.id)
 	if err := p.rebind(d); err != nil {
@@ -216,7 +216,7 @@ func (p *pkgRun) rebind(d *desired) error {
 		}
 		u.Object["data"] = data
 	}
-	if d.role == RolePayload {
+	if d.role == inventory.RolePayload {
 		refs := u.GetOwnerReferences()
 		u.SetOwnerReferences(append(refs, p.extraOwners(d.liveRefs(), refs)...))
 	}
@@ -225,7 +225,7 @@ func (p *pkgRun) rebind(d *desired) error {
 		return err
 	}
 	d.u, d.hash = u, h
-	if d.role == RolePayload {
+	if d.role == inventory.RolePayload {
 		return d.compact()
 	}
 	return nil
@@ -270,7 +270,7 @@ func (p *pkgRun) extraOwners(live, have []metav1.OwnerReference) []metav1.OwnerR
 
 // isOwnRevision reports whether u is a revision of this package.
 func (p *pkgRun) isOwnRevision(u *unstructured.Unstructured) bool {
-	return u.GetKind() == p.revRef.Kind && u.GetLabels()[render.LabelParentPackage] == p.key.Name
+	return u.GetKind() == p.revRef().Kind && u.GetLabels()[render.LabelParentPackage] == p.key.Name
 }
 
 // isReplaced reports whether u is a package this one replaces, or one of
@@ -305,14 +305,14 @@ func (p *pkgRun) checkController(d *desired) error {
 	}
 	owner := p.r.live.owner(c.UID)
 	switch {
-	case c.UID == p.uids[p.revRef] || c.UID == p.uids[p.pkgRef]:
+	case c.UID == p.uids[p.revRef()] || c.UID == p.uids[p.pkgRef()]:
 		return nil
 	case owner == nil && isRevisionRef(*c):
 		d.release = append(d.release, *c)
 		return nil
 	case owner != nil && p.isOwnRevision(owner):
 		return nil
-	case owner != nil && d.role == RolePayload && (p.isReplaced(owner) || p.r.isGoneFromGit(owner)):
+	case owner != nil && d.role == inventory.RolePayload && (p.isReplaced(owner) || p.r.isGoneFromGit(owner)):
 		return nil
 	}
 	e := &ConflictError{Object: utils.FmtUnstructured(d.u), Controller: *c}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/fluxcd/pkg/ssa/utils"
@@ -17,17 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
-
-// isDefinition reports whether objects of gk define an API whose objects
-// are users' data: CRDs, and Crossplane's MRDs and XRDs (deleting an XRD
-// deletes its composite resources).
-func isDefinition(gk schema.GroupKind) bool {
-	return gk == crossplane.GroupKindCRD || gk == crossplane.GroupKindMRD || gk == crossplane.GroupKindXRD
-}
 
 // deleteOwned deletes the object stub names when it still carries this
 // instance's label (Flux prunes only what it still owns, gitops-reference
@@ -51,20 +43,18 @@ func (r *run) deleteOwned(ctx context.Context, stub *unstructured.Unstructured) 
 	return ssa.DeletedAction, nil
 }
 
-// prunePackage is the prune step (docs/design.md#apply-steps) for a package
-// that is in the inventory but gone
-// from the output: it removes the package object, its revisions, its
-// runtime and its payload, except objects another package of the output
-// applies (desiredIDs: a package that replaced it took them over).
-// Definitions follow --prune-crds: with "unused" a definition is deleted
-// only when no object of its kind exists, otherwise it is orphaned (owner
-// references to the package and its revisions removed, so that Kubernetes'
-// garbage collector keeps it) with a warning; "never" orphans every
-// definition; "always" deletes them. Definitions are orphaned before
-// anything is deleted. It returns the inventory IDs that are gone.
-func (r *run) prunePackage(ctx context.Context, ip *InventoryPackage, desiredIDs map[string]bool) (*PackageResult, map[string]bool) {
+// prunePackage executes the prune plan of a package that is in the
+// inventory but gone from the output (the prune step of
+// docs/design.md#apply-steps, see plan.Prune): hand-offs
+// lose this package's owner references, definitions follow --prune-crds
+// (with "unused" a definition is deleted only when no object of its kind
+// exists, otherwise it is orphaned, with a warning), and the other objects
+// and records are deleted in the plan's order. Definitions are orphaned
+// before anything is deleted. It returns the inventory IDs that are gone.
+func (r *run) prunePackage(ctx context.Context, pp plan.PackagePrune) (*PackageResult, map[string]bool) {
+	ip := pp.Package
 	key := pkgKey{ip.Kind, ip.Name}
-	res := &PackageResult{Kind: ip.Kind, Name: ip.Name, Changes: ssa.NewChangeSet()}
+	res := &PackageResult{Kind: ip.Kind, Name: ip.Name, Changes: ssa.NewChangeSet(), Plan: pp.Decisions()}
 	gone := map[string]bool{}
 	uids := map[types.UID]bool{}
 	if pkg := r.live.packages[key]; pkg != nil {
@@ -74,35 +64,26 @@ func (r *run) prunePackage(ctx context.Context, ip *InventoryPackage, desiredIDs
 		uids[rev.GetUID()] = true
 	}
 
-	var defs, others, records []InventoryEntry
 	var errs []error
-	for _, e := range ip.Entries {
-		switch {
-		case desiredIDs[e.ID]:
-			// Another package of the output applies it now (it replaced
-			// this one): only this package's owner references go.
-			if err := r.orphan(ctx, e, uids); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			gone[e.ID] = true
-		case e.Role == RoleRecord:
-			records = append(records, e)
-		case e.Role == RolePayload && isDefinition(e.GroupKind()):
-			defs = append(defs, e)
-		default:
-			others = append(others, e)
+	for _, e := range pp.HandOffs {
+		// Another package of the output applies it now (it replaced this
+		// one): only this package's owner references go.
+		if err := r.orphan(ctx, e, uids); err != nil {
+			errs = append(errs, err)
+			continue
 		}
+		gone[e.ID] = true
 	}
 	// Definitions are independent of one another: Concurrency at a time
 	// (a monolith's 2,000 CRDs each cost a GET, a LIST and a DELETE).
+	defs := pp.Definitions
 	actions := make([]ssa.Action, len(defs))
 	defErrs := make([]error, len(defs))
 	var g errgroup.Group
 	g.SetLimit(r.opts.Concurrency)
 	for i, e := range defs {
 		g.Go(func() error {
-			actions[i], defErrs[i] = r.pruneDefinition(ctx, e, uids, res)
+			actions[i], defErrs[i] = r.pruneDefinition(ctx, e, pp.Policy, uids, res)
 			return nil
 		})
 	}
@@ -117,24 +98,19 @@ func (r *run) prunePackage(ctx context.Context, ip *InventoryPackage, desiredIDs
 			res.Changes.Add(entry(stub, actions[i]))
 		}
 	}
-	// Runtime and other payload first, then revisions, then the package
-	// (the reverse of the apply order).
-	sort.SliceStable(records, func(i, j int) bool { return records[i].Revision > records[j].Revision })
-	for _, group := range [][]InventoryEntry{others, records} {
-		for _, e := range group {
-			stub, err := e.Object()
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			a, err := r.deleteOwned(ctx, stub)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			gone[e.ID] = true
-			res.Changes.Add(entry(stub, a))
+	for _, e := range pp.Delete {
+		stub, err := e.Object()
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
+		a, err := r.deleteOwned(ctx, stub)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		gone[e.ID] = true
+		res.Changes.Add(entry(stub, a))
 	}
 	if len(errs) > 0 {
 		res.Step, res.Err = "prune", errors.Join(errs...)
@@ -143,8 +119,10 @@ func (r *run) prunePackage(ctx context.Context, ip *InventoryPackage, desiredIDs
 }
 
 // pruneDefinition applies the --prune-crds policy to one definition of a
-// pruned package whose package and revisions have the given UIDs.
-func (r *run) pruneDefinition(ctx context.Context, e InventoryEntry, owners map[types.UID]bool, res *PackageResult) (ssa.Action, error) {
+// pruned package whose package and revisions have the given UIDs: under
+// plan.DefinitionDeleteIfUnused it counts the objects of the kind and lets
+// the policy decide (plan.PruneCRDs.Decide).
+func (r *run) pruneDefinition(ctx context.Context, e inventory.Entry, policy plan.PruneCRDs, owners map[types.UID]bool, res *PackageResult) (ssa.Action, error) {
 	stub, err := e.Object()
 	if err != nil {
 		return ssa.UnknownAction, err
@@ -160,20 +138,18 @@ func (r *run) pruneDefinition(ctx context.Context, e InventoryEntry, owners map[
 	if live.GetLabels()[render.LabelInstance] != r.opts.Instance {
 		return ssa.SkippedAction, nil
 	}
-	policy := r.opts.PruneCRDs
-	if policy == PruneCRDsUnused {
+	action := policy.Definition()
+	if action == plan.DefinitionDeleteIfUnused {
 		n, err := r.countInstances(ctx, live)
 		if err != nil {
 			return ssa.UnknownAction, fmt.Errorf("%s: cannot tell whether objects of it exist: %w", utils.FmtUnstructured(live), err)
 		}
-		if n == 0 {
-			policy = PruneCRDsAlways
-		} else {
+		action, _ = policy.Decide(n > 0)
+		if action == plan.DefinitionOrphan {
 			r.warn(res, "%s is left in place because objects of its kind exist (--prune-crds=unused); lockstep no longer manages it", utils.FmtUnstructured(live))
-			policy = PruneCRDsNever
 		}
 	}
-	if policy == PruneCRDsAlways {
+	if action == plan.DefinitionDelete {
 		if err := r.deleteObject(ctx, live, live.GetUID()); err != nil {
 			return ssa.UnknownAction, fmt.Errorf("%s: delete failed: %w", utils.FmtUnstructured(live), err)
 		}
@@ -236,7 +212,7 @@ func (r *run) countInstances(ctx context.Context, def *unstructured.Unstructured
 
 // orphan removes the owner references to the given UIDs from the object of
 // an inventory entry.
-func (r *run) orphan(ctx context.Context, e InventoryEntry, owners map[types.UID]bool) error {
+func (r *run) orphan(ctx context.Context, e inventory.Entry, owners map[types.UID]bool) error {
 	stub, err := e.Object()
 	if err != nil {
 		return err

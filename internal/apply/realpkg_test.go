@@ -17,6 +17,8 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
@@ -32,8 +34,8 @@ func upstream(t *testing.T, kind crossplane.Kind, name, folder, source, tag stri
 // (provider-nop's): CRDs are cluster-scoped.
 func (f *fixture) uninstallAtEnd(t *testing.T, wait bool) {
 	t.Cleanup(func() {
-		m := f.manager(t, func(o *apply.Options) { o.PruneCRDs = apply.PruneCRDsAlways })
-		inv, err := apply.ReadInventory(context.Background(), f.c, f.namespace, f.instance)
+		m := f.manager(t, func(o *apply.Options) { o.PruneCRDs = plan.PruneAlways })
+		inv, err := inventory.Read(context.Background(), f.c, f.namespace, f.instance)
 		if err != nil {
 			t.Errorf("cleanup: %v", err)
 			return

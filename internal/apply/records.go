@@ -13,34 +13,33 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/live"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
 // pkgRun is the state of one package during an apply.
 type pkgRun struct {
-	r      *run
-	po     *render.PackageOutput
-	key    pkgKey
-	res    *PackageResult
-	pkgRef render.Reference
-	revRef render.Reference
-	manual bool
+	r   *run
+	po  *render.PackageOutput
+	key pkgKey
+	// res is the package's result; its Step and Err are the failed step
+	// and its error.
+	res *PackageResult
 
 	// pkg and cur are the live package record and current revision after
 	// the records step; others are the package's other revisions.
-	pkg     *unstructured.Unstructured
-	cur     *unstructured.Unstructured
-	others  []*unstructured.Unstructured
-	created bool
-	uids    map[render.Reference]types.UID
+	pkg    *unstructured.Unstructured
+	cur    *unstructured.Unstructured
+	others []*unstructured.Unstructured
+	uids   map[render.Reference]types.UID
 
-	// active says the current revision is Active, or becomes Active in
-	// this apply, so its payload and runtime are applied.
-	active bool
-	// flip says the current revision's record is applied Inactive first
-	// and made Active once its payload is in: an Automatic upgrade, whose
-	// old revision stays Active until then.
-	flip bool
+	// activation is the records step's decision about the current
+	// revision (plan.Activate): whether its payload and runtime are
+	// applied (Active), and whether it takes over from another Active
+	// revision once its payload is in (HandOff).
+	activation plan.Activation
 	// replacedBy is set when another package of the output replaces this
 	// one: it is kept deactivated (docs/crossplane-behaviour.md#moving-package-dependencies).
 	replacedBy string
@@ -56,20 +55,30 @@ type pkgRun struct {
 	runtime []*desired
 	records []*desired
 
-	// step and err are the failed step and its error.
-	step string
-	err  error
 	// runtimeHealth is the current revision's RuntimeHealthy condition.
 	runtimeHealth *condition
 	// objectRefs are the current revision's status.objectRefs.
 	objectRefs []any
 }
 
+// pkgRef returns the owner reference intent of the package record.
+func (p *pkgRun) pkgRef() render.Reference { return refOf(p.po.Record) }
+
+// revRef returns the owner reference intent of the current revision's
+// record.
+func (p *pkgRun) revRef() render.Reference { return refOf(p.po.Revision.Record) }
+
+// manual reports whether the current revision's activation policy is
+// Manual.
+func (p *pkgRun) manual() bool {
+	return p.po.Revision.ActivationPolicy == declarations.ManualActivation
+}
+
 // desired is one object lockstep applies, with what it found in the
 // cluster and what it decided.
 type desired struct {
 	obj  *render.Object
-	role Role
+	role inventory.Role
 	// revision is the revision a runtime or record object belongs to.
 	revision string
 	// u is what FieldManager applies, AnnotationAppliedHash included. For
@@ -174,7 +183,7 @@ func (d *desired) applyObject() *unstructured.Unstructured {
 
 // newDesired prepares u for apply: sets its hash and finds it in the
 // cluster state.
-func (r *run) newDesired(u *unstructured.Unstructured, role Role, revision string) (*desired, error) {
+func (r *run) newDesired(u *unstructured.Unstructured, role inventory.Role, revision string) (*desired, error) {
 	h, err := setAppliedHash(u)
 	if err != nil {
 		return nil, err
@@ -292,7 +301,7 @@ func (r *run) planRecord(ctx context.Context, d *desired) error {
 // recordsStep is the records step (docs/design.md#apply-steps): the package
 // record, then the revision record for
 // the locked digest, numbered after the package's other revisions. It also
-// decides the current revision's activation (see decideActivation).
+// decides the current revision's activation (plan.Activate).
 func (p *pkgRun) recordsStep(ctx context.Context) error {
 	r := p.r
 	livePkg := r.live.pkg(p.key)
@@ -312,7 +321,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 		// nothing activates it again (docs/crossplane-behaviour.md#moving-package-dependencies).
 		_ = unstructured.SetNestedField(u.Object, string(declarations.ManualActivation), "spec", "revisionActivationPolicy")
 	}
-	d, err := r.newDesired(u, RoleRecord, "")
+	d, err := r.newDesired(u, inventory.RoleRecord, "")
 	if err != nil {
 		return err
 	}
@@ -323,16 +332,16 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	p.records = append(p.records, d)
 	p.res.Changes.Add(entry(d.u, d.action))
 	p.pkg = d.result
-	p.uids[p.pkgRef] = uidOrPlaceholder(p.pkg)
+	p.uids[p.pkgRef()] = uidOrPlaceholder(p.pkg)
 
 	// The revision record.
 	var cur *unstructured.Unstructured
 	var maxRev int64
 	for _, rev := range r.live.revisionsOf(p.key) {
-		if n := revisionNumber(rev); n > maxRev {
+		if n := live.RevisionNumber(rev); n > maxRev {
 			maxRev = n
 		}
-		if rev.GetName() == p.po.Revision.Name && rev.GetKind() == p.revRef.Kind {
+		if rev.GetName() == p.po.Revision.Name && rev.GetKind() == p.revRef().Kind {
 			cur = rev
 		} else {
 			p.others = append(p.others, rev)
@@ -340,22 +349,29 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	}
 	number := maxRev + 1
 	if cur != nil {
-		if n := revisionNumber(cur); n >= maxRev && maxRev > 0 {
+		if n := live.RevisionNumber(cur); n >= maxRev && maxRev > 0 {
 			number = n
 		}
 	}
-	state := p.decideActivation(cur)
+	var current *plan.Revision
+	if cur != nil {
+		v := revisionOf(cur)
+		current = &v
+	}
+	p.activation = plan.Activate(plan.ActivationInput{Manual: p.manual(), ReplacedBy: p.replacedBy, Current: current, Others: revisionsOf(p.others)})
+	p.res.Plan = append(p.res.Plan, p.activation.Decision(p.po.Revision.Name))
+	state := p.activation.DesiredState
 	rb := render.Binding{UIDs: p.uids, Revision: number, DesiredState: state}
 	ru, err := p.po.Revision.Record.Bind(rb)
 	if err != nil {
 		return err
 	}
-	rd, err := r.newDesired(ru, RoleRecord, p.po.Revision.Name)
+	rd, err := r.newDesired(ru, inventory.RoleRecord, p.po.Revision.Name)
 	if err != nil {
 		return err
 	}
 	rd.live = cur
-	if p.manual && p.replacedBy == "" {
+	if p.manual() && p.replacedBy == "" {
 		// Under Manual the record carries no desiredState (render leaves it
 		// out): lockstep sets Inactive only when it creates the revision,
 		// then hands the field to ActivationFieldManager, so that a user's
@@ -365,62 +381,28 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	if err := r.planRecord(ctx, rd); err != nil {
 		return err
 	}
-	if p.manual && cur != nil && rd.action != ssa.UnchangedAction && soleOwner(cur, FieldManager, "f:spec", "f:desiredState") {
+	if p.manual() && cur != nil && rd.action != ssa.UnchangedAction && soleOwner(cur, FieldManager, "f:spec", "f:desiredState") {
 		// FieldManager applied desiredState before (the package was
 		// Automatic): let ActivationFieldManager share the field first, or
 		// this apply, which omits it, would remove it.
-		if _, err := r.setDesiredState(ctx, cur, desiredState(cur), ActivationFieldManager); err != nil {
+		if _, err := r.setDesiredState(ctx, cur, live.DesiredState(cur), ActivationFieldManager); err != nil {
 			return err
 		}
 	}
 	if err := r.write(ctx, rd); err != nil {
 		return err
 	}
-	p.created = cur == nil
+	created := cur == nil
 	p.res.Changes.Add(entry(rd.u, rd.action))
-	if p.created && p.manual && p.replacedBy == "" && !r.opts.DryRun {
+	if created && p.manual() && p.replacedBy == "" && !r.opts.DryRun {
 		if _, err := r.setDesiredState(ctx, rd.result, stateInactive, ActivationFieldManager); err != nil {
 			return err
 		}
 	}
 	p.records = append(p.records, rd)
 	p.cur = rd.result
-	p.uids[p.revRef] = uidOrPlaceholder(p.cur)
+	p.uids[p.revRef()] = uidOrPlaceholder(p.cur)
 	return nil
-}
-
-// decideActivation returns the spec.desiredState the current revision's
-// record is applied with ("" to leave it out) and sets p.active and p.flip:
-//
-//   - a package another package of the output replaces: Inactive;
-//   - Automatic: the current revision becomes Active. While another
-//     revision is still Active and the current one is not, its record says
-//     Inactive until its payload is in (flip), so a failed preflight leaves
-//     the old revision in charge;
-//   - Manual: a new revision is created Inactive; an existing one keeps the
-//     state its users gave it. It is active only when they activated it.
-func (p *pkgRun) decideActivation(cur *unstructured.Unstructured) string {
-	curActive := cur != nil && desiredState(cur) == stateActive
-	otherActive := false
-	for _, o := range p.others {
-		if desiredState(o) == stateActive {
-			otherActive = true
-		}
-	}
-	switch {
-	case p.replacedBy != "":
-		p.active = false
-		return stateInactive
-	case p.manual:
-		p.active = curActive
-		return ""
-	case curActive || !otherActive:
-		p.active = true
-		return stateActive
-	default:
-		p.active, p.flip = true, true
-		return stateInactive
-	}
 }
 
 // soleOwner reports whether manager, with operation Apply, is the only

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 )
 
 // replacedPkg is an installed package that a package of the output
@@ -76,7 +77,7 @@ func (p *pkgRun) findReplaced(sources []string) {
 // that do not control. The replaced package itself stays until it is gone
 // from Git (then it is pruned) or a user deletes it.
 func (p *pkgRun) replacesStep(ctx context.Context) error {
-	if !p.active {
+	if !p.activation.Active {
 		return nil
 	}
 	r := p.r
@@ -102,8 +103,8 @@ func (p *pkgRun) replacesStep(ctx context.Context) error {
 			p.res.Changes.Add(entry(q.pkg, ssa.ConfiguredAction))
 		}
 		for _, rev := range q.revisions {
-			wasActive := desiredState(rev) == stateActive
-			if desiredState(rev) != stateInactive {
+			wasActive := live.DesiredState(rev) == stateActive
+			if live.DesiredState(rev) != stateInactive {
 				if _, err := r.setDesiredState(ctx, rev, stateInactive, ActivationFieldManager); err != nil {
 					return err
 				}

@@ -8,7 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/live"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
@@ -22,11 +25,11 @@ func refOf(o *render.Object) render.Reference {
 func (r *run) replacedInOutput() map[pkgKey]string {
 	out := map[pkgKey]string{}
 	for _, po := range r.out.Packages {
-		for _, src := range r.meta.Replaces[string(po.Kind)+"/"+po.Name] {
+		for _, src := range r.meta.Replaces[po.PackageRef().String()] {
 			want := normalizeSource(src)
 			for _, q := range r.out.Packages {
 				if q.Kind == po.Kind && q.Name != po.Name && normalizeSource(q.Source) == want {
-					out[pkgKey{q.Kind, q.Name}] = string(po.Kind) + "/" + po.Name
+					out[pkgKey{q.Kind, q.Name}] = po.PackageRef().String()
 				}
 			}
 		}
@@ -104,12 +107,9 @@ func packageGroups(out *render.Output, replacedBy map[pkgKey]string, replaces ma
 func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRun {
 	p := &pkgRun{
 		r: r, po: po,
-		key:    pkgKey{po.Kind, po.Name},
-		res:    &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet()},
-		pkgRef: refOf(po.Record),
-		revRef: refOf(po.Revision.Record),
-		manual: po.Revision.ActivationPolicy == declarations.ManualActivation,
-		uids:   map[render.Reference]types.UID{},
+		key:  pkgKey{po.Kind, po.Name},
+		res:  &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet()},
+		uids: map[render.Reference]types.UID{},
 	}
 	p.replacedBy = r.replacedBy[p.key]
 	p.findReplaced(r.meta.Replaces[p.key.String()])
@@ -127,7 +127,7 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 	}
 	for _, s := range steps {
 		if err := s.fn(ctx); err != nil {
-			p.step, p.err = s.name, err
+			p.res.Step, p.res.Err = s.name, err
 			break
 		}
 	}
@@ -135,23 +135,22 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 	if p.cur != nil {
 		before = conditionMessage(p.cur, CondRevisionHealthy)
 	}
-	if err := p.statusStep(ctx); err != nil && p.err == nil {
-		p.step, p.err = "status", err
+	if err := p.statusStep(ctx); err != nil && p.res.Err == nil {
+		p.res.Step, p.res.Err = "status", err
 	}
-	p.res.Step, p.res.Err = p.step, p.err
 	p.res.ActiveRevision = p.activeRevision()
 	p.remember()
 
 	switch {
-	case p.err != nil:
+	case p.res.Err != nil:
 		// Record a failure once, when the revision's condition changes, so
 		// an agent retrying every interval does not flood the namespace.
-		if p.cur == nil || before != conditionMessage(p.cur, CondRevisionHealthy) || p.step == "runtime" || p.step == "status" {
-			msg := fmt.Sprintf("cannot install package revision %s (%s): %v", po.Revision.Name, p.step, p.err)
+		if p.cur == nil || before != conditionMessage(p.cur, CondRevisionHealthy) || p.res.Step == "runtime" || p.res.Step == "status" {
+			msg := fmt.Sprintf("cannot install package revision %s (%s): %v", po.Revision.Name, p.res.Step, p.res.Err)
 			r.event(ctx, p.cur, eventWarning, ReasonSyncPackage, msg)
 			r.event(ctx, p.pkg, eventWarning, ReasonInstallPackageRevision, msg)
 		}
-	case p.res.Changed() && p.active:
+	case p.res.Changed() && p.activation.Active:
 		c := p.res.Counts()
 		msg := fmt.Sprintf("Successfully applied package revision %s: %d created, %d configured, %d unchanged, %d deleted",
 			po.Revision.Name, c[ssa.CreatedAction], c[ssa.ConfiguredAction], c[ssa.UnchangedAction], c[ssa.DeletedAction])
@@ -176,11 +175,11 @@ func conditionMessage(u *unstructured.Unstructured, typ string) string {
 
 // activeRevision returns the name of the package's Active revision.
 func (p *pkgRun) activeRevision() string {
-	if p.cur != nil && desiredState(p.cur) == stateActive {
+	if p.cur != nil && live.DesiredState(p.cur) == stateActive {
 		return p.cur.GetName()
 	}
 	for _, o := range p.others {
-		if desiredState(o) == stateActive {
+		if live.DesiredState(o) == stateActive {
 			return o.GetName()
 		}
 	}
@@ -203,20 +202,16 @@ func (r *run) finish(ctx context.Context) {
 		}
 	}
 
-	inv := &Inventory{Instance: r.opts.Instance}
+	inv := &inventory.Inventory{Instance: r.opts.Instance}
 	for _, p := range r.pkgs {
 		inv.Packages = append(inv.Packages, p.inventory(old.Package(p.key.Kind, p.key.Name)))
 	}
-	var pruned []*InventoryPackage
-	for i := range old.Packages {
-		op := &old.Packages[i]
-		if !inOutput[pkgKey{op.Kind, op.Name}] {
-			pruned = append(pruned, op)
-			inv.Packages = append(inv.Packages, *op)
-		}
+	prunes := plan.Prune(old, func(kind crossplane.Kind, name string) bool { return inOutput[pkgKey{kind, name}] }, desiredIDs, r.opts.PruneCRDs)
+	for _, pp := range prunes {
+		inv.Packages = append(inv.Packages, *pp.Package)
 	}
 	for i := range inv.Packages {
-		inv.Packages[i].Entries = withoutIDs(inv.Packages[i].Entries, r.deleted)
+		inv.Packages[i].Entries = inventory.Without(inv.Packages[i].Entries, r.deleted)
 	}
 	if err := r.writeInventory(ctx, inv); err != nil {
 		// Without a recorded inventory nothing may be deleted: a restarted
@@ -239,8 +234,8 @@ func (r *run) finish(ctx context.Context) {
 			gone[id] = true
 		}
 	}
-	for _, op := range pruned {
-		res, g := r.prunePackage(ctx, op, desiredIDs)
+	for _, pp := range prunes {
+		res, g := r.prunePackage(ctx, pp)
 		r.res.Pruned = append(r.res.Pruned, res)
 		for id := range g {
 			gone[id] = true
@@ -249,9 +244,9 @@ func (r *run) finish(ctx context.Context) {
 	if len(gone) == 0 {
 		return
 	}
-	final := &Inventory{Instance: r.opts.Instance}
+	final := &inventory.Inventory{Instance: r.opts.Instance}
 	for _, ip := range inv.Packages {
-		ip.Entries = withoutIDs(ip.Entries, gone)
+		ip.Entries = inventory.Without(ip.Entries, gone)
 		if !inOutput[pkgKey{ip.Kind, ip.Name}] && len(ip.Entries) == 0 {
 			continue
 		}
@@ -262,23 +257,12 @@ func (r *run) finish(ctx context.Context) {
 	}
 }
 
-// withoutIDs returns entries minus those whose ID is in ids.
-func withoutIDs(entries []InventoryEntry, ids map[string]bool) []InventoryEntry {
-	out := make([]InventoryEntry, 0, len(entries))
-	for _, e := range entries {
-		if !ids[e.ID] {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // inventory returns the package's inventory: what the previous one listed
 // (payload a newer revision dropped stays owned by the package), plus the
 // records, payload and runtime of this apply. Commit and LockDigest move to
 // this apply's when the package changed.
-func (p *pkgRun) inventory(old *InventoryPackage) InventoryPackage {
-	ip := InventoryPackage{Kind: p.key.Kind, Name: p.key.Name, Source: p.po.Source, Tag: p.po.Tag, Digest: p.po.Digest}
+func (p *pkgRun) inventory(old *inventory.Package) inventory.Package {
+	ip := inventory.Package{Kind: p.key.Kind, Name: p.key.Name, Source: p.po.Source, Tag: p.po.Tag, Digest: p.po.Digest}
 	if old != nil {
 		ip.Entries = append(ip.Entries, old.Entries...)
 		ip.Commit, ip.LockDigest = old.Commit, old.LockDigest
@@ -286,32 +270,32 @@ func (p *pkgRun) inventory(old *InventoryPackage) InventoryPackage {
 	if old == nil || old.Digest != p.po.Digest || p.res.Changed() {
 		ip.Commit, ip.LockDigest = p.r.meta.Commit, p.r.meta.LockDigest
 	}
-	add := func(u *unstructured.Unstructured, role Role, rev string) {
+	add := func(u *unstructured.Unstructured, role inventory.Role, rev string) {
 		if u == nil {
 			return
 		}
-		ip.Entries = append(ip.Entries, InventoryEntry{ID: objectID(u), Version: u.GroupVersionKind().Version, Role: role, Revision: rev})
+		ip.Entries = append(ip.Entries, inventory.Entry{ID: objectID(u), Version: u.GroupVersionKind().Version, Role: role, Revision: rev})
 	}
 	for _, d := range p.records {
 		if d.result != nil {
-			add(d.u, RoleRecord, d.revision)
+			add(d.u, inventory.RoleRecord, d.revision)
 		}
 	}
 	for _, o := range p.others {
-		add(o, RoleRecord, o.GetName())
+		add(o, inventory.RoleRecord, o.GetName())
 	}
 	for _, d := range p.payload {
 		if d.result != nil {
-			add(d.u, RolePayload, "")
+			add(d.u, inventory.RolePayload, "")
 		}
 	}
 	for _, d := range p.runtime {
 		if d.result != nil {
-			add(d.u, RoleRuntime, d.revision)
+			add(d.u, inventory.RoleRuntime, d.revision)
 		}
 	}
 	if p.r.opts.DryRun && old != nil {
-		ip.Entries = append([]InventoryEntry(nil), old.Entries...)
+		ip.Entries = append([]inventory.Entry(nil), old.Entries...)
 	}
 	return ip
 }
@@ -320,28 +304,28 @@ func (p *pkgRun) inventory(old *InventoryPackage) InventoryPackage {
 // cluster, so that the packages after it see its objects: a second package
 // shipping the same CRD must find them controlled by this one.
 func (p *pkgRun) remember() {
-	live := p.r.live
-	live.mu.Lock()
-	defer live.mu.Unlock()
+	view := p.r.live
+	view.mu.Lock()
+	defer view.mu.Unlock()
 	if p.pkg != nil {
-		live.packages[p.key] = p.pkg
-		live.byUID[p.pkg.GetUID()] = p.pkg
+		view.packages[p.key] = p.pkg
+		view.byUID[p.pkg.GetUID()] = p.pkg
 	}
 	if p.cur != nil {
 		// The package's revisions as this apply left them: others (some
 		// deactivated, their statuses written) and the current one.
 		revs := append(append(make([]*unstructured.Unstructured, 0, len(p.others)+1), p.others...), p.cur)
 		for _, o := range revs {
-			live.byUID[o.GetUID()] = o
+			view.byUID[o.GetUID()] = o
 		}
-		sortRevisions(revs)
-		live.revisions[p.key] = revs
+		live.SortRevisions(revs)
+		view.revisions[p.key] = revs
 	}
 	for _, d := range append(append([]*desired(nil), p.payload...), p.runtime...) {
 		if d.result != nil && !p.r.opts.DryRun {
-			live.objects[d.id] = d.result
-			delete(live.raw, d.id)
-			delete(live.foreign, d.id)
+			view.objects[d.id] = d.result
+			delete(view.raw, d.id)
+			delete(view.foreign, d.id)
 		}
 	}
 }

@@ -31,7 +31,7 @@ import (
 // control, with a UID precondition; their ServiceAccount, Service and TLS
 // Secrets stay.
 func (p *pkgRun) runtimeStep(ctx context.Context) error {
-	if !p.active || len(p.runtime) == 0 {
+	if !p.activation.Active || len(p.runtime) == 0 {
 		return nil
 	}
 	if err := p.r.ensureCA(ctx); err != nil {
@@ -82,7 +82,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 			continue
 		}
 		owner := r.live.owner(c.UID)
-		if owner == nil || !p.isOwnRevision(owner) || c.UID == p.uids[p.revRef] {
+		if owner == nil || !p.isOwnRevision(owner) || c.UID == p.uids[p.revRef()] {
 			continue
 		}
 		if err := r.deleteObject(ctx, dep, dep.GetUID()); err != nil {
@@ -100,10 +100,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 // messages follow Crossplane's runtime controller (docs/crossplane-behaviour.md#runtime-reconcile).
 func deploymentHealth(kind crossplane.Kind, dep *unstructured.Unstructured) *condition {
 	res, err := health.Compute(dep)
-	what := "provider"
-	if kind == crossplane.KindFunction {
-		what = "function"
-	}
+	what := kind.Lower()
 	switch {
 	case err != nil:
 		return &condition{Type: CondRuntimeHealthy, Status: "Unknown", Reason: ReasonUnknownHealth, Message: fmt.Sprintf("cannot read the %s deployment's status: %v", what, err)}

@@ -15,6 +15,8 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
@@ -130,13 +132,13 @@ func hasEvent(t *testing.T, f *fixture, name, typ, text string) bool {
 func TestPrune(t *testing.T) {
 	cases := map[string]struct {
 		reason     string
-		policy     apply.PruneCRDsPolicy
+		policy     plan.PruneCRDs
 		keepBucket bool // the CRD with a custom resource
 		keepQueue  bool // the CRD without
 	}{
-		"unused": {reason: "the default deletes only CRDs nobody uses", policy: apply.PruneCRDsUnused, keepBucket: true},
-		"never":  {reason: "never keeps every CRD", policy: apply.PruneCRDsNever, keepBucket: true, keepQueue: true},
-		"always": {reason: "always deletes every CRD, with its resources", policy: apply.PruneCRDsAlways},
+		"unused": {reason: "the default deletes only CRDs nobody uses", policy: plan.PruneUnused, keepBucket: true},
+		"never":  {reason: "never keeps every CRD", policy: plan.PruneNever, keepBucket: true, keepQueue: true},
+		"always": {reason: "always deletes every CRD, with its resources", policy: plan.PruneAlways},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -188,10 +190,10 @@ func TestPrune(t *testing.T) {
 					t.Errorf("%s: kept CRD %s still has owners %v, which the garbage collector would follow", tc.reason, crd, ownerRefs(u))
 				}
 			}
-			if tc.policy == apply.PruneCRDsUnused && !strings.Contains(strings.Join(res.Warnings, "\n"), "buckets."+group) {
+			if tc.policy == plan.PruneUnused && !strings.Contains(strings.Join(res.Warnings, "\n"), "buckets."+group) {
 				t.Errorf("no warning about the CRD left in place: %v", res.Warnings)
 			}
-			inv, err := apply.ReadInventory(context.Background(), f.c, f.namespace, f.instance)
+			inv, err := inventory.Read(context.Background(), f.c, f.namespace, f.instance)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,39 +10,38 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 )
 
-// Condition types and reasons lockstep writes, Crossplane's own
-// (apis/pkg/v1/conditions.go;
-// docs/crossplane-behaviour.md#package-conditions-and-events,
-// #health-conditions), so that `kubectl get
+// Condition types and reasons lockstep writes, Crossplane's own (defined in
+// package crossplane; these names are a bridge while apply is split), so that `kubectl get
 // providers`, Argo CD and Flux health checks and lockstep's health package
 // read them as they read Crossplane's.
 const (
 	// CondInstalled is True on a package while its current revision is
 	// Active.
-	CondInstalled = "Installed"
+	CondInstalled = crossplane.ConditionInstalled
 	// CondHealthy is a package's health, from its current revision.
-	CondHealthy = "Healthy"
+	CondHealthy = crossplane.ConditionHealthy
 	// CondRevisionHealthy is True on a revision once its payload is
 	// established (or it is inactive), False with the error otherwise.
-	CondRevisionHealthy = "RevisionHealthy"
+	CondRevisionHealthy = crossplane.ConditionRevisionHealthy
 	// CondRuntimeHealthy is an active Provider or Function revision's
 	// Deployment health.
-	CondRuntimeHealthy = "RuntimeHealthy"
+	CondRuntimeHealthy = crossplane.ConditionRuntimeHealthy
 
 	// ReasonActive: Installed True.
-	ReasonActive = "ActivePackageRevision"
+	ReasonActive = crossplane.ReasonActive
 	// ReasonInactive: Installed False, the current revision awaits
 	// activation (or was deactivated).
-	ReasonInactive = "InactivePackageRevision"
+	ReasonInactive = crossplane.ReasonInactive
 	// ReasonHealthy: Healthy, RevisionHealthy or RuntimeHealthy True.
-	ReasonHealthy = "HealthyPackageRevision"
+	ReasonHealthy = crossplane.ReasonHealthy
 	// ReasonUnhealthy: Healthy, RevisionHealthy or RuntimeHealthy False.
-	ReasonUnhealthy = "UnhealthyPackageRevision"
+	ReasonUnhealthy = crossplane.ReasonUnhealthy
 	// ReasonUnknownHealth: health not known yet, such as a Deployment
 	// still rolling out.
-	ReasonUnknownHealth = "UnknownPackageRevisionHealth"
+	ReasonUnknownHealth = crossplane.ReasonUnknownHealth
 )
 
 // condition is one status condition as Crossplane writes it: with the
@@ -136,7 +135,7 @@ func (p *pkgRun) managedRevisionConds() []string {
 
 // hasRuntime reports whether the package's revisions run a Deployment.
 func (p *pkgRun) hasRuntime() bool {
-	return p.po.Kind == crossplane.KindProvider || p.po.Kind == crossplane.KindFunction
+	return p.po.Kind.Descriptor().HasRuntime
 }
 
 // revisionConditions returns the current revision's conditions:
@@ -146,19 +145,19 @@ func (p *pkgRun) hasRuntime() bool {
 // error.
 func (p *pkgRun) revisionConditions() []condition {
 	var conds []condition
-	switch p.step {
+	switch p.res.Step {
 	case "", "runtime", "status":
 		conds = append(conds, condition{Type: CondRevisionHealthy, Status: "True", Reason: ReasonHealthy})
 	default:
-		conds = append(conds, condition{Type: CondRevisionHealthy, Status: "False", Reason: ReasonUnhealthy, Message: p.err.Error()})
+		conds = append(conds, condition{Type: CondRevisionHealthy, Status: "False", Reason: ReasonUnhealthy, Message: p.res.Err.Error()})
 	}
-	if p.cur == nil || desiredState(p.cur) != stateActive || !p.hasRuntime() {
+	if p.cur == nil || live.DesiredState(p.cur) != stateActive || !p.hasRuntime() {
 		// Only an Active revision runs a Deployment.
 		return conds
 	}
 	switch {
-	case p.step == "runtime":
-		conds = append(conds, condition{Type: CondRuntimeHealthy, Status: "False", Reason: ReasonUnhealthy, Message: p.err.Error()})
+	case p.res.Step == "runtime":
+		conds = append(conds, condition{Type: CondRuntimeHealthy, Status: "False", Reason: ReasonUnhealthy, Message: p.res.Err.Error()})
 	case conds[0].Status != "True":
 		conds = append(conds, condition{Type: CondRuntimeHealthy, Status: "False", Reason: ReasonUnhealthy, Message: "Package revision is not healthy yet"})
 	case p.runtimeHealth != nil:
@@ -180,7 +179,7 @@ func (p *pkgRun) revisionStatus() map[string]any {
 	live, _, _ := unstructured.NestedSlice(p.cur.Object, "status", "conditions")
 	st["conditions"] = conditionMaps(live, p.revisionConditions(), gen, p.r.now)
 	refs := p.objectRefs
-	if refs == nil && p.step != "" {
+	if refs == nil && p.res.Step != "" {
 		refs, _, _ = unstructured.NestedSlice(p.cur.Object, "status", "objectRefs")
 	}
 	if refs == nil {
@@ -194,7 +193,7 @@ func (p *pkgRun) revisionStatus() map[string]any {
 		}
 		st["capabilities"] = c
 	}
-	if p.po.Kind == crossplane.KindFunction && p.active && p.po.Revision.Endpoint != "" {
+	if p.po.Kind.Descriptor().Endpoint && p.activation.Active && p.po.Revision.Endpoint != "" {
 		st["endpoint"] = p.po.Revision.Endpoint
 	}
 	return st
@@ -208,7 +207,7 @@ func (p *pkgRun) revisionStatus() map[string]any {
 // endpoint are kept. It returns nil for an active revision and for one
 // whose conditions are already so.
 func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
-	if desiredState(rev) == stateActive {
+	if live.DesiredState(rev) == stateActive {
 		return nil
 	}
 	live, _, _ := unstructured.NestedSlice(rev.Object, "status", "conditions")
@@ -243,7 +242,7 @@ func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
 // currentRevision and currentIdentifier (spec.package, source@digest).
 func (p *pkgRun) packageStatus() map[string]any {
 	var conds []condition
-	curActive := p.cur != nil && desiredState(p.cur) == stateActive
+	curActive := p.cur != nil && live.DesiredState(p.cur) == stateActive
 	if curActive {
 		conds = append(conds, condition{Type: CondInstalled, Status: "True", Reason: ReasonActive})
 	} else {
@@ -267,8 +266,8 @@ func (p *pkgRun) packageStatus() map[string]any {
 func (p *pkgRun) packageHealth() condition {
 	if p.cur == nil {
 		msg := "the package revision was not created"
-		if p.err != nil {
-			msg += ": " + p.err.Error()
+		if p.res.Err != nil {
+			msg += ": " + p.res.Err.Error()
 		}
 		return condition{Type: CondHealthy, Status: "False", Reason: ReasonUnhealthy, Message: msg}
 	}

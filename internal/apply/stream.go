@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 )
 
 // compactKinds are the kinds whose live objects apply keeps compact: their
@@ -39,7 +40,7 @@ type rawLister struct {
 }
 
 // list lists the objects of gvk in namespace ("" for all or cluster-scoped)
-// that match selector, listPageSize a page, and calls item with the JSON of
+// that match selector, live.PageSize a page, and calls item with the JSON of
 // each. It returns the list's resourceVersion (that of the first page: the
 // pages are one snapshot), from which a watch sees every later change, and
 // a NoKindMatchError when the kind is not served.
@@ -58,7 +59,7 @@ func (l *rawLister) list(ctx context.Context, gvk schema.GroupVersionKind, names
 	p = path.Join(p, m.Resource.Resource)
 	cont, rv := "", ""
 	for {
-		req := l.rc.Get().AbsPath(p).Param("limit", strconv.Itoa(listPageSize))
+		req := l.rc.Get().AbsPath(p).Param("limit", strconv.Itoa(live.PageSize))
 		if len(selector) > 0 {
 			req = req.Param("labelSelector", labels.SelectorFromSet(selector).String())
 		}

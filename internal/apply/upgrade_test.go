@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/inspect"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
@@ -87,7 +88,7 @@ func TestUpgradeAutomatic(t *testing.T) {
 	if topics == nil {
 		t.Fatalf("a CRD the newer revision no longer ships was deleted; Crossplane keeps it owned by the package")
 	}
-	rep, err := apply.Inspect(context.Background(), f.c, f.namespace, f.instance)
+	rep, err := inspect.Inspect(context.Background(), f.c, f.namespace, f.instance)
 	if err != nil {
 		t.Fatal(err)
 	}

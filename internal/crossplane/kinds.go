@@ -65,6 +65,10 @@ type PackageKind struct {
 	// RevisionKind is the kind of the package's revisions
 	// (ProviderRevision, ...).
 	RevisionKind string
+	// Versions are the versions of the package object the API server
+	// serves (crossplane/crossplane cluster/crds/pkg.crossplane.io_*.yaml);
+	// PackageVersion is the stored one.
+	Versions []string
 	// MetaVersions are the meta.pkg.crossplane.io versions whose metadata
 	// object may have this kind (crossplane/crossplane apis/pkg/meta:
 	// v1alpha1 Provider and Configuration, v1beta1 Function, v1 all).
@@ -89,9 +93,14 @@ type PackageKind struct {
 	// Endpoint is true when an active revision publishes status.endpoint,
 	// the gRPC address of its headless Service that Crossplane calls.
 	Endpoint bool
-	// RuntimeControllerImage is true when v1.x metadata's spec.controller
+	// RBAC is true when Crossplane's RBAC manager grants the revision's
+	// ServiceAccount access to the APIs of its payload and of its provider
+	// family, plus its metadata's permission requests (crossplane/crossplane
+	// internal/controller/rbac/provider).
+	RBAC bool
+	// MetaController is true when v1.x metadata's spec.controller
 	// (image and permissionRequests) applies to the runtime.
-	RuntimeControllerImage bool
+	MetaController bool
 	// DefaultCapabilities are the capabilities a revision gets when the
 	// metadata declares none.
 	DefaultCapabilities []string
@@ -102,18 +111,21 @@ type PackageKind struct {
 // compositions call), then configurations.
 var packageKinds = []PackageKind{
 	{
-		Kind:                   KindProvider,
-		RevisionKind:           "ProviderRevision",
-		MetaVersions:           []string{"v1alpha1", "v1"},
-		HasRuntime:             true,
-		InstallsPayload:        true,
-		AllowedPayload:         []schema.GroupKind{GroupKindCRD, GroupKindMRD, GroupKindValidatingWebhookConfiguration, GroupKindMutatingWebhookConfiguration},
-		TLSClient:              true,
-		RuntimeControllerImage: true,
+		Kind:            KindProvider,
+		RevisionKind:    "ProviderRevision",
+		Versions:        []string{PackageVersion},
+		MetaVersions:    []string{"v1alpha1", "v1"},
+		HasRuntime:      true,
+		InstallsPayload: true,
+		AllowedPayload:  []schema.GroupKind{GroupKindCRD, GroupKindMRD, GroupKindValidatingWebhookConfiguration, GroupKindMutatingWebhookConfiguration},
+		TLSClient:       true,
+		RBAC:            true,
+		MetaController:  true,
 	},
 	{
 		Kind:                KindFunction,
 		RevisionKind:        "FunctionRevision",
+		Versions:            []string{PackageVersion, "v1beta1"},
 		MetaVersions:        []string{"v1beta1", "v1"},
 		HasRuntime:          true,
 		AllowedPayload:      []schema.GroupKind{GroupKindCRD},
@@ -123,6 +135,7 @@ var packageKinds = []PackageKind{
 	{
 		Kind:            KindConfiguration,
 		RevisionKind:    "ConfigurationRevision",
+		Versions:        []string{PackageVersion},
 		MetaVersions:    []string{"v1alpha1", "v1"},
 		InstallsPayload: true,
 		AllowedPayload:  []schema.GroupKind{GroupKindXRD, GroupKindComposition, GroupKindMRAP, GroupKindOperation, GroupKindCronOperation, GroupKindWatchOperation},
@@ -219,6 +232,12 @@ func (k PackageKind) RevisionListKind() string { return k.RevisionKind + "List" 
 // of GroupKind gk (AllowedPayload).
 func (k PackageKind) AllowsPayload(gk schema.GroupKind) bool {
 	return slices.Contains(k.AllowedPayload, gk)
+}
+
+// Serves reports whether pkg.crossplane.io/<version> serves the package
+// object (Versions).
+func (k PackageKind) Serves(version string) bool {
+	return slices.Contains(k.Versions, version)
 }
 
 // ServesMeta reports whether meta.pkg.crossplane.io/<version> has this kind.

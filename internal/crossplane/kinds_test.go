@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -272,4 +273,80 @@ func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
 		out = append(out, &unstructured.Unstructured{Object: m})
 	}
 	return out
+}
+
+// TestVersionsAgreeWithCRDs checks the descriptors' served versions, the
+// runtime kinds' version and CoreGroups against Crossplane's own CRDs
+// ($LOCKSTEP_TESTDATA/crossplane-crds, crossplane/crossplane cluster/crds).
+func TestVersionsAgreeWithCRDs(t *testing.T) {
+	root := os.Getenv("LOCKSTEP_TESTDATA")
+	if root == "" {
+		t.Skip("LOCKSTEP_TESTDATA is unset; set it to the shared testdata directory (../shared/testdata) to compare with Crossplane's CRDs")
+	}
+	files, err := filepath.Glob(filepath.Join(root, "crossplane-crds", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CRDs in %s/crossplane-crds: %v", root, err)
+	}
+	type crd struct {
+		served  []string
+		storage string
+	}
+	crds := map[schema.GroupKind]crd{}
+	groups := map[string]bool{}
+	for _, f := range files {
+		for _, o := range readObjects(t, f) {
+			group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+			kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+			versions, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")
+			var c crd
+			for _, v := range versions {
+				m, _ := v.(map[string]any)
+				if served, _ := m["served"].(bool); served {
+					c.served = append(c.served, m["name"].(string))
+				}
+				if storage, _ := m["storage"].(bool); storage {
+					c.storage = m["name"].(string)
+				}
+			}
+			crds[schema.GroupKind{Group: group, Kind: kind}] = c
+			groups[group] = true
+		}
+	}
+	sorted := func(s []string) []string { out := append([]string(nil), s...); slices.Sort(out); return out }
+	type versionCase struct {
+		reason  string
+		gk      schema.GroupKind
+		served  []string
+		storage string
+	}
+	cases := map[string]versionCase{}
+	for _, k := range PackageKinds() {
+		cases[string(k.Kind)] = versionCase{reason: "Versions are the versions the package CRD serves, PackageVersion the stored one.", gk: k.GroupVersionKind().GroupKind(), served: k.Versions, storage: PackageVersion}
+	}
+	for _, k := range []string{KindDeploymentRuntimeConfig, KindImageConfig, KindLock} {
+		cases[k] = versionCase{reason: "The runtime kinds are stored at RuntimeVersion.", gk: schema.GroupKind{Group: Group, Kind: k}, storage: RuntimeVersion}
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := crds[tc.gk]
+			if !ok {
+				t.Fatalf("%s\nno CRD for %s", tc.reason, tc.gk)
+			}
+			if tc.served != nil {
+				if diff := cmp.Diff(sorted(tc.served), sorted(got.served)); diff != "" {
+					t.Errorf("%s\n%s served versions: -want, +got:\n%s", tc.reason, tc.gk, diff)
+				}
+			}
+			if got.storage != tc.storage {
+				t.Errorf("%s\n%s storage version: want %s, got %s", tc.reason, tc.gk, tc.storage, got.storage)
+			}
+		})
+	}
+	var got []string
+	for g := range groups {
+		got = append(got, g)
+	}
+	if diff := cmp.Diff(CoreGroups(), sorted(got)); diff != "" {
+		t.Errorf("CoreGroups are the groups of Crossplane's CRDs: -want, +got:\n%s", diff)
+	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // Location is where an object or a field was declared.
@@ -32,8 +34,8 @@ func (l Location) String() string {
 // pkg.crossplane.io/v1 Provider, Configuration or Function, with the CRD
 // defaults applied (see ApplyDefaults).
 type Declaration struct {
-	// Kind is KindProvider, KindConfiguration or KindFunction.
-	Kind string
+	// Kind is the package kind (Provider, Configuration or Function).
+	Kind crossplane.Kind
 	// Name is metadata.name.
 	Name string
 	// Spec is the package spec with the CRD defaults applied.
@@ -52,9 +54,15 @@ type Declaration struct {
 	Ref name.Reference
 }
 
+// PackageRef returns the declaration's kind and name as a
+// crossplane.PackageRef, whose String is "Kind/Name".
+func (d Declaration) PackageRef() crossplane.PackageRef {
+	return crossplane.Ref(d.Kind, d.Name)
+}
+
 // String returns "Kind name", the way errors name a declaration.
 func (d Declaration) String() string {
-	return d.Kind + " " + d.Name
+	return string(d.Kind) + " " + d.Name
 }
 
 // Source returns the package's source: its registry and repository without a
@@ -134,8 +142,8 @@ func (s *Set) Digest() string {
 		RuntimeConfigs: sortedCopy(s.RuntimeConfigs, func(r DeploymentRuntimeConfig) string { return r.Name }),
 		ImageConfigs:   sortedCopy(s.ImageConfigs, func(i ImageConfig) string { return i.Name }),
 	}
-	for _, d := range sortedCopy(s.Packages, func(d Declaration) string { return d.Kind + "/" + d.Name }) {
-		c.Packages = append(c.Packages, digestPackage{Kind: d.Kind, Metadata: d.Object, Spec: d.Spec, RuntimeConfigRef: d.RuntimeConfigRef})
+	for _, d := range sortedCopy(s.Packages, func(d Declaration) string { return d.PackageRef().String() }) {
+		c.Packages = append(c.Packages, digestPackage{Kind: string(d.Kind), Metadata: d.Object, Spec: d.Spec, RuntimeConfigRef: d.RuntimeConfigRef})
 	}
 	b, err := json.Marshal(c)
 	if err != nil {

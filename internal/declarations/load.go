@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // Files that share the tree with declarations but are not declarations.
@@ -112,7 +114,7 @@ func LoadFS(fsys fs.FS) (*Set, error) {
 		return nil, err
 	}
 	s := l.set
-	s.Packages = sortedCopy(s.Packages, func(d Declaration) string { return d.Kind + "/" + d.Name })
+	s.Packages = sortedCopy(s.Packages, func(d Declaration) string { return d.PackageRef().String() })
 	s.RuntimeConfigs = sortedCopy(s.RuntimeConfigs, func(r DeploymentRuntimeConfig) string { return r.Name })
 	s.ImageConfigs = sortedCopy(s.ImageConfigs, func(i ImageConfig) string { return i.Name })
 	return s, nil
@@ -212,39 +214,41 @@ func (l *loader) document(file string, doc document) {
 		l.fail(o, "apiVersion", err)
 		return
 	}
-	if apiVersion == Group {
+	if apiVersion == crossplane.Group {
 		// Without a version the group would parse as a core version and
 		// the object would be silently ignored.
-		l.fail(o, "apiVersion", fmt.Errorf("%q has no version; use %s or %s", apiVersion, PackageAPIVersion, RuntimeAPIVersion))
+		l.fail(o, "apiVersion", fmt.Errorf("%q has no version; use %s or %s", apiVersion, crossplane.PackageAPIVersion, crossplane.RuntimeAPIVersion))
 		return
 	}
 	if apiVersion == "v1" && kind == "List" {
 		l.list(o)
 		return
 	}
-	if gv.Group != Group {
+	if gv.Group != crossplane.Group {
 		l.set.Ignored[apiVersion+"/"+kind]++
 		return
 	}
-	switch kind {
-	case KindProvider, KindConfiguration, KindFunction:
-		if gv.Version == "v1" || (kind == KindFunction && gv.Version == "v1beta1") {
-			l.pkg(o)
+	if pk, ok := crossplane.KindFor(kind); ok {
+		if pk.Serves(gv.Version) {
+			l.pkg(o, pk)
 			return
 		}
-		l.fail(o, "apiVersion", fmt.Errorf("%s %s is not served by Crossplane; use %s", apiVersion, kind, PackageAPIVersion))
-	case KindDeploymentRuntimeConfig, KindImageConfig:
-		if gv.Version == "v1beta1" {
-			if kind == KindDeploymentRuntimeConfig {
+		l.fail(o, "apiVersion", fmt.Errorf("%s %s is not served by Crossplane; use %s", apiVersion, kind, crossplane.PackageAPIVersion))
+		return
+	}
+	switch kind {
+	case crossplane.KindDeploymentRuntimeConfig, crossplane.KindImageConfig:
+		if gv.Version == crossplane.RuntimeVersion {
+			if kind == crossplane.KindDeploymentRuntimeConfig {
 				l.runtimeConfig(o)
 			} else {
 				l.imageConfig(o)
 			}
 			return
 		}
-		l.fail(o, "apiVersion", fmt.Errorf("%s %s is not served by Crossplane; use %s", apiVersion, kind, RuntimeAPIVersion))
+		l.fail(o, "apiVersion", fmt.Errorf("%s %s is not served by Crossplane; use %s", apiVersion, kind, crossplane.RuntimeAPIVersion))
 	case "ControllerConfig":
-		l.fail(o, "kind", fmt.Errorf("ControllerConfig was removed in Crossplane v2.0; declare a %s %s and reference it from spec.runtimeConfigRef", RuntimeAPIVersion, KindDeploymentRuntimeConfig))
+		l.fail(o, "kind", fmt.Errorf("ControllerConfig was removed in Crossplane v2.0; declare a %s %s and reference it from spec.runtimeConfigRef", crossplane.RuntimeAPIVersion, crossplane.KindDeploymentRuntimeConfig))
 	default:
 		// Revisions, Locks and other kinds Crossplane manages itself.
 		l.set.Ignored[apiVersion+"/"+kind]++
@@ -420,25 +424,18 @@ func (l *loader) name(o object, meta metav1.ObjectMeta) bool {
 }
 
 // pkg loads a Provider, Configuration or Function.
-func (l *loader) pkg(o object) {
-	d := Declaration{Kind: o.kind, Location: o.location()}
-	decoded := true
-	switch o.kind {
-	case KindProvider:
+func (l *loader) pkg(o object, kind crossplane.PackageKind) {
+	d := Declaration{Kind: kind.Kind, Location: o.location()}
+	var decoded bool
+	if kind.HasRuntime {
+		// Provider and Function share one spec shape.
 		var p struct {
 			Provider
 			Status json.RawMessage `json:"status,omitempty"`
 		}
 		decoded = l.decodeStrict(o, o.doc.value, "", &p)
 		d.Object, d.Spec, d.RuntimeConfigRef = p.ObjectMeta, p.Spec.PackageSpec, p.Spec.RuntimeConfigRef
-	case KindFunction:
-		var f struct {
-			Function
-			Status json.RawMessage `json:"status,omitempty"`
-		}
-		decoded = l.decodeStrict(o, o.doc.value, "", &f)
-		d.Object, d.Spec, d.RuntimeConfigRef = f.ObjectMeta, f.Spec.PackageSpec, f.Spec.RuntimeConfigRef
-	case KindConfiguration:
+	} else {
 		var c struct {
 			Configuration
 			Status json.RawMessage `json:"status,omitempty"`

@@ -2,6 +2,7 @@ package declarations
 
 import (
 	"encoding/json"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"os"
 	"path/filepath"
 	"strings"
@@ -172,7 +173,7 @@ func TestLoadValidTree(t *testing.T) {
 	want := &Set{
 		Packages: []Declaration{
 			{
-				Kind: KindConfiguration,
+				Kind: crossplane.KindConfiguration,
 				Name: "platform-ref",
 				Spec: PackageSpec{
 					Package:                     "registry.example.com:5000/platform/platform-ref:v1.2.3" + digestRef,
@@ -190,7 +191,7 @@ func TestLoadValidTree(t *testing.T) {
 				Ref:      mustRef(t, "registry.example.com:5000/platform/platform-ref:v1.2.3"+digestRef),
 			},
 			{
-				Kind: KindFunction,
+				Kind: crossplane.KindFunction,
 				Name: "function-patch-and-transform",
 				Spec: PackageSpec{
 					Package:                  "xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform" + digestRef,
@@ -204,7 +205,7 @@ func TestLoadValidTree(t *testing.T) {
 				Ref:              mustRef(t, "xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform"+digestRef),
 			},
 			{
-				Kind: KindProvider,
+				Kind: crossplane.KindProvider,
 				Name: "provider-kubernetes",
 				Spec: PackageSpec{
 					Package:                  "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes:v1.0.0",
@@ -218,7 +219,7 @@ func TestLoadValidTree(t *testing.T) {
 				Ref:              mustRef(t, "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes:v1.0.0"),
 			},
 			{
-				Kind: KindProvider,
+				Kind: crossplane.KindProvider,
 				Name: "provider-nop",
 				Spec: PackageSpec{
 					Package:                  "xpkg.crossplane.io/crossplane-contrib/provider-nop:v0.4.0",
@@ -348,7 +349,7 @@ func TestLoadEmptyTree(t *testing.T) {
 }
 
 func TestLoadDefaults(t *testing.T) {
-	defaultRef := &RuntimeConfigReference{APIVersion: RuntimeAPIVersion, Kind: KindDeploymentRuntimeConfig, Name: "default"}
+	defaultRef := &RuntimeConfigReference{APIVersion: crossplane.RuntimeAPIVersion, Kind: crossplane.KindDeploymentRuntimeConfig, Name: "default"}
 	cases := map[string]struct {
 		reason               string
 		doc                  string
@@ -405,7 +406,7 @@ func TestLoadDefaults(t *testing.T) {
 				RevisionHistoryLimit:     ptr(int64(0)),
 				PackagePullPolicy:        corev1.PullNever,
 			},
-			wantRuntimeConfigRef: &RuntimeConfigReference{APIVersion: RuntimeAPIVersion, Kind: KindDeploymentRuntimeConfig, Name: "custom"},
+			wantRuntimeConfigRef: &RuntimeConfigReference{APIVersion: crossplane.RuntimeAPIVersion, Kind: crossplane.KindDeploymentRuntimeConfig, Name: "custom"},
 		},
 		"PartialRuntimeConfigRef": {
 			reason: "A runtimeConfigRef with only a name gets the apiVersion and kind defaults.",
@@ -423,7 +424,7 @@ func TestLoadDefaults(t *testing.T) {
 				RevisionHistoryLimit:     ptr(int64(1)),
 				PackagePullPolicy:        corev1.PullIfNotPresent,
 			},
-			wantRuntimeConfigRef: &RuntimeConfigReference{APIVersion: RuntimeAPIVersion, Kind: KindDeploymentRuntimeConfig, Name: "custom"},
+			wantRuntimeConfigRef: &RuntimeConfigReference{APIVersion: crossplane.RuntimeAPIVersion, Kind: crossplane.KindDeploymentRuntimeConfig, Name: "custom"},
 		},
 		"NullIsUnset": {
 			reason: "A field set to null is unset, so it gets its default, as the API server does for CRD fields with defaults.",
@@ -482,7 +483,7 @@ func TestLoadDefaults(t *testing.T) {
 }
 
 func TestApplyDefaultsIdempotent(t *testing.T) {
-	d := Declaration{Kind: KindProvider, Spec: PackageSpec{Package: "xpkg.example.com/org/p:v1"}}
+	d := Declaration{Kind: crossplane.KindProvider, Spec: PackageSpec{Package: "xpkg.example.com/org/p:v1"}}
 	ApplyDefaults(&d)
 	once := d
 	once.RuntimeConfigRef = &RuntimeConfigReference{}
@@ -513,7 +514,7 @@ func TestImageConfigDefaults(t *testing.T) {
 	}
 	want := ImageConfigSpec{
 		MatchImages:  []ImageMatch{{Type: ImageMatchPrefix, Prefix: "xpkg.example.com"}},
-		Runtime:      &ImageRuntime{ConfigRef: &RuntimeConfigReference{APIVersion: RuntimeAPIVersion, Kind: KindDeploymentRuntimeConfig, Name: "fast"}},
+		Runtime:      &ImageRuntime{ConfigRef: &RuntimeConfigReference{APIVersion: crossplane.RuntimeAPIVersion, Kind: crossplane.KindDeploymentRuntimeConfig, Name: "fast"}},
 		Verification: json.RawMessage(`{"provider":"Cosign","cosign":{"authorities":[{"name":"a","key":{"secretRef":{"name":"s","key":"k"},"hashAlgorithm":"sha512"}}]}}`),
 	}
 	if diff := cmp.Diff(want, s.ImageConfigs[0].Spec); diff != "" {

@@ -6,32 +6,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
 
-// API groups, versions and kinds that Load collects. They mirror Crossplane's
-// CRDs in cluster/crds/pkg.crossplane.io_*.yaml (see docs/crossplane-behaviour.md#controllers).
-const (
-	// Group is the API group of every object Load collects.
-	Group = "pkg.crossplane.io"
-
-	// PackageAPIVersion is the apiVersion of Provider, Configuration and
-	// Function (the served and stored version, pkg.crossplane.io/v1).
-	PackageAPIVersion = Group + "/v1"
-
-	// RuntimeAPIVersion is the apiVersion of DeploymentRuntimeConfig and
-	// ImageConfig (pkg.crossplane.io/v1beta1).
-	RuntimeAPIVersion = Group + "/v1beta1"
-
-	// KindProvider is the kind of a Provider package declaration.
-	KindProvider = "Provider"
-	// KindConfiguration is the kind of a Configuration package declaration.
-	KindConfiguration = "Configuration"
-	// KindFunction is the kind of a Function package declaration.
-	KindFunction = "Function"
-	// KindDeploymentRuntimeConfig is the kind of a DeploymentRuntimeConfig.
-	KindDeploymentRuntimeConfig = "DeploymentRuntimeConfig"
-	// KindImageConfig is the kind of an ImageConfig.
-	KindImageConfig = "ImageConfig"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // RevisionActivationPolicy says how a package moves from one revision to the
@@ -57,8 +33,8 @@ const (
 	DefaultRevisionHistoryLimit     = int64(1)
 	DefaultPackagePullPolicy        = corev1.PullIfNotPresent
 	DefaultRuntimeConfigName        = "default"
-	DefaultRuntimeConfigAPIVersion  = RuntimeAPIVersion
-	DefaultRuntimeConfigKind        = KindDeploymentRuntimeConfig
+	DefaultRuntimeConfigAPIVersion  = crossplane.RuntimeAPIVersion
+	DefaultRuntimeConfigKind        = crossplane.KindDeploymentRuntimeConfig
 	DefaultImageMatchType           = ImageMatchPrefix
 	DefaultCosignHashAlgorithm      = "sha256"
 )

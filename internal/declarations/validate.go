@@ -44,7 +44,7 @@ func ApplyDefaults(d *Declaration) {
 	if s.PackagePullPolicy == "" {
 		s.PackagePullPolicy = DefaultPackagePullPolicy
 	}
-	if d.Kind == KindProvider || d.Kind == KindFunction {
+	if d.Kind.Descriptor().HasRuntime {
 		d.RuntimeConfigRef = defaultRuntimeConfigRef(d.RuntimeConfigRef)
 	}
 }

@@ -15,29 +15,15 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
-)
-
-// PruneCRDs is apply's --prune-crds mode: what happens to the CRDs of a
-// package removed from Git (apply issue, "Prune").
-type PruneCRDs string
-
-// The --prune-crds modes.
-const (
-	// PruneUnused deletes a CRD only when no custom resource of it exists,
-	// otherwise orphans it and warns. The default.
-	PruneUnused PruneCRDs = "unused"
-	// PruneNever orphans every CRD.
-	PruneNever PruneCRDs = "never"
-	// PruneAlways deletes every CRD, and with it every custom resource.
-	PruneAlways PruneCRDs = "always"
 )
 
 // Options tune Compare.
 type Options struct {
-	// PruneCRDs is the --prune-crds mode apply runs with, which decides
-	// what happens to a removed package's CRDs; default PruneUnused.
-	PruneCRDs PruneCRDs
+	// PruneCRDs is the --prune-crds policy apply runs with, which decides
+	// what happens to a removed package's CRDs; "" is plan.PruneUnused.
+	PruneCRDs plan.PruneCRDs
 	// MaxFieldChanges bounds the changed fields listed per object
 	// (ObjectChange.Fields, ConfigChange.Fields); the rest are counted.
 	// Zero means DefaultMaxFieldChanges; negative means no bound.
@@ -69,13 +55,11 @@ func Compare(base, head *State, opts Options) (*Report, error) {
 	if base == nil || head == nil {
 		return nil, fmt.Errorf("compare needs a base and a head state")
 	}
-	switch opts.PruneCRDs {
-	case "":
-		opts.PruneCRDs = PruneUnused
-	case PruneUnused, PruneNever, PruneAlways:
-	default:
-		return nil, fmt.Errorf("--prune-crds %q is not unused, never or always", opts.PruneCRDs)
+	policy, err := plan.ParsePruneCRDs(string(opts.PruneCRDs))
+	if err != nil {
+		return nil, err
 	}
+	opts.PruneCRDs = policy
 	switch {
 	case opts.MaxFieldChanges == 0:
 		opts.MaxFieldChanges = DefaultMaxFieldChanges
@@ -131,7 +115,6 @@ func Compare(base, head *State, opts Options) (*Report, error) {
 	}
 	r.Warnings = append(r.Warnings, c.warnings...)
 
-	var err error
 	if r.RuntimeConfigs, err = c.runtimeConfigs(); err != nil {
 		return nil, err
 	}
@@ -179,13 +162,13 @@ func lockChanges(a, b *lockfile.Lock) []FieldChange {
 }
 
 // staleness returns a warning per way the state's lock does not match its
-// declarations (lockfile.Check).
+// declarations (the snapshot's check step, State.Problems).
 func staleness(name string, s *State) []string {
 	if s.Lock == nil {
 		return nil
 	}
 	var out []string
-	for _, p := range lockfile.Check(s.Declarations, s.Lock, lockfile.Options{}) {
+	for _, p := range s.Problems {
 		out = append(out, fmt.Sprintf("%s: lockstep.lock is stale (run lockstep lock): %s", name, p))
 	}
 	return out
@@ -390,7 +373,7 @@ func dependencies(a, b *pkgState) []DependencyChange {
 // checkFunctions warns about Compositions of a changed package whose
 // pipeline calls a function that no Function in the head lock has.
 func (c *comparer) checkFunctions(pc *PackageChange, b *pkgState) {
-	if b.out == nil || pc.Kind != crossplane.KindConfiguration {
+	if b.out == nil || !pc.Kind.Descriptor().AllowsPayload(crossplane.GroupKindComposition) {
 		return
 	}
 	for _, o := range b.out.Revision.Payload {
@@ -424,12 +407,12 @@ func (c *comparer) runtimeConfigs() ([]ConfigChange, error) {
 		var out []string
 		for _, d := range s.Declarations.Packages {
 			if d.RuntimeConfigRef != nil && d.RuntimeConfigRef.Name == name {
-				out = append(out, d.Kind+" "+d.Name)
+				out = append(out, d.String())
 			}
 		}
 		if s.Lock != nil && name == declarations.DefaultRuntimeConfigName {
 			for _, e := range s.Lock.Packages {
-				if !e.Declared() && e.Kind != crossplane.KindConfiguration {
+				if !e.Declared() && e.Kind.Descriptor().HasRuntime {
 					out = append(out, string(e.Kind)+" "+e.Name)
 				}
 			}

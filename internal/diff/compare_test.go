@@ -10,8 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 )
 
 // example returns the folder of one of lockstep's example packages, which
@@ -119,7 +119,7 @@ spec:
 		t.Errorf("removing a provider under --prune-crds=unused is reported breaking")
 	}
 
-	always, err := Compare(base, head, Options{PruneCRDs: PruneAlways})
+	always, err := Compare(base, head, Options{PruneCRDs: plan.PruneAlways})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestCompareUnchanged(t *testing.T) {
 // TestCompareFromNothing: adopting lockstep (no lock at the base) adds
 // every package, with the permissions a new provider is granted.
 func TestCompareFromNothing(t *testing.T) {
-	empty, err := NewState(nil, nil, nil, StateOptions{Name: "empty"})
+	empty, err := NewState(nil, StateOptions{Name: "empty"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
+	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
@@ -154,7 +155,11 @@ func testState(tb testing.TB, name string, specs []spec, files map[string]string
 		lock.Packages = append(lock.Packages, e)
 	}
 	lock.Sort()
-	st, err := NewState(set, lock, contents, StateOptions{Name: name})
+	snap, err := snapshot.New(set, lock, contents, snapshot.AllowStale())
+	if err != nil {
+		tb.Fatalf("%s: %v", name, err)
+	}
+	st, err := NewState(snap, StateOptions{Name: name})
 	if err != nil {
 		tb.Fatalf("%s: %v", name, err)
 	}

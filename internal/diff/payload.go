@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 )
 
 // payloadItem is one payload object on one side.
@@ -43,7 +44,7 @@ func payloadItems(p *pkgState) (items []payloadItem, installed bool) {
 	if p == nil {
 		return nil, true
 	}
-	if p.entry.Kind == crossplane.KindFunction {
+	if !p.entry.Kind.Descriptor().InstallsPayload {
 		if p.contents == nil {
 			return nil, false
 		}
@@ -166,10 +167,10 @@ func (c *comparer) dropped(ref ObjectRef, removed, installed bool) DroppedObject
 		d.Note = "stays in the cluster owned by the package, no longer controlled by its active revision (as in Crossplane); lockstep status lists it"
 	case ref.Category == CategoryCRD:
 		d.Action = ActionPruneCRD
-		switch c.opts.PruneCRDs {
-		case PruneNever:
+		switch c.opts.PruneCRDs.Definition() {
+		case plan.DefinitionOrphan:
 			d.Note = "orphaned: left in the cluster with its custom resources (--prune-crds=never)"
-		case PruneAlways:
+		case plan.DefinitionDelete:
 			d.Note = "deleted with every custom resource of it (--prune-crds=always)"
 			d.Breaking = true
 		default:

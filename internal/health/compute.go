@@ -6,25 +6,9 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
-
-// Crossplane condition types and reasons lockstep reads (Crossplane
-// apis/pkg/v1/conditions.go; docs/crossplane-behaviour.md#health-conditions).
-const (
-	ConditionInstalled       = "Installed"
-	ConditionHealthy         = "Healthy"
-	ConditionRevisionHealthy = "RevisionHealthy"
-	ConditionRuntimeHealthy  = "RuntimeHealthy"
-
-	// ReasonUnknownRevisionHealth is Healthy=False while the current
-	// revision has no health yet: progress, not failure.
-	ReasonUnknownRevisionHealth = "UnknownPackageRevisionHealth"
-	// ReasonInactiveRevision is Installed=False while the package's current
-	// revision waits for activation (revisionActivationPolicy Manual).
-	ReasonInactiveRevision = "InactivePackageRevision"
-)
-
-const pkgGroup = "pkg.crossplane.io"
 
 // Compute returns the health of obj as a kstatus result. Crossplane
 // packages, package revisions, CRDs and Deployments get lockstep's rules
@@ -36,14 +20,18 @@ func Compute(obj *unstructured.Unstructured) (*status.Result, error) {
 		return &status.Result{Status: status.TerminatingStatus, Message: "being deleted"}, nil
 	}
 	gk := obj.GroupVersionKind().GroupKind()
-	switch {
-	case gk.Group == pkgGroup && (gk.Kind == "Provider" || gk.Kind == "Configuration" || gk.Kind == "Function"):
-		return packageStatus(obj)
-	case gk.Group == pkgGroup && (gk.Kind == "ProviderRevision" || gk.Kind == "ConfigurationRevision" || gk.Kind == "FunctionRevision"):
-		return revisionStatus(obj)
-	case gk == schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
+	if gk.Group == crossplane.Group {
+		if _, ok := crossplane.KindFor(gk.Kind); ok {
+			return packageStatus(obj)
+		}
+		if k, ok := crossplane.RevisionKindFor(gk.Kind); ok {
+			return revisionStatus(obj, k)
+		}
+	}
+	switch gk {
+	case schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
 		return crdStatus(obj)
-	case gk == schema.GroupKind{Group: "apps", Kind: "Deployment"}:
+	case schema.GroupKind{Group: "apps", Kind: "Deployment"}:
 		return deploymentStatus(obj)
 	}
 	return status.Compute(obj)
@@ -110,30 +98,30 @@ func packageStatus(obj *unstructured.Unstructured) (*status.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r := require(obj, conds, ConditionInstalled, func(c condition) bool { return c.Reason == ReasonInactiveRevision }); r != nil {
+	if r := require(obj, conds, crossplane.ConditionInstalled, func(c condition) bool { return c.Reason == crossplane.ReasonInactive }); r != nil {
 		return r, nil
 	}
-	if r := require(obj, conds, ConditionHealthy, func(c condition) bool { return c.Reason == ReasonUnknownRevisionHealth }); r != nil {
+	if r := require(obj, conds, crossplane.ConditionHealthy, func(c condition) bool { return c.Reason == crossplane.ReasonUnknownHealth }); r != nil {
 		return r, nil
 	}
 	return &status.Result{Status: status.CurrentStatus, Message: "installed and healthy"}, nil
 }
 
 // revisionStatus: a revision is Current when RevisionHealthy is True at its
-// generation; an Active ProviderRevision or FunctionRevision also needs
-// RuntimeHealthy, since its Deployment only runs while it is active
-// (docs/crossplane-behaviour.md#active-and-inactive-revisions).
-func revisionStatus(obj *unstructured.Unstructured) (*status.Result, error) {
+// generation; an Active revision of a kind with a runtime (ProviderRevision,
+// FunctionRevision) also needs RuntimeHealthy, since its Deployment only
+// runs while it is active (docs/crossplane-behaviour.md#active-and-inactive-revisions).
+func revisionStatus(obj *unstructured.Unstructured, kind crossplane.PackageKind) (*status.Result, error) {
 	conds, err := conditions(obj)
 	if err != nil {
 		return nil, err
 	}
-	if r := require(obj, conds, ConditionRevisionHealthy, nil); r != nil {
+	if r := require(obj, conds, crossplane.ConditionRevisionHealthy, nil); r != nil {
 		return r, nil
 	}
 	state, _, _ := unstructured.NestedString(obj.Object, "spec", "desiredState")
-	if obj.GetKind() != "ConfigurationRevision" && state == "Active" {
-		if r := require(obj, conds, ConditionRuntimeHealthy, nil); r != nil {
+	if kind.HasRuntime && state == crossplane.DesiredStateActive {
+		if r := require(obj, conds, crossplane.ConditionRuntimeHealthy, nil); r != nil {
 			return r, nil
 		}
 	}

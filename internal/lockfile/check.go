@@ -88,7 +88,7 @@ func Check(set *declarations.Set, lock *Lock, opts Options) []Problem {
 	for i := range lock.Packages {
 		e := &lock.Packages[i]
 		bySource[e.Source] = e
-		byName[string(e.Kind)+"/"+e.Name] = e
+		byName[e.PackageRef().String()] = e
 	}
 	declaredBy := map[string]*declarations.Declaration{}
 	reached := map[string]bool{}
@@ -104,7 +104,7 @@ func Check(set *declarations.Set, lock *Lock, opts Options) []Problem {
 		declaredBy[src] = d
 		e := bySource[src]
 		if e == nil {
-			if other := byName[d.Kind+"/"+d.Name]; other != nil {
+			if other := byName[d.PackageRef().String()]; other != nil {
 				add(Unsatisfied, subject, "declares source %s, but the lock has %s", src, other.Source)
 			} else {
 				add(MissingEntry, subject, "declared, but not in the lock")
@@ -115,7 +115,7 @@ func Check(set *declarations.Set, lock *Lock, opts Options) []Problem {
 			reached[e.Source] = true
 			queue = append(queue, e)
 		}
-		if string(e.Kind) != d.Kind || e.Name != d.Name {
+		if e.PackageRef() != d.PackageRef() {
 			add(Unsatisfied, subject, "the lock has %s %s for source %s", e.Kind, e.Name, src)
 		}
 		if ref.tag != "" && ref.tag != e.Version {

@@ -17,7 +17,7 @@ import (
 // the lock pins. Calls run in parallel, at most opts.Jobs at once (DefaultJobs
 // when 0); hosts in opts.InsecureRegistries are reached over plain HTTP. The
 // error names every package that could not be read.
-func Fetch(ctx context.Context, lock *Lock, reg Registry, opts Options) (map[string]*Fetched, error) {
+func Fetch(ctx context.Context, lock *Lock, reg PackageReader, opts Options) (map[string]*Fetched, error) {
 	jobs := opts.Jobs
 	if jobs <= 0 {
 		jobs = DefaultJobs

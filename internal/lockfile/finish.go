@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
-
-	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // finish validates the settled graph and builds the lock from it.
@@ -137,7 +135,7 @@ func (u *run) validate(g *graph) []error {
 func (u *run) checkKinds(n *node, fail func(*node, string, ...any)) {
 	if n.pkg != nil {
 		kind := n.pkg.Package.Meta.Kind
-		if n.decl != nil && crossplane.Kind(n.decl.Kind) != kind {
+		if n.decl != nil && n.decl.Kind != kind {
 			fail(n, "declared as a %s, but %s is a %s package", n.decl.Kind, n.at(), kind)
 		}
 		for _, q := range n.reqs {

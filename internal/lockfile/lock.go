@@ -128,6 +128,9 @@ type Request struct {
 	Constraint string `yaml:"constraint,omitempty"`
 }
 
+// PackageRef returns the entry's kind and name; its String is "Kind/Name".
+func (e *Entry) PackageRef() crossplane.PackageRef { return crossplane.Ref(e.Kind, e.Name) }
+
 // Dependency is one resolved spec.dependsOn entry of a locked package.
 type Dependency struct {
 	// Kind is the kind the dependency asks for.

@@ -203,7 +203,7 @@ func (v *validator) lock(l *Lock) {
 		e := &l.Packages[i]
 		v.entry(i, e)
 		if e.Name != "" {
-			key := string(e.Kind) + "/" + e.Name
+			key := e.PackageRef().String()
 			if j, dup := names[key]; dup {
 				v.fail(fmt.Errorf("%s %s is also locked as packages[%d]", e.Kind, e.Name, j), "packages", i, "name")
 			} else {
@@ -305,10 +305,10 @@ func (v *validator) entry(i int, e *Entry) {
 
 // checkKind returns an error unless k is a Crossplane package type.
 func checkKind(k crossplane.Kind) error {
-	switch k {
-	case crossplane.KindProvider, crossplane.KindConfiguration, crossplane.KindFunction:
+	switch {
+	case k.Valid():
 		return nil
-	case "":
+	case k == "":
 		return errors.New("required")
 	}
 	return fmt.Errorf("%q is not a package kind; want Provider, Configuration or Function", k)

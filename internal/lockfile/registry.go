@@ -24,6 +24,15 @@ type Registry interface {
 	Package(ctx context.Context, ref name.Digest) (*Fetched, error)
 }
 
+// PackageReader reads one package by its pinned digest: the one method of a
+// Registry that Fetch needs, so a caller can hand Fetch something narrower
+// (internal/snapshot's Fetcher). *oci.Client implements it.
+type PackageReader interface {
+	// Package returns the package pinned by ref, from the cache or pulled
+	// once, parsed with the xpkg package.
+	Package(ctx context.Context, ref name.Digest) (*Fetched, error)
+}
+
 // Fetched is a package read by digest: its manifest digest, the digest of
 // the layer holding package.yaml (zero when it was read from the flattened
 // filesystem) and the parsed package. It is internal/oci's type.

@@ -28,7 +28,7 @@ func loadDecls(tb testing.TB, doc string) *declarations.Set {
 func declared(tb testing.TB, set *declarations.Set, kind crossplane.Kind, name string) *declarations.Declaration {
 	tb.Helper()
 	for i := range set.Packages {
-		if d := &set.Packages[i]; d.Kind == string(kind) && d.Name == name {
+		if d := &set.Packages[i]; d.Kind == kind && d.Name == name {
 			return d
 		}
 	}

@@ -93,7 +93,7 @@ func pkg(tb testing.TB, kind crossplane.Kind, name, source, tag, dir string, dec
 func decl(tb testing.TB, kind crossplane.Kind, name, source, tag string, mutate func(*declarations.Declaration)) *declarations.Declaration {
 	tb.Helper()
 	d := &declarations.Declaration{
-		Kind:     string(kind),
+		Kind:     kind,
 		Name:     name,
 		Spec:     declarations.PackageSpec{Package: source + ":" + tag},
 		Location: declarations.Location{File: "packages.yaml", Line: 1},

@@ -75,6 +75,10 @@ type Package struct {
 // String returns "Kind name", the way errors name a package.
 func (p *Package) String() string { return string(p.Kind) + " " + p.Name }
 
+// PackageRef returns the package's kind and name; its String is
+// "Kind/Name".
+func (p *Package) PackageRef() crossplane.PackageRef { return crossplane.Ref(p.Kind, p.Name) }
+
 // ref returns the package reference lockstep pins: source@digest.
 func (p *Package) ref() string { return p.Source + "@" + p.Digest }
 
@@ -91,13 +95,13 @@ func validateInput(in *Input) error {
 	if errs := validation.IsValidLabelValue(in.Instance); len(errs) > 0 {
 		return fmt.Errorf("instance %q is not a valid label value: %s", in.Instance, strings.Join(errs, "; "))
 	}
-	seen := map[string]bool{}
+	seen := map[crossplane.PackageRef]bool{}
 	for i := range in.Packages {
 		p := &in.Packages[i]
 		if err := validatePackage(p); err != nil {
 			return err
 		}
-		k := string(p.Kind) + "/" + p.Name
+		k := p.PackageRef()
 		if seen[k] {
 			return fmt.Errorf("%s: listed twice in the input", p)
 		}
@@ -107,9 +111,7 @@ func validateInput(in *Input) error {
 }
 
 func validatePackage(p *Package) error {
-	switch p.Kind {
-	case crossplane.KindProvider, crossplane.KindConfiguration, crossplane.KindFunction:
-	default:
+	if !p.Kind.Valid() {
 		return fmt.Errorf("package %q: kind %q is not Provider, Configuration or Function", p.Name, p.Kind)
 	}
 	if errs := validation.IsDNS1123Subdomain(p.Name); len(errs) > 0 {
@@ -143,7 +145,7 @@ func validatePackage(p *Package) error {
 		return fmt.Errorf("%s: the package at %s is a %s, not a %s", p, p.ref(), p.Contents.Meta.Kind, p.Kind)
 	}
 	if d := p.Declaration; d != nil {
-		if d.Kind != string(p.Kind) || d.Name != p.Name {
+		if d.PackageRef() != p.PackageRef() {
 			return fmt.Errorf("%s: declaration %s (%s) is for another package", p, d, d.Location)
 		}
 		if d.Source() != p.Source {
@@ -151,4 +153,20 @@ func validatePackage(p *Package) error {
 		}
 	}
 	return nil
+}
+
+// Replaces returns, for every package whose contents declare spec.replaces
+// (docs/crossplane-behaviour.md#moving-package-dependencies; the lock's
+// Entry.Replaces), the replaced sources keyed by
+// "Kind/name". apply records them in its inventory (apply.ApplyMeta
+// Replaces) so a replaced package is deactivated; nil contents are skipped.
+func (in *Input) Replaces() map[string][]string {
+	out := map[string][]string{}
+	for i := range in.Packages {
+		p := &in.Packages[i]
+		if p.Contents != nil && len(p.Contents.Meta.Replaces) > 0 {
+			out[string(p.Kind)+"/"+p.Name] = append([]string(nil), p.Contents.Meta.Replaces...)
+		}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
@@ -17,10 +18,10 @@ import (
 // set, or when contents lacks an entry's package or holds a package of
 // another kind; a lock that passed lockfile.Check has neither problem.
 func PackagesFromLock(set *declarations.Set, lock *lockfile.Lock, contents map[string]*xpkg.Package) ([]Package, error) {
-	decls := map[string]*declarations.Declaration{}
+	decls := map[crossplane.PackageRef]*declarations.Declaration{}
 	for i := range set.Packages {
 		d := &set.Packages[i]
-		decls[d.Kind+"/"+d.Name] = d
+		decls[d.PackageRef()] = d
 	}
 	out := make([]Package, 0, len(lock.Packages))
 	for i := range lock.Packages {
@@ -34,7 +35,7 @@ func PackagesFromLock(set *declarations.Set, lock *lockfile.Lock, contents map[s
 		}
 		p := Package{Kind: e.Kind, Name: e.Name, Source: e.Source, Tag: e.Version, Digest: e.Digest, Contents: c}
 		if e.Declared() {
-			d := decls[string(e.Kind)+"/"+e.Name]
+			d := decls[e.PackageRef()]
 			if d == nil {
 				return nil, fmt.Errorf("%s: the lock says it is declared, but no %s %s is declared", e, e.Kind, e.Name)
 			}

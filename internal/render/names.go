@@ -3,13 +3,12 @@ package render
 import (
 	"strings"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
-// Labels and annotations render writes. The pkg.crossplane.io keys are
-// Crossplane's (apis/pkg/v1 and the runtime and RBAC controllers,
-// docs/crossplane-behaviour.md#revision-reconcile,
-// docs/crossplane-behaviour.md#runtime-reconcile, #provider-rbac); the
+// Labels and annotations render writes. Crossplane's keys are defined in
+// package crossplane and repeated here for render's callers; the
 // lockstep.io keys are lockstep's own.
 const (
 	// LabelManagedBy is the well-known Kubernetes label that names the tool
@@ -33,27 +32,25 @@ const (
 	// docs/crossplane-behaviour.md#revision-reconcile step 1,
 	// docs/crossplane-behaviour.md#provider-rbac, #what-other-components-read),
 	// which hands the package records over to lockstep.
-	AnnotationPaused = "crossplane.io/paused"
+	AnnotationPaused = crossplane.AnnotationPaused
 
 	// LabelParentPackage labels a revision with the name of its package
 	// (Crossplane's v1.LabelParentPackage). The function runner and the
-	// provider deletion protection look revisions up by it
-	// (docs/crossplane-behaviour.md#what-other-components-read).
-	LabelParentPackage = "pkg.crossplane.io/package"
+	// provider deletion protection look revisions up by it (docs/crossplane-behaviour.md#what-other-components-read).
+	LabelParentPackage = crossplane.LabelParentPackage
 	// LabelProviderFamily is how a provider declares its family, in its
 	// package metadata; Crossplane copies it onto the revision and the RBAC
-	// manager aggregates the family's resources
-	// (docs/crossplane-behaviour.md#package-metadata, #provider-rbac).
-	LabelProviderFamily = "pkg.crossplane.io/provider-family"
+	// manager aggregates the family's resources (docs/crossplane-behaviour.md#package-metadata, #provider-rbac).
+	LabelProviderFamily = crossplane.LabelProviderFamily
 	// LabelRevision is the pod selector label holding the revision name
 	// (docs/crossplane-behaviour.md#runtime-objects).
-	LabelRevision = "pkg.crossplane.io/revision"
+	LabelRevision = crossplane.LabelRevision
 	// LabelProvider is the pod selector label holding a Provider's package
 	// name (docs/crossplane-behaviour.md#runtime-objects).
-	LabelProvider = "pkg.crossplane.io/provider"
+	LabelProvider = crossplane.LabelProvider
 	// LabelFunction is the pod selector label holding a Function's package
 	// name (docs/crossplane-behaviour.md#runtime-objects).
-	LabelFunction = "pkg.crossplane.io/function"
+	LabelFunction = crossplane.LabelFunction
 )
 
 // Names and values of the runtime objects (docs/crossplane-behaviour.md#runtime-reconcile).
@@ -121,8 +118,3 @@ func truncate(s string, n int) string {
 func RevisionName(name, digest string) string {
 	return FriendlyID(name, strings.TrimPrefix(digest, "sha256:"))
 }
-
-// lowerKind returns the lower-case kind Crossplane uses in pod selector
-// labels and webhook configuration names ("provider", "function",
-// "configuration").
-func lowerKind(k string) string { return strings.ToLower(k) }

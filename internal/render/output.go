@@ -258,11 +258,15 @@ func (p *PackageOutput) Objects() []*Object {
 	return out
 }
 
+// PackageRef returns the package's kind and name; its String is
+// "Kind/Name".
+func (p *PackageOutput) PackageRef() crossplane.PackageRef { return crossplane.Ref(p.Kind, p.Name) }
+
 // packageRef and revisionRef return the references of the two records.
 func (p *PackageOutput) packageRef() Reference {
-	return Reference{APIVersion: packageAPIVersion, Kind: string(p.Kind), Name: p.Name}
+	return Reference{APIVersion: crossplane.PackageAPIVersion, Kind: string(p.Kind), Name: p.Name}
 }
 
 func (p *PackageOutput) revisionRef() Reference {
-	return Reference{APIVersion: packageAPIVersion, Kind: string(p.Kind) + "Revision", Name: p.Revision.Name}
+	return Reference{APIVersion: crossplane.PackageAPIVersion, Kind: p.Kind.Descriptor().RevisionKind, Name: p.Revision.Name}
 }

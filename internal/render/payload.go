@@ -26,7 +26,7 @@ import (
 // Objects are transformed as JSON: only the metadata of an ordinary object
 // is decoded, so a package with thousands of CRDs is never decoded into maps.
 func (r *renderer) payload(p *Package, d *declarations.Declaration, po *PackageOutput) ([]*Object, error) {
-	if p.Kind == crossplane.KindFunction {
+	if !p.Kind.Descriptor().InstallsPayload {
 		return nil, nil
 	}
 	labels := maps.Clone(d.Spec.CommonLabels)
@@ -61,7 +61,7 @@ func (r *renderer) payloadObject(p *Package, src *xpkg.Object, labels, annotatio
 		if err != nil {
 			return nil, err
 		}
-		o.Name = "crossplane-" + lowerKind(string(p.Kind)) + "-" + p.Name
+		o.Name = "crossplane-" + p.Kind.Lower() + "-" + p.Name
 		obj["metadata"] = mergeMetadata(asMap(obj["metadata"]), labels, annotations)
 		asMap(obj["metadata"])["name"] = o.Name
 		hooks, _ := obj["webhooks"].([]any)

@@ -8,9 +8,6 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 )
 
-// packageAPIVersion is the apiVersion of the package and revision records.
-const packageAPIVersion = "pkg.crossplane.io/v1"
-
 // declaration returns the package's declaration with Crossplane's CRD
 // defaults applied and spec.package pinned to source@digest. A dependency
 // without a declaration gets only the defaults, as Crossplane's resolver
@@ -20,16 +17,11 @@ func declaration(p *Package) declarations.Declaration {
 	if p.Declaration != nil {
 		d = *p.Declaration
 	} else {
-		d = declarations.Declaration{Kind: string(p.Kind), Name: p.Name}
+		d = declarations.Declaration{Kind: p.Kind, Name: p.Name}
 	}
 	d.Spec.Package = p.ref()
 	declarations.ApplyDefaults(&d)
 	return d
-}
-
-// hasRuntime reports whether packages of kind k run a Deployment.
-func hasRuntime(k crossplane.Kind) bool {
-	return k == crossplane.KindProvider || k == crossplane.KindFunction
 }
 
 // tlsServerSecretName and tlsClientSecretName are the TLS Secret names the
@@ -57,11 +49,11 @@ func (r *renderer) packageRecord(p *Package, d *declarations.Declaration) (*Obje
 	spec["package"] = p.ref()
 	spec["revisionActivationPolicy"] = string(d.Spec.RevisionActivationPolicy)
 	spec["revisionHistoryLimit"] = *d.Spec.RevisionHistoryLimit
-	if hasRuntime(p.Kind) {
+	if p.Kind.Descriptor().HasRuntime {
 		spec["runtimeConfigRef"] = runtimeConfigRef(d.RuntimeConfigRef)
 	}
 	return newObject(map[string]any{
-		"apiVersion": packageAPIVersion,
+		"apiVersion": crossplane.PackageAPIVersion,
 		"kind":       string(p.Kind),
 		"metadata":   r.metadata(p.Name, "", labels, annotations),
 		"spec":       spec,
@@ -96,16 +88,17 @@ func (r *renderer) revisionRecord(p *Package, d *declarations.Declaration, po *P
 	if d.Spec.RevisionActivationPolicy == declarations.AutomaticActivation {
 		spec["desiredState"] = "Active"
 	}
-	if hasRuntime(p.Kind) {
+	kind := p.Kind.Descriptor()
+	if kind.HasRuntime {
 		spec["runtimeConfigRef"] = runtimeConfigRef(d.RuntimeConfigRef)
 		spec["tlsServerSecretName"] = tlsServerSecretName(p.Name)
 	}
-	if p.Kind == crossplane.KindProvider {
+	if kind.TLSClient {
 		spec["tlsClientSecretName"] = tlsClientSecretName(p.Name)
 	}
 	o, err := newObject(map[string]any{
-		"apiVersion": packageAPIVersion,
-		"kind":       string(p.Kind) + "Revision",
+		"apiVersion": crossplane.PackageAPIVersion,
+		"kind":       kind.RevisionKind,
 		"metadata":   r.metadata(po.Revision.Name, "", labels, annotations),
 		"spec":       spec,
 	})

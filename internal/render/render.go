@@ -8,8 +8,6 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 )
 
@@ -22,10 +20,6 @@ type renderer struct {
 	providers      []*Package // every Provider, for family RBAC
 	allowed        []rbacv1.PolicyRule
 }
-
-// kindRank orders packages in the output: Providers, Functions, then
-// Configurations, the order in which a first install can succeed.
-var kindRank = map[crossplane.Kind]int{crossplane.KindProvider: 0, crossplane.KindFunction: 1, crossplane.KindConfiguration: 2}
 
 // Render renders every object lockstep applies for in: per package its
 // paused package record, and for its pinned digest a paused revision
@@ -83,13 +77,13 @@ func Render(in Input) (*Output, error) {
 	}
 	sort.Slice(pkgs, func(i, j int) bool {
 		a, b := pkgs[i], pkgs[j]
-		if kindRank[a.Kind] != kindRank[b.Kind] {
-			return kindRank[a.Kind] < kindRank[b.Kind]
+		if a.Kind.Rank() != b.Kind.Rank() {
+			return a.Kind.Rank() < b.Kind.Rank()
 		}
 		return a.Name < b.Name
 	})
 	for _, p := range pkgs {
-		if p.Kind == crossplane.KindProvider {
+		if p.Kind.Descriptor().RBAC {
 			r.providers = append(r.providers, p)
 		}
 	}
@@ -121,10 +115,11 @@ func (r *renderer) renderPackage(p *Package) (*PackageOutput, error) {
 		},
 	}
 	rev := po.Revision
-	if p.Kind == crossplane.KindFunction && rev.Capabilities == nil {
-		rev.Capabilities = []string{"composition"}
+	kind := p.Kind.Descriptor()
+	if rev.Capabilities == nil {
+		rev.Capabilities = slices.Clone(kind.DefaultCapabilities)
 	}
-	if c := p.Contents.Meta.Controller; p.Kind == crossplane.KindProvider && c != nil {
+	if c := p.Contents.Meta.Controller; kind.MetaController && c != nil {
 		rev.PermissionRequests = slices.Clone(c.PermissionRequests)
 	}
 
@@ -138,7 +133,7 @@ func (r *renderer) renderPackage(p *Package) (*PackageOutput, error) {
 	if rev.Payload, err = r.payload(p, &d, po); err != nil {
 		return nil, err
 	}
-	if !hasRuntime(p.Kind) {
+	if !kind.HasRuntime {
 		return po, nil
 	}
 
@@ -157,7 +152,7 @@ func (r *renderer) renderPackage(p *Package) (*PackageOutput, error) {
 	if rev.Runtime, saName, err = r.runtime(ri); err != nil {
 		return nil, err
 	}
-	if p.Kind == crossplane.KindFunction {
+	if kind.Endpoint {
 		svc := p.Name
 		for _, o := range rev.Runtime {
 			if o.Kind == "Service" {

@@ -145,7 +145,7 @@ func TestRenderErrors(t *testing.T) {
 				in := testInput(provider(t))
 				in.ImageConfigs = []declarations.ImageConfig{{Spec: declarations.ImageConfigSpec{
 					MatchImages: []declarations.ImageMatch{{Prefix: "registry.lockstep.example/"}},
-					Runtime:     &declarations.ImageRuntime{ConfigRef: &declarations.RuntimeConfigReference{APIVersion: declarations.RuntimeAPIVersion, Kind: declarations.KindDeploymentRuntimeConfig, Name: "mirror"}},
+					Runtime:     &declarations.ImageRuntime{ConfigRef: &declarations.RuntimeConfigReference{APIVersion: crossplane.RuntimeAPIVersion, Kind: crossplane.KindDeploymentRuntimeConfig, Name: "mirror"}},
 				}}}
 				in.ImageConfigs[0].Name = "runtime"
 				return in

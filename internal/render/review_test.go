@@ -82,10 +82,10 @@ func TestReview(t *testing.T) {
 						t.Run(po.Name+"/Service", func(t *testing.T) { reviewService(t, p, po, o, e) })
 					}
 				}
-				if hasRuntime(p.Kind) && deployment == nil {
+				if p.Kind.Descriptor().HasRuntime && deployment == nil {
 					t.Errorf("%s: no Deployment rendered", p)
 				}
-				if !hasRuntime(p.Kind) && len(po.Revision.Runtime) > 0 {
+				if !p.Kind.Descriptor().HasRuntime && len(po.Revision.Runtime) > 0 {
 					t.Errorf("%s: a Configuration has no runtime, got %d objects", p, len(po.Revision.Runtime))
 				}
 				if p.Kind != crossplane.KindProvider {
@@ -109,7 +109,7 @@ func reviewDeployment(t *testing.T, p *Package, d *declarations.Declaration, po 
 	if len(ps.Containers) > 0 {
 		c = ps.Containers[0]
 	}
-	kind := lowerKind(string(p.Kind))
+	kind := p.Kind.Lower()
 
 	check(t, "named after the revision in the Crossplane namespace", func(t *testing.T) {
 		if dep.Name != rev || dep.Namespace != reviewNS {
@@ -352,7 +352,7 @@ func reviewService(t *testing.T, p *Package, po *PackageOutput, o *Object, e exp
 	})
 	check(t, "controlled by the revision", func(t *testing.T) { wantController(t, o, po.revisionRef()) })
 	check(t, "selects the revision's pods", func(t *testing.T) {
-		sel := map[string]string{LabelRevision: po.Revision.Name, "pkg.crossplane.io/" + lowerKind(string(p.Kind)): p.Name}
+		sel := map[string]string{LabelRevision: po.Revision.Name, p.Kind.Descriptor().LabelKey(): p.Name}
 		if !cmp.Equal(sel, svc.Spec.Selector) {
 			t.Errorf("selector %v, want %v", svc.Spec.Selector, sel)
 		}

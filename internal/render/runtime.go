@@ -65,7 +65,7 @@ func (r *renderer) runtimeImage(p *Package) (image, resolved string, err error) 
 	}
 	resolved = ref.Name()
 	image = resolved
-	if c := p.Contents.Meta.Controller; p.Kind == crossplane.KindProvider && c != nil && c.Image != "" {
+	if c := p.Contents.Meta.Controller; p.Kind.Descriptor().MetaController && c != nil && c.Image != "" {
 		image = c.Image
 	}
 	return image, resolved, nil
@@ -86,8 +86,8 @@ func (r *renderer) runtimeConfig(p *Package, d *declarations.Declaration, resolv
 	if icRef, ic := r.images.runtimeConfig(resolved); icRef != nil {
 		ref, field = icRef, "ImageConfig "+ic+" spec.runtime.configRef"
 	}
-	if ref.Kind != declarations.KindDeploymentRuntimeConfig || ref.APIVersion != declarations.RuntimeAPIVersion {
-		return nil, fmt.Errorf("%s: %s: runtime config %s %s is not a %s %s", p, field, ref.APIVersion, ref.Kind, declarations.RuntimeAPIVersion, declarations.KindDeploymentRuntimeConfig)
+	if ref.Kind != crossplane.KindDeploymentRuntimeConfig || ref.APIVersion != crossplane.RuntimeAPIVersion {
+		return nil, fmt.Errorf("%s: %s: runtime config %s %s is not a %s %s", p, field, ref.APIVersion, ref.Kind, crossplane.RuntimeAPIVersion, crossplane.KindDeploymentRuntimeConfig)
 	}
 	if drc, ok := r.runtimeConfigs[ref.Name]; ok {
 		return drc, nil
@@ -140,7 +140,7 @@ func (r *renderer) runtime(ri *runtimeInputs) ([]*Object, string, error) {
 		svcName = *t.Metadata.Name
 	}
 	serverOwner, clientOwner := rev, po.packageRef()
-	if p.Kind == crossplane.KindProvider {
+	if p.Kind.Descriptor().TLSClient {
 		serverOwner = po.packageRef()
 	}
 	server := r.tlsSecret(tlsServerSecretName(p.Name))
@@ -149,7 +149,7 @@ func (r *renderer) runtime(ri *runtimeInputs) ([]*Object, string, error) {
 		return nil, "", err
 	}
 	o.TLS = &TLSRequest{Usage: TLSServer, DNSNames: serviceDNSNames(svcName, r.in.Namespace), CASecretName: RootCASecretName}
-	if p.Kind == crossplane.KindProvider {
+	if p.Kind.Descriptor().TLSClient {
 		o, err := add(r.tlsSecret(tlsClientSecretName(p.Name)), clientOwner)
 		if err != nil {
 			return nil, "", err
@@ -206,8 +206,8 @@ func (r *renderer) tlsSecret(name string) *corev1.Secret {
 // (docs/crossplane-behaviour.md#runtime-objects).
 func podSelectors(p *Package, rev string) map[string]string {
 	return map[string]string{
-		LabelRevision: rev,
-		"pkg.crossplane.io/" + lowerKind(string(p.Kind)): p.Name,
+		LabelRevision:                  rev,
+		p.Kind.Descriptor().LabelKey(): p.Name,
 	}
 }
 
@@ -226,7 +226,7 @@ func (r *renderer) service(ri *runtimeInputs, svcName string) *corev1.Service {
 		ObjectMeta: r.objectMeta(svcName, labels, annotations),
 		Spec:       corev1.ServiceSpec{Selector: podSelectors(ri.p, ri.po.Revision.Name)},
 	}
-	if ri.p.Kind == crossplane.KindFunction {
+	if ri.p.Kind.Descriptor().Endpoint {
 		svc.Spec.ClusterIP = corev1.ClusterIPNone
 		svc.Spec.Ports = []corev1.ServicePort{{
 			Name:        GRPCPortName,
@@ -384,50 +384,15 @@ func (r *renderer) deployment(ri *runtimeInputs, saName string) *appsv1.Deployme
 	c.ImagePullPolicy = ri.d.Spec.PackagePullPolicy
 
 	// 7. TLS: a Function has no client Secret.
-	if p.Kind == crossplane.KindProvider {
+	if p.Kind.Descriptor().TLSClient {
 		mountTLS(d, tlsClientSecretName(p.Name), volumeTLSClientCerts, pathTLSClientCerts, envTLSClientCertsDir)
 	}
 	mountTLS(d, tlsServerSecretName(p.Name), volumeTLSServerCerts, pathTLSServerCerts, envTLSServerCertsDir)
 	c = &ps.Containers[0]
 
 	// 8. Per kind.
-	if p.Kind == crossplane.KindProvider {
-		c.Env = append(c.Env,
-			corev1.EnvVar{Name: "POD_NAMESPACE", ValueFrom: fieldRef("metadata.namespace")},
-			corev1.EnvVar{Name: "PROVIDER_NAME", ValueFrom: fieldRef("metadata.labels['" + LabelProvider + "']")},
-			corev1.EnvVar{Name: "REVISION_NAME", ValueFrom: fieldRef("metadata.labels['" + LabelRevision + "']")},
-			corev1.EnvVar{Name: RevisionUIDEnv},
-		)
-		if d.Spec.Template.Annotations == nil {
-			d.Spec.Template.Annotations = map[string]string{}
-		}
-		if _, ok := d.Spec.Template.Annotations[annotationScrape]; !ok {
-			port := strconv.Itoa(MetricsPort)
-			for _, cp := range c.Ports {
-				if cp.Name == MetricsPortName {
-					port = strconv.Itoa(int(cp.ContainerPort))
-					break
-				}
-			}
-			d.Spec.Template.Annotations[annotationScrape] = "true"
-			d.Spec.Template.Annotations[annotationScrapePort] = port
-			d.Spec.Template.Annotations[annotationScrapePath] = "/metrics"
-		}
-		if c.Image == "" {
-			c.Image = ri.po.Revision.Image
-		}
-		addPorts(c, corev1.ContainerPort{Name: WebhookPortName, ContainerPort: WebhookPort})
-		c.Env = append(c.Env, corev1.EnvVar{Name: envWebhookTLSCertDir, Value: "$(" + envTLSServerCertsDir + ")"})
-	} else {
-		addPorts(c, corev1.ContainerPort{Name: GRPCPortName, ContainerPort: GRPCPort})
-		c.Env = append(c.Env,
-			corev1.EnvVar{Name: "FUNCTION_NAME", ValueFrom: fieldRef("metadata.labels['" + LabelFunction + "']")},
-			corev1.EnvVar{Name: "REVISION_NAME", ValueFrom: fieldRef("metadata.labels['" + LabelRevision + "']")},
-			corev1.EnvVar{Name: RevisionUIDEnv},
-		)
-		if c.Image == "" {
-			c.Image = ri.po.Revision.Image
-		}
+	if hook := deploymentHooks[p.Kind]; hook != nil {
+		hook(d, c, ri)
 	}
 
 	d.Labels = maps.Clone(d.Labels)
@@ -436,6 +401,63 @@ func (r *renderer) deployment(ri *runtimeInputs, saName string) *appsv1.Deployme
 	}
 	maps.Copy(d.Labels, r.labels)
 	return d
+}
+
+// deploymentHooks set the per-kind part of a runtime Deployment (step 8 of
+// deployment), the way Crossplane's per-kind runtime hooks do
+// (crossplane/crossplane internal/controller/pkg/revision/runtime_provider.go
+// NewProviderHooks, runtime_function.go NewFunctionHooks). Every package
+// kind whose descriptor has HasRuntime needs one.
+var deploymentHooks = map[crossplane.Kind]func(d *appsv1.Deployment, c *corev1.Container, ri *runtimeInputs){
+	crossplane.KindProvider: providerDeployment,
+	crossplane.KindFunction: functionDeployment,
+}
+
+// providerDeployment adds a Provider's POD_NAMESPACE, PROVIDER_NAME,
+// REVISION_NAME and REVISION_UID, Prometheus scrape annotations unless
+// prometheus.io/scrape is set, the image unless set, the webhook port and
+// WEBHOOK_TLS_CERT_DIR.
+func providerDeployment(d *appsv1.Deployment, c *corev1.Container, ri *runtimeInputs) {
+	c.Env = append(c.Env,
+		corev1.EnvVar{Name: "POD_NAMESPACE", ValueFrom: fieldRef("metadata.namespace")},
+		corev1.EnvVar{Name: "PROVIDER_NAME", ValueFrom: fieldRef("metadata.labels['" + LabelProvider + "']")},
+		corev1.EnvVar{Name: "REVISION_NAME", ValueFrom: fieldRef("metadata.labels['" + LabelRevision + "']")},
+		corev1.EnvVar{Name: RevisionUIDEnv},
+	)
+	if d.Spec.Template.Annotations == nil {
+		d.Spec.Template.Annotations = map[string]string{}
+	}
+	if _, ok := d.Spec.Template.Annotations[annotationScrape]; !ok {
+		port := strconv.Itoa(MetricsPort)
+		for _, cp := range c.Ports {
+			if cp.Name == MetricsPortName {
+				port = strconv.Itoa(int(cp.ContainerPort))
+				break
+			}
+		}
+		d.Spec.Template.Annotations[annotationScrape] = "true"
+		d.Spec.Template.Annotations[annotationScrapePort] = port
+		d.Spec.Template.Annotations[annotationScrapePath] = "/metrics"
+	}
+	if c.Image == "" {
+		c.Image = ri.po.Revision.Image
+	}
+	addPorts(c, corev1.ContainerPort{Name: WebhookPortName, ContainerPort: WebhookPort})
+	c.Env = append(c.Env, corev1.EnvVar{Name: envWebhookTLSCertDir, Value: "$(" + envTLSServerCertsDir + ")"})
+}
+
+// functionDeployment adds a Function's grpc port, FUNCTION_NAME,
+// REVISION_NAME, REVISION_UID and the image unless set.
+func functionDeployment(_ *appsv1.Deployment, c *corev1.Container, ri *runtimeInputs) {
+	addPorts(c, corev1.ContainerPort{Name: GRPCPortName, ContainerPort: GRPCPort})
+	c.Env = append(c.Env,
+		corev1.EnvVar{Name: "FUNCTION_NAME", ValueFrom: fieldRef("metadata.labels['" + LabelFunction + "']")},
+		corev1.EnvVar{Name: "REVISION_NAME", ValueFrom: fieldRef("metadata.labels['" + LabelRevision + "']")},
+		corev1.EnvVar{Name: RevisionUIDEnv},
+	)
+	if c.Image == "" {
+		c.Image = ri.po.Revision.Image
+	}
 }
 
 func fieldRef(path string) *corev1.EnvVarSource {

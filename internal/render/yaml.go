@@ -43,7 +43,7 @@ func (p *PackageOutput) WriteYAML(w io.Writer) error {
 // FileName is the file WriteDir writes the package to:
 // <lower-case kind>.<name>.yaml, for example provider.provider-nop.yaml.
 func (p *PackageOutput) FileName() string {
-	return lowerKind(string(p.Kind)) + "." + p.Name + ".yaml"
+	return p.Kind.Lower() + "." + p.Name + ".yaml"
 }
 
 // WriteDir writes each package to its own file in dir (PackageOutput.FileName),

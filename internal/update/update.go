@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -21,6 +20,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/git"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
+	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 )
 
 // Outcome is how a poll ended.
@@ -305,7 +305,7 @@ func (p *poll) run(ctx context.Context) error {
 			return err
 		}
 		p.res.Revision, p.res.Commit = art.Revision, art.Commit
-		set, lock, current, err := p.load(art, lockPath)
+		set, lock, current, err := p.load(ctx, art, lockPath)
 		if err != nil {
 			return err
 		}
@@ -357,29 +357,16 @@ func (p *poll) run(ctx context.Context) error {
 	return fmt.Errorf("gave up after %d attempts: %w", u.opts.Attempts, lastErr)
 }
 
-// load reads the declarations and the lock at the checkout, and refuses a
-// stale lock.
-func (p *poll) load(art *git.Artifact, lockPath string) (*declarations.Set, *lockfile.Lock, []byte, error) {
-	set, err := declarations.Load(art.Dir)
+// load reads the declarations and the lock at the checkout through the
+// snapshot stage, and refuses a stale lock (snapshot.StaleLockError):
+// proposing updates on top of an unfinished human change would mix the two.
+// Nothing is fetched.
+func (p *poll) load(ctx context.Context, art *git.Artifact, lockPath string) (*declarations.Set, *lockfile.Lock, []byte, error) {
+	s, err := snapshot.LoadDir(ctx, art.Dir, snapshot.WithLockName(lockPath))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w", art.Revision, err)
 	}
-	current, err := os.ReadFile(filepath.Join(art.Dir, lockfile.FileName))
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: cannot read %s (run lockstep lock and commit it): %w", art.Revision, lockPath, err)
-	}
-	lock, err := lockfile.Parse(lockPath, current)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: %w", art.Revision, err)
-	}
-	if problems := lockfile.Check(set, lock, lockfile.Options{}); len(problems) > 0 {
-		msgs := make([]string, len(problems))
-		for i, pr := range problems {
-			msgs[i] = pr.String()
-		}
-		return nil, nil, nil, fmt.Errorf("%s: %s is stale; run lockstep lock and commit it before updates are proposed: %s", art.Revision, lockPath, strings.Join(msgs, "; "))
-	}
-	return set, lock, current, nil
+	return s.Declarations, s.Lock, s.LockBytes, nil
 }
 
 // newClient builds the registry client for the declarations' ImageConfigs,

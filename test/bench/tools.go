@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -35,9 +31,8 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
-	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
-	"github.com/lockstep-gitops/lockstep/internal/render"
+	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 )
 
@@ -57,34 +52,26 @@ func runLockstep(ctx context.Context, spec *childSpec, cfg *rest.Config, m *Meas
 		m.Phases[name] = time.Since(t).Seconds()
 		t = time.Now()
 	}
-	set, err := declarations.Load(spec.DeclDir)
-	if err != nil {
-		return err
-	}
-	lockPath := filepath.Join(spec.DeclDir, lockfile.FileName)
-	lock, err := lockfile.ReadFile(lockPath)
-	if err != nil {
-		return err
-	}
-	if problems := lockfile.Check(set, lock, lockfile.Options{}); len(problems) > 0 {
-		return fmt.Errorf("%s is stale: %v", lockPath, problems)
-	}
 	cache, err := oci.NewCache(spec.CacheDir)
 	if err != nil {
 		return err
 	}
-	reg, err := oci.NewClient(oci.Options{InsecureRegistries: spec.Insecure}, cache, set.ImageConfigs)
-	if err != nil {
-		return err
-	}
-	in, err := renderInput(ctx, set, lock, reg, firstOr(spec.Insecure))
+	var reg *oci.Client
+	snap, err := snapshot.LoadDir(ctx, spec.DeclDir,
+		snapshot.WithFetcher(func(ics []declarations.ImageConfig) (snapshot.Fetcher, error) {
+			c, err := oci.NewClient(oci.Options{InsecureRegistries: spec.Insecure}, cache, ics)
+			reg = c
+			return c, err
+		}),
+		snapshot.WithInsecureRegistries(spec.Insecure),
+		snapshot.WithNamespace(benchNamespace), snapshot.WithInstance(benchInstance))
 	if err != nil {
 		return err
 	}
 	stats := reg.Stats()
 	m.Registry = &RegistryFigures{Requests: stats.Requests(), Bytes: stats.Bytes}
 	phase("load")
-	out, err := render.Render(*in)
+	out, err := snap.Output()
 	if err != nil {
 		return err
 	}
@@ -108,12 +95,7 @@ func runLockstep(ctx context.Context, spec *childSpec, cfg *rest.Config, m *Meas
 	if err != nil {
 		return err
 	}
-	lockBytes, err := os.ReadFile(lockPath)
-	if err != nil {
-		return err
-	}
-	sum := sha256.Sum256(lockBytes)
-	res, err := mgr.Apply(ctx, out, apply.ApplyMeta{Commit: "bench", LockDigest: "sha256:" + hex.EncodeToString(sum[:]), Replaces: apply.ReplacesFromInput(in)})
+	res, err := mgr.Apply(ctx, out, apply.ApplyMeta{Commit: "bench", LockDigest: snap.LockDigest, Replaces: snap.Replaces})
 	if err != nil {
 		return err
 	}
@@ -131,13 +113,6 @@ func runLockstep(ctx context.Context, spec *childSpec, cfg *rest.Config, m *Meas
 		return errors.New("the uninstall pruned no package")
 	}
 	return nil
-}
-
-func firstOr(s []string) string {
-	if len(s) == 0 {
-		return ""
-	}
-	return s[0]
 }
 
 // floorConcurrency is how many requests the floor sends at once (issue 7).

@@ -21,6 +21,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/render"
+	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
@@ -241,47 +242,31 @@ spec:
 
 // lockAndRender resolves the declarations in dir into dir/lockstep.lock, as
 // `lockstep lock --crossplane-version v2.1.0` does, and renders the lock for
-// the baselines, as `lockstep render` does.
+// the baselines through the snapshot stage, as `lockstep render` does.
 func lockAndRender(ctx context.Context, dir string, cache *oci.Cache, opts oci.Options, host string) (*render.Output, error) {
-	set, err := declarations.Load(dir)
+	decls, err := snapshot.LoadDir(ctx, dir, snapshot.AllowMissingLock(), snapshot.AllowStale())
 	if err != nil {
 		return nil, err
 	}
-	client, err := oci.NewClient(opts, cache, set.ImageConfigs)
+	client, err := oci.NewClient(opts, cache, decls.Declarations.ImageConfigs)
 	if err != nil {
 		return nil, err
 	}
-	res, err := lockfile.NewResolver(client, lockfile.Options{CrossplaneVersion: "v2.1.0", InsecureRegistries: []string{host}}).Resolve(ctx, set, nil)
+	res, err := lockfile.NewResolver(client, lockfile.Options{CrossplaneVersion: "v2.1.0", InsecureRegistries: []string{host}}).Resolve(ctx, decls.Declarations, nil)
 	if err != nil {
 		return nil, err
 	}
 	if err := lockfile.WriteFile(filepath.Join(dir, lockfile.FileName), res.Lock); err != nil {
 		return nil, err
 	}
-	in, err := renderInput(ctx, set, res.Lock, client, host)
+	snap, err := snapshot.LoadDir(ctx, dir,
+		snapshot.WithFetcher(func([]declarations.ImageConfig) (snapshot.Fetcher, error) { return client, nil }),
+		snapshot.WithInsecureRegistries([]string{host}),
+		snapshot.WithNamespace(benchNamespace), snapshot.WithInstance(benchInstance))
 	if err != nil {
 		return nil, err
 	}
-	return render.Render(*in)
-}
-
-// renderInput reads every locked package by digest through client and
-// returns the render input for lockstep's default namespace and instance.
-func renderInput(ctx context.Context, set *declarations.Set, lock *lockfile.Lock, client *oci.Client, host string) (*render.Input, error) {
-	fetched, err := lockfile.Fetch(ctx, lock, client, lockfile.Options{InsecureRegistries: []string{host}})
-	if err != nil {
-		return nil, err
-	}
-	contents := make(map[string]*xpkg.Package, len(fetched))
-	for src, f := range fetched {
-		contents[src] = f.Package
-	}
-	pkgs, err := render.PackagesFromLock(set, lock, contents)
-	if err != nil {
-		return nil, err
-	}
-	return &render.Input{Namespace: benchNamespace, Instance: benchInstance, Packages: pkgs,
-		RuntimeConfigs: set.RuntimeConfigs, ImageConfigs: set.ImageConfigs}, nil
+	return snap.Output()
 }
 
 // objectSet is the rendered packages of one state; upgraded names the

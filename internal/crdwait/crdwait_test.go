@@ -1,4 +1,4 @@
-package apply
+package crdwait
 
 import (
 	"context"
@@ -17,17 +17,19 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 )
 
 var establishSeq atomic.Int64
 
+// testLabel labels the CRDs of a test, as apply labels its instance's.
+const testLabel = "lockstep.io/test-instance"
+
 // establishCRD returns a namespaced CRD plural.group with kind, labelled
 // with instance.
 func establishCRD(group, plural, kind, instance string) *apiextensionsv1.CustomResourceDefinition {
 	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group, Labels: map[string]string{render.LabelInstance: instance}},
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group, Labels: map[string]string{testLabel: instance}},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
 			Group: group,
 			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: kind, ListKind: kind + "List", Singular: strings.ToLower(kind)},
@@ -69,14 +71,14 @@ func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { re
 func TestWaitEstablished(t *testing.T) {
 	env := envtest.Shared(t)
 	var watches atomic.Int64
-	rc, err := newJSONClient(countWatches(env.Config, &watches))
+	rc, err := NewRESTClient(countWatches(env.Config, &watches))
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := establishSeq.Add(1)
 	group, instance := fmt.Sprintf("est%d.lockstep.io", n), fmt.Sprintf("est-%d", n)
-	tr := (&crdWatcher{rc: rc}).track(render.LabelInstance, instance)
-	defer tr.stop()
+	tr := NewWatcher(rc).Track(Selector{Labels: map[string]string{testLabel: instance}})
+	defer tr.Stop()
 	ctx := context.Background()
 
 	// Two waiters, as two packages of one apply, for CRDs created while
@@ -88,16 +90,16 @@ func TestWaitEstablished(t *testing.T) {
 		crds = append(crds, c)
 		names = append(names, c.Name)
 	}
-	wants := func(names ...string) []crdWant {
-		var out []crdWant
+	wants := func(names ...string) []Want {
+		var out []Want
 		for _, n := range names {
-			out = append(out, crdWant{name: n})
+			out = append(out, Want{Name: n})
 		}
 		return out
 	}
 	done := make(chan error, 2)
-	go func() { done <- tr.waitEstablished(ctx, wants(names[:2]...), time.Minute) }()
-	go func() { done <- tr.waitEstablished(ctx, wants(names[2:]...), time.Minute) }()
+	go func() { done <- tr.Wait(ctx, wants(names[:2]...), time.Minute) }()
+	go func() { done <- tr.Wait(ctx, wants(names[2:]...), time.Minute) }()
 	for _, c := range crds {
 		if err := env.Client.Create(ctx, c); err != nil {
 			t.Fatal(err)
@@ -123,7 +125,7 @@ func TestWaitEstablished(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: names[0]}, got); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.waitEstablished(ctx, []crdWant{{name: names[0], rv: got.ResourceVersion}}, 10*time.Second); err != nil {
+	if err := tr.Wait(ctx, []Want{{Name: names[0], ResourceVersion: got.ResourceVersion}}, 10*time.Second); err != nil {
 		t.Errorf("waiting for an Established CRD: %v", err)
 	}
 
@@ -133,8 +135,8 @@ func TestWaitEstablished(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	err = tr.waitEstablished(ctx, []crdWant{{name: conflict.Name, rv: conflict.ResourceVersion}, {name: names[1]}}, time.Minute)
-	if !errors.Is(err, errNamesNotAccepted) || !strings.Contains(err.Error(), conflict.Name) {
+	err = tr.Wait(ctx, []Want{{Name: conflict.Name, ResourceVersion: conflict.ResourceVersion}, {Name: names[1]}}, time.Minute)
+	if !errors.Is(err, ErrNamesNotAccepted) || !strings.Contains(err.Error(), conflict.Name) {
 		t.Errorf("waiting for a CRD whose kind conflicts: got %v, want a names-not-accepted error naming %s", err, conflict.Name)
 	}
 	if d := time.Since(start); d > 30*time.Second {
@@ -143,7 +145,7 @@ func TestWaitEstablished(t *testing.T) {
 
 	// A CRD that never comes: the timeout names it.
 	missing := "nothing." + group
-	err = tr.waitEstablished(ctx, wants(missing, names[2]), 500*time.Millisecond)
+	err = tr.Wait(ctx, wants(missing, names[2]), 500*time.Millisecond)
 	want := fmt.Sprintf("1 CustomResourceDefinition (%s) not Established after 500ms", missing)
 	if err == nil || err.Error() != want {
 		t.Errorf("waiting for a missing CRD: got %v, want %q", err, want)
@@ -152,7 +154,7 @@ func TestWaitEstablished(t *testing.T) {
 	if got := watches.Load(); got != 1 {
 		t.Errorf("the waits opened %d watches, want 1 shared by all", got)
 	}
-	tr.stop()
+	tr.Stop()
 	select {
 	case <-tr.done:
 	default:
@@ -163,37 +165,39 @@ func TestWaitEstablished(t *testing.T) {
 // TestTrackerWaitsForTheWrite checks that a state older than the write a
 // waiter names does not settle its wait, and a newer one does.
 func TestTrackerWaitsForTheWrite(t *testing.T) {
-	tr := (&crdWatcher{}).track(render.LabelInstance, "x")
+	tr := (&Watcher{}).Track(Selector{Labels: map[string]string{testLabel: "x"}})
 	tr.started = true // no watch: the test plays the events
-	tr.state["a.x"] = crdState{rv: 5, established: true}
+	tr.state["a.x"] = State{ResourceVersion: 5, Established: true}
 
-	if err := tr.waitEstablished(context.Background(), []crdWant{{name: "a.x", rv: ""}}, time.Second); err != nil {
+	if err := tr.Wait(context.Background(), []Want{{Name: "a.x", ResourceVersion: ""}}, time.Second); err != nil {
 		t.Errorf("a wait without a write's resourceVersion: %v", err)
 	}
-	err := tr.waitEstablished(context.Background(), []crdWant{{name: "a.x", rv: "10"}}, 100*time.Millisecond)
+	err := tr.Wait(context.Background(), []Want{{Name: "a.x", ResourceVersion: "10"}}, 100*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "not Established") {
 		t.Errorf("a state from before the write settled the wait: %v", err)
 	}
 
 	done := make(chan error, 1)
 	go func() {
-		done <- tr.waitEstablished(context.Background(), []crdWant{{name: "a.x", rv: "10"}}, time.Minute)
+		done <- tr.Wait(context.Background(), []Want{{Name: "a.x", ResourceVersion: "10"}}, time.Minute)
 	}()
-	tr.update(func() { tr.state["a.x"] = crdState{rv: 9, established: true} })
-	tr.update(func() { tr.state["a.x"] = crdState{rv: 10, established: false} })
+	tr.update(func() { tr.state["a.x"] = State{ResourceVersion: 9, Established: true} })
+	tr.update(func() { tr.state["a.x"] = State{ResourceVersion: 10, Established: false} })
 	select {
 	case err := <-done:
 		t.Fatalf("the wait returned before the CRD was Established after the write: %v", err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	tr.update(func() { tr.state["a.x"] = crdState{rv: 11, established: true} })
+	tr.update(func() { tr.state["a.x"] = State{ResourceVersion: 11, Established: true} })
 	if err := <-done; err != nil {
 		t.Errorf("the wait after an Established state newer than the write: %v", err)
 	}
 
-	tr.update(func() { tr.state["b.x"] = crdState{rv: 20, notAccepted: "KindConflict: kind B is already in use"} })
-	err = tr.waitEstablished(context.Background(), []crdWant{{name: "b.x", rv: "20"}}, time.Minute)
-	if !errors.Is(err, errNamesNotAccepted) || !strings.Contains(err.Error(), "KindConflict") {
+	tr.update(func() {
+		tr.state["b.x"] = State{ResourceVersion: 20, NotAccepted: "KindConflict: kind B is already in use"}
+	})
+	err = tr.Wait(context.Background(), []Want{{Name: "b.x", ResourceVersion: "20"}}, time.Minute)
+	if !errors.Is(err, ErrNamesNotAccepted) || !strings.Contains(err.Error(), "KindConflict") {
 		t.Errorf("NamesAccepted=False: got %v", err)
 	}
 }
@@ -235,7 +239,7 @@ func TestDescribePending(t *testing.T) {
 // the LIST by the watch's events.
 func TestTrackerFromList(t *testing.T) {
 	env := envtest.Shared(t)
-	rc, err := newJSONClient(env.Config)
+	rc, err := NewRESTClient(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,61 +251,70 @@ func TestTrackerFromList(t *testing.T) {
 	if err := env.Client.Create(ctx, before); err != nil {
 		t.Fatal(err)
 	}
-	first := (&crdWatcher{rc: rc}).track(render.LabelInstance, instance)
-	if err := first.waitEstablished(ctx, []crdWant{{name: before.Name}}, time.Minute); err != nil {
+	first := NewWatcher(rc).Track(Selector{Labels: map[string]string{testLabel: instance}})
+	if err := first.Wait(ctx, []Want{{Name: before.Name}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	first.stop()
+	first.Stop()
 
-	lister := &rawLister{rc: rc, mapper: env.Client.RESTMapper()}
-	raws := map[string][]byte{}
-	rv, err := lister.list(ctx, apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"), "", map[string]string{render.LabelInstance: instance}, func(b []byte) error {
-		h, err := compactObject(b)
-		if err != nil {
-			return err
-		}
-		raws[h.GetName()] = append([]byte(nil), b...)
-		return nil
-	})
+	body, err := rc.Get().AbsPath(crdsPath).Param("labelSelector", testLabel+"="+instance).DoRaw(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var list struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		t.Fatal(err)
+	}
+	rv := list.Metadata.ResourceVersion
+	raws := map[string][]byte{}
+	for _, item := range list.Items {
+		var m metav1.PartialObjectMetadata
+		if err := json.Unmarshal(item, &m); err != nil {
+			t.Fatal(err)
+		}
+		raws[m.Name] = item
 	}
 	if rv == "" || raws[before.Name] == nil {
 		t.Fatalf("the LIST returned resourceVersion %q and %d CRDs, want a resourceVersion and %s", rv, len(raws), before.Name)
 	}
-	listed := func(name string) (crdState, bool) {
+	listed := func(name string) (State, bool) {
 		b, ok := raws[name]
 		if !ok {
-			return crdState{}, false
+			return State{}, false
 		}
-		var ev crdEvent
-		if err := json.Unmarshal(b, &ev.Object); err != nil {
+		st, err := StateOf(b)
+		if err != nil {
 			t.Error(err)
 		}
-		return stateOf(&ev), true
+		return st, true
 	}
 	listedBefore, _ := listed(before.Name)
-	beforeRV := strconv.FormatUint(listedBefore.rv, 10)
+	beforeRV := strconv.FormatUint(listedBefore.ResourceVersion, 10)
 
 	// Without what the LIST said, an unchanged CRD is never reported: the
 	// watch sends no state from before its resourceVersion.
-	blind := (&crdWatcher{rc: rc}).track(render.LabelInstance, instance)
-	blind.seed(rv, func(string) (crdState, bool) { return crdState{}, false })
-	err = blind.waitEstablished(ctx, []crdWant{{name: before.Name, rv: beforeRV}}, time.Second)
-	blind.stop()
+	blind := NewWatcher(rc).Track(Selector{Labels: map[string]string{testLabel: instance}})
+	blind.Seed(rv, func(string) (State, bool) { return State{}, false })
+	err = blind.Wait(ctx, []Want{{Name: before.Name, ResourceVersion: beforeRV}}, time.Second)
+	blind.Stop()
 	if err == nil {
 		t.Error("a watch from the LIST's resourceVersion reported a CRD that did not change since: it sent the current state first")
 	}
 
-	tr := (&crdWatcher{rc: rc}).track(render.LabelInstance, instance)
-	defer tr.stop()
-	tr.seed(rv, listed)
-	tr.start()
+	tr := NewWatcher(rc).Track(Selector{Labels: map[string]string{testLabel: instance}})
+	defer tr.Stop()
+	tr.Seed(rv, listed)
+	tr.Start()
 	after := establishCRD(group, "gizmos", "Gizmo", instance)
 	if err := env.Client.Create(ctx, after); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.waitEstablished(ctx, []crdWant{{name: before.Name, rv: beforeRV}, {name: after.Name, rv: after.ResourceVersion}}, time.Minute); err != nil {
+	if err := tr.Wait(ctx, []Want{{Name: before.Name, ResourceVersion: beforeRV}, {Name: after.Name, ResourceVersion: after.ResourceVersion}}, time.Minute); err != nil {
 		t.Errorf("waiting for a CRD from the LIST and one created after it: %v", err)
 	}
 }

@@ -1,4 +1,15 @@
-package apply
+// Package crdwait waits for CustomResourceDefinitions to be Established,
+// with one watch of the API server shared by every waiter of an apply
+// rather than a poll: the one wait of lockstep, used by internal/apply for
+// the CRDs of a payload and by internal/agent for the Sync CRD.
+//
+// A CRD is Established when the API server serves its kind (condition
+// Established=True, set by the apiextensions-apiserver's establishing
+// controller, kubernetes/apiextensions-apiserver
+// pkg/controller/establish/establishing_controller.go); Crossplane waits
+// for the same condition before it writes objects of a CRD
+// (crossplane/crossplane internal/controller/pkg/revision/establisher.go).
+package crdwait
 
 import (
 	"context"
@@ -14,32 +25,38 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
 
-// crdWatcher waits for CustomResourceDefinitions to be Established with a
+// Watcher waits for CustomResourceDefinitions to be Established with a
 // watch on the API server rather than by polling.
 //
 // A poll (kstatus, or fluxcd/pkg/ssa's WaitForSet) lists every CRD in full
 // each interval: for a provider with 2,000 CRDs that is ~100 MB of JSON per
 // poll, decoded into maps, which cost the monolith install more client CPU
 // than its applies and most of its peak memory. The watch sends each CRD
-// once, then once per status change, and the tracker (crdWatcher.track)
+// once, then once per status change, and the tracker (Watcher.Track)
 // decodes only its name and conditions from the stream.
-type crdWatcher struct {
+type Watcher struct {
 	rc rest.Interface
 }
+
+// NewWatcher returns a Watcher that watches through rc, a client from
+// NewRESTClient.
+func NewWatcher(rc rest.Interface) *Watcher { return &Watcher{rc: rc} }
 
 // crdsPath is the API path of CustomResourceDefinitions.
 const crdsPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
-// newJSONClient returns a REST client on cfg for absolute paths that
-// speaks JSON (apply decodes the streams it reads itself) and that no
-// client-side timeout cuts short: a watch is a long request, the context
-// ends it.
-func newJSONClient(cfg *rest.Config) (rest.Interface, error) {
+// NewRESTClient returns a REST client on cfg for absolute paths that
+// speaks JSON (the watch, and internal/apply's LIST streams, decode what
+// they read themselves) and that no client-side timeout cuts short: a
+// watch is a long request, the context ends it. It returns an error when
+// cfg cannot make a client.
+func NewRESTClient(cfg *rest.Config) (rest.Interface, error) {
 	c := rest.CopyConfig(cfg)
 	c.APIPath = "/"
 	c.GroupVersion = nil
@@ -78,44 +95,51 @@ type crdEvent struct {
 	} `json:"object"`
 }
 
-// errNamesNotAccepted marks a CRD whose names conflict with another's: it
+// ErrNamesNotAccepted marks a CRD whose names conflict with another's: it
 // never becomes Established, so the wait fails at once.
-var errNamesNotAccepted = errors.New("names not accepted")
+var ErrNamesNotAccepted = errors.New("names not accepted")
 
-// crdState is what a crdTracker last saw of one CRD.
-type crdState struct {
-	// rv is the resourceVersion of the event, parsed as the etcd revision
-	// it is on every etcd-backed API server; 0 when it does not parse.
-	rv          uint64
-	established bool
-	// notAccepted is "reason: message" of NamesAccepted=False, "" else.
-	notAccepted string
+// State is what a Tracker last saw of one CRD.
+type State struct {
+	// ResourceVersion is the resourceVersion of the event, parsed as the
+	// etcd revision it is on every etcd-backed API server; 0 when it does
+	// not parse.
+	ResourceVersion uint64
+	// Established is the condition Established=True.
+	Established bool
+	// NotAccepted is "reason: message" of NamesAccepted=False, "" else.
+	NotAccepted string
 }
 
-// crdWant is a CRD to wait for: its name, and the resourceVersion that
+// Want is a CRD to wait for: its name, and the resourceVersion that
 // this apply's write of it returned ("" when unknown). A state older than
 // the write (an event still in the stream when the waiter came) does not
 // settle the wait.
-type crdWant struct {
-	name string
-	rv   string
+type Want struct {
+	// Name is the CRD's name.
+	Name string
+	// ResourceVersion is what the write of the CRD returned, "" when
+	// unknown.
+	ResourceVersion string
 }
 
-// crdTracker follows, for one Apply, the CRDs labelled with its instance
+// Tracker follows, for one Apply, the CRDs labelled with its instance
 // through one watch that every package of the Apply shares. Packages run
 // concurrently; a watch of their own would each receive every labelled
 // CRD, in full, at its start and at each change, and the API server deep-
 // copies and encodes an event once per watcher: for the AWS family that was
 // ~1.8 s of the server's CPU (pprof of kube-apiserver, test/bench
 // -profile). The watch starts at the apply's first CRD write or first
-// wait, from the apply's LIST when seeded (see seed), and stops with stop.
-type crdTracker struct {
-	w        *crdWatcher
+// wait, from the apply's LIST when seeded (see Seed), and stops with Stop.
+type Tracker struct {
+	w        *Watcher
 	selector string
+	// fields is the field selector, "" for none.
+	fields string
 
 	mu      sync.Mutex
 	started bool
-	state   map[string]crdState
+	state   map[string]State
 	// changed is closed, and replaced, whenever state or err changes.
 	changed chan struct{}
 	// err is set when the watch stopped for good.
@@ -125,37 +149,50 @@ type crdTracker struct {
 
 	// from is the resourceVersion of the apply's LIST of the same CRDs,
 	// where the watch starts, and listed what that LIST said of a CRD
-	// (see seed); "" and nil without one.
+	// (see Seed); "" and nil without one.
 	from   string
-	listed func(name string) (crdState, bool)
+	listed func(name string) (State, bool)
 }
 
-// seed makes the watch start at rv, the resourceVersion of a LIST of the
+// Seed makes the watch start at rv, the resourceVersion of a LIST of the
 // tracker's CRDs, rather than with every CRD as it is now: the API server
 // then sends only the changes after that LIST (the CRDs this apply creates
 // or changes, and their status), not every labelled CRD in full once more,
 // which for the provider-aws monolith is ~100 MB of JSON to encode. listed
 // returns what the LIST said of a CRD: a CRD that no event reports (its
-// apply changed nothing) is judged by it. Call seed before the first wait.
-func (t *crdTracker) seed(rv string, listed func(name string) (crdState, bool)) {
+// apply changed nothing) is judged by it. Call Seed before the first Wait.
+func (t *Tracker) Seed(rv string, listed func(name string) (State, bool)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.from, t.listed = rv, listed
 }
 
-// track returns a tracker of the CRDs labelled labelKey=instance. It does
-// not start a watch before the first wait.
-func (w *crdWatcher) track(labelKey, instance string) *crdTracker {
-	return &crdTracker{
-		w:        w,
-		selector: labels.SelectorFromSet(labels.Set{labelKey: instance}).String(),
-		state:    map[string]crdState{},
-		changed:  make(chan struct{}),
-	}
+// Selector chooses the CRDs a Tracker watches.
+type Selector struct {
+	// Labels the CRDs carry (labelSelector), none when empty.
+	Labels map[string]string
+	// Name of the one CRD to watch (fieldSelector metadata.name), all
+	// when "".
+	Name string
 }
 
-// stop ends the watch, if one started, and waits for it to return.
-func (t *crdTracker) stop() {
+// Track returns a tracker of the CRDs sel chooses. It does not start a
+// watch before the first Wait or Start.
+func (w *Watcher) Track(sel Selector) *Tracker {
+	t := &Tracker{
+		w:        w,
+		selector: labels.SelectorFromSet(sel.Labels).String(),
+		state:    map[string]State{},
+		changed:  make(chan struct{}),
+	}
+	if sel.Name != "" {
+		t.fields = fields.OneTermEqualSelector("metadata.name", sel.Name).String()
+	}
+	return t
+}
+
+// Stop ends the watch, if one started, and waits for it to return.
+func (t *Tracker) Stop() {
 	t.mu.Lock()
 	started := t.started
 	t.mu.Unlock()
@@ -165,23 +202,27 @@ func (t *crdTracker) stop() {
 	}
 }
 
-// waitEstablished returns when every CRD of want is Established (condition
+// Wait returns when every CRD of want is Established (condition
 // Established=True, seen no earlier than the write want names), and an
 // error when one reports NamesAccepted=False (its names conflict; it
 // cannot become Established), when timeout passes (naming the CRDs still
-// waited for), when the watch fails for good, or when ctx ends.
-func (t *crdTracker) waitEstablished(ctx context.Context, want []crdWant, timeout time.Duration) error {
+// waited for; a timeout of 0 or less never passes), when the watch fails for good, or when ctx ends.
+func (t *Tracker) Wait(ctx context.Context, want []Want, timeout time.Duration) error {
 	pending := make(map[string]uint64, len(want))
 	for _, c := range want {
-		rv, _ := strconv.ParseUint(c.rv, 10, 64)
-		pending[c.name] = max(pending[c.name], rv)
+		rv, _ := strconv.ParseUint(c.ResourceVersion, 10, 64)
+		pending[c.Name] = max(pending[c.Name], rv)
 	}
 	if len(pending) == 0 {
 		return nil
 	}
-	t.start()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	t.Start()
+	var expired <-chan time.Time
+	if timeout > 0 {
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		expired = timer.C
+	}
 	for {
 		t.mu.Lock()
 		for name, minRV := range pending {
@@ -192,14 +233,14 @@ func (t *crdTracker) waitEstablished(ctx context.Context, want []crdWant, timeou
 					t.state[name] = st
 				}
 			}
-			if !ok || (minRV != 0 && st.rv != 0 && st.rv < minRV) {
+			if !ok || (minRV != 0 && st.ResourceVersion != 0 && st.ResourceVersion < minRV) {
 				continue
 			}
-			if st.notAccepted != "" {
+			if st.NotAccepted != "" {
 				t.mu.Unlock()
-				return fmt.Errorf("CustomResourceDefinition %s: %w: %s", name, errNamesNotAccepted, st.notAccepted)
+				return fmt.Errorf("CustomResourceDefinition %s: %w: %s", name, ErrNamesNotAccepted, st.NotAccepted)
 			}
-			if st.established {
+			if st.Established {
 				delete(pending, name)
 			}
 		}
@@ -215,7 +256,7 @@ func (t *crdTracker) waitEstablished(ctx context.Context, want []crdWant, timeou
 		case <-changed:
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-timer.C:
+		case <-expired:
 			names := make(map[string]bool, len(pending))
 			for n := range pending {
 				names[n] = true
@@ -225,9 +266,9 @@ func (t *crdTracker) waitEstablished(ctx context.Context, want []crdWant, timeou
 	}
 }
 
-// start starts the watch once: at the apply's first write of a CRD, or
+// Start starts the watch once: at the apply's first write of a CRD, or
 // at its first wait.
-func (t *crdTracker) start() {
+func (t *Tracker) Start() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.started {
@@ -246,7 +287,7 @@ func (t *crdTracker) start() {
 // from the last resourceVersion seen, so the CRDs are not sent again; one
 // that expired (410 Gone) starts over without a resourceVersion,
 // forgetting what it saw, and no longer consults the LIST.
-func (t *crdTracker) loop(ctx context.Context, rv string) {
+func (t *Tracker) loop(ctx context.Context, rv string) {
 	defer close(t.done)
 	for {
 		err := t.watchOnce(ctx, rv, &rv)
@@ -274,7 +315,7 @@ func (t *crdTracker) loop(ctx context.Context, rv string) {
 }
 
 // update runs f under the lock and wakes the waiters.
-func (t *crdTracker) update(f func()) {
+func (t *Tracker) update(f func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	f()
@@ -285,8 +326,14 @@ func (t *crdTracker) update(f func()) {
 // watchOnce reads one watch stream, from resourceVersion from ("" for the
 // current state first), until it ends; last is set to the last
 // resourceVersion seen.
-func (t *crdTracker) watchOnce(ctx context.Context, from string, last *string) error {
-	r := t.w.rc.Get().AbsPath(crdsPath).Param("watch", "true").Param("labelSelector", t.selector)
+func (t *Tracker) watchOnce(ctx context.Context, from string, last *string) error {
+	r := t.w.rc.Get().AbsPath(crdsPath).Param("watch", "true")
+	if t.selector != "" {
+		r = r.Param("labelSelector", t.selector)
+	}
+	if t.fields != "" {
+		r = r.Param("fieldSelector", t.fields)
+	}
 	if from != "" {
 		r = r.Param("resourceVersion", from).Param("allowWatchBookmarks", "true")
 	}
@@ -325,16 +372,16 @@ func (t *crdTracker) watchOnce(ctx context.Context, from string, last *string) e
 }
 
 // stateOf returns the state of the CRD in ev.
-func stateOf(ev *crdEvent) crdState {
+func stateOf(ev *crdEvent) State {
 	o := &ev.Object
-	st := crdState{}
-	st.rv, _ = strconv.ParseUint(o.Metadata.ResourceVersion, 10, 64)
+	st := State{}
+	st.ResourceVersion, _ = strconv.ParseUint(o.Metadata.ResourceVersion, 10, 64)
 	for _, c := range o.Status.Conditions {
 		switch {
 		case c.Type == "Established" && c.Status == "True":
-			st.established = true
+			st.Established = true
 		case c.Type == "NamesAccepted" && c.Status == "False":
-			st.notAccepted = c.Reason + ": " + c.Message
+			st.NotAccepted = c.Reason + ": " + c.Message
 		}
 	}
 	return st
@@ -390,4 +437,15 @@ func describePending(pending map[string]bool) string {
 		noun = "CustomResourceDefinition"
 	}
 	return fmt.Sprintf("%d %s (%s)", len(names), noun, s)
+}
+
+// StateOf returns the State of the CRD whose JSON is raw, as a LIST item
+// holds it: its resourceVersion and conditions. It returns an error when raw
+// is not a JSON object.
+func StateOf(raw []byte) (State, error) {
+	var ev crdEvent
+	if err := json.Unmarshal(raw, &ev.Object); err != nil {
+		return State{}, fmt.Errorf("CustomResourceDefinition: %w", err)
+	}
+	return stateOf(&ev), nil
 }

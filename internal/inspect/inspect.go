@@ -1,8 +1,17 @@
-package apply
+// Package inspect is the read model of `lockstep status`: what one lockstep
+// instance installed, read back from the cluster (the inventory, the
+// package objects and revisions with their conditions, the live health of
+// each active runtime, the payload a package keeps although its current
+// revision no longer ships it). It only reads; internal/apply writes what
+// it reads, with Crossplane's condition types (crossplane/crossplane
+// apis/pkg/v1/conditions.go).
+package inspect
 
 import (
 	"context"
 	"fmt"
+	"github.com/fluxcd/cli-utils/pkg/object"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
 	"github.com/lockstep-gitops/lockstep/internal/health"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
@@ -85,6 +94,8 @@ func (c ConditionReport) String() string {
 	return c.Status + " (" + c.Reason + ")"
 }
 
+// conditionReport returns the condition typ of u, the zero ConditionReport
+// when u has none.
 func conditionReport(u *unstructured.Unstructured, typ string) ConditionReport {
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
@@ -102,20 +113,21 @@ func conditionReport(u *unstructured.Unstructured, typ string) ConditionReport {
 // although its current revision no longer ships it. It returns an error
 // when the inventory or the pkg.crossplane.io kinds cannot be read.
 func Inspect(ctx context.Context, c client.Client, namespace, instance string) (*Report, error) {
-	inv, err := ReadInventory(ctx, c, namespace, instance)
+	inv, err := inventory.Read(ctx, c, namespace, instance)
 	if err != nil {
 		return nil, err
 	}
 	rep := &Report{Namespace: namespace, Instance: instance}
 	seen := map[pkgKey]bool{}
-	for _, k := range packageKinds {
-		pkgs, err := listAll(ctx, c, schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: string(k)}, "", client.MatchingLabels{render.LabelInstance: instance})
+	for _, d := range crossplane.PackageKinds() {
+		k := d.Kind
+		pkgs, err := live.ListAll(ctx, c, schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: string(k)}, "", client.MatchingLabels{render.LabelInstance: instance})
 		if err != nil {
 			return nil, fmt.Errorf("cannot list %s objects: %w", k, err)
 		}
-		revs, err := listAll(ctx, c, schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: revisionKind(k)}, "", nil)
+		revs, err := live.ListAll(ctx, c, schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: d.RevisionKind}, "", nil)
 		if err != nil {
-			return nil, fmt.Errorf("cannot list %s objects: %w", revisionKind(k), err)
+			return nil, fmt.Errorf("cannot list %s objects: %w", d.RevisionKind, err)
 		}
 		byPkg := map[string][]*unstructured.Unstructured{}
 		for _, rev := range revs {
@@ -136,33 +148,34 @@ func Inspect(ctx context.Context, c client.Client, namespace, instance string) (
 			rep.Packages = append(rep.Packages, PackageReport{Kind: ip.Kind, Name: ip.Name, Tag: ip.Tag, Package: ip.Source + "@" + ip.Digest, Commit: ip.Commit, LockDigest: ip.LockDigest, Missing: true})
 		}
 	}
-	rank := map[crossplane.Kind]int{crossplane.KindProvider: 0, crossplane.KindFunction: 1, crossplane.KindConfiguration: 2}
 	sort.SliceStable(rep.Packages, func(i, j int) bool {
 		a, b := rep.Packages[i], rep.Packages[j]
-		if rank[a.Kind] != rank[b.Kind] {
-			return rank[a.Kind] < rank[b.Kind]
+		if a.Kind.Rank() != b.Kind.Rank() {
+			return a.Kind.Rank() < b.Kind.Rank()
 		}
 		return a.Name < b.Name
 	})
 	return rep, nil
 }
 
-func inspectPackage(ctx context.Context, c client.Client, namespace string, p *unstructured.Unstructured, revs []*unstructured.Unstructured, ip *InventoryPackage) (PackageReport, error) {
+// inspectPackage reports one package object p, its revisions revs and its
+// inventory ip (nil when none).
+func inspectPackage(ctx context.Context, c client.Client, namespace string, p *unstructured.Unstructured, revs []*unstructured.Unstructured, ip *inventory.Package) (PackageReport, error) {
 	kind := crossplane.Kind(p.GetKind())
-	pr := PackageReport{Kind: kind, Name: p.GetName(), Installed: conditionReport(p, CondInstalled), Healthy: conditionReport(p, CondHealthy)}
+	pr := PackageReport{Kind: kind, Name: p.GetName(), Installed: conditionReport(p, crossplane.ConditionInstalled), Healthy: conditionReport(p, crossplane.ConditionHealthy)}
 	pr.Package, _, _ = unstructured.NestedString(p.Object, "spec", "package")
 	pr.Tag = p.GetAnnotations()[render.AnnotationTag]
 	pr.CurrentRevision, _, _ = unstructured.NestedString(p.Object, "status", "currentRevision")
 	if ip != nil {
 		pr.Commit, pr.LockDigest = ip.Commit, ip.LockDigest
 	}
-	sortRevisions(revs)
+	live.SortRevisions(revs)
 	shipped := map[string]bool{}
 	for i := len(revs) - 1; i >= 0; i-- {
 		rev := revs[i]
 		rr := RevisionReport{
-			Name: rev.GetName(), Number: revisionNumber(rev), State: desiredState(rev),
-			RevisionHealthy: conditionReport(rev, CondRevisionHealthy), RuntimeHealthy: conditionReport(rev, CondRuntimeHealthy),
+			Name: rev.GetName(), Number: live.RevisionNumber(rev), State: live.DesiredState(rev),
+			RevisionHealthy: conditionReport(rev, crossplane.ConditionRevisionHealthy), RuntimeHealthy: conditionReport(rev, crossplane.ConditionRuntimeHealthy),
 		}
 		refs, _, _ := unstructured.NestedSlice(rev.Object, "status", "objectRefs")
 		rr.Objects = len(refs)
@@ -170,17 +183,17 @@ func inspectPackage(ctx context.Context, c client.Client, namespace string, p *u
 			for _, ref := range refs {
 				m, _ := ref.(map[string]any)
 				gv, _ := schema.ParseGroupVersion(str(m["apiVersion"]))
-				shipped[idFor("", str(m["name"]), gv.WithKind(str(m["kind"])).GroupKind())] = true
+				shipped[object.ObjMetadata{Name: str(m["name"]), GroupKind: gv.WithKind(str(m["kind"])).GroupKind()}.String()] = true
 			}
 		}
-		if rr.State == stateActive && kind != crossplane.KindConfiguration {
+		if rr.State == crossplane.DesiredStateActive && kind.Descriptor().HasRuntime {
 			rr.Runtime = runtimeHealth(ctx, c, namespace, rev, ip)
 		}
 		pr.Revisions = append(pr.Revisions, rr)
 	}
 	if ip != nil && len(shipped) > 0 {
 		for _, e := range ip.Entries {
-			if e.Role != RolePayload || shipped[e.ID] {
+			if e.Role != inventory.RolePayload || shipped[e.ID] {
 				continue
 			}
 			stub, err := e.Object()
@@ -204,7 +217,7 @@ func inspectPackage(ctx context.Context, c client.Client, namespace string, p *u
 
 // runtimeHealth reads the Deployment of an active revision: the one the
 // inventory lists for it, or the one named after it (Crossplane's default).
-func runtimeHealth(ctx context.Context, c client.Client, namespace string, rev *unstructured.Unstructured, ip *InventoryPackage) string {
+func runtimeHealth(ctx context.Context, c client.Client, namespace string, rev *unstructured.Unstructured, ip *inventory.Package) string {
 	name := rev.GetName()
 	if ip != nil {
 		for _, e := range ip.Entries {
@@ -228,4 +241,16 @@ func runtimeHealth(ctx context.Context, c client.Client, namespace string, rev *
 		return "cannot compute health: " + err.Error()
 	}
 	return fmt.Sprintf("%s: %s", res.Status, res.Message)
+}
+
+// pkgKey identifies a package object.
+type pkgKey struct {
+	Kind crossplane.Kind
+	Name string
+}
+
+// str returns v when it is a string, "" otherwise.
+func str(v any) string {
+	s, _ := v.(string)
+	return s
 }

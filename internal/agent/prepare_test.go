@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/lockstep-gitops/lockstep/internal/snapshot"
+)
+
+// TestStepError pins how the snapshot stage's steps become the agent's
+// reconcile steps, Sync reasons and stalls: what needs a change in Git
+// stalls, a registry that fails to answer is retried.
+func TestStepError(t *testing.T) {
+	cause := errors.New("cause")
+	cases := []struct {
+		name   string
+		reason string
+		err    error
+		want   *StepError
+	}{
+		{
+			name:   "Declarations",
+			reason: "bad declarations are an invalid source and stall",
+			err:    &snapshot.StepError{Step: snapshot.StepDeclarations, Err: cause},
+			want:   &StepError{Step: StepDeclarations, Reason: ReasonInvalidSource, Stalled: true, Err: cause},
+		},
+		{
+			name:   "Lock",
+			reason: "an unreadable or malformed lock is a stale lock and stalls",
+			err:    &snapshot.StepError{Step: snapshot.StepLock, Err: cause},
+			want:   &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true, Err: cause},
+		},
+		{
+			name:   "Check",
+			reason: "a lock that does not match the declarations stalls under the lock step",
+			err:    &snapshot.StepError{Step: snapshot.StepCheck, Err: cause},
+			want:   &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true, Err: cause},
+		},
+		{
+			name:   "Registry",
+			reason: "a registry client the commit's ImageConfigs break stalls under the packages step",
+			err:    &snapshot.StepError{Step: snapshot.StepRegistry, Err: cause},
+			want:   &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Stalled: true, Err: cause},
+		},
+		{
+			name:   "Fetch",
+			reason: "a failed fetch is retried at the next interval, not stalled",
+			err:    &snapshot.StepError{Step: snapshot.StepFetch, Err: cause},
+			want:   &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Err: cause},
+		},
+		{
+			name:   "Input",
+			reason: "a lock whose entries do not match the declarations' kinds fails to render and stalls",
+			err:    &snapshot.StepError{Step: snapshot.StepInput, Err: cause},
+			want:   &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: cause},
+		},
+		{
+			name:   "Render",
+			reason: "a render failure stalls",
+			err:    &snapshot.StepError{Step: snapshot.StepRender, Err: cause},
+			want:   &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: cause},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(*tc.want, *stepError(tc.err), cmpopts.EquateErrors()); diff != "" {
+				t.Errorf("%s\nstepError: -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,97 @@
+package inventory
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+)
+
+func TestSort(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		in     Inventory
+		want   Inventory
+	}{
+		"PackagesByKindThenName": {
+			reason: "packages are ordered by kind, then name",
+			in: Inventory{Packages: []Package{
+				{Kind: crossplane.KindProvider, Name: "b"}, {Kind: crossplane.KindFunction, Name: "z"}, {Kind: crossplane.KindProvider, Name: "a"},
+			}},
+			want: Inventory{Packages: []Package{
+				{Kind: crossplane.KindFunction, Name: "z"}, {Kind: crossplane.KindProvider, Name: "a"}, {Kind: crossplane.KindProvider, Name: "b"},
+			}},
+		},
+		"DuplicateEntriesLastWins": {
+			reason: "entries are sorted by ID and a repeated ID keeps its last entry",
+			in: Inventory{Packages: []Package{{Kind: crossplane.KindProvider, Name: "a", Entries: []Entry{
+				{ID: "_b__K", Role: RolePayload}, {ID: "_a__K", Role: RoleRecord}, {ID: "_b__K", Role: RoleRuntime},
+			}}}},
+			want: Inventory{Packages: []Package{{Kind: crossplane.KindProvider, Name: "a", Entries: []Entry{
+				{ID: "_a__K", Role: RoleRecord}, {ID: "_b__K", Role: RoleRuntime},
+			}}}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tc.in.Sort()
+			if diff := cmp.Diff(tc.want, tc.in); diff != "" {
+				t.Errorf("%s\nSort(): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestEntry(t *testing.T) {
+	cases := map[string]struct {
+		reason  string
+		entry   Entry
+		wantGK  schema.GroupKind
+		wantGVK schema.GroupVersionKind
+		wantNS  string
+		wantErr bool
+	}{
+		"Namespaced": {
+			reason:  "a namespaced ID yields its namespace, group and kind, the version comes from the entry",
+			entry:   Entry{ID: "crossplane-system_sa_apps_Deployment", Version: "v1"},
+			wantGK:  schema.GroupKind{Group: "apps", Kind: "Deployment"},
+			wantGVK: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"},
+			wantNS:  "crossplane-system",
+		},
+		"Malformed": {
+			reason:  "an ID that is not a cli-utils object ID is an error and has no group kind",
+			entry:   Entry{ID: "nonsense"},
+			wantErr: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.wantGK, tc.entry.GroupKind()); diff != "" {
+				t.Errorf("%s\nGroupKind(): -want, +got:\n%s", tc.reason, diff)
+			}
+			u, err := tc.entry.Object()
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("%s\nObject(): err = %v, want error %t", tc.reason, err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if diff := cmp.Diff(tc.wantGVK, u.GroupVersionKind()); diff != "" {
+				t.Errorf("%s\nObject() GVK: -want, +got:\n%s", tc.reason, diff)
+			}
+			if u.GetNamespace() != tc.wantNS {
+				t.Errorf("%s\nObject() namespace = %q, want %q", tc.reason, u.GetNamespace(), tc.wantNS)
+			}
+		})
+	}
+}
+
+func TestWithout(t *testing.T) {
+	in := []Entry{{ID: "a"}, {ID: "b"}, {ID: "c"}}
+	got := Without(in, map[string]bool{"b": true})
+	if diff := cmp.Diff([]Entry{{ID: "a"}, {ID: "c"}}, got); diff != "" {
+		t.Errorf("Without drops exactly the named IDs, in order: -want, +got:\n%s", diff)
+	}
+}

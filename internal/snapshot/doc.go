@@ -1,0 +1,33 @@
+// Package snapshot is the stage that loads one commit of a declarations
+// directory: Load (or LoadDir) reads a directory or a Git tree given as an
+// fs.FS and returns a Snapshot holding everything lockstep derives from it
+// before it talks to a cluster.
+//
+// The steps run in this order, each named in the StepError it fails with:
+//
+//  1. declarations: the package declarations (internal/declarations.LoadFS);
+//     errors keep each problem's file and line.
+//  2. lock: lockstep.lock at the root of the tree, parsed
+//     (lockfile.Parse), and its digest ("sha256:<hex>" of its bytes), which
+//     apply records in the inventory.
+//  3. check: the lock against the declarations without the network
+//     (lockfile.Check). lockstep never resolves versions past this point: a
+//     stale lock is a *StaleLockError listing every problem.
+//  4. registry: the package fetcher for the declarations' ImageConfigs
+//     (which rewrite where packages are pulled from).
+//  5. fetch: every locked package by its pinned digest (lockfile.Fetch).
+//  6. input: the render.Input for the lock (render.PackagesFromLock with
+//     the namespace, instance and provider permission allow list given as
+//     options) and the spec.replaces map apply records.
+//  7. render: render.Render, run on the first call to Snapshot.Output.
+//
+// Every command that reads a commit goes through here: lockstep render,
+// apply, lock (--check), diff (one Snapshot per side), the agent, the
+// lockfile updater and the benchmarks. A step added here (signature
+// verification, activation policies, protected groups) applies to all of
+// them. Without a fetcher (WithFetcher) Load stops after the check, which is
+// all `lockstep lock --check` and the updater need.
+//
+// The design of the pipeline is in docs/design.md and issue 14 ("A snapshot
+// stage").
+package snapshot

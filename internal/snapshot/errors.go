@@ -1,0 +1,61 @@
+package snapshot
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/lockstep-gitops/lockstep/internal/lockfile"
+)
+
+// Step names one step of Load, in the order they run.
+type Step string
+
+// The steps of Load; see the package documentation for what each does.
+const (
+	StepDeclarations Step = "declarations"
+	StepLock         Step = "lock"
+	StepCheck        Step = "check"
+	StepRegistry     Step = "registry"
+	StepFetch        Step = "fetch"
+	StepInput        Step = "input"
+	StepRender       Step = "render"
+)
+
+// StepError is a failed step of Load, New or Snapshot.Output. Callers map
+// Step to their own vocabulary (the agent to its reconcile steps and Sync
+// condition reasons, see internal/agent's prepare); Err is the cause, which
+// names the file, line, lock entry or package it concerns.
+type StepError struct {
+	// Step is the step that failed.
+	Step Step
+	// Err is the cause.
+	Err error
+}
+
+// Error is "step: cause".
+func (e *StepError) Error() string { return string(e.Step) + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *StepError) Unwrap() error { return e.Err }
+
+// StaleLockError is the check step's error: the lock does not match the
+// declarations, so lockstep lock must run (and its result be committed)
+// before anything is fetched, rendered or applied. It is the one place
+// that words a stale lock for every command, the agent and the updater.
+type StaleLockError struct {
+	// Lock names the lock file as the caller named it (WithLockName).
+	Lock string
+	// Problems are lockfile.Check's findings, sorted by kind and subject.
+	Problems []lockfile.Problem
+}
+
+// Error is "LOCK is stale; run lockstep lock:" followed by one indented
+// line per problem.
+func (e *StaleLockError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s is stale; run lockstep lock:", e.Lock)
+	for _, p := range e.Problems {
+		b.WriteString("\n  " + p.String())
+	}
+	return b.String()
+}
