@@ -10,7 +10,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -61,20 +60,20 @@ func requeueAfter(out *Outcome, err error, interval, progress time.Duration) tim
 
 // setupSyncController registers the Sync controller with mgr. Requests
 // come from the controller's start (the Sync may not exist yet: the first
-// reconcile creates it), from changes of the Sync's spec (a generation
-// change) and its deletion, and from the requeue after each reconcile. The
-// Sync's creation and status writes, which the agent makes itself, are no
-// reason to reconcile again.
+// reconcile creates it), from the Sync's deletion and from a spec that
+// differs from the agent's flags (someone edited it; the reconcile writes
+// it back), and from the requeue after each reconcile. The agent's own
+// writes — the Sync's creation, its spec, its status — are no reason to
+// reconcile again.
 func setupSyncController(mgr manager.Manager, r *Reconciler, opts RunOptions) error {
 	key := types.NamespacedName{Namespace: r.cfg.Apply.Namespace, Name: r.cfg.Apply.Instance}
 	start := source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		q.Add(reconcile.Request{NamespacedName: key})
 		return nil
 	})
-	notCreate := predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }}
 	err := builder.ControllerManagedBy(mgr).
 		Named("sync").
-		For(&v1alpha1.Sync{}, builder.WithPredicates(predicate.And[client.Object](predicate.GenerationChangedPredicate{}, notCreate))).
+		For(&v1alpha1.Sync{}, builder.WithPredicates(specEdited(r.syncSpec()))).
 		WatchesRawSource(start).
 		// Several agents may run in one process (tests); each has its own
 		// manager and one worker, as the Reconciler is not safe for
@@ -82,7 +81,19 @@ func setupSyncController(mgr manager.Manager, r *Reconciler, opts RunOptions) er
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1, SkipNameValidation: ptr.To(true)}).
 		Complete(&syncController{r: r, onReconcile: opts.OnReconcile, progress: opts.ProgressInterval})
 	if err != nil {
-		return fmt.Errorf("Sync controller: %w", err)
+		return fmt.Errorf("sync controller: %w", err)
 	}
 	return nil
+}
+
+// specEdited passes the Sync events that call for a reconcile: deletions,
+// and updates that leave a spec other than want.
+func specEdited(want v1alpha1.SyncSpec) predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			s, ok := e.ObjectNew.(*v1alpha1.Sync)
+			return !ok || s.Spec != want
+		},
+	}
 }

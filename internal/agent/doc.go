@@ -6,4 +6,10 @@
 // with Flux-style Ready, Reconciling and Stalled conditions, as Kubernetes
 // Events, and as Prometheus metrics. A failed step leaves the last good state
 // applied (docs/design.md#flux-kustomize).
+//
+// Run hosts the reconciles on a controller-runtime Manager
+// (sigs.k8s.io/controller-runtime pkg/manager): leader election on a
+// Lease, /healthz and /readyz, the /metrics server, a controller of the
+// Sync that requeues after each interval, and the scheduled registry polls
+// as a leader-only runnable.
 package agent

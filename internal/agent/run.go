@@ -119,14 +119,14 @@ func Run(ctx context.Context, cfg *rest.Config, r *Reconciler, opts RunOptions) 
 func runOnce(ctx context.Context, mgr manager.Manager, r *Reconciler, opts RunOptions) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	var rerr error
+	result := make(chan error, 1)
 	once := manager.RunnableFunc(func(ctx context.Context) error {
 		defer stop()
 		out, err := r.Reconcile(ctx)
 		if opts.OnReconcile != nil {
 			opts.OnReconcile(out, err)
 		}
-		rerr = err
+		result <- err
 		return nil
 	})
 	if err := mgr.Add(once); err != nil {
@@ -135,7 +135,14 @@ func runOnce(ctx context.Context, mgr manager.Manager, r *Reconciler, opts RunOp
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("agent manager: %w", err)
 	}
-	return rerr
+	select {
+	case err := <-result:
+		return err
+	default:
+		// The manager stopped before the reconcile ended: its grace period
+		// passed.
+		return fmt.Errorf("agent: the reconcile did not end: %w", context.Cause(ctx))
+	}
 }
 
 // newManager returns the agent's manager: its cache sees only the Sync

@@ -55,9 +55,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, o *Outcome, rerr error) er
 	sync.SetGroupVersionKind(SyncGVK)
 	sync.SetNamespace(ns)
 	sync.SetName(name)
-	sync.Object["spec"] = map[string]any{
-		"url": r.cfg.Source.URL, "ref": r.cfg.Source.Ref, "path": r.cfg.Source.Path, "interval": r.cfg.Interval.String(),
-	}
+	spec := r.syncSpec()
+	sync.Object["spec"] = map[string]any{"url": spec.URL, "ref": spec.Ref, "path": spec.Path, "interval": spec.Interval}
 	sync.SetLabels(map[string]string{"app.kubernetes.io/managed-by": "lockstep"})
 	if err := r.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(sync), client.FieldOwner(SyncFieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply Sync %s/%s: %w", ns, name, err)
@@ -93,6 +92,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, o *Outcome, rerr error) er
 		r.metrics.LastAppliedTimestamp.Set(float64(st.LastAppliedTime.Unix()))
 	}
 	return nil
+}
+
+// syncSpec is the spec the agent writes on its Sync: its flags.
+func (r *Reconciler) syncSpec() v1alpha1.SyncSpec {
+	return v1alpha1.SyncSpec{URL: r.cfg.Source.URL, Ref: r.cfg.Source.Ref, Path: r.cfg.Source.Path, Interval: r.cfg.Interval.String()}
 }
 
 // nextStatus computes the Sync status after a reconcile from the previous

@@ -102,7 +102,7 @@ func Activate(ctx context.Context, c client.Client, kind crossplane.Kind, pkg, r
 		}
 		return "", fmt.Errorf("cannot read %s %s: %w", kind, pkg, err)
 	}
-	current, _, _ := unstructured.NestedString(p.Object, "status", "currentRevision")
+	current := crossplane.CurrentRevision(p)
 	if revision == "" {
 		revision = current
 	}

@@ -354,8 +354,8 @@ func (r *run) loadRecords(ctx context.Context) error {
 
 // Revision states (Crossplane's PackageRevisionDesiredState).
 const (
-	stateActive   = "Active"
-	stateInactive = "Inactive"
+	stateActive   = crossplane.DesiredStateActive
+	stateInactive = crossplane.DesiredStateInactive
 )
 
 // listForeign lists the metadata of every object of k, to find objects

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/live"
 )
@@ -58,7 +59,7 @@ func (p *pkgRun) findReplaced(sources []string) {
 			continue
 		}
 		pkg := p.r.live.pkg(key)
-		ref, _, _ := unstructured.NestedString(pkg.Object, "spec", "package")
+		ref := crossplane.PackageSource(pkg)
 		if src := sourceOf(ref); src != "" && want[src] {
 			p.replaced = append(p.replaced, &replacedPkg{key: key, pkg: pkg, revisions: p.r.live.revisionsOf(key)})
 		}
@@ -87,7 +88,7 @@ func (p *pkgRun) replacesStep(ctx context.Context) error {
 	}
 	for _, q := range p.replaced {
 		changed := false
-		policy, _, _ := unstructured.NestedString(q.pkg.Object, "spec", "revisionActivationPolicy")
+		policy := crossplane.ActivationPolicy(q.pkg)
 		if policy != string(declarations.ManualActivation) {
 			u := &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": q.pkg.GetAPIVersion(),

@@ -250,7 +250,7 @@ func (p *pkgRun) packageStatus() map[string]any {
 	}
 	conds = append(conds, p.packageHealth())
 	live, _, _ := unstructured.NestedSlice(p.pkg.Object, "status", "conditions")
-	ident, _, _ := unstructured.NestedString(p.pkg.Object, "spec", "package")
+	ident := crossplane.PackageSource(p.pkg)
 	st := map[string]any{
 		"conditions":        conditionMaps(live, conds, p.pkg.GetGeneration(), p.r.now),
 		"currentRevision":   p.po.Revision.Name,

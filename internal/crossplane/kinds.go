@@ -49,6 +49,19 @@ var (
 	GroupKindWatchOperation = schema.GroupKind{Group: OpsGroup, Kind: "WatchOperation"}
 )
 
+// definitionKinds are the payload kinds that define an API.
+var definitionKinds = []schema.GroupKind{GroupKindCRD, GroupKindMRD, GroupKindXRD}
+
+// DefinesAPI reports whether objects of gk define an API whose objects are
+// users' data: CustomResourceDefinitions, and Crossplane's
+// ManagedResourceDefinitions and CompositeResourceDefinitions (deleting an
+// XRD deletes its composite resources; crossplane/crossplane
+// apis/apiextensions/v1 and v2). Their schemas are what `lockstep diff`
+// compares and what pruning protects.
+func DefinesAPI(gk schema.GroupKind) bool {
+	return slices.Contains(definitionKinds, gk)
+}
+
 // PackageKind describes one Crossplane package kind: the names of its API
 // objects and the parts of Crossplane's package manager that apply to it.
 // The three values are Provider, Configuration and Function; code that
@@ -59,6 +72,9 @@ var (
 // controllers (crossplane/crossplane internal/controller/pkg/manager and
 // revision: SetupProvider, SetupProviderRevision, NewProviderHooks,
 // NewFunctionHooks; apis/pkg/v1/interfaces.go).
+//
+// The slices a descriptor holds are shared by every copy: read them, do not
+// modify them.
 type PackageKind struct {
 	// Kind is the kind of the package object, and of its metadata object.
 	Kind Kind
@@ -87,8 +103,8 @@ type PackageKind struct {
 	// restricted; the API server rejects one it does not serve.
 	AllowedPayload []schema.GroupKind
 	// TLSClient is true when the runtime gets a TLS client Secret (the
-	// revision's spec.tlsClientSecretName) besides the server one, and its
-	// TLS Secrets are owned by the package rather than the revision.
+	// revision's spec.tlsClientSecretName) besides the server one: it
+	// calls Crossplane's webhooks, or other runtimes, as a client.
 	TLSClient bool
 	// Endpoint is true when an active revision publishes status.endpoint,
 	// the gRPC address of its headless Service that Crossplane calls.

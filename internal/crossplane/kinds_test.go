@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -160,12 +161,17 @@ func TestDescriptorsAgreeWithCrossplane(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			objs := readObjects(t, filepath.Join(root, "crossplane-installed", tc.file))
 			seen := map[Kind]bool{}
-			deployments := map[string]bool{} // revision names that own a Deployment
+			// Kinds of the objects each revision (by name) controls.
+			controls := map[string]map[string]bool{}
 			for _, o := range objs {
-				if o.GetKind() == "Deployment" {
-					for _, ref := range o.GetOwnerReferences() {
-						if _, ok := RevisionKindFor(ref.Kind); ok && ref.APIVersion == PackageAPIVersion {
-							deployments[ref.Name] = true
+				for _, ref := range o.GetOwnerReferences() {
+					if _, ok := RevisionKindFor(ref.Kind); ok && ref.APIVersion == PackageAPIVersion && ref.Controller != nil && *ref.Controller {
+						if controls[ref.Name] == nil {
+							controls[ref.Name] = map[string]bool{}
+						}
+						controls[ref.Name][o.GetKind()] = true
+						if o.GetKind() == "Secret" && strings.HasSuffix(o.GetName(), "-tls-client") {
+							controls[ref.Name]["tls-client"] = true
 						}
 					}
 				}
@@ -201,8 +207,15 @@ func TestDescriptorsAgreeWithCrossplane(t *testing.T) {
 					t.Errorf("%s\n%s: controlled by a %s, the descriptor says %s", tc.reason, what, owner, d.Kind)
 				}
 				state, _, _ := unstructured.NestedString(o.Object, "spec", "desiredState")
-				if state == DesiredStateActive && deployments[o.GetName()] != d.HasRuntime {
-					t.Errorf("%s\n%s: owns a Deployment: %t, HasRuntime: %t", tc.reason, what, deployments[o.GetName()], d.HasRuntime)
+				owns := controls[o.GetName()]
+				if state == DesiredStateActive && owns["Deployment"] != d.HasRuntime {
+					t.Errorf("%s\n%s: controls a Deployment: %t, HasRuntime: %t", tc.reason, what, owns["Deployment"], d.HasRuntime)
+				}
+				if state == DesiredStateActive && owns["ClusterRole"] != d.RBAC {
+					t.Errorf("%s\n%s: controls a ClusterRole: %t, RBAC: %t", tc.reason, what, owns["ClusterRole"], d.RBAC)
+				}
+				if state == DesiredStateActive && owns["tls-client"] != d.TLSClient {
+					t.Errorf("%s\n%s: controls a TLS client Secret: %t, TLSClient: %t", tc.reason, what, owns["tls-client"], d.TLSClient)
 				}
 				client, _, _ := unstructured.NestedString(o.Object, "spec", "tlsClientSecretName")
 				if (client != "") != d.TLSClient {
@@ -348,5 +361,67 @@ func TestVersionsAgreeWithCRDs(t *testing.T) {
 	}
 	if diff := cmp.Diff(CoreGroups(), sorted(got)); diff != "" {
 		t.Errorf("CoreGroups are the groups of Crossplane's CRDs: -want, +got:\n%s", diff)
+	}
+}
+
+func TestRecordAccessors(t *testing.T) {
+	obj := func(y string) *unstructured.Unstructured {
+		m := map[string]any{}
+		if err := yaml.Unmarshal([]byte(y), &m); err != nil {
+			t.Fatal(err)
+		}
+		return &unstructured.Unstructured{Object: m}
+	}
+	type fields struct{ source, policy, current, state string }
+	cases := map[string]struct {
+		reason string
+		obj    string
+		want   fields
+	}{
+		"Package": {
+			reason: "A package's spec.package, spec.revisionActivationPolicy and status.currentRevision are read.",
+			obj:    "spec: {package: 'xpkg.example.com/p@sha256:00', revisionActivationPolicy: Manual}\nstatus: {currentRevision: p-1}\n",
+			want:   fields{source: "xpkg.example.com/p@sha256:00", policy: "Manual", current: "p-1"},
+		},
+		"Revision": {
+			reason: "A revision's spec.desiredState is read.",
+			obj:    "spec: {desiredState: Inactive}\n",
+			want:   fields{state: DesiredStateInactive},
+		},
+		"WrongType": {
+			reason: "A field of another type reads as unset.",
+			obj:    "spec: {desiredState: 3, package: [a]}\n",
+			want:   fields{},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			u := obj(tc.obj)
+			got := fields{source: PackageSource(u), policy: ActivationPolicy(u), current: CurrentRevision(u), state: DesiredState(u)}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(fields{})); diff != "" {
+				t.Errorf("%s\n-want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestDefinesAPI(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		gk     schema.GroupKind
+		want   bool
+	}{
+		"CRD":         {reason: "A CRD defines an API.", gk: GroupKindCRD, want: true},
+		"MRD":         {reason: "An MRD defines a managed resource API.", gk: GroupKindMRD, want: true},
+		"XRD":         {reason: "An XRD defines a composite resource API.", gk: GroupKindXRD, want: true},
+		"Composition": {reason: "A Composition implements an API but defines none.", gk: GroupKindComposition, want: false},
+		"Webhook":     {reason: "A webhook configuration defines no API.", gk: GroupKindValidatingWebhookConfiguration, want: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := DefinesAPI(tc.gk); got != tc.want {
+				t.Errorf("%s\nDefinesAPI(%s) = %t, want %t", tc.reason, tc.gk, got, tc.want)
+			}
+		})
 	}
 }

@@ -78,7 +78,7 @@ type xrdVersion struct {
 
 // isDefinition reports whether gk is a kind CompareDefinition reads.
 func isDefinition(gk schema.GroupKind) bool {
-	return gk == crossplane.GroupKindCRD || gk == crossplane.GroupKindMRD || gk == crossplane.GroupKindXRD
+	return crossplane.DefinesAPI(gk)
 }
 
 // decodeDefinition decodes a CRD, MRD or XRD from its JSON.

@@ -5,6 +5,8 @@ import (
 	"html"
 	"io"
 	"strings"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // DefaultMarkdownMaxBytes is MarkdownOptions.MaxBytes when unset: below
@@ -113,14 +115,14 @@ func (r *Report) WriteMarkdown(w io.Writer, opts MarkdownOptions) error {
 	if len(r.RuntimeConfigs) > 0 {
 		n := &node{sev: sevChanged, text: fmt.Sprintf("DeploymentRuntimeConfigs (%d changed)", len(r.RuntimeConfigs))}
 		for i := range r.RuntimeConfigs {
-			configOutline(n, "DeploymentRuntimeConfig", &r.RuntimeConfigs[i])
+			configOutline(n, crossplane.KindDeploymentRuntimeConfig, &r.RuntimeConfigs[i])
 		}
 		sections = append(sections, section{outline: n})
 	}
 	if len(r.ImageConfigs) > 0 {
 		n := &node{sev: sevChanged, text: fmt.Sprintf("ImageConfigs (%d changed)", len(r.ImageConfigs))}
 		for i := range r.ImageConfigs {
-			configOutline(n, "ImageConfig", &r.ImageConfigs[i])
+			configOutline(n, crossplane.KindImageConfig, &r.ImageConfigs[i])
 		}
 		sections = append(sections, section{outline: n})
 	}

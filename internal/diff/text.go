@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // TextOptions tune WriteText.
@@ -68,7 +70,7 @@ func (r *Report) WriteText(w io.Writer, opts TextOptions) error {
 		t.blank()
 		n := &node{text: "DeploymentRuntimeConfigs"}
 		for i := range r.RuntimeConfigs {
-			configOutline(n, "DeploymentRuntimeConfig", &r.RuntimeConfigs[i])
+			configOutline(n, crossplane.KindDeploymentRuntimeConfig, &r.RuntimeConfigs[i])
 		}
 		t.node(0, n, true)
 	}
@@ -76,7 +78,7 @@ func (r *Report) WriteText(w io.Writer, opts TextOptions) error {
 		t.blank()
 		n := &node{text: "ImageConfigs"}
 		for i := range r.ImageConfigs {
-			configOutline(n, "ImageConfig", &r.ImageConfigs[i])
+			configOutline(n, crossplane.KindImageConfig, &r.ImageConfigs[i])
 		}
 		t.node(0, n, true)
 	}

@@ -119,8 +119,7 @@ func revisionStatus(obj *unstructured.Unstructured, kind crossplane.PackageKind)
 	if r := require(obj, conds, crossplane.ConditionRevisionHealthy, nil); r != nil {
 		return r, nil
 	}
-	state, _, _ := unstructured.NestedString(obj.Object, "spec", "desiredState")
-	if kind.HasRuntime && state == crossplane.DesiredStateActive {
+	if kind.HasRuntime && crossplane.DesiredState(obj) == crossplane.DesiredStateActive {
 		if r := require(obj, conds, crossplane.ConditionRuntimeHealthy, nil); r != nil {
 			return r, nil
 		}

@@ -163,9 +163,9 @@ func Inspect(ctx context.Context, c client.Client, namespace, instance string) (
 func inspectPackage(ctx context.Context, c client.Client, namespace string, p *unstructured.Unstructured, revs []*unstructured.Unstructured, ip *inventory.Package) (PackageReport, error) {
 	kind := crossplane.Kind(p.GetKind())
 	pr := PackageReport{Kind: kind, Name: p.GetName(), Installed: conditionReport(p, crossplane.ConditionInstalled), Healthy: conditionReport(p, crossplane.ConditionHealthy)}
-	pr.Package, _, _ = unstructured.NestedString(p.Object, "spec", "package")
+	pr.Package = crossplane.PackageSource(p)
 	pr.Tag = p.GetAnnotations()[render.AnnotationTag]
-	pr.CurrentRevision, _, _ = unstructured.NestedString(p.Object, "status", "currentRevision")
+	pr.CurrentRevision = crossplane.CurrentRevision(p)
 	if ip != nil {
 		pr.Commit, pr.LockDigest = ip.Commit, ip.LockDigest
 	}

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // PageSize is the page size of every LIST lockstep sends: large enough that
@@ -76,7 +78,5 @@ func RevisionNumber(rev *unstructured.Unstructured) int64 {
 
 // DesiredState returns a package revision's spec.desiredState, "" when
 // unset (crossplane.DesiredStateActive or DesiredStateInactive otherwise).
-func DesiredState(rev *unstructured.Unstructured) string {
-	s, _, _ := unstructured.NestedString(rev.Object, "spec", "desiredState")
-	return s
-}
+// It is crossplane.DesiredState, kept for apply's callers.
+func DesiredState(rev *unstructured.Unstructured) string { return crossplane.DesiredState(rev) }

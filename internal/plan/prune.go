@@ -98,7 +98,7 @@ func (p PruneCRDs) Decide(inUse bool) (DefinitionAction, string) {
 // are users' data: CRDs, and Crossplane's MRDs and XRDs (deleting an XRD
 // deletes its composite resources). Definitions follow PruneCRDs.
 func IsDefinition(gk schema.GroupKind) bool {
-	return gk == crossplane.GroupKindCRD || gk == crossplane.GroupKindMRD || gk == crossplane.GroupKindXRD
+	return crossplane.DefinesAPI(gk)
 }
 
 // PackagePrune is the prune of one package that is in the inventory but

@@ -165,7 +165,7 @@ func (in *Input) Replaces() map[string][]string {
 	for i := range in.Packages {
 		p := &in.Packages[i]
 		if p.Contents != nil && len(p.Contents.Meta.Replaces) > 0 {
-			out[string(p.Kind)+"/"+p.Name] = append([]string(nil), p.Contents.Meta.Replaces...)
+			out[p.PackageRef().String()] = append([]string(nil), p.Contents.Meta.Replaces...)
 		}
 	}
 	return out

@@ -140,6 +140,8 @@ func (r *renderer) runtime(ri *runtimeInputs) ([]*Object, string, error) {
 		svcName = *t.Metadata.Name
 	}
 	serverOwner, clientOwner := rev, po.packageRef()
+	// lockstep keeps both Secrets of a kind with a TLS client (Provider) on
+	// the package, so a provider's certificates outlive its revisions.
 	if p.Kind.Descriptor().TLSClient {
 		serverOwner = po.packageRef()
 	}

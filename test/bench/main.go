@@ -50,6 +50,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 )
 
@@ -516,15 +517,15 @@ func (v *verifier) installed(ctx context.Context, state string, packages bool) e
 	if !packages {
 		return nil
 	}
-	for _, kind := range []string{"Provider", "Function", "Configuration"} {
+	for _, kind := range crossplane.PackageKinds() {
 		l := &unstructured.UnstructuredList{}
-		l.SetGroupVersionKind(schema.GroupVersionKind{Group: "pkg.crossplane.io", Version: "v1", Kind: kind + "List"})
+		l.SetGroupVersionKind(kind.GroupVersionKind().GroupVersion().WithKind(kind.ListKind()))
 		if err := v.env.Client.List(ctx, l); err != nil {
 			return err
 		}
 		for _, it := range l.Items {
-			if c := condition(&it, "Installed"); c != "True" {
-				return fmt.Errorf("%s %s: Installed is %q", kind, it.GetName(), c)
+			if c := condition(&it, crossplane.ConditionInstalled); c != crossplane.StatusTrue {
+				return fmt.Errorf("%s %s: Installed is %q", kind.Kind, it.GetName(), c)
 			}
 		}
 	}
