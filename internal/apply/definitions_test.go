@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
@@ -208,5 +210,64 @@ func TestForeignCRDRefused(t *testing.T) {
 				"CustomResourceDefinition/" + crdName + " is not lockstep's",
 			}, tc.want...))
 		})
+	}
+}
+
+// TestProtectedDefinitionNeverPruned: an inventory written before
+// lockstep refused protected groups may list a CRD in one (here
+// evilthings.pkg.crossplane.io, labelled and controlled by the package's
+// revision as lockstep would have applied it). Pruning the package with
+// --prune-crds always orphans that CRD with a warning instead of deleting
+// it with every object of its kind (issue 15, item 1).
+func TestProtectedDefinitionNeverPruned(t *testing.T) {
+	f := newFixture(t)
+	m := f.manager(t, func(o *apply.Options) { o.PruneCRDs = plan.PruneAlways })
+	pkg := build(t, f.demo(t, "provider-demo", "v0.1.0"))
+	mustSucceed(t, f.apply(t, m, f.render(t, pkg), apply.ApplyMeta{Commit: "c1"}))
+	rev := f.revision(t, crossplane.KindProvider, render.RevisionName(pkg.Name, pkg.Digest))
+
+	const crdName = "evilthings.pkg.crossplane.io"
+	crd := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: evilthings.pkg.crossplane.io\nspec:\n  group: pkg.crossplane.io\n  names: {kind: EvilThing, plural: evilthings}\n  scope: Cluster\n  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]\n"), &crd.Object); err != nil {
+		t.Fatal(err)
+	}
+	crd.SetLabels(map[string]string{render.LabelInstance: f.instance, render.LabelManagedBy: render.ManagedByValue})
+	yes := true
+	crd.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: crossplane.PackageAPIVersion, Kind: "ProviderRevision", Name: rev.GetName(), UID: rev.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}})
+	if err := f.env.Client.Create(context.Background(), crd); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Read(context.Background(), f.c, f.namespace, f.instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := inv.Package(crossplane.KindProvider, pkg.Name)
+	ip.Entries = append(ip.Entries, inventory.Entry{ID: "_" + crdName + "_apiextensions.k8s.io_CustomResourceDefinition", Version: "v1", Role: inventory.RolePayload})
+	b, err := inv.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := f.env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.namespace, Name: inventory.ConfigMapName(f.instance)}, cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data[inventory.DataKey] = string(b)
+	if err := f.env.Client.Update(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+
+	res := f.apply(t, m, f.render(t), apply.ApplyMeta{Commit: "c2"})
+	mustSucceed(t, res)
+	t.Logf("warnings: %q", res.Warnings)
+	f.waitGone(t, crossplane.PackageAPIVersion, "ProviderRevision", "", rev.GetName())
+	after := f.crd(t, crdName)
+	if after == nil || after.GetDeletionTimestamp() != nil {
+		t.Fatalf("--prune-crds always deleted %s, a CRD in Crossplane's own group", crdName)
+	}
+	if len(after.GetOwnerReferences()) != 0 {
+		t.Errorf("%s still has owners %v, which the garbage collector would follow", crdName, ownerRefs(after))
+	}
+	if !strings.Contains(strings.Join(res.Warnings, "\n"), crdName) {
+		t.Errorf("no warning names %s: %q", crdName, res.Warnings)
 	}
 }

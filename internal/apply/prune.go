@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
@@ -121,7 +122,9 @@ func (r *run) prunePackage(ctx context.Context, pp plan.PackagePrune) (*PackageR
 // pruneDefinition applies the --prune-crds policy to one definition of a
 // pruned package whose package and revisions have the given UIDs: under
 // plan.DefinitionDeleteIfUnused it counts the objects of the kind and lets
-// the policy decide (plan.PruneCRDs.Decide).
+// the policy decide (plan.PruneCRDs.Decide). A definition in an API group
+// no package may own (crossplane.ProtectedGroup) is always orphaned, with
+// a warning.
 func (r *run) pruneDefinition(ctx context.Context, e inventory.Entry, policy plan.PruneCRDs, owners map[types.UID]bool, res *PackageResult) (ssa.Action, error) {
 	stub, err := e.Object()
 	if err != nil {
@@ -139,6 +142,13 @@ func (r *run) pruneDefinition(ctx context.Context, e inventory.Entry, policy pla
 		return ssa.SkippedAction, nil
 	}
 	action := policy.Definition()
+	if group, _, _ := unstructured.NestedString(live.Object, "spec", "group"); crossplane.ProtectedGroup(group) != "" {
+		// An inventory written before lockstep refused these groups may
+		// list Crossplane's or Kubernetes' own definitions: never delete
+		// them, whatever the policy (issue 15).
+		action = plan.DefinitionOrphan
+		r.warn(res, "%s is left in place whatever --prune-crds says: %s; lockstep no longer manages it", utils.FmtUnstructured(live), crossplane.ProtectedGroup(group))
+	}
 	if action == plan.DefinitionDeleteIfUnused {
 		n, err := r.countInstances(ctx, live)
 		if err != nil {
