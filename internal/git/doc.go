@@ -32,12 +32,14 @@
 //     refused), username and password or bearerToken for HTTPS, and caFile
 //     for a private CA.
 //
-// Secrets never appear in errors, logs or status: RedactURL removes user
-// information from URLs (for http and https the whole of it, since a token
-// is often written as the user name), credentials written in an https URL
-// are moved into the Auth and never stored in the cache's Git config, every
-// error from go-git is rewritten without URL credentials or password and
-// token values, and Auth prints which fields are set, never their values.
+// Secrets never appear in errors, logs or status, by internal/redact's one
+// policy: redact.URL removes user information from URLs (for http and https
+// the whole of it, since a token is often written as the user name),
+// credentials written in an https URL are moved into the Auth and never
+// stored in the cache's Git config, every error from go-git is rewritten
+// without URL credentials or password and token values (redact.Redactor;
+// errors.Is and errors.As still see go-git's errors), and Auth prints
+// which fields are set, never their values.
 //
 // Decisions where Flux is silent or differs:
 //
