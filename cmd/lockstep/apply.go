@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
-	"github.com/go-git/go-git/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/git"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 )
 
@@ -95,7 +95,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	meta := apply.ApplyMeta{Commit: gitCommit(f.render.dir), LockDigest: snap.LockDigest, Replaces: snap.Replaces}
+	meta := apply.ApplyMeta{Commit: git.HeadHash(f.render.dir), LockDigest: snap.LockDigest, Replaces: snap.Replaces}
 	res, err := m.Apply(ctx, out, meta)
 	if err != nil {
 		return err
@@ -173,18 +173,4 @@ func printResult(w io.Writer, res *apply.Result, dryRun, verbose bool) {
 	default:
 		fmt.Fprintf(w, "%d packages applied, %d pruned, %d failed; %d mutating requests sent\n", len(res.Packages), len(res.Pruned), failed, res.Writes)
 	}
-}
-
-// gitCommit returns the commit HEAD points at in the Git repository that
-// holds dir, "" when dir is not in one.
-func gitCommit(dir string) string {
-	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
-	if err != nil {
-		return ""
-	}
-	head, err := repo.Head()
-	if err != nil {
-		return ""
-	}
-	return head.Hash().String()
 }

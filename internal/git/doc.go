@@ -25,6 +25,12 @@
 //     a *RejectedError matching ErrRefMoved, so the caller can rebuild its
 //     change on the new head; a branch that already holds the files is not
 //     pushed again.
+//   - OpenLocal opens the local repository that holds a directory (the
+//     user's clone, for `lockstep diff` and `lockstep apply`): Resolve,
+//     DefaultBranch and MergeBase find commits, LocalCommit.FS reads a
+//     commit's tree as an fs.FS without a checkout, and HeadHash names the
+//     commit `lockstep apply` records. Code outside this package reaches
+//     Git only through it.
 //   - Auth holds the credentials, from a Kubernetes Secret's data
 //     (AuthFromSecret) or a mounted Secret directory (AuthFromDir) with
 //     Flux's keys: identity and known_hosts for SSH (host keys are always

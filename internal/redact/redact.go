@@ -5,8 +5,9 @@
 // treated the same way whichever transport met it.
 //
 // What is removed:
-//   - the user information of a URL (https://TOKEN@host, https://user:pass@host),
-//     since tokens are often written as the user name;
+//   - the user information of a URL (https://TOKEN@host,
+//     https://user:pass@host), since tokens are often written as the user
+//     name;
 //   - token-like query parameters (access_token, token, password, secret),
 //     which OCI token endpoints carry in the URLs they print
 //     (https://distribution.github.io/distribution/spec/auth/token/);
