@@ -36,12 +36,10 @@ func newApplyCommand() *cobra.Command {
 --dir, once. It refuses a stale lock (as lock --check does): lockstep never
 resolves versions at apply time. Each locked package is read by digest (cache
 first), rendered, and applied with server-side apply (field manager lockstep)
-in named steps: records, preflight (server-side dry-run of the payload and a
-check that no other package controls it; a failing package stops before its
-first write while the others go on), payload (CRDs first, then XRDs,
-Compositions and the rest), activation, runtime and status. Revisions past
-revisionHistoryLimit are deleted, and packages gone from Git are pruned; their
-CRDs follow --prune-crds.
+in the named steps of docs/design.md#apply-steps: a package is checked with
+a server-side dry-run before its first write, and a failing package stops
+while the others go on. Revisions past revisionHistoryLimit are deleted, and
+packages gone from Git are pruned; their CRDs follow --prune-crds.
 
 It prints a change set per package and exits 1 when any package failed. An
 apply with nothing to change sends no mutating request and says so.`,

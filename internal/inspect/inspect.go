@@ -54,7 +54,8 @@ type PackageReport struct {
 	// spec.revision) first.
 	Revisions []RevisionReport
 	// Retained are payload objects that no longer ship in the current
-	// revision and stay owned by the package (study §4.2 point 4), as
+	// revision and stay owned by the package
+	// (docs/crossplane-behaviour.md#establishing-the-payload point 4), as
 	// "Kind/name"; they go when the package is pruned.
 	Retained []string
 	// Missing says the inventory lists the package but its object is gone.
