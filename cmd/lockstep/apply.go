@@ -10,9 +10,11 @@ import (
 
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/git"
+	"github.com/lockstep-gitops/lockstep/internal/health"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 )
 
@@ -41,8 +43,12 @@ a server-side dry-run before its first write, and a failing package stops
 while the others go on. Revisions past revisionHistoryLimit are deleted, and
 packages gone from Git are pruned; their CRDs follow --prune-crds.
 
-It prints a change set per package and exits 1 when any package failed. An
-apply with nothing to change sends no mutating request and says so.`,
+It prints a change set per package, then reads the health of each package
+once (its package object, current revision and runtime Deployment, as the
+agent does) and prints a summary; it does not wait for packages to become
+healthy, and health does not change the exit code. It exits 1 when any
+package failed. An apply with nothing to change sends no mutating request
+and says so.`,
 		Example: `  lockstep apply --dir clusters/prod --kubeconfig ~/.kube/prod
   lockstep apply --dir clusters/prod --dry-run`,
 		Args: cobra.NoArgs,
@@ -99,6 +105,9 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 		return err
 	}
 	printResult(cmd.OutOrStdout(), res, f.dryRun, f.verbose)
+	if !f.dryRun {
+		checkHealth(ctx, cmd.OutOrStdout(), c, res)
+	}
 	var errs []error
 	if err := out.Err(); err != nil {
 		errs = append(errs, err)
@@ -171,4 +180,23 @@ func printResult(w io.Writer, res *apply.Result, dryRun, verbose bool) {
 	default:
 		fmt.Fprintf(w, "%d packages applied, %d pruned, %d failed; %d mutating requests sent\n", len(res.Packages), len(res.Pruned), failed, res.Writes)
 	}
+}
+
+// checkHealth reads the health of the objects the apply named for each
+// package (health.Check, as the agent does after its apply) once, without
+// waiting, and prints a summary and a table of package health. Health does
+// not change the exit code: a package that is still starting is not a
+// failed apply, and a health read that fails is printed as a warning.
+func checkHealth(ctx context.Context, w io.Writer, c client.Reader, res *apply.Result) {
+	rep, err := health.Check(ctx, c, res.HealthTargets())
+	if err != nil {
+		fmt.Fprintf(w, "warning: health not read: %v\n", err)
+		return
+	}
+	line := fmt.Sprintf("health: %s", rep.Summary.Status)
+	if rep.Summary.Reason != "" {
+		line += " (" + rep.Summary.Reason + ")"
+	}
+	fmt.Fprintln(w, line)
+	printHealth(w, rep)
 }

@@ -250,6 +250,10 @@ type PackageResult struct {
 	// reasons (internal/plan): its revision's activation, the revisions
 	// it garbage collected, or the prune of a package gone from Git.
 	Plan []plan.Decision
+	// Health names the objects that decide the package's health (its
+	// record, current revision and runtime Deployment) for health.Check;
+	// it has no objects for a pruned package.
+	Health health.Target
 }
 
 // Changed reports whether any object of the package was created,

@@ -108,7 +108,7 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 	p := &pkgRun{
 		r: r, po: po,
 		key:  pkgKey{po.Kind, po.Name},
-		res:  &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet()},
+		res:  &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet(), Health: healthTarget(po)},
 		uids: map[render.Reference]types.UID{},
 	}
 	p.replacedBy = r.replacedBy[p.key]

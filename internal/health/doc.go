@@ -5,5 +5,8 @@
 // the apply (docs/design.md#kstatus), CRDs
 // (Established), and Deployments (Available with every replica updated).
 // Results aggregate per revision, per package and per sync, carrying the
-// reason of the first object that is not healthy.
+// reason of the first object that is not healthy. Check reads the objects
+// that decide each package's health (a Target, chosen by NewTarget and
+// filled by internal/apply) into the one Report that `lockstep apply`, the
+// agent's Sync status and `lockstep status` show.
 package health
