@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
-	"github.com/go-git/go-git/v5"
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/git"
 	"github.com/lockstep-gitops/lockstep/internal/health"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 )
@@ -99,7 +99,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	meta := apply.ApplyMeta{Commit: gitCommit(f.render.dir), LockDigest: snap.LockDigest, Replaces: snap.Replaces}
+	meta := apply.ApplyMeta{Commit: git.HeadHash(f.render.dir), LockDigest: snap.LockDigest, Replaces: snap.Replaces}
 	res, err := m.Apply(ctx, out, meta)
 	if err != nil {
 		return err
@@ -199,18 +199,4 @@ func checkHealth(ctx context.Context, w io.Writer, c client.Reader, res *apply.R
 	}
 	fmt.Fprintln(w, line)
 	printHealth(w, rep)
-}
-
-// gitCommit returns the commit HEAD points at in the Git repository that
-// holds dir, "" when dir is not in one.
-func gitCommit(dir string) string {
-	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
-	if err != nil {
-		return ""
-	}
-	head, err := repo.Head()
-	if err != nil {
-		return ""
-	}
-	return head.Hash().String()
 }

@@ -11,13 +11,12 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/diff"
-	"github.com/lockstep-gitops/lockstep/internal/gitrev"
+	"github.com/lockstep-gitops/lockstep/internal/git"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
@@ -208,7 +207,7 @@ func (f *diffFlags) sides() (base, head *side, err error) {
 	if f.baseDir != "" {
 		return dirSide(f.baseDir), dirSide(f.headDir), nil
 	}
-	repo, err := gitrev.Open(f.render.dir)
+	repo, err := git.OpenLocal(f.render.dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (use --base-dir and --head-dir to compare plain directories)", err)
 	}
@@ -242,7 +241,7 @@ func (f *diffFlags) sides() (base, head *side, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w with --base", err)
 	}
-	mb, err := gitrev.MergeBase(hc, tip)
+	mb, err := git.MergeBase(hc, tip)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -257,13 +256,13 @@ func dirSide(dir string) *side {
 
 // gitSide is the declarations directory as it is in commit c. A directory
 // that does not exist there is an empty state.
-func gitSide(repo *gitrev.Repo, commit *object.Commit, name string) (*side, error) {
-	short := commit.Hash.String()[:12]
-	s := &side{name: name, commit: commit.Hash.String(),
+func gitSide(repo *git.LocalRepo, commit *git.LocalCommit, name string) (*side, error) {
+	short := commit.Hash()[:12]
+	s := &side{name: name, commit: commit.Hash(),
 		lockName: fmt.Sprintf("%s:%s", short, filepath.ToSlash(filepath.Join(repo.Dir, lockfile.FileName)))}
-	fsys, err := gitrev.FS(commit, repo.Dir)
+	fsys, err := commit.FS(repo.Dir)
 	switch {
-	case errors.Is(err, gitrev.ErrNoDirectory):
+	case errors.Is(err, git.ErrNoDirectory):
 		return s, nil
 	case err != nil:
 		return nil, err
