@@ -75,7 +75,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
-	snap, err := f.render.load(ctx, f.cluster.namespace)
+	snap, err := f.render.load(ctx, cmd.ErrOrStderr(), f.cluster.namespace)
 	if err != nil {
 		return err
 	}

@@ -59,7 +59,7 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.check {
-				return f.runCheck(cmd.Context(), cmd.OutOrStdout())
+				return f.runCheck(cmd)
 			}
 			return f.runLock(cmd, args)
 		},
@@ -78,15 +78,22 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 // load reads the declarations and the current lock (nil when there is
 // none) through the snapshot stage, and checks one against the other with
 // the flags' Crossplane version and default registry; problems are in
-// Snapshot.Problems, not an error. Nothing is fetched.
-func (f *lockFlags) load(ctx context.Context) (*snapshot.Snapshot, error) {
-	return snapshot.LoadDir(ctx, f.dir, snapshot.AllowMissingLock(), snapshot.AllowStale(),
+// Snapshot.Problems, not an error. Nothing is fetched. The declarations'
+// warnings are printed on warn.
+func (f *lockFlags) load(ctx context.Context, warn io.Writer) (*snapshot.Snapshot, error) {
+	s, err := snapshot.LoadDir(ctx, f.dir, snapshot.AllowMissingLock(), snapshot.AllowStale(),
 		snapshot.WithCheck(lockfile.Options{CrossplaneVersion: f.crossplaneVersion, DefaultRegistry: f.defaultRegistry}))
+	if err != nil {
+		return nil, err
+	}
+	printWarnings(warn, s.Declarations)
+	return s, nil
 }
 
 // runCheck is `lockstep lock --check`: no network, no writes.
-func (f *lockFlags) runCheck(ctx context.Context, out io.Writer) error {
-	s, err := f.load(ctx)
+func (f *lockFlags) runCheck(cmd *cobra.Command) error {
+	out := cmd.OutOrStdout()
+	s, err := f.load(cmd.Context(), cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
@@ -105,7 +112,7 @@ func (f *lockFlags) runCheck(ctx context.Context, out io.Writer) error {
 
 // runLock resolves and writes the lock.
 func (f *lockFlags) runLock(cmd *cobra.Command, packages []string) error {
-	s, err := f.load(cmd.Context())
+	s, err := f.load(cmd.Context(), cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
