@@ -73,7 +73,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	opts.Namespace, opts.Instance = f.cluster.namespace, f.render.instance
 	opts.PruneCRDs, opts.Concurrency, opts.DryRun = plan.PruneCRDs(f.pruneCRDs), f.concurrency, f.dryRun
 	if err := opts.Validate(); err != nil {
-		return err
+		return usageError(err)
 	}
 	snap, err := f.render.load(ctx, cmd.ErrOrStderr(), f.cluster.namespace)
 	if err != nil {
@@ -109,7 +109,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		return &exitError{code: 1, err: errors.Join(errs...)}
+		return &exitError{code: exitFailure, err: errors.Join(errs...)}
 	}
 	return nil
 }

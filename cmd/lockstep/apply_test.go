@@ -118,8 +118,8 @@ spec:
 	}
 	// The lock is stale now: apply refuses it before talking to the cluster.
 	out, err = run(t, applyArgs...)
-	if err == nil || exitCode(err) != 1 || !strings.Contains(err.Error(), "stale") {
-		t.Errorf("apply with a stale lock: %v (exit %d), want exit 1 naming the stale lock\n%s", err, exitCode(err), out)
+	if err == nil || exitCode(err) != exitStale || !strings.Contains(err.Error(), "stale") {
+		t.Errorf("apply with a stale lock: %v (exit %d), want exit 4 naming the stale lock\n%s", err, exitCode(err), out)
 	}
 	if out, err := run(t, append([]string{"lock"}, regFlags...)...); err != nil {
 		t.Fatalf("lock v0.2.0: %v\n%s", err, out)

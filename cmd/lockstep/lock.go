@@ -41,7 +41,7 @@ kept, so an unchanged repository with a warm package cache needs no registry
 request. --update re-resolves every package (or only the named packages, by
 name or source, and what they need) to the newest allowed version and the
 digest its tag points to now. --check compares the lock with the declarations
-without the network and without writing, and exits 1 explaining every
+without the network and without writing, and exits 4 explaining every
 mismatch; CI runs it on every pull request.
 
 The Crossplane version packages must be compatible with is recorded in the
@@ -50,7 +50,7 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 --default-registry.`,
 		Example: `  lockstep lock --dir clusters/prod --crossplane-version v2.1.0
   lockstep lock --update provider-nop
-  lockstep lock --check   # no network, exit 1 when the lock is stale`,
+  lockstep lock --check   # no network, exit 4 when the lock is stale`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 && !f.update {
 				return fmt.Errorf("package names (%s) are only accepted with --update", strings.Join(args, ", "))
@@ -66,7 +66,7 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 	}
 	cmd.Flags().StringVar(&f.dir, "dir", ".", "directory of declarations; lockstep.lock lives at its root")
 	cmd.Flags().BoolVar(&f.update, "update", false, "re-resolve all packages, or only the PACKAGEs given as arguments (by name or source) and what they need")
-	cmd.Flags().BoolVar(&f.check, "check", false, "check the lock against the declarations without network or writes; exit 1 when stale")
+	cmd.Flags().BoolVar(&f.check, "check", false, "check the lock against the declarations without network or writes; exit 4 when stale")
 	cmd.Flags().StringVar(&f.crossplaneVersion, "crossplane-version", "", "Crossplane `VERSION` packages must be compatible with (default: the one recorded in the lock)")
 	cmd.Flags().StringVar(&f.defaultRegistry, "default-registry", "", "registry `HOST` for declarations whose spec.package names the registry "+lockfile.DefaultRegistryPlaceholder+" (default: the one recorded in the lock)")
 	cmd.Flags().IntVar(&f.jobs, "jobs", lockfile.DefaultJobs, "registry calls run in parallel at most")
@@ -107,7 +107,7 @@ func (f *lockFlags) runCheck(cmd *cobra.Command) error {
 		fmt.Fprintf(out, "  %s\n", p)
 	}
 	fmt.Fprintln(out, "run lockstep lock to update it")
-	return &exitError{code: 1, err: fmt.Errorf("%s is stale: %d %s", path, len(s.Problems), plural(len(s.Problems), "problem", "problems"))}
+	return &exitError{code: exitStale, err: fmt.Errorf("%s is stale: %d %s", path, len(s.Problems), plural(len(s.Problems), "problem", "problems"))}
 }
 
 // runLock resolves and writes the lock.

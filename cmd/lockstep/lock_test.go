@@ -104,8 +104,8 @@ func TestLockCommand(t *testing.T) {
 	}
 	reg.Reset()
 	out, err = run(t, "lock", "--check", "--dir", dir, "--crossplane-version", "v1.13.0")
-	if err == nil || exitCode(err) != 1 {
-		t.Fatalf("lock --check of a stale lock: got %v (exit %d), want exit 1\n%s", err, exitCode(err), out)
+	if err == nil || exitCode(err) != exitStale {
+		t.Fatalf("lock --check of a stale lock: got %v (exit %d), want exit 4\n%s", err, exitCode(err), out)
 	}
 	for _, want := range []string{
 		lockPath + " is stale:",
@@ -158,7 +158,7 @@ func TestLockCommandFlags(t *testing.T) {
 			want:   "none of the others can be",
 		},
 		"CheckWithoutLock": {
-			reason: "--check without a lock is stale, exit 1.",
+			reason: "--check without a lock is stale, exit 4.",
 			args:   []string{"lock", "--dir", dir, "--check"},
 			want:   "stale: 1 problem",
 		},

@@ -62,7 +62,7 @@ func (f *renderFlags) load(ctx context.Context, warn io.Writer, namespace string
 	s, err := snapshot.LoadDir(ctx, f.dir, opts...)
 	var stale *snapshot.StaleLockError
 	if errors.As(err, &stale) {
-		return nil, &exitError{code: 1, err: err}
+		return nil, &exitError{code: exitStale, err: err}
 	}
 	if err == nil {
 		printWarnings(warn, s.Declarations)
