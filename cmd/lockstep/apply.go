@@ -11,8 +11,10 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/go-git/go-git/v5"
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 )
 
@@ -25,6 +27,7 @@ type applyFlags struct {
 	pruneCRDs   string
 	concurrency int
 	verbose     bool
+	allowEmpty  bool
 }
 
 func newApplyCommand() *cobra.Command {
@@ -41,7 +44,10 @@ check that no other package controls it; a failing package stops before its
 first write while the others go on), payload (CRDs first, then XRDs,
 Compositions and the rest), activation, runtime and status. Revisions past
 revisionHistoryLimit are deleted, and packages gone from Git are pruned; their
-CRDs follow --prune-crds.
+CRDs follow --prune-crds. A lock without packages over an instance that
+installed some (declarations deleted, or lock run in the wrong directory)
+would uninstall them all; it is refused unless --allow-empty is given (a
+--dry-run shows what it would prune).
 
 It prints a change set per package and exits 1 when any package failed. An
 apply with nothing to change sends no mutating request and says so.`,
@@ -59,6 +65,7 @@ apply with nothing to change sends no mutating request and says so.`,
 	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists, else keep it and warn), never, always")
 	fl.IntVar(&f.concurrency, "concurrency", apply.DefaultOptions().Concurrency, "requests of one package sent in parallel, and packages that share no object applied at once")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also list unchanged objects")
+	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "apply a lock without packages even when this instance installed some, uninstalling them all")
 	return cmd
 }
 
@@ -91,6 +98,11 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	if len(snap.Lock.Packages) == 0 && !f.allowEmpty && !f.dryRun {
+		if err := refuseEmpty(ctx, c, opts.Namespace, opts.Instance); err != nil {
+			return err
+		}
+	}
 	m, err := apply.NewManager(c, opts, apply.WithRESTConfig(cfg))
 	if err != nil {
 		return err
@@ -112,6 +124,25 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 		return &exitError{code: exitFailure, err: errors.Join(errs...)}
 	}
 	return nil
+}
+
+// refuseEmpty returns an error when instance's inventory in namespace
+// (internal/inventory) lists packages: applying an empty lock over them
+// would prune them all, which --allow-empty must confirm.
+func refuseEmpty(ctx context.Context, c client.Reader, namespace, instance string) error {
+	inv, err := inventory.Read(ctx, c, namespace, instance)
+	if err != nil {
+		return err
+	}
+	if len(inv.Packages) == 0 {
+		return nil
+	}
+	names := make([]string, len(inv.Packages))
+	for i, p := range inv.Packages {
+		names[i] = string(p.Kind) + " " + p.Name
+	}
+	return fmt.Errorf("refusing to apply an empty lock over the %d %s instance %q installed in namespace %s (%s): that would uninstall them all; pass --allow-empty if that is what you want",
+		len(names), plural(len(names), "package", "packages"), instance, namespace, strings.Join(names, ", "))
 }
 
 // printResult writes the change set of every package, the pruned packages,

@@ -117,6 +117,9 @@ func (f *lockFlags) runLock(cmd *cobra.Command, packages []string) error {
 		return err
 	}
 	set, prev, path := s.Declarations, s.Lock, filepath.Join(f.dir, lockfile.FileName)
+	if len(set.Packages) == 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: no Provider, Configuration or Function is declared under %s: the lock is empty, and apply of it would uninstall every package (it refuses without --allow-empty)\n", f.dir)
+	}
 	cache, err := oci.NewCache(f.reg.cacheDir)
 	if err != nil {
 		return err

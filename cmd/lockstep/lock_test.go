@@ -237,3 +237,19 @@ spec:
 		})
 	}
 }
+
+// TestLockWarnsWithoutDeclarations: lock in a directory without a package
+// declaration (a wrong --dir) still writes an empty lock, but says so on
+// stderr (issue 15 item 9).
+func TestLockWarnsWithoutDeclarations(t *testing.T) {
+	dir := writePackage(t, map[string]string{"README.md": "# not the declarations\n"})
+	out, err := run(t, "lock", "--dir", dir, "--crossplane-version", "v2.1.0", "--cache-dir", t.TempDir())
+	t.Logf("output:\n%s", out)
+	if err != nil {
+		t.Fatalf("lock: %v", err)
+	}
+	want := "warning: no Provider, Configuration or Function is declared under " + dir + ": the lock is empty, and apply of it would uninstall every package (it refuses without --allow-empty)"
+	if !strings.Contains(out, want) {
+		t.Errorf("lock output lacks %q:\n%s", want, out)
+	}
+}

@@ -88,6 +88,10 @@ Exit codes:
 		newActivateCommand(),
 		newAgentCommand(),
 	)
+	// -v is apply's --verbose; --version keeps no shorthand so that -v
+	// never means two things (cobra adds -v when no --version flag is
+	// defined).
+	root.Flags().Bool("version", false, "print lockstep's version (no shorthand: -v is apply's --verbose)")
 	markRunErrors(root)
 	return root
 }

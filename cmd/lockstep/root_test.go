@@ -99,3 +99,62 @@ func TestExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestShorthandV: -v is apply's --verbose only; the root's --version has no
+// shorthand, so `lockstep -v` is not silently the version (issue 15 item 9).
+func TestShorthandV(t *testing.T) {
+	cases := map[string]struct {
+		reason   string
+		args     []string
+		wantOut  []string
+		wantNot  []string
+		wantCode int
+	}{
+		"RootVersionLong": {
+			reason:  "--version prints the version.",
+			args:    []string{"--version"},
+			wantOut: []string{"lockstep version "},
+		},
+		"RootShorthandRefused": {
+			reason:   "-v on the root is an unknown flag, a usage error.",
+			args:     []string{"-v"},
+			wantCode: exitUsage,
+		},
+		"RootHelp": {
+			reason:  "The root's help lists --version without a shorthand and says where -v belongs.",
+			args:    []string{"--help"},
+			wantOut: []string{"      --version   print lockstep's version (no shorthand: -v is apply's --verbose)"},
+			wantNot: []string{"-v, --version"},
+		},
+		"ApplyHelp": {
+			reason:  "apply's help lists -v as --verbose.",
+			args:    []string{"apply", "--help"},
+			wantOut: []string{"-v, --verbose"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			out, err := run(t, tc.args...)
+			if tc.wantCode != 0 {
+				if err == nil || exitCode(err) != tc.wantCode {
+					t.Fatalf("%s\nlockstep %v: got %v (exit %d), want exit %d\n%s", tc.reason, tc.args, err, exitCode(err), tc.wantCode, out)
+				}
+				t.Logf("lockstep %v: %v", tc.args, err)
+				return
+			}
+			if err != nil {
+				t.Fatalf("%s\nlockstep %v: %v", tc.reason, tc.args, err)
+			}
+			for _, want := range tc.wantOut {
+				if !strings.Contains(out, want) {
+					t.Errorf("%s\nlockstep %v output lacks %q:\n%s", tc.reason, tc.args, want, out)
+				}
+			}
+			for _, not := range tc.wantNot {
+				if strings.Contains(out, not) {
+					t.Errorf("%s\nlockstep %v output has %q:\n%s", tc.reason, tc.args, not, out)
+				}
+			}
+		})
+	}
+}
