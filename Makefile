@@ -1,7 +1,8 @@
 # lockstep: a GitOps package manager for Crossplane.
 #
 #   make demo     the main job: a local control plane, a registry, a Git repo and the agent
-#   make test     builds the test control plane, then runs every test with -race
+#   make test     builds the test control plane, lints, then runs every test with -race
+#   make lint     golangci-lint (pinned, installed into bin/) with the layer rules of .golangci.yml
 #   make bench    the benchmarks
 #   make help     this list
 
@@ -20,7 +21,7 @@ GO_TEST_FLAGS ?= -race -timeout 40m
 
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
-.PHONY: help build generate testbin test vet fmt bench demo clean
+.PHONY: help build generate testbin test vet fmt lint bench demo clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -75,7 +76,21 @@ fmt: ## fail when gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-test: testbin fmt vet ## build the control plane, then go test -race ./...
+# golangci-lint, pinned: the newest v2 whose go.mod asks for go 1.26 or lower.
+# It is installed into bin/ when missing, one directory per version, so a
+# bump installs the new one. .golangci.yml holds the linters and the layer
+# rules (depguard); CONTRIBUTING.md explains them.
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := $(BIN)/golangci-lint/$(GOLANGCI_LINT_VERSION)/golangci-lint
+
+$(GOLANGCI_LINT):
+	@mkdir -p $(dir $@)
+	GOBIN=$(dir $@) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+lint: $(GOLANGCI_LINT) ## golangci-lint: staticcheck, errorlint, revive, ... and the layer rules (depguard)
+	$(GOLANGCI_LINT) run ./...
+
+test: testbin fmt vet lint ## build the control plane, lint, then go test -race ./...
 	LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) test $(GO_TEST_FLAGS) ./...
 
 # The Go micro-benchmarks, then test/bench: lockstep against the floor (plain

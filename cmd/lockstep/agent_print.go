@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/lockstep-gitops/lockstep/internal/agent"
 )
@@ -30,14 +29,5 @@ func printOutcome(w io.Writer, o *agent.Outcome, err error) {
 		writes = o.Result.Writes
 	}
 	fmt.Fprintf(w, "reconciled %s: %s, %d writes\n", commit, o.Health.Status, writes)
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  KIND\tNAME\tVERSION\tREVISION\tHEALTH\tMESSAGE")
-	for _, p := range o.Packages {
-		msg := p.Message
-		if len(msg) > 80 {
-			msg = msg[:77] + "..."
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", p.Kind, p.Name, p.Version, p.Revision, p.Health, msg)
-	}
-	_ = tw.Flush()
+	printHealth(w, o.Report)
 }

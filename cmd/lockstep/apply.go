@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/health"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 )
@@ -39,18 +40,20 @@ func newApplyCommand() *cobra.Command {
 --dir, once. It refuses a stale lock (as lock --check does): lockstep never
 resolves versions at apply time. Each locked package is read by digest (cache
 first), rendered, and applied with server-side apply (field manager lockstep)
-in named steps: records, preflight (server-side dry-run of the payload and a
-check that no other package controls it; a failing package stops before its
-first write while the others go on), payload (CRDs first, then XRDs,
-Compositions and the rest), activation, runtime and status. Revisions past
-revisionHistoryLimit are deleted, and packages gone from Git are pruned; their
-CRDs follow --prune-crds. A lock without packages over an instance that
-installed some (declarations deleted, or lock run in the wrong directory)
-would uninstall them all; it is refused unless --allow-empty is given (a
---dry-run shows what it would prune).
+in the named steps of docs/design.md#apply-steps: a package is checked with
+a server-side dry-run before its first write, and a failing package stops
+while the others go on. Revisions past revisionHistoryLimit are deleted, and
+packages gone from Git are pruned; their CRDs follow --prune-crds. A lock
+without packages over an instance that installed some (declarations deleted,
+or lock run in the wrong directory) would uninstall them all; it is refused
+unless --allow-empty is given (a --dry-run shows what it would prune).
 
-It prints a change set per package and exits 1 when any package failed. An
-apply with nothing to change sends no mutating request and says so.`,
+It prints a change set per package, then reads the health of each package
+once (its package object, current revision and runtime Deployment, as the
+agent does) and prints a summary; it does not wait for packages to become
+healthy, and health does not change the exit code. It exits 1 when any
+package failed. An apply with nothing to change sends no mutating request
+and says so.`,
 		Example: `  lockstep apply --dir clusters/prod --kubeconfig ~/.kube/prod
   lockstep apply --dir clusters/prod --dry-run`,
 		Args: cobra.NoArgs,
@@ -113,6 +116,9 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 		return err
 	}
 	printResult(cmd.OutOrStdout(), res, f.dryRun, f.verbose)
+	if !f.dryRun {
+		checkHealth(ctx, cmd.OutOrStdout(), c, res)
+	}
 	var errs []error
 	if err := out.Err(); err != nil {
 		errs = append(errs, err)
@@ -204,6 +210,25 @@ func printResult(w io.Writer, res *apply.Result, dryRun, verbose bool) {
 	default:
 		fmt.Fprintf(w, "%d packages applied, %d pruned, %d failed; %d mutating requests sent\n", len(res.Packages), len(res.Pruned), failed, res.Writes)
 	}
+}
+
+// checkHealth reads the health of the objects the apply named for each
+// package (health.Check, as the agent does after its apply) once, without
+// waiting, and prints a summary and a table of package health. Health does
+// not change the exit code: a package that is still starting is not a
+// failed apply, and a health read that fails is printed as a warning.
+func checkHealth(ctx context.Context, w io.Writer, c client.Reader, res *apply.Result) {
+	rep, err := health.Check(ctx, c, res.HealthTargets())
+	if err != nil {
+		fmt.Fprintf(w, "warning: health not read: %v\n", err)
+		return
+	}
+	line := fmt.Sprintf("health: %s", rep.Summary.Status)
+	if rep.Summary.Reason != "" {
+		line += " (" + rep.Summary.Reason + ")"
+	}
+	fmt.Fprintln(w, line)
+	printHealth(w, rep)
 }
 
 // gitCommit returns the commit HEAD points at in the Git repository that

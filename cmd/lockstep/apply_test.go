@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,6 +88,19 @@ func TestApplyStatusActivate(t *testing.T) {
 			t.Errorf("apply output lacks %q:\n%s", want, out)
 		}
 	}
+	// The health summary read once after the apply: a summary line and one
+	// row per package. No Crossplane runs here, so runtimes stay
+	// InProgress, and that does not make apply fail.
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^health: (Current|InProgress|Failed|NotFound|Unknown|Terminating)\b`),
+		regexp.MustCompile(`(?m)^  KIND +NAME +VERSION +REVISION +HEALTH +MESSAGE$`),
+		regexp.MustCompile(`(?m)^  Configuration +configuration-demo +v0\.1\.0 +configuration-demo-\S+ +\w+`),
+		regexp.MustCompile(`(?m)^  Provider +lockstep-examples-provider-demo +\S+ +lockstep-examples-provider-demo-\S+ +\w+`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("apply output lacks the health summary line %s:\n%s", want, out)
+		}
+	}
 	if cfg := getObj(t, env, "pkg.crossplane.io/v1", "Configuration", "configuration-demo"); cfg == nil {
 		t.Fatalf("the configuration was not installed")
 	}
@@ -104,7 +118,7 @@ func TestApplyStatusActivate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v\n%s", err, out)
 	}
-	for _, want := range []string{"Configuration configuration-demo v0.1.0", "Installed: True (ActivePackageRevision)", "(current)", "Active", "Provider lockstep-examples-provider-demo"} {
+	for _, want := range []string{"Configuration configuration-demo v0.1.0", "Installed: True (ActivePackageRevision)", "  health:    ", "(current)", "Active", "Provider lockstep-examples-provider-demo"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
@@ -134,6 +148,9 @@ spec:
 	out, err = run(t, append(applyArgs, "--dry-run")...)
 	if err != nil {
 		t.Fatalf("apply --dry-run: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "health:") {
+		t.Errorf("apply --dry-run reads health:\n%s", out)
 	}
 	if !strings.Contains(out, "nothing was changed") || len(revisionsOf(t, env, "ConfigurationRevision", "configuration-demo")) != 1 {
 		t.Errorf("apply --dry-run changed the cluster or did not say so:\n%s", out)

@@ -21,7 +21,8 @@ func newStatusCommand() *cobra.Command {
 		Short: "Show the packages, revisions and health lockstep installed",
 		Long: `status reads the cluster and prints every package the lockstep --instance
 installed: the commit and lock digest it came from (from lockstep's inventory),
-its Installed and Healthy conditions, each revision with its number, state and
+its Installed and Healthy conditions, its health as lockstep apply and the
+agent read it (package object, current revision, runtime), each revision with its number, state and
 health, the live health of the active runtime, and the payload objects the
 package keeps although its current revision no longer ships them.`,
 		Example: `  lockstep status --kubeconfig ~/.kube/prod`,
@@ -77,6 +78,13 @@ func printReport(w io.Writer, rep *inspect.Report) {
 		fmt.Fprintf(w, "  package:   %s\n", p.Package)
 		fmt.Fprintf(w, "  Installed: %s\n", withMessage(p.Installed))
 		fmt.Fprintf(w, "  Healthy:   %s\n", withMessage(p.Healthy))
+		if p.Health != nil {
+			line := string(p.Health.Status)
+			if p.Health.Message != "" {
+				line += ": " + strings.ReplaceAll(p.Health.Message, "\n", " ")
+			}
+			fmt.Fprintf(w, "  health:    %s\n", line)
+		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  REVISION\t#\tSTATE\tREVISION-HEALTHY\tRUNTIME-HEALTHY\tOBJECTS\tRUNTIME")
 		for _, r := range p.Revisions {

@@ -1,12 +1,11 @@
 // Package agent keeps a cluster equal to a Git repository: on every new
 // commit, and on every interval to correct drift, it runs one reconcile in
-// named steps — fetch the Git source, check the lock against the
-// declarations (lockstep never resolves versions in the cluster), read the
-// locked packages by digest, render, apply, and read health — and reports
+// the named steps docs/design.md#the-agent lists (lockstep never resolves
+// versions in the cluster: the lock is checked, not resolved) and reports
 // the outcome on a Sync object (lockstep.io/v1alpha1) that kubectl shows,
 // with Flux-style Ready, Reconciling and Stalled conditions, as Kubernetes
 // Events, and as Prometheus metrics. A failed step leaves the last good state
-// applied (../shared/design/gitops-reference.md §1.2, §8).
+// applied (docs/design.md#flux-kustomize).
 //
 // Run hosts the reconciles on a controller-runtime Manager
 // (sigs.k8s.io/controller-runtime pkg/manager): leader election on a

@@ -3,14 +3,9 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sort"
 	"time"
 
-	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -85,9 +80,13 @@ type Outcome struct {
 	Applied bool
 	// Result is apply's result, nil when the reconcile stopped before.
 	Result *apply.Result
-	// Health is the sync's health after the apply.
+	// Report is the health of every applied package after the apply, as
+	// health.Check read it; nil when the reconcile stopped before.
+	Report *health.Report
+	// Health is the sync's health after the apply (Report.Summary).
 	Health health.Summary
-	// Packages is each applied package's health.
+	// Packages is each applied package's health as the Sync status shows
+	// it (Report.Packages).
 	Packages []v1alpha1.PackageHealth
 
 	lockDigest string
@@ -279,7 +278,7 @@ func (r *Reconciler) applyRendered(ctx context.Context, rd *rendered, out *Outco
 		return &StepError{Step: StepApply, Reason: ReasonApplyFailed, Stalled: true, Err: perr}
 	}
 	out.Applied = true
-	if err := r.readHealth(ctx, rd.out, out); err != nil {
+	if err := r.readHealth(ctx, res, out); err != nil {
 		return &StepError{Step: StepHealth, Reason: ReasonHealthCheckFailed, Err: err}
 	}
 	return nil
@@ -292,49 +291,17 @@ func relPath(a *git.Artifact, name string) string {
 	return a.Path + "/" + name
 }
 
-// readHealth reads every applied package object and its current revision
-// and computes their health with the health package: a package is healthy
-// when Crossplane's consumers would say so (Installed and Healthy), its
-// revision too, and its runtime Deployment is Available.
-func (r *Reconciler) readHealth(ctx context.Context, out *render.Output, o *Outcome) error {
-	var all []health.ObjectStatus
-	for _, p := range out.Packages {
-		var objs []health.ObjectStatus
-		ph := v1alpha1.PackageHealth{Kind: string(p.Kind), Name: p.Name, Version: p.Tag, Digest: p.Digest}
-		if p.Revision != nil {
-			ph.Revision = p.Revision.Name
-		}
-		targets := []*render.Object{p.Record}
-		if p.Revision != nil {
-			targets = append(targets, p.Revision.Record)
-			for _, rt := range p.Revision.Runtime {
-				if rt.Kind == "Deployment" {
-					targets = append(targets, rt)
-				}
-			}
-		}
-		for _, t := range targets {
-			if t == nil {
-				continue
-			}
-			s, err := r.objectStatus(ctx, t)
-			if err != nil {
-				return err
-			}
-			objs = append(objs, s)
-		}
-		sum := health.Aggregate(objs)
-		ph.Health, ph.Message = string(sum.Status), sum.Reason
-		o.Packages = append(o.Packages, ph)
-		all = append(all, objs...)
+// readHealth checks the health of the objects apply named for each
+// package (apply.Result.HealthTargets, read by health.Check), records it
+// in o, and counts the packages by health in the metrics.
+func (r *Reconciler) readHealth(ctx context.Context, res *apply.Result, o *Outcome) error {
+	rep, err := health.Check(ctx, r.c, res.HealthTargets())
+	if err != nil {
+		return err
 	}
-	sort.Slice(o.Packages, func(i, j int) bool {
-		if o.Packages[i].Kind != o.Packages[j].Kind {
-			return o.Packages[i].Kind < o.Packages[j].Kind
-		}
-		return o.Packages[i].Name < o.Packages[j].Name
-	})
-	o.Health = health.Aggregate(all)
+	o.Report = rep
+	o.Health = rep.Summary
+	o.Packages = packageHealth(rep)
 	if r.metrics != nil {
 		r.metrics.Packages.Reset()
 		for _, p := range o.Packages {
@@ -342,26 +309,4 @@ func (r *Reconciler) readHealth(ctx context.Context, out *render.Output, o *Outc
 		}
 	}
 	return nil
-}
-
-func (r *Reconciler) objectStatus(ctx context.Context, o *render.Object) (health.ObjectStatus, error) {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(schema.FromAPIVersionAndKind(o.APIVersion, o.Kind))
-	id := health.ObjectStatus{}
-	err := r.c.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, u)
-	if client.IgnoreNotFound(err) != nil {
-		return id, fmt.Errorf("read %s: %w", o, err)
-	}
-	id.ID.GroupKind = u.GroupVersionKind().GroupKind()
-	id.ID.Namespace, id.ID.Name = o.Namespace, o.Name
-	if err != nil {
-		id.Status, id.Message = status.NotFoundStatus, "not found"
-		return id, nil
-	}
-	res, err := health.Compute(u)
-	if err != nil {
-		return id, fmt.Errorf("health of %s: %w", o, err)
-	}
-	id.Status, id.Message = res.Status, res.Message
-	return id, nil
 }

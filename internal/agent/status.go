@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/agent/api/v1alpha1"
+	"github.com/lockstep-gitops/lockstep/internal/health"
 	"github.com/lockstep-gitops/lockstep/internal/update"
 )
 
@@ -158,6 +159,17 @@ func nextStatus(prev *v1alpha1.SyncStatus, o *Outcome, rerr error, generation in
 		set(ConditionStalled, metav1.ConditionFalse, ReasonProgressing, msg)
 	}
 	return st
+}
+
+// packageHealth returns the Sync status lines of rep's packages, in its
+// order.
+func packageHealth(rep *health.Report) []v1alpha1.PackageHealth {
+	var out []v1alpha1.PackageHealth
+	for _, p := range rep.Packages {
+		out = append(out, v1alpha1.PackageHealth{Kind: string(p.Kind), Name: p.Name, Version: p.Version, Digest: p.Digest,
+			Revision: p.Revision, Health: string(p.Status), Message: p.Message})
+	}
+	return out
 }
 
 // lockDigestOf returns the lock digest the apply recorded, from its result.

@@ -17,10 +17,11 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
-// activationStep is step 6, once the active revision's payload is in:
+// activationStep is the activation step (docs/design.md#apply-steps), once
+// the active revision's payload is in:
 //
 //   - every other revision of the package that is Active is set Inactive
-//     (Crossplane's manager, study §3.2 step 8), through
+//     (Crossplane's manager, docs/crossplane-behaviour.md#package-reconcile step 8), through
 //     ActivationFieldManager;
 //   - under Automatic, the current revision's record is switched to Active
 //     when it was applied Inactive for the hand-off (an upgrade).
@@ -28,7 +29,8 @@ import (
 // Under Manual nothing happens until a user activated the current revision
 // (kubectl patch of spec.desiredState, or `lockstep activate`): until then
 // the revision that is Active stays Active, with its payload and runtime,
-// unlike Crossplane, which deactivates it at once (study §3.6, #5082).
+// unlike Crossplane, which deactivates it at once
+// (docs/crossplane-behaviour.md#activation, crossplane/crossplane#5082).
 func (p *pkgRun) activationStep(ctx context.Context) error {
 	if !p.activation.Active {
 		return nil

@@ -21,8 +21,9 @@ const (
 )
 
 // Event reasons lockstep emits on packages and revisions. They are
-// Crossplane's where Crossplane has one for the same thing (study §3.8,
-// §4.1).
+// Crossplane's where Crossplane has one for the same thing
+// (docs/crossplane-behaviour.md#package-conditions-and-events,
+// docs/crossplane-behaviour.md#revision-reconcile).
 const (
 	// ReasonInstallPackageRevision: a package's current revision was
 	// installed (Normal), or could not be (Warning).
@@ -36,7 +37,7 @@ const (
 	// deleted.
 	ReasonGarbageCollect = "GarbageCollect"
 	// ReasonDeactivatePackage: a package was deactivated because another
-	// replaces it (seed 004).
+	// replaces it (docs/crossplane-behaviour.md#moving-package-dependencies).
 	ReasonDeactivatePackage = "DeactivatePackage"
 )
 

@@ -47,7 +47,8 @@ func (p *pkgRun) doomedRevisions() map[string]bool {
 	return plan.Doomed(p.historyLimit(), revisionsOf(p.others))
 }
 
-// collectGarbage executes step 7's plan (plan.Collect): it deletes the
+// collectGarbage executes the revision history GC's plan (plan.Collect,
+// docs/design.md#apply-steps): it deletes the
 // chosen revisions, each after the runtime objects the inventory lists for
 // it. It returns the inventory IDs it deleted.
 func (p *pkgRun) collectGarbage(ctx context.Context, old *inventory.Package, desiredIDs map[string]bool) map[string]bool {

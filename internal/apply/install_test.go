@@ -55,7 +55,7 @@ func TestInstallExamples(t *testing.T) {
 		}
 		want := []string{"Provider/" + prov.Name + " controller=false", "ProviderRevision/" + provRev + " controller=true"}
 		if diff := cmp.Diff(want, ownerRefs(crd)); diff != "" {
-			t.Errorf("CRD owner references (study §4.2: controller revision, owner package): -want +got\n%s", diff)
+			t.Errorf("CRD owner references (docs/crossplane-behaviour.md#establishing-the-payload: controller revision, owner package): -want +got\n%s", diff)
 		}
 		for _, r := range crd.GetOwnerReferences() {
 			if r.Kind == "ProviderRevision" && (r.BlockOwnerDeletion == nil || !*r.BlockOwnerDeletion) {

@@ -23,9 +23,6 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
-// pkgAPIVersion is the apiVersion of package and revision records.
-const pkgAPIVersion = crossplane.PackageAPIVersion
-
 // packageKinds are the Crossplane package kinds, in the order a first
 // install needs.
 var packageKinds = crossplane.KindNames()

@@ -32,7 +32,7 @@ const (
 	// StatusFieldManager owns what lockstep writes through the status
 	// subresource of packages and revisions. It differs from FieldManager
 	// as Flux's status manager differs from its apply manager
-	// (gitops-reference §1.2), so a status write never drops a spec field.
+	// (docs/design.md#flux-kustomize), so a status write never drops a spec field.
 	StatusFieldManager = "lockstep-status"
 	// ActivationFieldManager owns spec.desiredState of revisions whose state
 	// lockstep decides outside their rendered record: revisions it
@@ -180,7 +180,8 @@ type ApplyMeta struct {
 	// in the inventory.
 	LockDigest string
 	// Replaces maps a package, as "Kind/name", to the sources its package
-	// metadata says it replaces (spec.replaces, seed 004; the lock's
+	// metadata says it replaces (spec.replaces,
+	// docs/crossplane-behaviour.md#moving-package-dependencies; the lock's
 	// Entry.Replaces). ReplacesFromInput builds it from render input.
 	Replaces map[string][]string
 }
@@ -249,6 +250,10 @@ type PackageResult struct {
 	// reasons (internal/plan): its revision's activation, the revisions
 	// it garbage collected, or the prune of a package gone from Git.
 	Plan []plan.Decision
+	// Health names the objects that decide the package's health (its
+	// record, current revision and runtime Deployment) for health.Check;
+	// it has no objects for a pruned package.
+	Health health.Target
 }
 
 // Changed reports whether any object of the package was created,
@@ -273,7 +278,7 @@ func (p *PackageResult) Counts() map[ssa.Action]int {
 }
 
 // Apply runs one reconcile of out, the render of the lock at meta.Commit,
-// following the steps in the package documentation. Packages are applied in
+// in the steps docs/design.md#apply-steps lists. Packages are applied in
 // out's order (Providers, Functions, Configurations); a package whose step
 // fails stops there, its error lands on its revision's and package's
 // conditions and as Events, and the next package goes on. Then revisions

@@ -33,7 +33,8 @@ func payloadStage(gk schema.GroupKind) int {
 	return 3
 }
 
-// payloadStep is step 3. It releases stale controller references found by
+// payloadStep is the payload step (docs/design.md#apply-steps). It releases
+// stale controller references found by
 // the preflight, then applies the payload stage by stage, waiting after the
 // CRDs until every CRD it created or changed is Established (kstatus with
 // lockstep's readers, through fluxcd/pkg/ssa's WaitForSetWithContext). The
@@ -195,7 +196,8 @@ func (r *run) listedCRD(name string) (crdwait.State, bool) {
 
 // objectRefs returns the status.objectRefs of a revision that established
 // objs: apiVersion, kind, name and UID, sorted as Crossplane sorts them,
-// by "<group>/<version>, Kind=<kind>/<name>" descending (study §4.1 step
+// by "<group>/<version>, Kind=<kind>/<name>" descending
+// (docs/crossplane-behaviour.md#revision-reconcile step
 // 12, uniqueResourceIdentifier).
 func objectRefs(objs []*desired) []any {
 	type ref struct {

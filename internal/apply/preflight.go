@@ -25,7 +25,8 @@ import (
 // control is controlled by something other than the package's own
 // revisions (or those of a package it replaces). Crossplane reports the
 // same case as "cannot establish control of object: ... is already
-// controlled by ..." (study §4.2), but only after it wrote part of the
+// controlled by ..." (docs/crossplane-behaviour.md#establishing-the-payload),
+// but only after it wrote part of the
 // payload; lockstep refuses the package before its first payload write.
 type ConflictError struct {
 	// Object is "Kind/name" or "Kind/namespace/name" of the object.
@@ -46,7 +47,8 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("%s is already controlled by %s%s", e.Object, describeRef(e.Controller), of)
 }
 
-// preflightStep is step 2. For the active revision it prepares every
+// preflightStep is the preflight step (docs/design.md#apply-steps). For the
+// active revision it prepares every
 // payload, runtime and RBAC object (TLS certificates, CA bundles, owner
 // references), checks that no object is controlled by anything but this
 // package's revisions (or those of a package it replaces), and dry-runs
@@ -235,7 +237,9 @@ func (p *pkgRun) rebind(d *desired) error {
 // that are not controllers. The active revision thereby takes control and
 // the previous controller becomes an owner in one server-side apply: the
 // hand-off cannot race (Crossplane #6761, #7656), and the payload stays
-// owned by every revision that ships it (study §4.2, §4.3). References to
+// owned by every revision that ships it
+// (docs/crossplane-behaviour.md#establishing-the-payload,
+// #active-and-inactive-revisions). References to
 // objects that no longer exist are dropped.
 func (p *pkgRun) extraOwners(live, have []metav1.OwnerReference) []metav1.OwnerReference {
 	seen := map[string]bool{}

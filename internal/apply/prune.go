@@ -23,7 +23,7 @@ import (
 
 // deleteOwned deletes the object stub names when it still carries this
 // instance's label (Flux prunes only what it still owns, gitops-reference
-// §0 item 4), with a UID precondition. A missing object counts as deleted;
+// docs/design.md#flux-kustomize), with a UID precondition. A missing object counts as deleted;
 // one without the label is skipped.
 func (r *run) deleteOwned(ctx context.Context, stub *unstructured.Unstructured) (ssa.Action, error) {
 	obj := &metav1.PartialObjectMetadata{}
@@ -44,7 +44,8 @@ func (r *run) deleteOwned(ctx context.Context, stub *unstructured.Unstructured) 
 }
 
 // prunePackage executes the prune plan of a package that is in the
-// inventory but gone from the output (step 8, see plan.Prune): hand-offs
+// inventory but gone from the output (the prune step of
+// docs/design.md#apply-steps, see plan.Prune): hand-offs
 // lose this package's owner references, definitions follow --prune-crds
 // (with "unused" a definition is deleted only when no object of its kind
 // exists, otherwise it is orphaned, with a warning), and the other objects

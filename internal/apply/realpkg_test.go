@@ -61,9 +61,12 @@ func (f *fixture) uninstallAtEnd(t *testing.T, wait bool) {
 
 // TestGettingStarted installs configuration-getting-started v0.2.0 with its
 // dependencies (provider-nop v0.2.1, function-kcl v0.8.0,
-// function-auto-ready v0.2.1) and reviews every object against the study:
-// owner references and labels (§4.2), runtime (§5.2, §5.3) and conditions
-// (§8).
+// function-auto-ready v0.2.1) and reviews every object against docs/crossplane-behaviour.md:
+// owner references and labels
+// (docs/crossplane-behaviour.md#establishing-the-payload), runtime
+// (docs/crossplane-behaviour.md#runtime-objects, #runtime-deployment) and
+// conditions
+// (docs/crossplane-behaviour.md#health-conditions).
 func TestGettingStarted(t *testing.T) {
 	testdata(t)
 	f := newFixture(t)
@@ -142,7 +145,7 @@ func TestGettingStarted(t *testing.T) {
 			selector, _, _ := unstructured.NestedStringMap(dep.Object, "spec", "selector", "matchLabels")
 			want := map[string]string{"pkg.crossplane.io/revision": po.Revision.Name, "pkg.crossplane.io/" + strings.ToLower(string(po.Kind)): po.Name}
 			if diff := cmp.Diff(want, selector); diff != "" {
-				t.Errorf("Deployment selector (study §5.2): -want +got\n%s", diff)
+				t.Errorf("Deployment selector (docs/crossplane-behaviour.md#runtime-objects): -want +got\n%s", diff)
 			}
 			containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
 			c := containers[0].(map[string]any)
@@ -151,7 +154,7 @@ func TestGettingStarted(t *testing.T) {
 			}
 			sa, _, _ := unstructured.NestedString(dep.Object, "spec", "template", "spec", "serviceAccountName")
 			if sa != po.Revision.Name || f.get(t, "v1", "ServiceAccount", f.namespace, sa) == nil {
-				t.Errorf("ServiceAccount %q (study §5.2: named after the revision) missing", sa)
+				t.Errorf("ServiceAccount %q (docs/crossplane-behaviour.md#runtime-objects: named after the revision) missing", sa)
 			}
 			svc := f.get(t, "v1", "Service", f.namespace, po.Name)
 			if svc == nil {
@@ -207,7 +210,7 @@ func TestProviderNopUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ca != base64.StdEncoding.EncodeToString(sec.Data["tls.crt"]) {
-		t.Errorf("the webhook caBundle is not the TLS server Secret's tls.crt (study §4.2)")
+		t.Errorf("the webhook caBundle is not the TLS server Secret's tls.crt (docs/crossplane-behaviour.md#establishing-the-payload)")
 	}
 }
 

@@ -41,7 +41,7 @@ type pkgRun struct {
 	// revision once its payload is in (HandOff).
 	activation plan.Activation
 	// replacedBy is set when another package of the output replaces this
-	// one: it is kept deactivated (seed 004).
+	// one: it is kept deactivated (docs/crossplane-behaviour.md#moving-package-dependencies).
 	replacedBy string
 	// replaced are the installed packages this one replaces.
 	replaced []*replacedPkg
@@ -298,7 +298,8 @@ func (r *run) planRecord(ctx context.Context, d *desired) error {
 	return nil
 }
 
-// recordsStep is step 1: the package record, then the revision record for
+// recordsStep is the records step (docs/design.md#apply-steps): the package
+// record, then the revision record for
 // the locked digest, numbered after the package's other revisions. It also
 // decides the current revision's activation (plan.Activate).
 func (p *pkgRun) recordsStep(ctx context.Context) error {
@@ -317,7 +318,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	}
 	if p.replacedBy != "" {
 		// A replaced package keeps its record but with the Manual policy, so
-		// nothing activates it again (seed 004).
+		// nothing activates it again (docs/crossplane-behaviour.md#moving-package-dependencies).
 		_ = unstructured.SetNestedField(u.Object, string(declarations.ManualActivation), "spec", "revisionActivationPolicy")
 	}
 	d, err := r.newDesired(u, inventory.RoleRecord, "")
@@ -415,7 +416,7 @@ func soleOwner(u *unstructured.Unstructured, manager string, path ...string) boo
 			continue
 		}
 		var fields map[string]any
-		if err := json.Unmarshal(mf.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields); err != nil {
 			continue
 		}
 		if !hasFieldPath(fields, path) {

@@ -19,7 +19,8 @@ import (
 )
 
 // replacedPkg is an installed package that a package of the output
-// replaces (its metadata's spec.replaces names its source, seed 004).
+// replaces (its metadata's spec.replaces names its source,
+// docs/crossplane-behaviour.md#moving-package-dependencies).
 type replacedPkg struct {
 	key       pkgKey
 	pkg       *unstructured.Unstructured
@@ -65,8 +66,10 @@ func (p *pkgRun) findReplaced(sources []string) {
 	}
 }
 
-// replacesStep is step 9, after the preflight and before the payload: every
-// installed package this one replaces is deactivated as seed 004 says. Its
+// replacesStep is the replaces step (docs/design.md#apply-steps), after the
+// preflight and before the payload: every
+// installed package this one replaces is deactivated as
+// docs/crossplane-behaviour.md#moving-package-dependencies says. Its
 // revisionActivationPolicy becomes Manual and every revision Inactive
 // (through ActivationFieldManager), the payload objects it controls and
 // this package does not ship are released (it stays their owner), and its
@@ -129,7 +132,7 @@ func (p *pkgRun) replacesStep(ctx context.Context) error {
 
 // releaseRevision makes rev an owner that does not control every object of
 // its status.objectRefs that this package does not ship (Crossplane's
-// ReleaseObjects, study §4.3).
+// ReleaseObjects, docs/crossplane-behaviour.md#active-and-inactive-revisions).
 func (p *pkgRun) releaseRevision(ctx context.Context, rev *unstructured.Unstructured, shipped map[string]bool) error {
 	refs, _, _ := unstructured.NestedSlice(rev.Object, "status", "objectRefs")
 	for _, ref := range refs {

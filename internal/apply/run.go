@@ -49,8 +49,7 @@ func packageGroups(out *render.Output, replacedBy map[pkgKey]string, replaces ma
 	for i := range parent {
 		parent[i] = i
 	}
-	var find func(int) int
-	find = func(i int) int {
+	find := func(i int) int {
 		for parent[i] != i {
 			parent[i] = parent[parent[i]]
 			i = parent[i]
@@ -109,7 +108,7 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 	p := &pkgRun{
 		r: r, po: po,
 		key:  pkgKey{po.Kind, po.Name},
-		res:  &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet()},
+		res:  &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet(), Health: healthTarget(po)},
 		uids: map[render.Reference]types.UID{},
 	}
 	p.replacedBy = r.replacedBy[p.key]
@@ -188,7 +187,7 @@ func (p *pkgRun) activeRevision() string {
 }
 
 // finish writes the inventory, then deletes: revisions past their
-// history limit (step 7) and packages gone from the output (step 8). The
+// history limit and packages gone from the output (docs/design.md#apply-steps). The
 // inventory is written before any deletion, with everything that exists;
 // after the deletions it is written again without what they removed, so a
 // failed deletion stays in it and is retried by the next apply.

@@ -9,7 +9,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -17,14 +16,18 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/health"
 )
 
-// runtimeStep is step 4, for an active Provider or Function revision: it
+// runtimeStep is the runtime step (docs/design.md#apply-steps), for an active
+// Provider or Function revision: it
 // creates crossplane-root-ca when lockstep generated it, then applies the
 // TLS Secrets, ServiceAccount, Service and Deployment, and a Provider's
 // ClusterRoles and ClusterRoleBinding. The revision's RuntimeHealthy
 // condition comes from the Deployment as the API server returned it
-// (Crossplane reads its Available condition the same way, study §5.1 step
+// (Crossplane reads its Available condition the same way,
+// docs/crossplane-behaviour.md#runtime-reconcile step
 // 9). Then the package's other revisions lose their Deployment, as
-// Crossplane's Deactivate does (study §4.3): only a Deployment they still
+// Crossplane's Deactivate does
+// (docs/crossplane-behaviour.md#active-and-inactive-revisions): only a
+// Deployment they still
 // control, with a UID precondition; their ServiceAccount, Service and TLS
 // Secrets stay.
 func (p *pkgRun) runtimeStep(ctx context.Context) error {
@@ -94,7 +97,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 // deploymentHealth returns a revision's RuntimeHealthy condition from its
 // Deployment: True when health.Compute says Current (Available, every
 // replica updated), Unknown while it rolls out, False when it failed. The
-// messages follow Crossplane's runtime controller (study §5.1).
+// messages follow Crossplane's runtime controller (docs/crossplane-behaviour.md#runtime-reconcile).
 func deploymentHealth(kind crossplane.Kind, dep *unstructured.Unstructured) *condition {
 	res, err := health.Compute(dep)
 	what := kind.Lower()
@@ -107,12 +110,4 @@ func deploymentHealth(kind crossplane.Kind, dep *unstructured.Unstructured) *con
 		return &condition{Type: CondRuntimeHealthy, Status: "False", Reason: ReasonUnhealthy, Message: fmt.Sprintf("%s deployment is unavailable with message: %s", what, res.Message)}
 	}
 	return &condition{Type: CondRuntimeHealthy, Status: "Unknown", Reason: ReasonUnknownHealth, Message: fmt.Sprintf("%s deployment %s is not available yet: %s", what, dep.GetName(), res.Message)}
-}
-
-// uidOf returns u's UID, "" for nil.
-func uidOf(u *unstructured.Unstructured) types.UID {
-	if u == nil {
-		return ""
-	}
-	return u.GetUID()
 }

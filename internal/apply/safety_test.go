@@ -209,7 +209,9 @@ func TestPrune(t *testing.T) {
 
 // TestReplaces: a provider whose metadata says it replaces another's source
 // takes over that provider's CRDs without a conflict. The replaced package
-// is deactivated first (seed 004): Manual, every revision Inactive, no
+// is deactivated first
+// (docs/crossplane-behaviour.md#moving-package-dependencies): Manual, every
+// revision Inactive, no
 // runtime, owner but not controller of the CRDs. When lockstep installed it
 // and it is gone from Git, it is then pruned; when another lockstep
 // instance installed it, it stays deactivated.

@@ -90,7 +90,8 @@ func str(v any) string {
 	return s
 }
 
-// statusStep is step 5: it writes the status of the current revision, of
+// statusStep is the status step (docs/design.md#apply-steps): it writes the
+// status of the current revision, of
 // the package's other revisions whose conditions lockstep changed, and of
 // the package, each through the status subresource as StatusFieldManager,
 // and only when it differs from the live status. It runs whatever step
@@ -170,7 +171,8 @@ func (p *pkgRun) revisionConditions() []condition {
 // revisionStatus returns the status lockstep owns on the current revision:
 // conditions, objectRefs (those established now, or the live ones when a
 // step failed before the payload was in), capabilities, and for an active
-// Function the endpoint the function runner dials (study §11).
+// Function the endpoint the function runner dials
+// (docs/crossplane-behaviour.md#what-other-components-read).
 func (p *pkgRun) revisionStatus() map[string]any {
 	st := map[string]any{}
 	gen := p.cur.GetGeneration()
@@ -199,7 +201,8 @@ func (p *pkgRun) revisionStatus() map[string]any {
 
 // inactiveRevisionStatus returns the status of an inactive revision whose
 // conditions need an update: RevisionHealthy True (Crossplane marks an
-// inactive revision with objectRefs healthy, study §4.1 step 3) and no
+// inactive revision with objectRefs healthy,
+// docs/crossplane-behaviour.md#revision-reconcile step 3) and no
 // RuntimeHealthy, since it runs nothing. Its objectRefs, capabilities and
 // endpoint are kept. It returns nil for an active revision and for one
 // whose conditions are already so.
@@ -234,7 +237,8 @@ func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
 
 // packageStatus returns the status lockstep owns on the package:
 // Installed (True while the current revision is Active), Healthy (from the
-// current revision, as Crossplane's PackageHealth, study §8), and
+// current revision, as Crossplane's PackageHealth,
+// docs/crossplane-behaviour.md#health-conditions), and
 // currentRevision and currentIdentifier (spec.package, source@digest).
 func (p *pkgRun) packageStatus() map[string]any {
 	var conds []condition

@@ -118,7 +118,7 @@ func TestRevisionHistoryLimit(t *testing.T) {
 		// upgrade (build 4 is active).
 		survivors []int
 	}{
-		"limit 0": {reason: "0 disables garbage collection (seed 002)", limit: 0, survivors: []int{0, 1, 2, 3, 4}},
+		"limit 0": {reason: "0 disables garbage collection (docs/crossplane-behaviour.md#package-spec-defaults)", limit: 0, survivors: []int{0, 1, 2, 3, 4}},
 		"limit 1": {reason: "the default: the active revision and one inactive", limit: 1, survivors: []int{3, 4}},
 		"limit 3": {reason: "three inactive revisions are kept; the oldest of four goes", limit: 3, survivors: []int{1, 2, 3, 4}},
 	}
@@ -252,7 +252,7 @@ func TestManualActivation(t *testing.T) {
 	}
 	rev = f.revision(t, crossplane.KindProvider, rev2)
 	for _, mf := range rev.GetManagedFields() {
-		if mf.Manager == apply.FieldManager && strings.Contains(string(mf.FieldsV1.Raw), `"f:desiredState"`) {
+		if mf.Manager == apply.FieldManager && strings.Contains(mf.FieldsV1.GetRawString(), `"f:desiredState"`) {
 			t.Errorf("field manager %s owns spec.desiredState of a Manual revision: it would fight the user", apply.FieldManager)
 		}
 	}

@@ -71,9 +71,9 @@ func (d Declaration) String() string {
 // "xpkg.upbound.io/crossplane-contrib/provider-nop:v0.4.0@sha256:…").
 //
 // This is the identity Crossplane's Lock uses (ParsePackageSourceFromReference,
-// crossplane-package-manager.md §2.6), except that a tag before a digest is
+// docs/crossplane-behaviour.md#references-and-identity), except that a tag before a digest is
 // removed too, so "repo:tag@sha256:…" and "repo@sha256:…" have the same source
-// (Crossplane keeps the tag, bug #7458, §10.6).
+// (Crossplane keeps the tag, bug #7458, docs/crossplane-behaviour.md#digest-pinning-bugs).
 func (d Declaration) Source() string {
 	return packageSource(d.Spec.Package)
 }

@@ -11,7 +11,8 @@
 // definitions of the Crossplane API (Crossplane's modules are not used); their
 // JSON field names and defaults follow the CRDs in Crossplane's
 // cluster/crds/pkg.crossplane.io_*.yaml and crossplane-package-manager.md
-// §3.1, §5.4 and §6.
+// docs/crossplane-behaviour.md#package-spec-defaults, #deploymentruntimeconfig,
+// #imageconfig-matching.
 //
 // Input is checked the way the API server with strict field validation and
 // Crossplane would check it, and more strictly where Crossplane only fails

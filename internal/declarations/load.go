@@ -77,7 +77,7 @@ func Load(dir string) (*Set, error) {
 // documents that are not objects or lack apiVersion or kind, unknown or
 // mistyped fields, a missing or invalid metadata.name, invalid labels, a
 // spec.package that is not a fully qualified reference with a tag or digest
-// (the CRD's CEL rule, crossplane-package-manager.md §2.6, and
+// (the CRD's CEL rule, docs/crossplane-behaviour.md#references-and-identity, and
 // name.StrictValidation), an invalid enum or negative revisionHistoryLimit,
 // missing required fields, two objects of one kind with the same name, and
 // two packages with the same source under different names. On any error

@@ -11,7 +11,8 @@ import (
 )
 
 // RevisionActivationPolicy says how a package moves from one revision to the
-// next (spec.revisionActivationPolicy; crossplane-package-manager.md §3.1, §3.2
+// next (spec.revisionActivationPolicy;
+// docs/crossplane-behaviour.md#package-spec-defaults, #package-reconcile
 // step 13).
 type RevisionActivationPolicy string
 
@@ -80,7 +81,7 @@ type PackageSpec struct {
 // RuntimeConfigReference points at the runtime configuration of a Provider or
 // Function (spec.runtimeConfigRef) or of the images an ImageConfig matches
 // (spec.runtime.configRef). The CRD defaults it to the DeploymentRuntimeConfig
-// named "default" (crossplane-package-manager.md §3.1, §6.5).
+// named "default" (docs/crossplane-behaviour.md#package-spec-defaults, #imageconfig-runtime).
 type RuntimeConfigReference struct {
 	// APIVersion of the referent; default pkg.crossplane.io/v1beta1.
 	APIVersion string `json:"apiVersion,omitempty"`
@@ -152,7 +153,7 @@ type TemplateMeta struct {
 
 // DeploymentTemplate is spec.deploymentTemplate of a DeploymentRuntimeConfig:
 // metadata plus an apps/v1 DeploymentSpec that is merged over the Deployment
-// Crossplane renders for a package runtime (crossplane-package-manager.md §5).
+// Crossplane renders for a package runtime (docs/crossplane-behaviour.md#runtime-reconcile).
 type DeploymentTemplate struct {
 	Metadata *TemplateMeta `json:"metadata,omitempty"`
 	// Spec, when present, must carry selector and template (the CRD requires
@@ -179,7 +180,7 @@ type DeploymentRuntimeConfigSpec struct {
 }
 
 // DeploymentRuntimeConfig is a pkg.crossplane.io/v1beta1
-// DeploymentRuntimeConfig (crossplane-package-manager.md §5.4). Location
+// DeploymentRuntimeConfig (docs/crossplane-behaviour.md#deploymentruntimeconfig). Location
 // is where it was declared and is not part of the object.
 type DeploymentRuntimeConfig struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -207,7 +208,8 @@ type ImageMatch struct {
 // RegistryAuthentication is spec.registry.authentication of an ImageConfig.
 type RegistryAuthentication struct {
 	// PullSecretRef names a Secret in the Crossplane namespace used to pull
-	// every matching image, dependencies included (§6.3). Required.
+	// every matching image, dependencies included
+	// (docs/crossplane-behaviour.md#imageconfig-pull-secrets). Required.
 	PullSecretRef corev1.LocalObjectReference `json:"pullSecretRef"`
 }
 
@@ -216,13 +218,15 @@ type RegistryConfig struct {
 	Authentication *RegistryAuthentication `json:"authentication,omitempty"`
 }
 
-// ImageRewrite is spec.rewriteImage of an ImageConfig (§6.2).
+// ImageRewrite is spec.rewriteImage of an ImageConfig
+// (docs/crossplane-behaviour.md#imageconfig-rewrite).
 type ImageRewrite struct {
 	// Prefix replaces the matched prefix of the image reference. Required.
 	Prefix string `json:"prefix"`
 }
 
-// ImageRuntime is spec.runtime of an ImageConfig (§6.5).
+// ImageRuntime is spec.runtime of an ImageConfig
+// (docs/crossplane-behaviour.md#imageconfig-runtime).
 type ImageRuntime struct {
 	// ConfigRef selects the DeploymentRuntimeConfig of matching images.
 	ConfigRef *RuntimeConfigReference `json:"configRef,omitempty"`
@@ -242,7 +246,7 @@ type ImageConfigSpec struct {
 }
 
 // ImageConfig is a pkg.crossplane.io/v1beta1 ImageConfig
-// (crossplane-package-manager.md §6). Location is where it was declared and is
+// (docs/crossplane-behaviour.md#imageconfig-matching). Location is where it was declared and is
 // not part of the object.
 type ImageConfig struct {
 	metav1.TypeMeta   `json:",inline"`

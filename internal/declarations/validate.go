@@ -18,12 +18,12 @@ import (
 )
 
 // packageRefRE is the CEL rule the v1 package CRDs put on spec.package
-// (crossplane-package-manager.md §2.6): a registry host with a dot, a
+// (docs/crossplane-behaviour.md#references-and-identity): a registry host with a dot, a
 // repository path, and a tag, a digest, or both.
 var packageRefRE = regexp.MustCompile(`^[^\.\/]+(\.[^\.\/]+)+(\/[^\/:@]+)+(:[^:@]+(@sha256.+)?|@sha256.+)$`)
 
 // ApplyDefaults sets the defaults the Crossplane v1 package CRDs give to
-// fields the declaration leaves unset (crossplane-package-manager.md §3.1):
+// fields the declaration leaves unset (docs/crossplane-behaviour.md#package-spec-defaults):
 // revisionActivationPolicy Automatic, revisionHistoryLimit 1,
 // packagePullPolicy IfNotPresent, and for a Provider or Function a
 // runtimeConfigRef to the DeploymentRuntimeConfig "default" (apiVersion
@@ -233,7 +233,7 @@ func (l *loader) validateRuntimeConfig(o object, rc *DeploymentRuntimeConfig) {
 // validateImageConfig checks an ImageConfig against the CRD's required
 // fields, enums and CEL rules, and applies its defaults: matchImages[].type
 // Prefix, runtime.configRef apiVersion and kind, and the cosign key
-// hashAlgorithm sha256 (crossplane-package-manager.md §6).
+// hashAlgorithm sha256 (docs/crossplane-behaviour.md#imageconfig-matching).
 func (l *loader) validateImageConfig(o object, ic *ImageConfig) {
 	s := &ic.Spec
 	if len(s.MatchImages) == 0 {
@@ -315,8 +315,8 @@ func (l *loader) validateVerification(o object, v *imageVerification) {
 			if k.HashAlgorithm == "" {
 				k.HashAlgorithm = DefaultCosignHashAlgorithm
 			}
-			switch {
-			case k.SecretRef == nil:
+			switch k.SecretRef {
+			case nil:
 				l.fail(o, ap+".key.secretRef", fmt.Errorf("required"))
 			default:
 				if k.SecretRef.Name == "" {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -161,11 +160,4 @@ func flattenJSON(raw []byte, skip []string) (map[string]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// sortedCopy returns a sorted copy of s.
-func sortedCopy(s []string) []string {
-	out := slices.Clone(s)
-	slices.Sort(out)
-	return out
 }

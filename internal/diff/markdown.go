@@ -196,9 +196,10 @@ const (
 func detailsBlock(n *node, lvl level) string {
 	var b strings.Builder
 	b.WriteString("<details><summary>")
-	if n.sev == sevBreaking {
+	switch n.sev {
+	case sevBreaking:
 		b.WriteString("💥 ")
-	} else if n.sev == sevAttention {
+	case sevAttention:
 		b.WriteString("⚠️ ")
 	}
 	b.WriteString(htmlText(n.text))

@@ -22,7 +22,7 @@ import (
 
 // The keys of a Git credentials Secret (and of the files of a mounted
 // Secret), the ones Flux's GitRepository reads (fluxcd/pkg/git
-// NewAuthOptions, gitops-reference.md §1.1).
+// NewAuthOptions, docs/design.md#flux-source).
 const (
 	// SecretIdentity is an SSH private key in PEM or OpenSSH format.
 	SecretIdentity = "identity"
@@ -195,10 +195,10 @@ func (a Auth) sshMethod(ep *transport.Endpoint) (transport.AuthMethod, error) {
 			return nil, fmt.Errorf("%s is encrypted: set %s to its passphrase", SecretIdentity, SecretPassword)
 		case errors.As(err, &missing):
 			if _, err := ssh.ParseRawPrivateKeyWithPassphrase(a.Identity, []byte(a.Password)); err != nil {
-				return nil, fmt.Errorf("%s: cannot decrypt with %s: %v", SecretIdentity, SecretPassword, err)
+				return nil, fmt.Errorf("%s: cannot decrypt with %s: %w", SecretIdentity, SecretPassword, err)
 			}
 		default:
-			return nil, fmt.Errorf("%s is not an SSH private key: %v", SecretIdentity, err)
+			return nil, fmt.Errorf("%s is not an SSH private key: %w", SecretIdentity, err)
 		}
 	}
 	user := ep.User
@@ -207,7 +207,7 @@ func (a Auth) sshMethod(ep *transport.Endpoint) (transport.AuthMethod, error) {
 	}
 	keys, err := gitssh.NewPublicKeys(user, a.Identity, a.Password)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", SecretIdentity, err)
+		return nil, fmt.Errorf("%s: %w", SecretIdentity, err)
 	}
 	callback, err := knownHostsCallback(a.KnownHosts)
 	if err != nil {

@@ -5,9 +5,8 @@
 // remotes (go-git's file:// transport runs git-upload-pack).
 //
 // The behaviour follows Flux's source-controller GitRepository with
-// fluxcd/pkg/git/gogit (../shared/design/gitops-reference.md §0 item 7 and
-// §1.1) and the write-back of Flux's image-automation-controller (§0 item 8
-// and §1.3):
+// fluxcd/pkg/git/gogit (docs/design.md#flux-source) and the write-back of
+// Flux's image-automation-controller (docs/design.md#flux-image-automation):
 //
 //   - Source is the configuration (the --git-url, --git-ref, --git-path and
 //     credential flags): a URL, a branch, tag or commit, a directory inside

@@ -126,7 +126,7 @@ func orNone(h string) string {
 
 // Push commits c.Files on top of c.Parent and pushes the commit to c.Branch
 // with the Source's credentials, the way Flux's image-automation-controller
-// writes back (gitops-reference.md §1.3: commit, optional OpenPGP signature,
+// writes back (docs/design.md#flux-image-automation: commit, optional OpenPGP signature,
 // push to a branch, optional force). It needs the cache a Checkout of the
 // same Source made, and it never touches that checkout's worktree: the
 // commit is built from objects.
@@ -425,10 +425,10 @@ func writeTree(st storer.EncodedObjectStorer, base *object.Tree, files map[strin
 		}
 		mode := filemode.Regular
 		if old, ok := entries[p]; ok {
-			switch {
-			case old.Mode == filemode.Dir:
+			switch old.Mode {
+			case filemode.Dir:
 				return plumbing.ZeroHash, fmt.Errorf("cannot write file %s: it is a directory", p)
-			case old.Mode == filemode.Executable:
+			case filemode.Executable:
 				mode = filemode.Executable
 			}
 		}

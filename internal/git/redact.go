@@ -97,10 +97,10 @@ func (r redactor) error(err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := err.(safeError); ok {
+	if _, ok := err.(safeError); ok { //nolint:errorlint // only an unwrapped safeError is safe: a wrapper may add a secret
 		return err
 	}
-	if re, ok := err.(*redactedError); ok {
+	if re, ok := err.(*redactedError); ok { //nolint:errorlint // a wrapped one is redacted whole below
 		return &redactedError{msg: r.string(re.msg), orig: re.orig}
 	}
 	return &redactedError{msg: r.string(err.Error()), orig: err}

@@ -32,7 +32,7 @@ import (
 // same CacheDir continues from its last checkout.
 //
 // Its behaviour follows Flux's GitRepository (source-controller with
-// fluxcd/pkg/git/gogit, gitops-reference.md §0 item 7 and §1.1): a shallow
+// fluxcd/pkg/git/gogit, docs/design.md#flux-source): a shallow
 // single-branch clone without tags, an ls-remote before every later fetch
 // that skips the fetch while the ref has not moved, and a force-pushed
 // branch followed rather than refused.

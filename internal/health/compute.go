@@ -28,10 +28,10 @@ func Compute(obj *unstructured.Unstructured) (*status.Result, error) {
 			return revisionStatus(obj, k)
 		}
 	}
-	switch {
-	case gk == schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
+	switch gk {
+	case schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
 		return crdStatus(obj)
-	case gk == schema.GroupKind{Group: "apps", Kind: "Deployment"}:
+	case schema.GroupKind{Group: "apps", Kind: "Deployment"}:
 		return deploymentStatus(obj)
 	}
 	return status.Compute(obj)
@@ -110,7 +110,7 @@ func packageStatus(obj *unstructured.Unstructured) (*status.Result, error) {
 // revisionStatus: a revision is Current when RevisionHealthy is True at its
 // generation; an Active revision of a kind with a runtime (ProviderRevision,
 // FunctionRevision) also needs RuntimeHealthy, since its Deployment only
-// runs while it is active (study §4.3).
+// runs while it is active (docs/crossplane-behaviour.md#active-and-inactive-revisions).
 func revisionStatus(obj *unstructured.Unstructured, kind crossplane.PackageKind) (*status.Result, error) {
 	conds, err := conditions(obj)
 	if err != nil {

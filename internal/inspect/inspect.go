@@ -54,9 +54,15 @@ type PackageReport struct {
 	// spec.revision) first.
 	Revisions []RevisionReport
 	// Retained are payload objects that no longer ship in the current
-	// revision and stay owned by the package (study §4.2 point 4), as
+	// revision and stay owned by the package
+	// (docs/crossplane-behaviour.md#establishing-the-payload point 4), as
 	// "Kind/name"; they go when the package is pruned.
 	Retained []string
+	// Health is the package's health as health.Check reads it from the
+	// objects that decide it (the package object, its current revision
+	// and runtime Deployment), the structure `lockstep apply` and the agent
+	// report; nil when Missing.
+	Health *health.PackageHealth
 	// Missing says the inventory lists the package but its object is gone.
 	Missing bool
 }
@@ -211,27 +217,61 @@ func inspectPackage(ctx context.Context, c client.Client, namespace string, p *u
 		}
 		sort.Strings(pr.Retained)
 	}
+	ph, err := packageHealth(ctx, c, namespace, p, revs, pr, ip)
+	if err != nil {
+		return pr, err
+	}
+	pr.Health = ph
 	return pr, nil
 }
 
-// runtimeHealth reads the Deployment of an active revision: the one the
-// inventory lists for it, or the one named after it (Crossplane's default).
-func runtimeHealth(ctx context.Context, c client.Client, namespace string, rev *unstructured.Unstructured, ip *inventory.Package) string {
-	name := rev.GetName()
+// packageHealth checks the health of package p with health.Check, on the
+// target health.NewTarget chooses from p, its current revision among revs
+// and that revision's runtime Deployment.
+func packageHealth(ctx context.Context, c client.Client, namespace string, p *unstructured.Unstructured, revs []*unstructured.Unstructured, pr PackageReport, ip *inventory.Package) (*health.PackageHealth, error) {
+	t := health.Target{Kind: pr.Kind, Name: pr.Name, Version: pr.Tag}
+	if ip != nil {
+		t.Digest = ip.Digest
+	}
+	var rev, runtime *health.Ref
+	for _, r := range revs {
+		if r.GetName() == pr.CurrentRevision {
+			rev = &health.Ref{GroupVersionKind: r.GroupVersionKind(), Name: r.GetName()}
+			rt := runtimeRef(namespace, r, ip)
+			runtime = &rt
+		}
+	}
+	rep, err := health.Check(ctx, c, []health.Target{health.NewTarget(t, health.Ref{GroupVersionKind: p.GroupVersionKind(), Name: p.GetName()}, rev, runtime)})
+	if err != nil {
+		return nil, err
+	}
+	return &rep.Packages[0], nil
+}
+
+// runtimeRef names the Deployment of revision rev: the one the inventory
+// lists for it, or the one named after it (Crossplane's default).
+func runtimeRef(namespace string, rev *unstructured.Unstructured, ip *inventory.Package) health.Ref {
+	ref := health.Ref{GroupVersionKind: appsv1.SchemeGroupVersion.WithKind("Deployment"), Namespace: namespace, Name: rev.GetName()}
 	if ip != nil {
 		for _, e := range ip.Entries {
-			if e.Revision == rev.GetName() && e.GroupKind() == (schema.GroupKind{Group: "apps", Kind: "Deployment"}) {
+			if e.Revision == rev.GetName() && e.GroupKind() == ref.GroupVersionKind.GroupKind() {
 				if stub, err := e.Object(); err == nil {
-					name, namespace = stub.GetName(), stub.GetNamespace()
+					ref.Name, ref.Namespace = stub.GetName(), stub.GetNamespace()
 				}
 			}
 		}
 	}
+	return ref
+}
+
+// runtimeHealth reads the Deployment of an active revision (runtimeRef).
+func runtimeHealth(ctx context.Context, c client.Client, namespace string, rev *unstructured.Unstructured, ip *inventory.Package) string {
+	ref := runtimeRef(namespace, rev, ip)
 	dep := &unstructured.Unstructured{}
-	dep.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
-	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, dep); err != nil {
+	dep.SetGroupVersionKind(ref.GroupVersionKind)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, dep); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "no Deployment " + namespace + "/" + name
+			return "no Deployment " + ref.Namespace + "/" + ref.Name
 		}
 		return "cannot read Deployment: " + err.Error()
 	}

@@ -5,7 +5,7 @@
 //
 // Crossplane resolves tags and dependency ranges inside each cluster at
 // install time and keeps no user-facing lockfile; its Lock only records what
-// is installed (crossplane-package-manager.md §10.1). lockstep does the same
+// is installed (docs/crossplane-behaviour.md#the-lock). lockstep does the same
 // resolution once, in Git:
 //
 //   - Lock, Entry, Marshal, WriteFile, Parse and ReadFile are the file format
@@ -18,22 +18,30 @@
 //   - Resolver resolves declarations (internal/declarations) through a
 //     Registry (internal/oci's Client): tags to digests, digests to packages,
 //     spec.dependsOn transitively with Masterminds semver constraints as
-//     Crossplane's resolver applies them (design §10.3), partially qualified
-//     dependencies and spec.replaces as seed 004 proposes, and Crossplane
-//     version constraints (design §2.5). Pins of a previous lock are kept
+//     Crossplane's resolver applies them
+//     (docs/crossplane-behaviour.md#dependency-resolution), partially qualified
+//     dependencies and spec.replaces as
+//     docs/crossplane-behaviour.md#moving-package-dependencies proposes, and
+//     Crossplane
+//     version constraints
+//     (docs/crossplane-behaviour.md#crossplane-version-constraints). Pins of a
+//     previous lock are kept
 //     while they still satisfy every constraint.
 //   - Check finds every way a lock is stale without the network.
 //   - DependencyName (xpkg.ToDNSLabel of the repository path) gives dependencies the names Crossplane
-//     gives them (design §2.6, §10.3), which real Compositions rely on.
+//     gives them (docs/crossplane-behaviour.md#references-and-identity,
+//     #dependency-resolution), which real Compositions rely on.
 //
 // Decisions where Crossplane or the seeds are silent:
 //
 //   - Identity is the source (registry and repository, no tag or digest), as
 //     in Crossplane's Lock; ImageConfig rewrites change where a package is
 //     pulled from, not its source. A tag@digest declaration keeps both, and
-//     semver constraints are checked against the tag (design §10.6).
+//     semver constraints are checked against the tag
+//     (docs/crossplane-behaviour.md#digest-pinning-bugs).
 //   - A dependency satisfied through spec.replaces is satisfied whatever its
-//     constraint (seed 004: "consider any dependencies on the replaced
+//     constraint (docs/crossplane-behaviour.md#moving-package-dependencies:
+//     "consider any dependencies on the replaced
 //     packages to be satisfied by the replacement"); the edge records
 //     replacedBy. Declaring a source that a locked package replaces is an
 //     error, since apply would deactivate it.

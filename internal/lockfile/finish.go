@@ -209,7 +209,8 @@ func (u *run) checkRequirements(n *node, fail func(*node, string, ...any)) {
 }
 
 // checkCrossplane checks the package's spec.crossplane.version against the
-// Crossplane version, unless the declaration ignores it (design §2.5).
+// Crossplane version, unless the declaration ignores it
+// (docs/crossplane-behaviour.md#crossplane-version-constraints).
 // Dependencies are always checked, as Crossplane checks every revision; to
 // install one anyway, declare its source with ignoreCrossplaneConstraints.
 func (u *run) checkCrossplane(n *node, fail func(*node, string, ...any)) {

@@ -11,7 +11,7 @@ import (
 
 // DependencyName returns the name Crossplane's resolver gives the package it
 // creates for a dependency on source: ToDNSLabel of the repository path
-// without the registry (design §10.3 step 8), for example
+// without the registry (docs/crossplane-behaviour.md#dependency-resolution step 8), for example
 // crossplane-contrib-provider-nop for xpkg.upbound.io/crossplane-contrib/provider-nop.
 // It returns an error when source is not a repository.
 func DependencyName(source string) (string, error) {
@@ -30,7 +30,8 @@ func DependencyName(source string) (string, error) {
 //	  package: default-registry.invalid/crossplane-contrib/provider-nop:v0.4.0
 //
 // Crossplane v2 requires a fully qualified spec.package (a registry host
-// with a dot, design §2.6), and declarations.Load checks the same rule, so a
+// with a dot, docs/crossplane-behaviour.md#references-and-identity), and
+// declarations.Load checks the same rule, so a
 // registry-less reference cannot be written as such. The placeholder uses
 // the .invalid top-level domain, which RFC 6761 reserves to never resolve:
 // a declaration that reaches a cluster or tool without lockstep's
@@ -59,7 +60,8 @@ func splitSource(s string) (registry, path string) {
 //
 // This is the behaviour the seed proposes, not Crossplane's: Crossplane v1
 // defaulted the registry to xpkg.upbound.io and the organisation to
-// library, and v2 refuses partially qualified references (design §10.7).
+// library, and v2 refuses partially qualified references
+// (docs/crossplane-behaviour.md#moved-packages-and-replaces).
 // It returns an error when the result is not a valid repository.
 func Qualify(dependent, dep string) (string, error) {
 	src := dep

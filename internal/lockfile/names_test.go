@@ -13,7 +13,7 @@ func TestDependencyName(t *testing.T) {
 		wantErr bool
 	}{
 		"RegistryDropped": {
-			reason: "Crossplane names a dependency after its repository path without the registry (design §10.3).",
+			reason: "Crossplane names a dependency after its repository path without the registry (docs/crossplane-behaviour.md#dependency-resolution).",
 			source: "xpkg.upbound.io/crossplane-contrib/provider-nop",
 			want:   "crossplane-contrib-provider-nop",
 		},

@@ -10,7 +10,8 @@ import (
 // dependents require constraints (Masterminds semver ranges, every one of
 // which must hold) given the repository's tags: the highest complete
 // semantic version (major.minor.patch, optional v prefix, as Crossplane's
-// resolver considers them, design §10.3 step 8), with prerelease versions
+// resolver considers them, docs/crossplane-behaviour.md#dependency-resolution
+// step 8), with prerelease versions
 // matching only constraints that name a prerelease. ok is false when no tag
 // satisfies every constraint. A constraint that does not parse is an error
 // naming it. It lets a poller find a newer version in range with one tag
@@ -40,8 +41,8 @@ func NewestInRange(tags, constraints []string) (tag string, ok bool, err error) 
 }
 
 // IsVersionTag reports whether tag is a complete semantic version, the
-// tags Resolve considers for ranges (a "semver tag" in seed 002's
-// packagePullPolicy table, as opposed to a channel tag such as latest).
+// tags Resolve considers for ranges (a "semver tag" in the packagePullPolicy table of
+// docs/crossplane-behaviour.md#pull-policy, as opposed to a channel tag such as latest).
 func IsVersionTag(tag string) bool {
 	return completeTag.MatchString(tag)
 }

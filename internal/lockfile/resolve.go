@@ -84,10 +84,12 @@ type Result struct {
 // dependency's source is qualified against its dependent (Qualify, seed
 // 004) and satisfied, in order of preference, by a declaration of the same
 // source (which keeps its own name), by a package that replaces the source
-// (spec.replaces, seed 004), or by a package named DependencyName(source).
+// (spec.replaces, docs/crossplane-behaviour.md#moving-package-dependencies), or
+// by a package named DependencyName(source).
 // A semver dependency takes the highest complete semver tag of the source
 // that satisfies the constraints of every dependent, as Crossplane's
-// resolver does with Masterminds semver (design §10.3 step 8); a digest
+// resolver does with Masterminds semver
+// (docs/crossplane-behaviour.md#dependency-resolution step 8); a digest
 // dependency takes that digest.
 //
 // Unless Options.Update or UpdatePackages says otherwise, a package keeps
@@ -258,7 +260,7 @@ func (u *run) declaredSource(d *declarations.Declaration) (string, declRef, erro
 		ref.tag = r.TagStr()
 	case name.Digest:
 		ref.digest = r.DigestStr()
-		// A tag before the digest is kept (design §10.6).
+		// A tag before the digest is kept (docs/crossplane-behaviour.md#digest-pinning-bugs).
 		before, _, _ := strings.Cut(d.Spec.Package, "@")
 		if i := strings.LastIndexByte(before, ':'); i > strings.LastIndexByte(before, '/') {
 			ref.tag = before[i+1:]
@@ -587,7 +589,9 @@ func (u *run) chooseDependency(n *node) choice {
 		switch {
 		case q.replaced != "":
 			// A replacement satisfies dependencies on what it replaces
-			// whatever their constraint (seed 004); it does not pick the
+			// whatever their constraint
+			// (docs/crossplane-behaviour.md#moving-package-dependencies); it
+			// does not pick the
 			// version.
 		case isDigest(q.constraint):
 			if !slices.Contains(digests, q.constraint) {
@@ -654,7 +658,7 @@ func (u *run) tagDigest(src, tag string) choice {
 
 // completeTag matches the tags Crossplane's resolver considers: semantic
 // versions with major, minor and patch (v1 and v1.2 are skipped, design
-// §10.3 step 8), with an optional v prefix.
+// docs/crossplane-behaviour.md#dependency-resolution step 8), with an optional v prefix.
 var completeTag = regexp.MustCompile(`^v?\d+\.\d+\.\d+([-+].*)?$`)
 
 // candidate is a tag that is a complete semantic version.
@@ -699,7 +703,8 @@ func (u *run) constraint(c string) (*semver.Constraints, error) {
 
 // highest returns the tag of the highest version in all (from semverTags)
 // that satisfies every range requirement. Prerelease versions match only a
-// constraint with a prerelease part (Masterminds semantics, design §2.5).
+// constraint with a prerelease part (Masterminds semantics,
+// docs/crossplane-behaviour.md#crossplane-version-constraints).
 // The error explains each constraint with the highest version it allows
 // alone, and lists the versions there are.
 func (u *run) highest(all []candidate, ranges []requirement) (string, error) {

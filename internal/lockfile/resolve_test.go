@@ -64,7 +64,7 @@ func TestResolve(t *testing.T) {
 			},
 		},
 		"HighestSatisfying": {
-			reason: "A dependency takes the highest complete semver tag that satisfies it; prereleases, incomplete tags and channels are skipped (design §10.3, §2.5).",
+			reason: "A dependency takes the highest complete semver tag that satisfies it; prereleases, incomplete tags and channels are skipped (docs/crossplane-behaviour.md#dependency-resolution, #crossplane-version-constraints).",
 			setup: func(t testing.TB, m *memRegistry) map[string]string {
 				m.push(t, reg+"/org/cfg", "v1.0.0", cfgSpec("cfg", provDep(reg+"/org/provider-a", ">=v1.0.0")))
 				for _, v := range []string{"v1.0.0", "v1.2.0", "v2.0.0-rc.1", "v1.3", "latest"} {
@@ -278,7 +278,7 @@ func TestResolve(t *testing.T) {
 			want: want{err: []string{"reg.example.com/org/provider-a: dependents pin different digests", "required by reg.example.com/org/cfg v1.0.0", "required by reg.example.com/org/cfg-b v1.0.0"}},
 		},
 		"DigestOnlyDeclarationWithSemverDependent": {
-			reason: "A source declared by digest alone cannot be checked against a semver constraint (the §10.6 bug); the error says to declare tag@digest.",
+			reason: "A source declared by digest alone cannot be checked against a semver constraint (crossplane/crossplane#7458, docs/crossplane-behaviour.md#digest-pinning-bugs); the error says to declare tag@digest.",
 			setup: func(t testing.TB, m *memRegistry) map[string]string {
 				d := m.push(t, reg+"/org/provider-a", "v1.0.0", provA)
 				m.push(t, reg+"/org/cfg", "v1.0.0", cfgSpec("cfg", provDep(reg+"/org/provider-a", "v1")))
@@ -423,7 +423,7 @@ func TestResolve(t *testing.T) {
 			want: want{err: []string{"reg.example.com/org/provider-a: reg.example.com/org/provider-a v1.0.0 requires Crossplane \">=v2.2.0\", which excludes v2.1.0 (declare reg.example.com/org/provider-a with spec.ignoreCrossplaneConstraints: true"}},
 		},
 		"CrossplanePrerelease": {
-			reason: "A pre-release Crossplane fails a constraint without a pre-release part (design §2.5); the hint says why.",
+			reason: "A pre-release Crossplane fails a constraint without a pre-release part (docs/crossplane-behaviour.md#crossplane-version-constraints); the hint says why.",
 			setup: func(t testing.TB, m *memRegistry) map[string]string {
 				p := provA
 				p.crossplane = ">=v1.14.0"
@@ -460,7 +460,7 @@ func TestResolve(t *testing.T) {
 		},
 		"DefaultRegistryMissing": {
 			reason: "The placeholder without --default-registry is an error naming the declaration.",
-			setup: func(t testing.TB, m *memRegistry) map[string]string {
+			setup: func(testing.TB, *memRegistry) map[string]string {
 				return map[string]string{"a.yaml": decl("Provider", "a", DefaultRegistryPlaceholder+"/org/provider-a:v1.0.0")}
 			},
 			want: want{err: []string{"Provider a (a.yaml:1): spec.package default-registry.invalid/org/provider-a:v1.0.0 names the registry default-registry.invalid, which needs --default-registry"}},
@@ -766,7 +766,7 @@ func TestSemverTags(t *testing.T) {
 			want:   []string{"v2.0.0", "v2.0.0-rc.1", "v1.10.0", "v1.2.0", "v1.0.0"},
 		},
 		"Skipped": {
-			reason: "Channels and incomplete versions are not candidates (Crossplane's resolver, design §10.3).",
+			reason: "Channels and incomplete versions are not candidates (Crossplane's resolver, docs/crossplane-behaviour.md#dependency-resolution).",
 			tags:   []string{"latest", "main", "v1", "v1.2", "v1.2.3", "sha256-abc.sig"},
 			want:   []string{"v1.2.3"},
 		},

@@ -41,7 +41,8 @@ const maxManifestSize = 8 << 20
 // crash start with ".tmp-" and may be deleted. Files are created 0600, since
 // packages can be private.
 //
-// Unlike Crossplane's cache (design §7), which names an entry by the
+// Unlike Crossplane's cache (docs/crossplane-behaviour.md#package-cache), which
+// names an entry by the
 // package source and 5 hex digits of the digest and stores the extracted
 // package.yaml, entries here are keyed by the full digest and keep the
 // registry's own bytes, so every read can be verified against the digest.
@@ -82,7 +83,8 @@ func (c *Cache) Dir() string { return c.dir }
 // Package reads the package whose manifest (or platform index) has digest d
 // from the cache alone, without the network. It verifies every blob it reads
 // against its digest, picks the linux/amd64 manifest of an index (design
-// §2.1), and parses package.yaml with xpkg from the base layer or, when no
+// docs/crossplane-behaviour.md#package-image), and parses package.yaml with
+// xpkg from the base layer or, when no
 // layer is annotated io.crossplane.xpkg: base, from the flattened layers.
 //
 // It returns an error wrapping ErrNotCached when a needed blob is missing,
@@ -312,7 +314,8 @@ func isIndex(b []byte) (bool, error) {
 }
 
 // platformManifest returns the descriptor of the manifest Crossplane takes
-// from an index (design §2.1): the first whose platform is linux/amd64, a
+// from an index (docs/crossplane-behaviour.md#package-image): the first whose
+// platform is linux/amd64, a
 // descriptor without platform counting as linux/amd64, the way
 // go-containerregistry's remote.Image (which Crossplane calls) chooses it. It
 // fails when there is none, listing the platforms present, and when the
@@ -340,7 +343,8 @@ func platformManifest(index []byte) (v1.Descriptor, error) {
 }
 
 // packageLayers returns the layers package.yaml is read from, the way
-// xpkg.ExtractPackageYAML reads it (design §2.1): the first layer annotated
+// xpkg.ExtractPackageYAML reads it
+// (docs/crossplane-behaviour.md#package-image): the first layer annotated
 // io.crossplane.xpkg: base, which it also returns as base, or, when there is
 // none, every layer (the flattened filesystem) and a nil base.
 func packageLayers(m *v1.Manifest) (base *v1.Descriptor, layers []v1.Descriptor) {
@@ -353,7 +357,8 @@ func packageLayers(m *v1.Manifest) (base *v1.Descriptor, layers []v1.Descriptor)
 }
 
 // errConfigNotCached is returned for the image config, which the cache does
-// not keep: Crossplane ignores it (design §2.1) and xpkg never reads it.
+// not keep: Crossplane ignores it (docs/crossplane-behaviour.md#package-image)
+// and xpkg never reads it.
 var errConfigNotCached = errors.New("the image config is not kept in the package cache")
 
 // cachedImage is a package image rebuilt from cached blobs, for xpkg.

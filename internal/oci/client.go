@@ -27,7 +27,8 @@ type Fetched struct {
 	// platform index.
 	Digest v1.Hash
 	// LayerDigest is the digest of the layer package.yaml came from, the
-	// first layer annotated io.crossplane.xpkg: base (design §2.1). It is the
+	// first layer annotated io.crossplane.xpkg: base
+	// (docs/crossplane-behaviour.md#package-image). It is the
 	// zero Hash when the package has no such layer and package.yaml was read
 	// from the flattened filesystem of all layers.
 	LayerDigest v1.Hash
@@ -38,11 +39,13 @@ type Fetched struct {
 
 // Client talks to registries for one lockstep run. It resolves tags to
 // digests, lists tags and pulls packages by digest into a Cache, following
-// Crossplane's package manager (crossplane-package-manager.md §3.3): every
-// request goes where the ImageConfigs' rewriteImage sends it (§6.2), while
+// Crossplane's package manager (docs/crossplane-behaviour.md#digest-resolution): every
+// request goes where the ImageConfigs' rewriteImage sends it
+// (docs/crossplane-behaviour.md#imageconfig-rewrite), while
 // callers keep using, and recording, the original reference. Credentials
 // come from Options' keychain (the Docker config) for the registry actually
-// contacted. An ImageConfig's pull secret (§6.3) is only reported
+// contacted. An ImageConfig's pull secret
+// (docs/crossplane-behaviour.md#imageconfig-pull-secrets) is only reported
 // (ImageConfig); reading that Secret from the cluster is left to the agent.
 //
 // A Client never sends the same request twice: Digest and Tags results are
@@ -84,7 +87,7 @@ type Client struct {
 // packages in cache, and applies the rewriteImage of ics to every request.
 // cache must not be nil. It fails when opts' registry config cannot be read
 // or an ImageConfig has a rewriteImage with an empty prefix (Crossplane's
-// "rewrite prefix is missing", design §6.2).
+// "rewrite prefix is missing", docs/crossplane-behaviour.md#imageconfig-rewrite).
 func NewClient(opts Options, cache *Cache, imageConfigs []declarations.ImageConfig) (*Client, error) {
 	if cache == nil {
 		return nil, errors.New("registry client: a package cache is required")
@@ -129,7 +132,8 @@ func (c *Client) Stats() Stats { return c.stats.snapshot() }
 func (c *Client) ImageConfig(ref string) ImageConfigMatch { return MatchImageConfigs(ref, c.ics) }
 
 // Digest resolves the tag ref to the digest of what it points at, the way
-// Crossplane does (design §3.3 step 4): one HEAD request for the manifest,
+// Crossplane does (docs/crossplane-behaviour.md#digest-resolution step 4): one
+// HEAD request for the manifest,
 // and, when the registry refuses HEAD or answers without a usable digest
 // (any failure but a canceled context), one GET. For a platform index it
 // returns the digest of the index, which is what Crossplane pins. The
@@ -164,7 +168,7 @@ func (c *Client) Digest(ctx context.Context, ref name.Tag) (v1.Hash, error) {
 		}
 		got, err := puller.Get(ctx, src.ref)
 		if err != nil {
-			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s: HEAD failed (%v), and GET: %w", src, redact(headErr), redact(err))
+			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s: HEAD failed (%v), and GET: %w", src, redact(headErr), redact(err)) //nolint:errorlint // the GET failed last; HEAD's error is context, not the cause
 		}
 		// go-containerregistry hashed the body it read, so the bytes match
 		// the digest; keep them for a pull of that digest.
@@ -207,7 +211,8 @@ func (c *Client) Tags(ctx context.Context, repo name.Repository) ([]string, erro
 // Package returns the package at ref's digest (a tag in ref, if any, is
 // ignored). From the cache when it holds the package (no request at all);
 // otherwise it pulls the manifest by digest (for a platform index, the index
-// and then its linux/amd64 manifest, design §2.1) and the layers package.yaml
+// and then its linux/amd64 manifest,
+// docs/crossplane-behaviour.md#package-image) and the layers package.yaml
 // is read from (the io.crossplane.xpkg: base layer, or every layer when none
 // is annotated), from the rewritten reference (ImageConfig), verifies each
 // against its digest, writes them to the cache, and parses package.yaml

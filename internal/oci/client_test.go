@@ -87,7 +87,7 @@ func TestDigestHEADRefused(t *testing.T) {
 		status int
 	}{
 		"MethodNotAllowed": {reason: "a registry that refuses HEAD with 405 is asked with GET", status: http.StatusMethodNotAllowed},
-		"NotFoundOnHEAD":   {reason: "a registry that answers 404 to HEAD only is asked with GET, as Crossplane does (§3.3)", status: http.StatusNotFound},
+		"NotFoundOnHEAD":   {reason: "a registry that answers 404 to HEAD only is asked with GET, as Crossplane does (docs/crossplane-behaviour.md#digest-resolution)", status: http.StatusNotFound},
 	}
 	for n, tc := range cases {
 		t.Run(n, func(t *testing.T) {
@@ -328,7 +328,7 @@ func TestPackageIndex(t *testing.T) {
 		want      v1.Image // nil: an error naming the platforms
 	}{
 		"AMD64AfterARM64": {
-			reason: "the linux/amd64 manifest is taken, wherever it is in the index (§2.1)",
+			reason: "the linux/amd64 manifest is taken, wherever it is in the index (docs/crossplane-behaviour.md#package-image)",
 			manifests: []mutate.IndexAddendum{
 				{Add: arm, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "arm64"}}},
 				{Add: amd, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "amd64"}}},
@@ -601,7 +601,7 @@ func TestJobsBound(t *testing.T) {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					n := inFlight.Add(1)
 					defer inFlight.Add(-1)
-					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() { //nolint:revive // the loop condition does the work
 					}
 					next.ServeHTTP(w, r)
 				})
@@ -760,7 +760,7 @@ func TestErrorsRedactCredentials(t *testing.T) {
 	const user, password = "robot", "hunter2-s3cret"
 	var f fault
 	f.armed.Store(true)
-	reg := registry.New(t, f.onRequest(func(w http.ResponseWriter, r *http.Request) bool {
+	reg := registry.New(t, f.onRequest(func(w http.ResponseWriter, _ *http.Request) bool {
 		w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
 		w.WriteHeader(http.StatusUnauthorized)
 		return true

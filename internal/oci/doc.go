@@ -18,10 +18,10 @@
 //     blobs named by their full digest, written atomically and verified on
 //     write and on read.
 //
-// The behaviour follows Crossplane's package manager as described in
-// ../shared/design/crossplane-package-manager.md: image handling §2.1,
-// digest resolution and fetch §3.3, ImageConfig §6, package cache §7, with
-// the differences each identifier's documentation states.
+// The behaviour follows Crossplane's package manager as
+// docs/crossplane-behaviour.md describes it (#package-image,
+// #digest-resolution, #imageconfig-matching, #package-cache), with the
+// differences each identifier's documentation states.
 //
 // Pull secrets named by ImageConfigs (spec.registry.authentication) are
 // reported by MatchImageConfigs but not read: the CLI's credentials come from

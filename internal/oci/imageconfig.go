@@ -7,23 +7,25 @@ import (
 )
 
 // ImageConfigMatch is what the ImageConfigs say about one image reference
-// (crossplane-package-manager.md §6). For each purpose only the ImageConfigs
+// (docs/crossplane-behaviour.md#imageconfig-matching). For each purpose only the ImageConfigs
 // that have that section are candidates, and the one with the longest
-// matching prefix wins (§6.1).
+// matching prefix wins (docs/crossplane-behaviour.md#imageconfig-matching).
 type ImageConfigMatch struct {
 	// Reference is the reference as given, for example
 	// xpkg.upbound.io/upbound/provider-family-aws:v1.23.0.
 	Reference string
 	// Rewritten is where the image is pulled from: Reference with the
 	// matched prefix replaced by RewriteImageConfig's spec.rewriteImage.prefix
-	// (§6.2), or Reference itself when no ImageConfig rewrites it. Identity
+	// (docs/crossplane-behaviour.md#imageconfig-rewrite), or Reference itself
+	// when no ImageConfig rewrites it. Identity
 	// (the lock's source, digests, dependency names) always uses Reference.
 	Rewritten string
 	// RewriteImageConfig names the ImageConfig whose rewriteImage applied,
 	// empty when none did.
 	RewriteImageConfig string
 	// PullSecretImageConfig names the ImageConfig whose
-	// spec.registry.authentication.pullSecretRef applies (§6.3), empty when
+	// spec.registry.authentication.pullSecretRef applies
+	// (docs/crossplane-behaviour.md#imageconfig-pull-secrets), empty when
 	// none does.
 	PullSecretImageConfig string
 	// PullSecret is the name of the Secret that PullSecretImageConfig names,
@@ -34,7 +36,9 @@ type ImageConfigMatch struct {
 }
 
 // MatchImageConfigs applies ics to ref the way Crossplane's package manager
-// does (§6.1–§6.3): a spec.matchImages rule of type Prefix (the only type;
+// does (docs/crossplane-behaviour.md#imageconfig-matching,
+// #imageconfig-pull-secrets): a spec.matchImages rule of type Prefix (the only
+// type;
 // empty means Prefix) matches when ref starts with its prefix, as a plain
 // string prefix (so xpkg.upbound.io/upbound also matches
 // xpkg.upbound.io/upbound-extra/...). Among the ImageConfigs that have a
@@ -66,7 +70,8 @@ func MatchImageConfigs(ref string, ics []declarations.ImageConfig) ImageConfigMa
 }
 
 // RewriteReference returns the reference ref is pulled from and the name of
-// the ImageConfig whose spec.rewriteImage produced it (§6.2), or ref and ""
+// the ImageConfig whose spec.rewriteImage produced it
+// (docs/crossplane-behaviour.md#imageconfig-rewrite), or ref and ""
 // when no ImageConfig with a rewriteImage matches. Matching follows
 // MatchImageConfigs. The rewrite changes only where bytes come from: callers
 // record ref, and the digest is the same at both places.

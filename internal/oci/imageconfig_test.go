@@ -27,7 +27,7 @@ func TestRewriteReference(t *testing.T) {
 			want:   "xpkg.upbound.io/upbound/provider-family-aws:v1.23.0",
 		},
 		"PrefixReplaced": {
-			reason: "the matched prefix is replaced by rewriteImage.prefix and the rest is kept (§6.2)",
+			reason: "the matched prefix is replaced by rewriteImage.prefix and the rest is kept (docs/crossplane-behaviour.md#imageconfig-rewrite)",
 			ref:    "xpkg.upbound.io/upbound/provider-family-aws:v1.23.0",
 			ics:    []declarations.ImageConfig{mirror},
 			want:   "mirror.internal:5000/upbound/provider-family-aws:v1.23.0",
@@ -41,7 +41,7 @@ func TestRewriteReference(t *testing.T) {
 			wantIC: "mirror",
 		},
 		"LongestPrefixWins": {
-			reason: "the ImageConfig with the longest matching prefix wins, whatever the list order (§6.1)",
+			reason: "the ImageConfig with the longest matching prefix wins, whatever the list order (docs/crossplane-behaviour.md#imageconfig-matching)",
 			ref:    "xpkg.upbound.io/upbound/provider-aws-s3:v2.6.0",
 			ics:    []declarations.ImageConfig{everything, mirror},
 			want:   "mirror.internal:5000/upbound/provider-aws-s3:v2.6.0",
@@ -85,7 +85,7 @@ func TestRewriteReference(t *testing.T) {
 			want:   "xpkg.crossplane.io/crossplane-contrib/provider-nop:v0.4.0",
 		},
 		"OnlyRewriteCandidates": {
-			reason: "an ImageConfig without rewriteImage (here, a longer pull-secret one) does not take part in the rewrite match (§6.1)",
+			reason: "an ImageConfig without rewriteImage (here, a longer pull-secret one) does not take part in the rewrite match (docs/crossplane-behaviour.md#imageconfig-matching)",
 			ref:    "xpkg.upbound.io/upbound/p:v1",
 			ics:    []declarations.ImageConfig{everything, withSecret(imageConfig("auth", "", "xpkg.upbound.io/upbound/p"), "creds")},
 			want:   "proxy.internal/all/upbound/p:v1",
@@ -128,7 +128,7 @@ func TestMatchImageConfigs(t *testing.T) {
 		want   oci.ImageConfigMatch
 	}{
 		"RewriteAndSecret": {
-			reason: "rewrite and pull secret are matched separately, each among the ImageConfigs that have that section (§6.1, §6.3)",
+			reason: "rewrite and pull secret are matched separately, each among the ImageConfigs that have that section (docs/crossplane-behaviour.md#imageconfig-matching, #imageconfig-pull-secrets)",
 			ref:    "xpkg.upbound.io/upbound/p:v1",
 			want: oci.ImageConfigMatch{
 				Reference: "xpkg.upbound.io/upbound/p:v1", Rewritten: "mirror.internal/upbound/p:v1", RewriteImageConfig: "mirror",

@@ -66,11 +66,6 @@ type renderCase struct {
 	expects map[string]expect // by package name
 }
 
-const (
-	srcNop       = "xpkg.crossplane.io/crossplane-contrib/provider-nop"
-	srcAutoReady = "xpkg.crossplane.io/crossplane-contrib/function-auto-ready"
-)
-
 // legacyAllowed is the allow list of the v1-style provider case: core
 // ConfigMaps and Secrets, read-only.
 var legacyAllowed = []rbacv1.PolicyRule{{

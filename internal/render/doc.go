@@ -6,28 +6,38 @@
 // give byte-identical output.
 //
 // lockstep replaces Crossplane's package manager but keeps its API, so
-// render reproduces what Crossplane's controllers would create, following
-// ../shared/design/crossplane-package-manager.md ("the study") and issue 4:
+// render reproduces what Crossplane's controllers would create, as
+// docs/crossplane-behaviour.md describes them, and issue 4:
 //
-//   - Records (§3, §4, §11): the pkg.crossplane.io/v1 Provider,
+//   - Records (docs/crossplane-behaviour.md#package-reconcile,
+//     #revision-reconcile, #what-other-components-read): the
+//     pkg.crossplane.io/v1 Provider,
 //     Configuration or Function with spec.package pinned to source@digest and
 //     the tag in the lockstep.io/tag annotation, and one revision named
-//     <name[:50]>-<12 hex of the digest> (FriendlyID, §2.6, §3.4) labelled
+//     <name[:50]>-<12 hex of the digest> (FriendlyID,
+//     docs/crossplane-behaviour.md#references-and-identity, #revision-names)
+//     labelled
 //     with its package and the package metadata's labels (a provider family
 //     label among them) and annotated with the metadata's annotations
-//     (seed 003). Both carry crossplane.io/paused: "true", which makes
+//     (docs/crossplane-behaviour.md#package-format-v2). Both carry
+//     crossplane.io/paused: "true", which makes
 //     Crossplane's own controllers leave them alone.
-//   - Payload (§2.4, §4.2): the package's CRDs, XRDs, Compositions and other
+//   - Payload (docs/crossplane-behaviour.md#validation,
+//     #establishing-the-payload): the package's CRDs, XRDs, Compositions and
+//     other
 //     allowed objects verbatim apart from commonLabels, commonAnnotations
 //     and lockstep's labels; webhook configurations renamed and pointed at
 //     the package's Service, and CRDs with webhook conversion likewise, both
 //     asking for the CA bundle. Functions install no payload.
-//   - Runtime for Providers and Functions (§5): ServiceAccount, Service,
+//   - Runtime for Providers and Functions
+//     (docs/crossplane-behaviour.md#runtime-reconcile): ServiceAccount,
+//     Service,
 //     Deployment (package-runtime first, Crossplane's defaults and forced
 //     fields, the image pinned by digest), TLS Secret requests, shaped by
 //     the DeploymentRuntimeConfig and ImageConfigs with Crossplane's
-//     precedence (§5.4, §6).
-//   - RBAC for Providers (§9): the aggregate-to-edit, aggregate-to-view and
+//     precedence (docs/crossplane-behaviour.md#deploymentruntimeconfig, #imageconfig-matching).
+//   - RBAC for Providers (docs/crossplane-behaviour.md#provider-rbac): the
+//     aggregate-to-edit, aggregate-to-view and
 //     system ClusterRoles with sorted rules and family aggregation, and the
 //     ClusterRoleBinding to the runtime's ServiceAccount; v1-style
 //     permissionRequests are checked against an allow list.

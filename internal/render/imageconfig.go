@@ -9,7 +9,9 @@ import (
 )
 
 // imageConfigs are the declared ImageConfigs sorted by name, which makes
-// Crossplane's arbitrary tie-break (study §6.1: "the first in the informer
+// Crossplane's arbitrary tie-break
+// (docs/crossplane-behaviour.md#imageconfig-matching: "the first in the
+// informer
 // list order") deterministic: among configs whose best prefix is equally
 // long, the one whose name sorts first wins.
 type imageConfigs []declarations.ImageConfig
@@ -27,8 +29,9 @@ func newImageConfigs(ics []declarations.ImageConfig) (imageConfigs, error) {
 }
 
 // bestMatch returns the ImageConfig for which valid holds whose longest
-// matching prefix is the longest of all, or nil (xpr:pkg/xpkg/config.go
-// bestMatch, study §6.1). An empty prefix never wins, as in Crossplane.
+// matching prefix is the longest of all, or nil (crossplane-runtime pkg/xpkg/config.go
+// bestMatch, docs/crossplane-behaviour.md#imageconfig-matching). An empty
+// prefix never wins, as in Crossplane.
 func (ics imageConfigs) bestMatch(image string, valid func(*declarations.ImageConfig) bool) *declarations.ImageConfig {
 	var best *declarations.ImageConfig
 	longest := 0
@@ -48,7 +51,9 @@ func (ics imageConfigs) bestMatch(image string, valid func(*declarations.ImageCo
 
 // rewrite returns image rewritten by the best-matching ImageConfig with a
 // rewriteImage section: its prefix followed by image without the longest of
-// that config's matching prefixes (study §6.2). It returns image and "" when
+// that config's matching prefixes
+// (docs/crossplane-behaviour.md#imageconfig-rewrite). It returns image and ""
+// when
 // no ImageConfig rewrites it, and an error for an empty rewrite prefix.
 func (ics imageConfigs) rewrite(image string) (string, string, error) {
 	c := ics.bestMatch(image, func(c *declarations.ImageConfig) bool { return c.Spec.RewriteImage != nil })
@@ -69,7 +74,7 @@ func (ics imageConfigs) rewrite(image string) (string, string, error) {
 
 // pullSecret returns the pull secret of the best-matching ImageConfig with
 // registry.authentication.pullSecretRef, and that config's name; "" when
-// none matches (study §6.3).
+// none matches (docs/crossplane-behaviour.md#imageconfig-pull-secrets).
 func (ics imageConfigs) pullSecret(image string) (secret, config string) {
 	c := ics.bestMatch(image, func(c *declarations.ImageConfig) bool {
 		return c.Spec.Registry != nil && c.Spec.Registry.Authentication != nil && c.Spec.Registry.Authentication.PullSecretRef.Name != ""
@@ -82,7 +87,7 @@ func (ics imageConfigs) pullSecret(image string) (secret, config string) {
 
 // runtimeConfig returns the runtime.configRef of the best-matching
 // ImageConfig with a runtime section, and that config's name; nil when none
-// matches (study §6.5).
+// matches (docs/crossplane-behaviour.md#imageconfig-runtime).
 func (ics imageConfigs) runtimeConfig(image string) (*declarations.RuntimeConfigReference, string) {
 	c := ics.bestMatch(image, func(c *declarations.ImageConfig) bool { return c.Spec.Runtime != nil })
 	if c == nil || c.Spec.Runtime.ConfigRef == nil {

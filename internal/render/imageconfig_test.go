@@ -44,7 +44,7 @@ func TestImageConfigs(t *testing.T) {
 			rewritten: image,
 		},
 		"LongestPrefixWins": {
-			reason: "The config with the longest matching prefix wins, whatever its name or order (study §6.1).",
+			reason: "The config with the longest matching prefix wins, whatever its name or order (docs/crossplane-behaviour.md#imageconfig-matching).",
 			configs: []declarations.ImageConfig{
 				withRewrite(imageConfig("a-short", "xpkg.crossplane.io/"), "short.example/"),
 				withRewrite(imageConfig("z-long", "nomatch/", "xpkg.crossplane.io/crossplane-contrib/"), "mirror.example/xp/"),
@@ -104,7 +104,7 @@ func TestImageConfigs(t *testing.T) {
 
 func TestImageConfigPullSecretMatchesTheRewrittenImage(t *testing.T) {
 	// Crossplane looks the pull secret up for the rewritten reference
-	// (xpr:pkg/xpkg/client.go): a secret for the original registry does not
+	// (crossplane-runtime pkg/xpkg/client.go): a secret for the original registry does not
 	// apply once the image comes from a mirror.
 	p := Package{Kind: crossplane.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Digest: digestA, Contents: parsed(t, providerStream)}
 	in := testInput(p)

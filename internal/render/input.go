@@ -32,14 +32,17 @@ type Input struct {
 	Packages []Package
 	// RuntimeConfigs are the declared DeploymentRuntimeConfigs. A missing
 	// "default" is treated as empty, the way Crossplane's init step creates
-	// it empty (study §5.4); any other missing name is an error.
+	// it empty (docs/crossplane-behaviour.md#deploymentruntimeconfig); any
+	// other missing name is an error.
 	RuntimeConfigs []declarations.DeploymentRuntimeConfig
-	// ImageConfigs are the declared ImageConfigs (study §6).
+	// ImageConfigs are the declared ImageConfigs
+	// (docs/crossplane-behaviour.md#imageconfig-matching).
 	ImageConfigs []declarations.ImageConfig
 	// AllowedProviderPermissions is the allow list for the
 	// spec.controller.permissionRequests of v1-style provider metadata
 	// (lockstep's --allowed-provider-permissions; Crossplane v1.x's
-	// --provider-clusterrole, study §9). nil allows nothing, like Crossplane
+	// --provider-clusterrole, docs/crossplane-behaviour.md#provider-rbac). nil
+	// allows nothing, like Crossplane
 	// without the flag.
 	AllowedProviderPermissions []rbacv1.PolicyRule
 }
@@ -50,7 +53,8 @@ type Package struct {
 	Kind crossplane.Kind
 	// Name is the package object's name: the declaration's metadata.name,
 	// or for a dependency lockstep installs itself the name Crossplane would
-	// give it (ToDNSLabel of the repository path, study §10.3).
+	// give it (ToDNSLabel of the repository path,
+	// docs/crossplane-behaviour.md#dependency-resolution).
 	Name string
 	// Source is the registry and repository, without tag or digest, for
 	// example xpkg.crossplane.io/crossplane-contrib/provider-nop.
@@ -152,7 +156,8 @@ func validatePackage(p *Package) error {
 }
 
 // Replaces returns, for every package whose contents declare spec.replaces
-// (seed 004; the lock's Entry.Replaces), the replaced sources keyed by
+// (docs/crossplane-behaviour.md#moving-package-dependencies; the lock's
+// Entry.Replaces), the replaced sources keyed by
 // "Kind/name". apply records them in its inventory (apply.ApplyMeta
 // Replaces) so a replaced package is deactivated; nil contents are skipped.
 func (in *Input) Replaces() map[string][]string {

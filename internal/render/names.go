@@ -27,48 +27,55 @@ const (
 
 	// AnnotationPaused is Crossplane's pause annotation. With the value
 	// "true" Crossplane's package manager, revision, runtime and RBAC
-	// controllers skip the object (study §3.2 step 1, §4.1 step 1, §9, §11),
+	// controllers skip the object
+	// (docs/crossplane-behaviour.md#package-reconcile step 1,
+	// docs/crossplane-behaviour.md#revision-reconcile step 1,
+	// docs/crossplane-behaviour.md#provider-rbac, #what-other-components-read),
 	// which hands the package records over to lockstep.
 	AnnotationPaused = crossplane.AnnotationPaused
 
 	// LabelParentPackage labels a revision with the name of its package
 	// (Crossplane's v1.LabelParentPackage). The function runner and the
-	// provider deletion protection look revisions up by it (study §11).
+	// provider deletion protection look revisions up by it (docs/crossplane-behaviour.md#what-other-components-read).
 	LabelParentPackage = crossplane.LabelParentPackage
 	// LabelProviderFamily is how a provider declares its family, in its
 	// package metadata; Crossplane copies it onto the revision and the RBAC
-	// manager aggregates the family's resources (study §2.3, §9).
+	// manager aggregates the family's resources (docs/crossplane-behaviour.md#package-metadata, #provider-rbac).
 	LabelProviderFamily = crossplane.LabelProviderFamily
 	// LabelRevision is the pod selector label holding the revision name
-	// (study §5.2).
+	// (docs/crossplane-behaviour.md#runtime-objects).
 	LabelRevision = crossplane.LabelRevision
 	// LabelProvider is the pod selector label holding a Provider's package
-	// name (study §5.2).
+	// name (docs/crossplane-behaviour.md#runtime-objects).
 	LabelProvider = crossplane.LabelProvider
 	// LabelFunction is the pod selector label holding a Function's package
-	// name (study §5.2).
+	// name (docs/crossplane-behaviour.md#runtime-objects).
 	LabelFunction = crossplane.LabelFunction
 )
 
-// Names and values of the runtime objects (study §5).
+// Names and values of the runtime objects (docs/crossplane-behaviour.md#runtime-reconcile).
 const (
 	// RuntimeContainerName is the container Crossplane runs a package in; it
-	// is always the Deployment's first container (study §5.3 step 2).
+	// is always the Deployment's first container
+	// (docs/crossplane-behaviour.md#runtime-deployment step 2).
 	RuntimeContainerName = "package-runtime"
 	// MetricsPortName and MetricsPort are the metrics port added to the
-	// runtime container unless a port of that name exists (study §5.3).
+	// runtime container unless a port of that name exists
+	// (docs/crossplane-behaviour.md#runtime-deployment).
 	MetricsPortName = "metrics"
 	MetricsPort     = 8080
 	// WebhookPortName and WebhookPort are a Provider's webhook port, on the
-	// container and on its Service (study §5.2, §5.3).
+	// container and on its Service
+	// (docs/crossplane-behaviour.md#runtime-objects, #runtime-deployment).
 	WebhookPortName = "webhook"
 	WebhookPort     = 9443
-	// GRPCPortName and GRPCPort are a Function's gRPC port (study §5.2).
+	// GRPCPortName and GRPCPort are a Function's gRPC port
+	// (docs/crossplane-behaviour.md#runtime-objects).
 	GRPCPortName = "grpc"
 	GRPCPort     = 9443
 
 	// RootCASecretName is the Secret in the Crossplane namespace holding the
-	// CA that signs every package's TLS certificates (study §5.5).
+	// CA that signs every package's TLS certificates (docs/crossplane-behaviour.md#tls).
 	RootCASecretName = "crossplane-root-ca"
 	// TLSCertKey, TLSKeyKey and CACertKey are the keys of a TLS Secret.
 	TLSCertKey = "tls.crt"
@@ -82,7 +89,8 @@ const (
 )
 
 // maxNameInRevision and digestHexInRevision are the lengths FriendlyID keeps
-// of a package name and of a digest (study §2.6, §3.4).
+// of a package name and of a digest
+// (docs/crossplane-behaviour.md#references-and-identity, #revision-names).
 const (
 	maxNameInRevision   = 50
 	digestHexInRevision = 12
@@ -90,7 +98,8 @@ const (
 
 // FriendlyID returns Crossplane's name for the revision of package name at
 // the digest whose hex (without "sha256:") is hex: ToDNSLabel of the first 50
-// bytes of name, a '-', and the first 12 bytes of hex (study §2.6, §3.4; the
+// bytes of name, a '-', and the first 12 bytes of hex
+// (docs/crossplane-behaviour.md#references-and-identity, #revision-names; the
 // release behaviour, v1.x to v2.3). For example provider-nop at
 // sha256:ecc25c121431… gives provider-nop-ecc25c121431.
 func FriendlyID(name, hex string) string {

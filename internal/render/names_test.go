@@ -13,7 +13,7 @@ func TestRevisionName(t *testing.T) {
 		want   string
 	}{
 		"Short": {
-			reason: "The study's example: <name>-<first 12 hex of the digest>.",
+			reason: "Crossplane's own example (docs/crossplane-behaviour.md#revision-names): <name>-<first 12 hex of the digest>.",
 			pkg:    "crossplane-contrib-provider-nop",
 			want:   "crossplane-contrib-provider-nop-ecc25c121431",
 		},

@@ -36,15 +36,16 @@ type Object struct {
 	Controller *Reference
 	// Owners are objects that own this one without controlling it, such as
 	// the package that owns its payload so that the payload survives its
-	// revisions (study §4.2 point 4).
+	// revisions (docs/crossplane-behaviour.md#establishing-the-payload point 4).
 	Owners []Reference
 
-	// CABundle, when set, asks for a CA bundle to be injected (study §4.2):
+	// CABundle, when set, asks for a CA bundle to be injected
+	// (docs/crossplane-behaviour.md#establishing-the-payload):
 	// the object is a webhook configuration or a CRD with a conversion
 	// webhook.
 	CABundle *CABundleRequest
 	// TLS, when set, says the object is a TLS Secret that apply fills with
-	// certificates (study §5.5); the rendered Secret has no data.
+	// certificates (docs/crossplane-behaviour.md#tls); the rendered Secret has no data.
 	TLS *TLSRequest
 	// RevisionUID says the runtime container's REVISION_UID variable takes
 	// the UID of Controller (a revision), which Bind sets.
@@ -98,7 +99,8 @@ type Binding struct {
 	// cluster.
 	UIDs map[Reference]types.UID
 	// OwnerOnly makes the Controller a plain owner (controller: false): the
-	// revision is inactive and must not control its payload (study §4.3).
+	// revision is inactive and must not control its payload
+	// (docs/crossplane-behaviour.md#active-and-inactive-revisions).
 	OwnerOnly bool
 	// CABundle is the PEM named by the object's CABundle request.
 	CABundle []byte

@@ -65,7 +65,7 @@ func TestBind(t *testing.T) {
 			{APIVersion: "pkg.crossplane.io/v1", Kind: "Provider", Name: "provider-test", UID: "pkg-uid"},
 		}
 		if diff := cmp.Diff(want, u.GetOwnerReferences()); diff != "" {
-			t.Errorf("the active revision controls its payload and the package owns it (study §4.2): -want, +got:\n%s", diff)
+			t.Errorf("the active revision controls its payload and the package owns it (docs/crossplane-behaviour.md#establishing-the-payload): -want, +got:\n%s", diff)
 		}
 	})
 	t.Run("OwnerOnly", func(t *testing.T) {
@@ -74,7 +74,7 @@ func TestBind(t *testing.T) {
 			t.Fatal(err)
 		}
 		if c := u.GetOwnerReferences()[0].Controller; c == nil || *c {
-			t.Errorf("an inactive revision owns without controlling (study §4.3): controller = %v", c)
+			t.Errorf("an inactive revision owns without controlling (docs/crossplane-behaviour.md#active-and-inactive-revisions): controller = %v", c)
 		}
 	})
 	t.Run("MissingUID", func(t *testing.T) {

@@ -68,13 +68,17 @@ type RevisionOutput struct {
 	Record *Object
 	// Payload are the package's objects: CRDs, webhook configurations,
 	// XRDs, Compositions... (none for a Function, whose CRDs only describe
-	// its input, study §2.4). Each is controlled by the revision and owned by
+	// its input, docs/crossplane-behaviour.md#validation). Each is controlled
+	// by the revision and owned by
 	// the package.
 	Payload []*Object
 	// Runtime are a Provider's or Function's ServiceAccount, Service,
-	// Deployment and TLS Secrets (study §5); empty for a Configuration.
+	// Deployment and TLS Secrets
+	// (docs/crossplane-behaviour.md#runtime-reconcile); empty for a
+	// Configuration.
 	Runtime []*Object
-	// RBAC are a Provider's ClusterRoles and ClusterRoleBinding (study §9);
+	// RBAC are a Provider's ClusterRoles and ClusterRoleBinding
+	// (docs/crossplane-behaviour.md#provider-rbac);
 	// empty for other kinds, for a provider without CRDs, and when Problem
 	// refused them.
 	RBAC []*Object
@@ -82,15 +86,19 @@ type RevisionOutput struct {
 	// container), "" for a Configuration.
 	Image string
 	// Endpoint is a Function's gRPC endpoint, dns:///<service>.<namespace>:9443,
-	// for the revision's status.endpoint (study §5.2, §11); "" otherwise.
+	// for the revision's status.endpoint
+	// (docs/crossplane-behaviour.md#runtime-objects,
+	// #what-other-components-read); "" otherwise.
 	Endpoint string
 	// Capabilities are the package metadata's spec.capabilities, for the
 	// revision's status.capabilities; a Function that declares none gets
 	// ["composition"], as Crossplane's Function.GetCapabilities returns
-	// (study §2.3).
+	// (docs/crossplane-behaviour.md#package-metadata).
 	Capabilities []string
 	// PermissionRequests are the v1-style metadata's
-	// spec.controller.permissionRequests (study §2.3, §9), nil otherwise.
+	// spec.controller.permissionRequests
+	// (docs/crossplane-behaviour.md#package-metadata, #provider-rbac), nil
+	// otherwise.
 	PermissionRequests []rbacv1.PolicyRule
 	// Problem is set when something of the revision could not be rendered
 	// while the rest could: a *PermissionError when a permission request is
@@ -116,7 +124,7 @@ func (r Reference) String() string { return r.Kind + "/" + r.Name }
 // TLSUsage is what a requested certificate is for.
 type TLSUsage string
 
-// The TLS usages of Crossplane's certificate generator (study §5.5).
+// The TLS usages of Crossplane's certificate generator (docs/crossplane-behaviour.md#tls).
 const (
 	// TLSServer is a serving certificate (extended key usage serverAuth).
 	TLSServer TLSUsage = "server"
@@ -125,7 +133,7 @@ const (
 )
 
 // TLSRequest asks apply to fill a TLS Secret the way Crossplane's
-// certificate generator does (study §5.5; internal/initializer/tls.go): a
+// certificate generator does (docs/crossplane-behaviour.md#tls; internal/initializer/tls.go): a
 // certificate for DNSNames with Usage, valid 10 years, signed by the CA in
 // Secret CASecretName (created in Crossplane's format when missing), stored
 // under tls.crt, tls.key and ca.crt. A Secret that already holds any of the
@@ -145,7 +153,8 @@ type TLSRequest struct {
 // CABundleRequest asks apply to inject a CA bundle into an object before
 // applying it: the value of Key in the Secret SecretName of the Crossplane
 // namespace, which for Crossplane is the package's TLS server Secret and its
-// tls.crt (study §4.2). Object.Bind writes it into every webhook's
+// tls.crt (docs/crossplane-behaviour.md#establishing-the-payload). Object.Bind
+// writes it into every webhook's
 // clientConfig.caBundle, or into the CRD's conversion webhook clientConfig.
 type CABundleRequest struct {
 	// SecretName is the Secret in the Crossplane namespace, the package's
@@ -158,7 +167,7 @@ type CABundleRequest struct {
 // PermissionError is a revision's Problem when its provider's
 // permissionRequests ask for a rule that AllowedProviderPermissions does not
 // allow. As in Crossplane v1.x no RBAC is rendered for the revision then
-// (study §9: "refusing to apply any RBAC roles due to request for
+// (docs/crossplane-behaviour.md#provider-rbac: "refusing to apply any RBAC roles due to request for
 // disallowed permission").
 type PermissionError struct {
 	// Package and Revision name the provider and its revision.
@@ -249,11 +258,11 @@ func (p *PackageOutput) Objects() []*Object {
 	return out
 }
 
-// packageRef and revisionRef return the references of the two records.
 // PackageRef returns the package's kind and name; its String is
 // "Kind/Name".
 func (p *PackageOutput) PackageRef() crossplane.PackageRef { return crossplane.Ref(p.Kind, p.Name) }
 
+// packageRef and revisionRef return the references of the two records.
 func (p *PackageOutput) packageRef() Reference {
 	return Reference{APIVersion: crossplane.PackageAPIVersion, Kind: string(p.Kind), Name: p.Name}
 }

@@ -13,14 +13,15 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
-// payload renders the package's payload objects (study §4.2): each object
+// payload renders the package's payload objects
+// (docs/crossplane-behaviour.md#establishing-the-payload): each object
 // verbatim, with the declaration's commonLabels and commonAnnotations
 // merged over its own (common values win, as in Crossplane's establisher)
 // and lockstep's labels over those. Provider webhook configurations are
 // renamed crossplane-provider-<package> and pointed at the package's
 // Service, and CRDs and MRDs with a Webhook conversion strategy get the same
 // Service; both ask for the CA bundle of the TLS server Secret. A Function
-// installs nothing: its CRDs only describe its input (study §2.4).
+// installs nothing: its CRDs only describe its input (docs/crossplane-behaviour.md#validation).
 //
 // Objects are transformed as JSON: only the metadata of an ordinary object
 // is decoded, so a package with thousands of CRDs is never decoded into maps.
@@ -95,7 +96,8 @@ func (r *renderer) payloadObject(p *Package, src *xpkg.Object, labels, annotatio
 }
 
 // serviceClientConfig points a webhook client config at the package's
-// Service on the webhook port, keeping its path (study §4.2). The caBundle
+// Service on the webhook port, keeping its path
+// (docs/crossplane-behaviour.md#establishing-the-payload). The caBundle
 // is removed here and set by Object.Bind.
 func (r *renderer) serviceClientConfig(p *Package, cc map[string]any) map[string]any {
 	svc := asMap(cc["service"])

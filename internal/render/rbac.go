@@ -14,8 +14,8 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
-// Names, labels and verbs of the provider ClusterRoles (study §9,
-// xp:internal/controller/rbac/provider/roles/roles.go).
+// Names, labels and verbs of the provider ClusterRoles (docs/crossplane-behaviour.md#provider-rbac,
+// crossplane/crossplane internal/controller/rbac/provider/roles/roles.go).
 const (
 	clusterRolePrefix = "crossplane:provider:"
 
@@ -34,7 +34,7 @@ var (
 
 // SystemClusterRoleName returns the name of the ClusterRole (and of the
 // ClusterRoleBinding) that grants a provider revision's runtime its
-// permissions: crossplane:provider:<revision>:system (study §9).
+// permissions: crossplane:provider:<revision>:system (docs/crossplane-behaviour.md#provider-rbac).
 func SystemClusterRoleName(revision string) string {
 	return clusterRolePrefix + revision + ":system"
 }
@@ -64,8 +64,8 @@ func definedResources(p *Package) []apiResource {
 
 // orgDiffers reports whether two package sources are in different OCI
 // registries or orgs (the first repository path segment), in which case
-// Crossplane refuses to treat them as one provider family (OrgDiffer, study
-// §9). Sources that do not parse differ.
+// Crossplane refuses to treat them as one provider family (OrgDiffer,
+// docs/crossplane-behaviour.md#provider-rbac). Sources that do not parse differ.
 func orgDiffers(a, b string) bool {
 	ra, err := name.NewRepository(a)
 	if err != nil {
@@ -85,7 +85,7 @@ func orgDiffers(a, b string) bool {
 
 // capabilityMatch reports whether caps contain want, compared the way
 // Crossplane's CapabilitiesContainFuzzyMatch does: ignoring case and every
-// character that is not a letter or digit (study §2.3).
+// character that is not a letter or digit (docs/crossplane-behaviour.md#package-metadata).
 func capabilityMatch(caps []string, want string) bool {
 	norm := func(s string) string {
 		return strings.Map(func(r rune) rune {
@@ -105,7 +105,8 @@ func capabilityMatch(caps []string, want string) bool {
 }
 
 // rbac renders a provider revision's ClusterRoles and ClusterRoleBinding
-// (study §9). The resources are the revision's own CRDs and MRDs plus, for a
+// (docs/crossplane-behaviour.md#provider-rbac). The resources are the
+// revision's own CRDs and MRDs plus, for a
 // provider in a family, those of every other provider in the input with the
 // same pkg.crossplane.io/provider-family label and the same registry and
 // org. Like Crossplane it renders nothing for a provider without resources.

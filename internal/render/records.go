@@ -11,7 +11,7 @@ import (
 // declaration returns the package's declaration with Crossplane's CRD
 // defaults applied and spec.package pinned to source@digest. A dependency
 // without a declaration gets only the defaults, as Crossplane's resolver
-// creates it with spec.package alone (study §10.3).
+// creates it with spec.package alone (docs/crossplane-behaviour.md#dependency-resolution).
 func declaration(p *Package) declarations.Declaration {
 	var d declarations.Declaration
 	if p.Declaration != nil {
@@ -25,7 +25,8 @@ func declaration(p *Package) declarations.Declaration {
 }
 
 // tlsServerSecretName and tlsClientSecretName are the TLS Secret names the
-// package manager gives a package's revisions (study §3.2 step 12,
+// package manager gives a package's revisions
+// (docs/crossplane-behaviour.md#package-reconcile step 12,
 // GetSecretNameWithSuffix: at most 253 characters).
 func tlsServerSecretName(pkg string) string { return truncate(pkg+"-tls-server", 253) }
 func tlsClientSecretName(pkg string) string { return truncate(pkg+"-tls-client", 253) }
@@ -60,10 +61,13 @@ func (r *renderer) packageRecord(p *Package, d *declarations.Declaration) (*Obje
 }
 
 // revisionRecord renders the revision for the package's digest the way
-// Crossplane's manager and revision controllers build it (study §3.2 step
-// 12, §4.1 step 7): named by RevisionName, labelled with the package name
+// Crossplane's manager and revision controllers build it
+// (docs/crossplane-behaviour.md#package-reconcile step
+// 12, docs/crossplane-behaviour.md#revision-reconcile step 7): named by
+// RevisionName, labelled with the package name
 // over the package metadata's labels (so a provider family label reaches
-// it), annotated with the metadata's annotations (seed 003), and with
+// it), annotated with the metadata's annotations
+// (docs/crossplane-behaviour.md#package-format-v2), and with
 // spec.image = spec.package. desiredState is Active under the Automatic
 // policy and left to apply under Manual; spec.revision is left to apply
 // (Binding.Revision). It is controlled by the package.

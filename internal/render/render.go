@@ -25,8 +25,11 @@ type renderer struct {
 // paused package record, and for its pinned digest a paused revision
 // record, the payload, the runtime (Providers and Functions) and the RBAC
 // (Providers), reproducing what Crossplane's package manager, revision,
-// runtime and RBAC controllers would create (study §3 to §9) so that the
-// rest of Crossplane keeps working (§11). See Output for what is left to
+// runtime and RBAC controllers would create
+// (docs/crossplane-behaviour.md#package-reconcile, #provider-rbac) so that the
+// rest of Crossplane keeps working
+// (docs/crossplane-behaviour.md#what-other-components-read). See Output for
+// what is left to
 // apply.
 //
 // Render is a pure function: it reads only in (without modifying it), and

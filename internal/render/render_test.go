@@ -323,7 +323,7 @@ spec:
 		rev := out.Packages[0].Revision
 		for _, o := range rev.Runtime {
 			if o.Kind == "ServiceAccount" {
-				t.Errorf("a Deployment that runs as another ServiceAccount gets none rendered (study §5.4), got %s", o)
+				t.Errorf("a Deployment that runs as another ServiceAccount gets none rendered (docs/crossplane-behaviour.md#deploymentruntimeconfig), got %s", o)
 			}
 		}
 		for _, o := range rev.RBAC {

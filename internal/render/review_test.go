@@ -53,8 +53,9 @@ func wantController(t *testing.T, o *Object, want Reference) {
 }
 
 // TestReview checks every rendered Deployment, Service, ClusterRole and
-// ClusterRoleBinding of every case against the rules of study §5 (runtime)
-// and §9 (RBAC), one named subtest per rule.
+// ClusterRoleBinding of every case against the rules of
+// docs/crossplane-behaviour.md#runtime-reconcile (runtime)
+// and docs/crossplane-behaviour.md#provider-rbac (RBAC), one named subtest per rule.
 func TestReview(t *testing.T) {
 	for _, c := range renderCases() {
 		t.Run(c.name, func(t *testing.T) {
@@ -286,7 +287,8 @@ func reviewDeployment(t *testing.T, p *Package, d *declarations.Declaration, po 
 			}
 			got[o.Name] = *o.TLS
 			// A Provider's Secrets are owned like its revision (by the
-			// package), a Function's by the revision (study §5.2).
+			// package), a Function's by the revision
+			// (docs/crossplane-behaviour.md#runtime-objects).
 			owner := po.revisionRef()
 			if p.Kind == crossplane.KindProvider {
 				owner = po.packageRef()
@@ -379,7 +381,7 @@ func reviewService(t *testing.T, p *Package, po *PackageOutput, o *Object, e exp
 }
 
 // expectedRules computes, independently of rbac.go, the per-group resource
-// rules of study §9 for the CRDs of the given packages: sorted by
+// rules of docs/crossplane-behaviour.md#provider-rbac for the CRDs of the given packages: sorted by
 // plural+group, each group's resources with their /status subresource.
 func expectedRules(pkgs ...*Package) (groups []string, rules []rbacv1.PolicyRule) {
 	type res struct{ plural, group string }

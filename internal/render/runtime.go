@@ -19,7 +19,8 @@ import (
 )
 
 // Environment variables, volumes and paths of the runtime container
-// (study §5.3, xp:internal/controller/pkg/runtime).
+// (docs/crossplane-behaviour.md#runtime-deployment; crossplane/crossplane
+// internal/controller/pkg/runtime).
 const (
 	envTLSServerCertsDir  = "TLS_SERVER_CERTS_DIR"
 	envTLSClientCertsDir  = "TLS_CLIENT_CERTS_DIR"
@@ -45,12 +46,14 @@ type runtimeInputs struct {
 }
 
 // runtimeImage returns the image of the runtime container and the resolved
-// package reference it is derived from (study §3.3, §5.3, §6.2): the pinned
+// package reference it is derived from
+// (docs/crossplane-behaviour.md#digest-resolution, #runtime-deployment,
+// #imageconfig-rewrite): the pinned
 // reference source@digest rewritten by the best-matching ImageConfig with a
 // rewriteImage section, or spec.controller.image of v1-style provider
 // metadata, which is used as it is. Unlike Crossplane, which runs the tag
 // unless spec.package is a digest, the package image always runs by digest
-// here because lockstep's spec.package is a digest (study §15 point 4).
+// here because lockstep's spec.package is a digest (docs/design.md#differences-from-crossplane).
 func (r *renderer) runtimeImage(p *Package) (image, resolved string, err error) {
 	rewritten, config, err := r.images.rewrite(p.ref())
 	if err != nil {
@@ -69,7 +72,8 @@ func (r *renderer) runtimeImage(p *Package) (image, resolved string, err error) 
 }
 
 // runtimeConfig returns the DeploymentRuntimeConfig that shapes the
-// package's runtime (study §5.1 step 3, §6.5): the one named by the
+// package's runtime (docs/crossplane-behaviour.md#runtime-reconcile step 3,
+// docs/crossplane-behaviour.md#imageconfig-runtime): the one named by the
 // best-matching ImageConfig runtime.configRef for the resolved image if any,
 // else by the declaration's runtimeConfigRef (default "default"). A missing
 // "default" is an empty config, as Crossplane's init step creates it empty;
@@ -96,7 +100,8 @@ func (r *renderer) runtimeConfig(p *Package, d *declarations.Declaration, resolv
 
 // runtime renders a Provider's or Function's runtime objects: the TLS
 // Secrets, the Service, the ServiceAccount (only when the Deployment runs as
-// it, study §5.1 step 9) and the Deployment. It also returns the name of the
+// it, docs/crossplane-behaviour.md#runtime-reconcile step 9) and the
+// Deployment. It also returns the name of the
 // ServiceAccount the Deployment runs as, the subject of the provider's
 // ClusterRoleBinding.
 func (r *renderer) runtime(ri *runtimeInputs) ([]*Object, string, error) {
@@ -129,7 +134,7 @@ func (r *renderer) runtime(ri *runtimeInputs) ([]*Object, string, error) {
 	}
 
 	// TLS Secrets. A Provider's are owned like its revision is (by the
-	// package), a Function's by the revision (study §5.2).
+	// package), a Function's by the revision (docs/crossplane-behaviour.md#runtime-objects).
 	svcName := p.Name
 	if t := ri.drc.Spec.ServiceTemplate; t != nil && t.Metadata != nil && t.Metadata.Name != nil && *t.Metadata.Name != "" {
 		svcName = *t.Metadata.Name
@@ -176,7 +181,7 @@ func (r *renderer) runtime(ri *runtimeInputs) ([]*Object, string, error) {
 }
 
 // serviceDNSNames are the DNS names of a server certificate for a Service
-// (study §5.5).
+// (docs/crossplane-behaviour.md#tls).
 func serviceDNSNames(svc, ns string) []string {
 	return []string{svc, svc + "." + ns, svc + "." + ns + ".svc"}
 }
@@ -199,7 +204,8 @@ func (r *renderer) tlsSecret(name string) *corev1.Secret {
 	}
 }
 
-// podSelectors are the labels that select a revision's pods (study §5.2).
+// podSelectors are the labels that select a revision's pods
+// (docs/crossplane-behaviour.md#runtime-objects).
 func podSelectors(p *Package, rev string) map[string]string {
 	return map[string]string{
 		LabelRevision:                  rev,
@@ -207,7 +213,8 @@ func podSelectors(p *Package, rev string) map[string]string {
 	}
 }
 
-// service renders the package's Service (study §5.2): named after the
+// service renders the package's Service
+// (docs/crossplane-behaviour.md#runtime-objects): named after the
 // package unless the runtime config's serviceTemplate names it, selecting
 // the revision's pods; a Provider's serves the webhook port, a Function's is
 // headless and serves gRPC.
@@ -241,7 +248,8 @@ func (r *renderer) service(ri *runtimeInputs, svcName string) *corev1.Service {
 	return svc
 }
 
-// serviceAccount renders the runtime's ServiceAccount (study §5.2): from
+// serviceAccount renders the runtime's ServiceAccount
+// (docs/crossplane-behaviour.md#runtime-objects): from
 // the runtime config's serviceAccountTemplate, named after the revision
 // unless the template names it, with the package's pull secrets. The pull
 // secrets of Crossplane's own ServiceAccount, which Crossplane also appends,
@@ -264,7 +272,8 @@ func (r *renderer) serviceAccount(ri *runtimeInputs) *corev1.ServiceAccount {
 }
 
 // deployment renders the runtime Deployment in the order of Crossplane's
-// DeploymentRuntimeBuilder.Deployment, later steps winning (study §5.3):
+// DeploymentRuntimeBuilder.Deployment, later steps winning
+// (docs/crossplane-behaviour.md#runtime-deployment):
 //
 //  1. the runtime config's deploymentTemplate (metadata and a copy of spec);
 //  2. the package-runtime container exists and is first;
@@ -285,7 +294,8 @@ func (r *renderer) serviceAccount(ri *runtimeInputs) *corev1.ServiceAccount {
 //     and WEBHOOK_TLS_CERT_DIR; a Function's grpc port, FUNCTION_NAME,
 //     REVISION_NAME, REVISION_UID and the image unless set.
 //
-// Safe-start's scale to zero (study §4.4) does not apply: it waits on MRDs
+// Safe-start's scale to zero (docs/crossplane-behaviour.md#safe-start) does not
+// apply: it waits on MRDs
 // the revision controls, and lockstep installs a provider's CRDs as they
 // are, without converting them to MRDs.
 func (r *renderer) deployment(ri *runtimeInputs, saName string) *appsv1.Deployment {
@@ -473,7 +483,8 @@ func addPorts(c *corev1.Container, ports ...corev1.ContainerPort) {
 }
 
 // mountTLS mounts a TLS Secret's tls.crt, tls.key and ca.crt into the
-// runtime container read-only and points env at the directory (study §5.3
+// runtime container read-only and points env at the directory
+// (docs/crossplane-behaviour.md#runtime-deployment
 // step 8).
 func mountTLS(d *appsv1.Deployment, secret, volume, path, env string) {
 	ps := &d.Spec.Template.Spec

@@ -2,10 +2,10 @@
 // repository's lockstep.lock pins, and proposes the resulting lock as a Git
 // commit (issue 8). It is lockstep's answer to Crossplane's
 // packagePullPolicy: Always, which polls registries every minute and
-// upgrades clusters in place with nothing reviewed (seed 002's pull-policy
-// table, crossplane-package-manager.md §3.5): lockstep polls too, but what
+// upgrades clusters in place with nothing reviewed
+// (docs/crossplane-behaviour.md#pull-policy): lockstep polls too, but what
 // it finds becomes a commit that people review and merge, like Flux's
-// image-automation-controller (gitops-reference.md §0 item 8, §1.3). The
+// image-automation-controller (docs/design.md#flux-image-automation). The
 // cluster only ever changes through that commit.
 //
 //   - Plan decides what one poll asks, from the declarations and the lock:

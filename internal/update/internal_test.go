@@ -37,7 +37,7 @@ Provider provider-nop (xpkg.example/org/provider-nop)
 			t.Errorf("message lacks %q:\n%s", w, got)
 		}
 	}
-	if message("l", "r", many) != message("l", "r", many) {
+	if first, second := message("l", "r", many), message("l", "r", many); first != second {
 		t.Errorf("message is not deterministic")
 	}
 	version := []Change{{Kind: "Function", Name: "fn", OldVersion: "v0.1.0", OldDigest: a, NewVersion: "v0.3.0", NewDigest: c}}

@@ -22,7 +22,7 @@ const (
 	// ModeBranch commits the new lock on Options.Branch, based on the
 	// watched ref's head, and force-pushes it: the branch is rewritten with
 	// each new proposal so one pull request tracks the latest state (Flux
-	// image-automation's push branch, gitops-reference.md §1.3). The
+	// image-automation's push branch, docs/design.md#flux-image-automation). The
 	// default.
 	ModeBranch Mode = "branch"
 	// ModeCommit pushes the new lock straight to the watched branch, for

@@ -46,7 +46,7 @@ type Check struct {
 
 // Plan lists the registry checks one poll makes for a lock that is up to
 // date with its declarations (lockfile.Check reports no problem), following
-// Crossplane's packagePullPolicy semantics (seed 002's table):
+// Crossplane's packagePullPolicy semantics (docs/crossplane-behaviour.md#pull-policy):
 //
 //   - A declaration with packagePullPolicy Always and a tag reference gets a
 //     CheckTag: Crossplane would look for new content under that tag every

@@ -17,8 +17,8 @@ const (
 	digestB = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 )
 
-// TestPlan: which packages a poll checks, following seed 002's
-// packagePullPolicy table.
+// TestPlan: which packages a poll checks, following the packagePullPolicy table
+// of docs/crossplane-behaviour.md#pull-policy.
 func TestPlan(t *testing.T) {
 	decl := func(kind, nm, ref, policy string) string {
 		s := "apiVersion: pkg.crossplane.io/v1\nkind: " + kind + "\nmetadata:\n  name: " + nm + "\nspec:\n  package: " + ref + "\n"

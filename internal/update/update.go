@@ -181,8 +181,9 @@ func plural(n int, one, many string) string {
 
 // Updater polls registries for new digests of a Git source's locked
 // packages and writes the resulting lock back to Git. It follows
-// Crossplane's packagePullPolicy (seed 002) for what is polled and Flux's
-// image-automation-controller (gitops-reference.md §1.3) for the
+// Crossplane's packagePullPolicy (docs/crossplane-behaviour.md#pull-policy) for
+// what is polled and Flux's
+// image-automation-controller (docs/design.md#flux-image-automation) for the
 // write-back; the cluster itself only ever changes through the commit.
 //
 // One Updater serves one Git source; it is safe for concurrent use (polls

@@ -305,7 +305,7 @@ func TestPollRefMoved(t *testing.T) {
 			srv := gittest.NewHTTPServer(t, filepath.Dir(e.remote.Dir), gittest.WithBefore(func(k gittest.Kind) {
 				if k == gittest.PushRefs && (moves.Load() == 0 || always.Load()) {
 					n := moves.Add(1)
-					other = e.remote.Commit(t, "someone else", map[string][]byte{"README.md": []byte{byte('0' + n)}})
+					other = e.remote.Commit(t, "someone else", map[string][]byte{"README.md": {byte('0' + n)}})
 				}
 			}))
 			e.src.URL, e.src.Auth = srv.URL+"/platform.git", git.Auth{CAFile: srv.CA}

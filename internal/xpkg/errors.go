@@ -13,21 +13,25 @@ import (
 // Errors that callers can test for with errors.Is.
 var (
 	// ErrPackageYAMLNotFound means the image has no package.yaml where
-	// Crossplane looks for it (design §2.1): neither in the base layer nor,
+	// Crossplane looks for it (docs/crossplane-behaviour.md#package-image):
+	// neither in the base layer nor,
 	// when no layer is annotated as base, in the flattened filesystem.
 	ErrPackageYAMLNotFound = errors.New("package.yaml not found in package")
 
 	// ErrNoMeta means package.yaml has no meta.pkg.crossplane.io object.
-	// Crossplane's validator requires exactly one (design §2.4, OneMeta).
+	// Crossplane's validator requires exactly one
+	// (docs/crossplane-behaviour.md#validation, OneMeta).
 	ErrNoMeta = errors.New("package.yaml has no meta.pkg.crossplane.io Provider, Configuration or Function")
 
 	// ErrMultipleMeta means package.yaml has more than one
-	// meta.pkg.crossplane.io object (design §2.4, OneMeta). It is returned
+	// meta.pkg.crossplane.io object (docs/crossplane-behaviour.md#validation,
+	// OneMeta). It is returned
 	// wrapped in the *DocumentError of the second meta object.
 	ErrMultipleMeta = errors.New("package.yaml has more than one meta.pkg.crossplane.io object")
 
 	// ErrKindNotAllowed means a payload object's kind is not one the package's
-	// type may carry (design §2.4, the linter's allowlist). It is returned
+	// type may carry (docs/crossplane-behaviour.md#validation, the linter's
+	// allowlist). It is returned
 	// wrapped in the *DocumentError of each offending object.
 	ErrKindNotAllowed = errors.New("kind not allowed in this package type")
 )

@@ -23,7 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// Names and annotations of the xpkg image format (design §2.1).
+// Names and annotations of the xpkg image format (docs/crossplane-behaviour.md#package-image).
 const (
 	// LayerAnnotationKey is the OCI layer annotation that marks a layer's
 	// role in a package.
@@ -42,13 +42,15 @@ const (
 	ExamplesDir = "examples"
 
 	// MaxPackageYAMLSize is the largest package.yaml ExtractPackageYAML
-	// accepts, in bytes: Crossplane's limit (200 MiB, design §2.1). Crossplane
+	// accepts, in bytes: Crossplane's limit (200 MiB,
+	// docs/crossplane-behaviour.md#package-image). Crossplane
 	// silently truncates a longer stream; lockstep rejects it.
 	MaxPackageYAMLSize int64 = 200 << 20
 )
 
 // ExtractPackageYAML returns a reader of the package.yaml stream of img,
-// found the way Crossplane's package manager finds it (design §2.1): in the
+// found the way Crossplane's package manager finds it
+// (docs/crossplane-behaviour.md#package-image): in the
 // first layer annotated io.crossplane.xpkg: base if there is one, otherwise
 // in the flattened filesystem of all layers (mutate.Extract). In that tar
 // stream it takes the first regular file whose base name is package.yaml,
@@ -125,7 +127,8 @@ func FromImage(img v1.Image) (*Package, error) {
 }
 
 // Build builds a package image from the on-disk package directory dir, the
-// way `crossplane xpkg build` does (seed 003, "An On-Disk Format"):
+// way `crossplane xpkg build` does
+// (docs/crossplane-behaviour.md#package-format-v2, "An On-Disk Format"):
 // dir/crossplane.yaml comes first, followed by every other .yaml or .yml
 // file under dir in lexical walk order. Hidden files and directories (names
 // starting with "."), the top-level examples directory, empty files and

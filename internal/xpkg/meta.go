@@ -15,7 +15,8 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
-// Dependency is one spec.dependsOn entry of package metadata (design §2.3).
+// Dependency is one spec.dependsOn entry of package metadata
+// (docs/crossplane-behaviour.md#package-metadata).
 // All three forms Crossplane accepts are kept as written: the newer
 // apiVersion + kind + package form and the deprecated provider,
 // configuration and function keys. Use Target to resolve which one applies.
@@ -40,7 +41,8 @@ type Dependency struct {
 
 // Target returns the dependency's package type and repository, following
 // Crossplane's precedence (internal/controller/pkg/revision/dependency.go,
-// design §2.3): apiVersion + kind + package when all three are set, else
+// docs/crossplane-behaviour.md#package-metadata): apiVersion + kind + package
+// when all three are set, else
 // configuration, else provider, else function. The repository is returned as
 // written; it must be an OCI repository without a tag or digest, because the
 // version lives in Version.
@@ -98,7 +100,7 @@ func checkRepository(s string) error {
 
 // checkVersion returns an error unless v is a sha256 digest or a Masterminds
 // semver constraint, the two forms Crossplane accepts for a dependency's
-// version (design §2.3).
+// version (docs/crossplane-behaviour.md#package-metadata).
 func checkVersion(v string) error {
 	if v == "" {
 		return errors.New("version is required")
@@ -113,7 +115,8 @@ func checkVersion(v string) error {
 }
 
 // Controller is the spec.controller block of v1.x Provider metadata. It was
-// removed from Crossplane in v2.0 (design §2.3), where the package image is
+// removed from Crossplane in v2.0
+// (docs/crossplane-behaviour.md#package-metadata), where the package image is
 // the runtime image, but v1.x packages still carry it.
 type Controller struct {
 	// Image overrides the runtime (controller) image. Empty when unset.
@@ -124,7 +127,8 @@ type Controller struct {
 
 // Meta is the one meta.pkg.crossplane.io object of a package, normalised
 // across the served versions: v1alpha1 (Provider, Configuration), v1beta1
-// (Function) and v1 (all three) (design §2.3). Fields Crossplane does not
+// (Function) and v1 (all three)
+// (docs/crossplane-behaviour.md#package-metadata). Fields Crossplane does not
 // know, such as spec.repository, are ignored the way Crossplane's decoder
 // drops them.
 type Meta struct {
@@ -140,7 +144,9 @@ type Meta struct {
 	Labels, Annotations map[string]string
 
 	// CrossplaneVersion is the spec.crossplane.version constraint on the
-	// running Crossplane version (design §2.5), "" if none.
+	// running Crossplane version
+	// (docs/crossplane-behaviour.md#crossplane-version-constraints), "" if
+	// none.
 	CrossplaneVersion string
 	// DependsOn is spec.dependsOn, in order.
 	DependsOn []Dependency
@@ -150,7 +156,8 @@ type Meta struct {
 	// Controller is spec.controller (v1.x Provider metadata), nil if absent.
 	Controller *Controller
 	// Replaces is spec.replaces: repositories this package replaces
-	// (seed 004, "Moving Package Dependencies"; not merged in Crossplane).
+	// (docs/crossplane-behaviour.md#moving-package-dependencies, "Moving
+	// Package Dependencies"; not merged in Crossplane).
 	Replaces []string
 }
 

@@ -7,7 +7,7 @@ import "strings"
 const dnsLabelMax = 62
 
 // ToDNSLabel turns s into a DNS label the way Crossplane's xpkg.ToDNSLabel
-// does (crossplane-package-manager.md §2.6), because Crossplane names the
+// does (docs/crossplane-behaviour.md#references-and-identity), because Crossplane names the
 // packages it installs for dependencies with it and real Compositions refer
 // to functions by those names (for example
 // crossplane-contrib-function-patch-and-transform):

@@ -31,8 +31,10 @@ type header struct {
 // It reads r incrementally, one document at a time, and keeps each payload
 // document only as compact JSON.
 //
-// Parsing follows Crossplane's package parser and validator (design §2.2,
-// §2.4): documents are split on "---" lines; documents holding only
+// Parsing follows Crossplane's package parser and validator
+// (docs/crossplane-behaviour.md#parsing-the-package-stream,
+// docs/crossplane-behaviour.md#validation): documents are split on "---" lines;
+// documents holding only
 // whitespace, "---", "..." or comment lines are skipped and not counted.
 // Every other document must be a YAML mapping with apiVersion and kind.
 // Exactly one must be a meta.pkg.crossplane.io Provider, Configuration or

@@ -91,7 +91,7 @@ func checkError(t *testing.T, reason string, err error, want *wantError) {
 		}
 		got := DocumentError{Index: de.Index, Kind: de.Kind, Name: de.Name}
 		wantDoc := DocumentError{Index: want.doc.Index, Kind: want.doc.Kind, Name: want.doc.Name}
-		if diff := cmp.Diff(wantDoc, got, cmp.Comparer(func(a, b error) bool { return true })); diff != "" {
+		if diff := cmp.Diff(wantDoc, got, cmp.Comparer(func(_, _ error) bool { return true })); diff != "" {
 			t.Errorf("%s\nDocumentError: -want, +got:\n%s", reason, diff)
 		}
 	}
@@ -351,7 +351,7 @@ func TestParseDisallowedKindsAllReported(t *testing.T) {
 		got = append(got, DocumentError{Index: de.Index, Kind: de.Kind, Name: de.Name})
 	}
 	want := []DocumentError{{Index: 1, Kind: "ConfigMap", Name: "foo"}, {Index: 3, Kind: "Composition", Name: "app"}}
-	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b error) bool { return true })); diff != "" {
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(_, _ error) bool { return true })); diff != "" {
 		t.Errorf("%s\n-want, +got:\n%s", reason, diff)
 	}
 }
@@ -549,7 +549,7 @@ func TestDependencyTarget(t *testing.T) {
 			want:   want{err: "is not an OCI repository without tag or digest"},
 		},
 		"PartiallyQualified": {
-			reason: "A repository without a registry is returned as written (seed 004, replicating a package).",
+			reason: "A repository without a registry is returned as written (docs/crossplane-behaviour.md#moving-package-dependencies, replicating a package).",
 			dep:    Dependency{Provider: "crossplane-contrib/provider-nop"},
 			want:   want{kind: crossplane.KindProvider, repo: "crossplane-contrib/provider-nop"},
 		},

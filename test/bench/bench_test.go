@@ -305,8 +305,8 @@ func TestParsers(t *testing.T) {
 		t.Errorf("parseStatCPU = %v, want 3 (300 ticks)", got)
 	}
 	status := "Name:\tbench\nVmPeak:\t  900000 kB\nVmHWM:\t  123456 kB\nVmRSS:\t  100000 kB\n"
-	if got := parseVmHWM(status); got != 123456*1024 {
-		t.Errorf("parseVmHWM = %d, want %d", got, 123456*1024)
+	if got := parseVMHWM(status); got != 123456*1024 {
+		t.Errorf("parseVMHWM = %d, want %d", got, 123456*1024)
 	}
 	for path, want := range map[string]string{
 		"/v2/": "",

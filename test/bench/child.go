@@ -292,12 +292,12 @@ func maxRSS() int64 {
 	if err != nil {
 		return 0
 	}
-	return parseVmHWM(string(b))
+	return parseVMHWM(string(b))
 }
 
-// parseVmHWM returns VmHWM from /proc/<pid>/status text, in bytes; 0 when
+// parseVMHWM returns VmHWM from /proc/<pid>/status text, in bytes; 0 when
 // absent.
-func parseVmHWM(status string) int64 {
+func parseVMHWM(status string) int64 {
 	for _, line := range strings.Split(status, "\n") {
 		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
 			var kb int64

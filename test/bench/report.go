@@ -135,17 +135,6 @@ func (w *WorkloadReport) failures() []string {
 	return out
 }
 
-// count returns the number of successful samples of tool in scenario.
-func (w *WorkloadReport) count(tool, scenario string) int {
-	n := 0
-	for _, r := range w.Runs {
-		if r.Tool == tool && r.Scenario == scenario && r.Error == "" {
-			n++
-		}
-	}
-	return n
-}
-
 // Target is one of issue 7's targets for one workload.
 type Target struct {
 	Target   string `json:"target"`
@@ -274,7 +263,7 @@ var figures = []figure{
 	{"API requests (mutating / dry-run / reads)", func(r *Run) (float64, bool) { return float64(r.API.Total), true }, func(r *Run) string {
 		return fmt.Sprintf("%s (%s / %s / %s)", thousands(r.API.Total), thousands(r.API.Mutating), thousands(r.API.DryRun), thousands(r.API.Reads))
 	}},
-	{"registry requests / MB", func(r *Run) (float64, bool) { return 0, false }, func(r *Run) string {
+	{"registry requests / MB", func(*Run) (float64, bool) { return 0, false }, func(r *Run) string {
 		if r.Registry == nil {
 			return "–"
 		}

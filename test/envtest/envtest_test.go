@@ -53,7 +53,7 @@ func TestApplyCRDAndReadBack(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(widgetCRD), &crd.Object); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Patch(ctx, crd, client.Apply, client.FieldOwner("lockstep-test"), client.ForceOwnership); err != nil {
+	if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(crd), client.FieldOwner("lockstep-test"), client.ForceOwnership); err != nil {
 		t.Fatalf("server-side apply of the CRD: %v", err)
 	}
 

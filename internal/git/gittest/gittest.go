@@ -11,6 +11,7 @@
 package gittest
 
 import (
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -153,7 +154,7 @@ func (r *Remote) pull(tb testing.TB) {
 	}
 	err := r.Dev.Git().Fetch(&gogit.FetchOptions{RemoteName: "origin", RefSpecs: []config.RefSpec{
 		config.RefSpec("+refs/heads/" + r.Branch + ":refs/remotes/origin/" + r.Branch)}})
-	if err != nil && err != gogit.NoErrAlreadyUpToDate {
+	if err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
 		tb.Fatalf("git fetch: %v", err)
 	}
 	wt, err := r.Dev.Git().Worktree()
@@ -172,7 +173,7 @@ func (r *Remote) push(tb testing.TB, force bool, specs ...string) {
 		rs[i] = config.RefSpec(s)
 	}
 	err := r.Dev.Git().Push(&gogit.PushOptions{RemoteName: "origin", RefSpecs: rs, Force: force})
-	if err != nil && err != gogit.NoErrAlreadyUpToDate {
+	if err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
 		tb.Fatalf("git push %v: %v", specs, err)
 	}
 }
@@ -182,7 +183,7 @@ func (r *Remote) push(tb testing.TB, force bool, specs ...string) {
 func (r *Remote) Ref(tb testing.TB, name string) plumbing.Hash {
 	tb.Helper()
 	ref, err := r.bare.Reference(plumbing.ReferenceName(name), true)
-	if err == plumbing.ErrReferenceNotFound {
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
 		return plumbing.ZeroHash
 	}
 	if err != nil {
@@ -206,7 +207,7 @@ func (r *Remote) CommitObject(tb testing.TB, h plumbing.Hash) *object.Commit {
 func (r *Remote) File(tb testing.TB, h plumbing.Hash, path string) (content []byte, ok bool) {
 	tb.Helper()
 	f, err := r.CommitObject(tb, h).File(path)
-	if err == object.ErrFileNotFound {
+	if errors.Is(err, object.ErrFileNotFound) {
 		return nil, false
 	}
 	if err != nil {

@@ -1,0 +1,148 @@
+package health
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/fluxcd/cli-utils/pkg/object"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+)
+
+// Ref names one object Check reads: its apiVersion and kind, namespace
+// ("" for a cluster-scoped object) and name.
+type Ref struct {
+	GroupVersionKind schema.GroupVersionKind
+	Namespace, Name  string
+}
+
+// String returns "Kind/name" or "Kind/namespace/name", as Summary.Reason
+// names objects.
+func (r Ref) String() string {
+	return describe(object.ObjMetadata{GroupKind: r.GroupVersionKind.GroupKind(), Namespace: r.Namespace, Name: r.Name})
+}
+
+// Target is one package whose health Check reads: its identity, as the
+// lock resolved it, and the objects that decide its health. apply fills one
+// per package it applied (internal/apply PackageResult.Health); `lockstep
+// status` fills one from what it reads. Build it with NewTarget, which
+// holds the rule of which objects count.
+type Target struct {
+	// Kind and Name identify the package object.
+	Kind crossplane.Kind
+	Name string
+	// Version is the locked tag ("" when the lock has none), Digest the
+	// locked digest, Revision the name of the package's current revision
+	// ("" when it has none).
+	Version, Digest, Revision string
+	// Objects are what decides the package's health, in NewTarget's order.
+	Objects []Ref
+}
+
+// NewTarget returns the Target of package p (kind, name, version and
+// digest set by the caller) whose record is record, current revision
+// revision (nil when none) and runtime Deployment runtime (nil when none).
+// This is the one place that chooses which objects decide a package's
+// health, the way Crossplane's package conditions do: the package object
+// (Installed and Healthy), its current revision (RevisionHealthy, and
+// RuntimeHealthy for an active revision of a kind with a runtime), and,
+// when the kind's descriptor says it has a runtime
+// (crossplane.PackageKind.HasRuntime), the runtime's Deployment
+// (crossplane/crossplane internal/controller/pkg/revision/runtime.go; the
+// revision's RuntimeHealthy follows the same Deployment).
+func NewTarget(p Target, record Ref, revision, runtime *Ref) Target {
+	p.Objects = []Ref{record}
+	if revision != nil {
+		p.Revision = revision.Name
+		p.Objects = append(p.Objects, *revision)
+		if runtime != nil && p.Kind.Descriptor().HasRuntime {
+			p.Objects = append(p.Objects, *runtime)
+		}
+	}
+	return p
+}
+
+// PackageHealth is one package's health after Check: the Target's identity
+// and the aggregate of its objects.
+type PackageHealth struct {
+	// Kind, Name, Version, Digest and Revision are the Target's.
+	Kind                      crossplane.Kind
+	Name                      string
+	Version, Digest, Revision string
+	// Status is the worst status of the package's objects (Aggregate);
+	// Message names the first object with that status and says why ("" when
+	// the package is Current).
+	Status  status.Status
+	Message string
+	// Objects are the status of each object of the Target.
+	Objects []ObjectStatus
+}
+
+// Report is what Check read: every package's health, and the summary over
+// all of their objects.
+type Report struct {
+	// Packages are sorted by kind name, then package name.
+	Packages []PackageHealth
+	// Summary aggregates the objects of every package.
+	Summary Summary
+}
+
+// Check reads the objects of every target through c and computes their
+// health with Compute, in the shape of Flux's kustomize-controller
+// checkHealth (fluxcd/kustomize-controller
+// internal/controller/kustomization_controller.go): apply names the
+// objects, health reads them once. An object that does not exist is
+// NotFound, not an error. It returns an error when an object cannot be
+// read or its status not computed.
+func Check(ctx context.Context, c client.Reader, targets []Target) (*Report, error) {
+	rep := &Report{}
+	var all []ObjectStatus
+	for _, t := range targets {
+		ph := PackageHealth{Kind: t.Kind, Name: t.Name, Version: t.Version, Digest: t.Digest, Revision: t.Revision}
+		for _, ref := range t.Objects {
+			s, err := read(ctx, c, ref)
+			if err != nil {
+				return nil, err
+			}
+			ph.Objects = append(ph.Objects, s)
+		}
+		sum := Aggregate(ph.Objects)
+		ph.Status, ph.Message = sum.Status, sum.Reason
+		rep.Packages = append(rep.Packages, ph)
+		all = append(all, ph.Objects...)
+	}
+	sort.Slice(rep.Packages, func(i, j int) bool {
+		if rep.Packages[i].Kind != rep.Packages[j].Kind {
+			return rep.Packages[i].Kind < rep.Packages[j].Kind
+		}
+		return rep.Packages[i].Name < rep.Packages[j].Name
+	})
+	rep.Summary = Aggregate(all)
+	return rep, nil
+}
+
+// read returns the status of the object ref names.
+func read(ctx context.Context, c client.Reader, ref Ref) (ObjectStatus, error) {
+	s := ObjectStatus{ID: object.ObjMetadata{GroupKind: ref.GroupVersionKind.GroupKind(), Namespace: ref.Namespace, Name: ref.Name}}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(ref.GroupVersionKind)
+	err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, u)
+	if client.IgnoreNotFound(err) != nil {
+		return s, fmt.Errorf("read %s: %w", ref, err)
+	}
+	if err != nil {
+		s.Status, s.Message = status.NotFoundStatus, "not found"
+		return s, nil
+	}
+	res, err := Compute(u)
+	if err != nil {
+		return s, fmt.Errorf("health of %s: %w", ref, err)
+	}
+	s.Status, s.Message = res.Status, res.Message
+	return s, nil
+}
