@@ -23,14 +23,6 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 )
 
-// Exit codes of `lockstep diff --fail-on`: exitChanges when the gate is
-// "any" and something changes, exitBreaking whenever the gate is set and a
-// change is breaking. Errors exit 1 too (see exitCode).
-const (
-	exitChanges  = 1
-	exitBreaking = 2
-)
-
 // diffFlags are the flags of `lockstep diff`.
 type diffFlags struct {
 	render           renderFlags
@@ -72,7 +64,7 @@ directories instead.
 a summary table and collapsible details, kept under --markdown-max-bytes) or
 json (apiVersion lockstep.io/v1alpha1, kind Diff; see the diff package
 documentation). --fail-on breaking exits 2 when a change is breaking;
---fail-on any exits 1 when anything changes and 2 when something is breaking.
+--fail-on any exits 3 when anything changes and 2 when something is breaking.
 Errors exit 1.`,
 		Example: `  lockstep diff                                   # working tree against its merge base with the default branch
   lockstep diff --dir clusters/prod --base origin/main --head HEAD --format markdown
@@ -88,7 +80,7 @@ Errors exit 1.`,
 	fl.StringVar(&f.baseDir, "base-dir", "", "`DIR` of declarations and lockstep.lock to compare from, instead of a Git revision")
 	fl.StringVar(&f.headDir, "head-dir", "", "`DIR` of declarations and lockstep.lock to compare to, instead of a Git revision")
 	fl.StringVar(&f.format, "format", "text", "output format: text, markdown or json")
-	fl.StringVar(&f.failOn, "fail-on", "none", "exit non-zero for CI: none, breaking (exit 2) or any (exit 1, or 2 when breaking)")
+	fl.StringVar(&f.failOn, "fail-on", "none", "exit non-zero for CI: none, breaking (exit 2) or any (exit 3, or 2 when breaking)")
 	fl.StringVar(&f.color, "color", "auto", "colour text output: auto (when stdout is a terminal and NO_COLOR is unset), always or never")
 	fl.StringVar(&f.namespace, "namespace", "crossplane-system", "the Crossplane namespace the runtimes are rendered for")
 	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "the --prune-crds mode apply runs with (unused, never, always): what happens to a removed package's CRDs")
@@ -118,18 +110,18 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 	switch f.format {
 	case "text", "markdown", "json":
 	default:
-		return fmt.Errorf("--format %q is not text, markdown or json", f.format)
+		return usageError(fmt.Errorf("--format %q is not text, markdown or json", f.format))
 	}
 	failOn := diff.FailOn(f.failOn)
 	switch failOn {
 	case diff.FailOnNone, diff.FailOnBreaking, diff.FailOnAny:
 	default:
-		return fmt.Errorf("--fail-on %q is not none, breaking or any", f.failOn)
+		return usageError(fmt.Errorf("--fail-on %q is not none, breaking or any", f.failOn))
 	}
 	switch f.color {
 	case "auto", "always", "never":
 	default:
-		return fmt.Errorf("--color %q is not auto, always or never", f.color)
+		return usageError(fmt.Errorf("--color %q is not auto, always or never", f.color))
 	}
 
 	base, head, err := f.sides()

@@ -227,7 +227,7 @@ and exit 1.`,
 			res, err := u.Poll(cmd.Context())
 			printUpdate(cmd.OutOrStdout(), gf.url, res)
 			if err != nil {
-				return &exitError{code: 1, err: err}
+				return &exitError{code: exitFailure, err: err}
 			}
 			return nil
 		},
