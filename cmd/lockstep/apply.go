@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
-	"github.com/go-git/go-git/v5"
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/git"
 	"github.com/lockstep-gitops/lockstep/internal/health"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 )
 
@@ -27,6 +28,7 @@ type applyFlags struct {
 	pruneCRDs   string
 	concurrency int
 	verbose     bool
+	allowEmpty  bool
 }
 
 func newApplyCommand() *cobra.Command {
@@ -41,7 +43,10 @@ first), rendered, and applied with server-side apply (field manager lockstep)
 in the named steps of docs/design.md#apply-steps: a package is checked with
 a server-side dry-run before its first write, and a failing package stops
 while the others go on. Revisions past revisionHistoryLimit are deleted, and
-packages gone from Git are pruned; their CRDs follow --prune-crds.
+packages gone from Git are pruned; their CRDs follow --prune-crds. A lock
+without packages over an instance that installed some (declarations deleted,
+or lock run in the wrong directory) would uninstall them all; it is refused
+unless --allow-empty is given (a --dry-run shows what it would prune).
 
 It prints a change set per package, then reads the health of each package
 once (its package object, current revision and runtime Deployment, as the
@@ -63,6 +68,7 @@ and says so.`,
 	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists, else keep it and warn), never, always")
 	fl.IntVar(&f.concurrency, "concurrency", apply.DefaultOptions().Concurrency, "requests of one package sent in parallel, and packages that share no object applied at once")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also list unchanged objects")
+	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "apply a lock without packages even when this instance installed some, uninstalling them all")
 	return cmd
 }
 
@@ -77,9 +83,9 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	opts.Namespace, opts.Instance = f.cluster.namespace, f.render.instance
 	opts.PruneCRDs, opts.Concurrency, opts.DryRun = plan.PruneCRDs(f.pruneCRDs), f.concurrency, f.dryRun
 	if err := opts.Validate(); err != nil {
-		return err
+		return usageError(err)
 	}
-	snap, err := f.render.load(ctx, f.cluster.namespace)
+	snap, err := f.render.load(ctx, cmd.ErrOrStderr(), f.cluster.namespace)
 	if err != nil {
 		return err
 	}
@@ -95,11 +101,16 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	if len(snap.Lock.Packages) == 0 && !f.allowEmpty && !f.dryRun {
+		if err := refuseEmpty(ctx, c, opts.Namespace, opts.Instance); err != nil {
+			return err
+		}
+	}
 	m, err := apply.NewManager(c, opts, apply.WithRESTConfig(cfg))
 	if err != nil {
 		return err
 	}
-	meta := apply.ApplyMeta{Commit: gitCommit(f.render.dir), LockDigest: snap.LockDigest, Replaces: snap.Replaces}
+	meta := apply.ApplyMeta{Commit: git.HeadHash(f.render.dir), LockDigest: snap.LockDigest, Replaces: snap.Replaces}
 	res, err := m.Apply(ctx, out, meta)
 	if err != nil {
 		return err
@@ -116,9 +127,28 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		return &exitError{code: 1, err: errors.Join(errs...)}
+		return &exitError{code: exitFailure, err: errors.Join(errs...)}
 	}
 	return nil
+}
+
+// refuseEmpty returns an error when instance's inventory in namespace
+// (internal/inventory) lists packages: applying an empty lock over them
+// would prune them all, which --allow-empty must confirm.
+func refuseEmpty(ctx context.Context, c client.Reader, namespace, instance string) error {
+	inv, err := inventory.Read(ctx, c, namespace, instance)
+	if err != nil {
+		return err
+	}
+	if len(inv.Packages) == 0 {
+		return nil
+	}
+	names := make([]string, len(inv.Packages))
+	for i, p := range inv.Packages {
+		names[i] = string(p.Kind) + " " + p.Name
+	}
+	return fmt.Errorf("refusing to apply an empty lock over the %d %s instance %q installed in namespace %s (%s): that would uninstall them all; pass --allow-empty if that is what you want",
+		len(names), plural(len(names), "package", "packages"), instance, namespace, strings.Join(names, ", "))
 }
 
 // printResult writes the change set of every package, the pruned packages,
@@ -199,18 +229,4 @@ func checkHealth(ctx context.Context, w io.Writer, c client.Reader, res *apply.R
 	}
 	fmt.Fprintln(w, line)
 	printHealth(w, rep)
-}
-
-// gitCommit returns the commit HEAD points at in the Git repository that
-// holds dir, "" when dir is not in one.
-func gitCommit(dir string) string {
-	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
-	if err != nil {
-		return ""
-	}
-	head, err := repo.Head()
-	if err != nil {
-		return ""
-	}
-	return head.Hash().String()
 }

@@ -31,7 +31,13 @@ func TestMain(m *testing.M) {
 // file for the CLI.
 func cluster(t *testing.T, namespace string) (*envtest.Env, string) {
 	t.Helper()
-	env := envtest.Shared(t)
+	return clusterOn(t, envtest.Shared(t), namespace)
+}
+
+// clusterOn is cluster on env, for a test that needs a control plane of
+// its own (envtest.Dedicated).
+func clusterOn(t *testing.T, env *envtest.Env, namespace string) (*envtest.Env, string) {
+	t.Helper()
 	if _, err := env.InstallCrossplaneCRDs(); err != nil {
 		t.Fatal(err)
 	}
@@ -132,8 +138,8 @@ spec:
 	}
 	// The lock is stale now: apply refuses it before talking to the cluster.
 	out, err = run(t, applyArgs...)
-	if err == nil || exitCode(err) != 1 || !strings.Contains(err.Error(), "stale") {
-		t.Errorf("apply with a stale lock: %v (exit %d), want exit 1 naming the stale lock\n%s", err, exitCode(err), out)
+	if err == nil || exitCode(err) != exitStale || !strings.Contains(err.Error(), "stale") {
+		t.Errorf("apply with a stale lock: %v (exit %d), want exit 4 naming the stale lock\n%s", err, exitCode(err), out)
 	}
 	if out, err := run(t, append([]string{"lock"}, regFlags...)...); err != nil {
 		t.Fatalf("lock v0.2.0: %v\n%s", err, out)
@@ -211,4 +217,75 @@ func revisionsOf(t *testing.T, env *envtest.Env, kind, pkg string) map[string]st
 		out[strconv.FormatInt(n, 10)] = s
 	}
 	return out
+}
+
+// TestApplyRefusesEmptyLock: an empty lock (declarations deleted, or lock
+// run in the wrong directory) over an instance that installed packages is
+// refused without --allow-empty, and nothing is pruned; with it, the
+// packages are pruned (issue 15 item 9).
+func TestApplyRefusesEmptyLock(t *testing.T) {
+	reg := registry.New(t)
+	pushExamples(t, reg)
+	dir := declarationsDir(t, reg, "v0.1.0")
+	// The example packages are cluster-scoped and another test installs
+	// them with another instance: this test has a control plane of its own.
+	env, kubeconfig := clusterOn(t, envtest.Dedicated(t), "xp-empty")
+	regFlags := []string{"--dir", dir, "--cache-dir", t.TempDir(), "--insecure-registry", reg.Host}
+	applyArgs := append(append([]string{"apply", "--instance", "empty"}, regFlags...), "--kubeconfig", kubeconfig, "--namespace", "xp-empty")
+	if out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0"}, regFlags...)...); err != nil {
+		t.Fatalf("lock: %v\n%s", err, out)
+	}
+	if out, err := run(t, applyArgs...); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+
+	// Every package declaration is removed: the lock becomes empty.
+	if err := os.Remove(filepath.Join(dir, "platform.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, append([]string{"lock"}, regFlags...)...); err != nil {
+		t.Fatalf("lock of no declarations: %v\n%s", err, out)
+	}
+	cases := []struct {
+		name      string
+		reason    string
+		extra     []string
+		wantErr   string
+		wantOut   string
+		installed bool
+	}{
+		{
+			name:      "Refused",
+			reason:    "Without --allow-empty the empty lock is refused before any write, naming what it would uninstall.",
+			wantErr:   `refusing to apply an empty lock over the 3 packages instance "empty" installed in namespace xp-empty (Configuration configuration-demo, Function lockstep-examples-function-demo, Provider lockstep-examples-provider-demo): that would uninstall them all; pass --allow-empty if that is what you want`,
+			installed: true,
+		},
+		{
+			name:      "DryRun",
+			reason:    "A dry run changes nothing, so it shows what would be pruned.",
+			extra:     []string{"--dry-run"},
+			wantOut:   "Configuration configuration-demo pruned (gone from Git)",
+			installed: true,
+		},
+		{
+			name:    "Allowed",
+			reason:  "--allow-empty prunes every package.",
+			extra:   []string{"--allow-empty"},
+			wantOut: "0 packages applied, 3 pruned, 0 failed",
+		},
+	}
+	for _, tc := range cases {
+		out, err := run(t, append(applyArgs, tc.extra...)...)
+		t.Logf("%s: apply %v:\n%s\nerror: %v", tc.name, tc.extra, out, err)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || exitCode(err) != exitFailure {
+				t.Errorf("%s: %s\napply: got %v (exit %d), want exit 1 with %q", tc.name, tc.reason, err, exitCode(err), tc.wantErr)
+			}
+		} else if err != nil || !strings.Contains(out, tc.wantOut) {
+			t.Errorf("%s: %s\napply: got %v, want output with %q:\n%s", tc.name, tc.reason, err, tc.wantOut, out)
+		}
+		if got := getObj(t, env, "pkg.crossplane.io/v1", "Configuration", "configuration-demo") != nil; got != tc.installed {
+			t.Errorf("%s: %s\nconfiguration-demo installed: %t, want %t", tc.name, tc.reason, got, tc.installed)
+		}
+	}
 }

@@ -11,25 +11,16 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/diff"
-	"github.com/lockstep-gitops/lockstep/internal/gitrev"
+	"github.com/lockstep-gitops/lockstep/internal/git"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/snapshot"
-)
-
-// Exit codes of `lockstep diff --fail-on`: exitChanges when the gate is
-// "any" and something changes, exitBreaking whenever the gate is set and a
-// change is breaking. Errors exit 1 too (see exitCode).
-const (
-	exitChanges  = 1
-	exitBreaking = 2
 )
 
 // diffFlags are the flags of `lockstep diff`.
@@ -73,7 +64,7 @@ directories instead.
 a summary table and collapsible details, kept under --markdown-max-bytes) or
 json (apiVersion lockstep.io/v1alpha1, kind Diff; see the diff package
 documentation). --fail-on breaking exits 2 when a change is breaking;
---fail-on any exits 1 when anything changes and 2 when something is breaking.
+--fail-on any exits 3 when anything changes and 2 when something is breaking.
 Errors exit 1.`,
 		Example: `  lockstep diff                                   # working tree against its merge base with the default branch
   lockstep diff --dir clusters/prod --base origin/main --head HEAD --format markdown
@@ -89,7 +80,7 @@ Errors exit 1.`,
 	fl.StringVar(&f.baseDir, "base-dir", "", "`DIR` of declarations and lockstep.lock to compare from, instead of a Git revision")
 	fl.StringVar(&f.headDir, "head-dir", "", "`DIR` of declarations and lockstep.lock to compare to, instead of a Git revision")
 	fl.StringVar(&f.format, "format", "text", "output format: text, markdown or json")
-	fl.StringVar(&f.failOn, "fail-on", "none", "exit non-zero for CI: none, breaking (exit 2) or any (exit 1, or 2 when breaking)")
+	fl.StringVar(&f.failOn, "fail-on", "none", "exit non-zero for CI: none, breaking (exit 2) or any (exit 3, or 2 when breaking)")
 	fl.StringVar(&f.color, "color", "auto", "colour text output: auto (when stdout is a terminal and NO_COLOR is unset), always or never")
 	fl.StringVar(&f.namespace, "namespace", "crossplane-system", "the Crossplane namespace the runtimes are rendered for")
 	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "the --prune-crds mode apply runs with (unused, never, always): what happens to a removed package's CRDs")
@@ -119,18 +110,18 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 	switch f.format {
 	case "text", "markdown", "json":
 	default:
-		return fmt.Errorf("--format %q is not text, markdown or json", f.format)
+		return usageError(fmt.Errorf("--format %q is not text, markdown or json", f.format))
 	}
 	failOn := diff.FailOn(f.failOn)
 	switch failOn {
 	case diff.FailOnNone, diff.FailOnBreaking, diff.FailOnAny:
 	default:
-		return fmt.Errorf("--fail-on %q is not none, breaking or any", f.failOn)
+		return usageError(fmt.Errorf("--fail-on %q is not none, breaking or any", f.failOn))
 	}
 	switch f.color {
 	case "auto", "always", "never":
 	default:
-		return fmt.Errorf("--color %q is not auto, always or never", f.color)
+		return usageError(fmt.Errorf("--color %q is not auto, always or never", f.color))
 	}
 
 	base, head, err := f.sides()
@@ -208,7 +199,7 @@ func (f *diffFlags) sides() (base, head *side, err error) {
 	if f.baseDir != "" {
 		return dirSide(f.baseDir), dirSide(f.headDir), nil
 	}
-	repo, err := gitrev.Open(f.render.dir)
+	repo, err := git.OpenLocal(f.render.dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (use --base-dir and --head-dir to compare plain directories)", err)
 	}
@@ -242,7 +233,7 @@ func (f *diffFlags) sides() (base, head *side, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w with --base", err)
 	}
-	mb, err := gitrev.MergeBase(hc, tip)
+	mb, err := git.MergeBase(hc, tip)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -257,13 +248,13 @@ func dirSide(dir string) *side {
 
 // gitSide is the declarations directory as it is in commit c. A directory
 // that does not exist there is an empty state.
-func gitSide(repo *gitrev.Repo, commit *object.Commit, name string) (*side, error) {
-	short := commit.Hash.String()[:12]
-	s := &side{name: name, commit: commit.Hash.String(),
+func gitSide(repo *git.LocalRepo, commit *git.LocalCommit, name string) (*side, error) {
+	short := commit.Hash()[:12]
+	s := &side{name: name, commit: commit.Hash(),
 		lockName: fmt.Sprintf("%s:%s", short, filepath.ToSlash(filepath.Join(repo.Dir, lockfile.FileName)))}
-	fsys, err := gitrev.FS(commit, repo.Dir)
+	fsys, err := commit.FS(repo.Dir)
 	switch {
-	case errors.Is(err, gitrev.ErrNoDirectory):
+	case errors.Is(err, git.ErrNoDirectory):
 		return s, nil
 	case err != nil:
 		return nil, err

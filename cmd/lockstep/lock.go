@@ -41,7 +41,7 @@ kept, so an unchanged repository with a warm package cache needs no registry
 request. --update re-resolves every package (or only the named packages, by
 name or source, and what they need) to the newest allowed version and the
 digest its tag points to now. --check compares the lock with the declarations
-without the network and without writing, and exits 1 explaining every
+without the network and without writing, and exits 4 explaining every
 mismatch; CI runs it on every pull request.
 
 The Crossplane version packages must be compatible with is recorded in the
@@ -50,7 +50,7 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 --default-registry.`,
 		Example: `  lockstep lock --dir clusters/prod --crossplane-version v2.1.0
   lockstep lock --update provider-nop
-  lockstep lock --check   # no network, exit 1 when the lock is stale`,
+  lockstep lock --check   # no network, exit 4 when the lock is stale`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 && !f.update {
 				return fmt.Errorf("package names (%s) are only accepted with --update", strings.Join(args, ", "))
@@ -59,14 +59,14 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.check {
-				return f.runCheck(cmd.Context(), cmd.OutOrStdout())
+				return f.runCheck(cmd)
 			}
 			return f.runLock(cmd, args)
 		},
 	}
 	cmd.Flags().StringVar(&f.dir, "dir", ".", "directory of declarations; lockstep.lock lives at its root")
 	cmd.Flags().BoolVar(&f.update, "update", false, "re-resolve all packages, or only the PACKAGEs given as arguments (by name or source) and what they need")
-	cmd.Flags().BoolVar(&f.check, "check", false, "check the lock against the declarations without network or writes; exit 1 when stale")
+	cmd.Flags().BoolVar(&f.check, "check", false, "check the lock against the declarations without network or writes; exit 4 when stale")
 	cmd.Flags().StringVar(&f.crossplaneVersion, "crossplane-version", "", "Crossplane `VERSION` packages must be compatible with (default: the one recorded in the lock)")
 	cmd.Flags().StringVar(&f.defaultRegistry, "default-registry", "", "registry `HOST` for declarations whose spec.package names the registry "+lockfile.DefaultRegistryPlaceholder+" (default: the one recorded in the lock)")
 	cmd.Flags().IntVar(&f.jobs, "jobs", lockfile.DefaultJobs, "registry calls run in parallel at most")
@@ -78,15 +78,22 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 // load reads the declarations and the current lock (nil when there is
 // none) through the snapshot stage, and checks one against the other with
 // the flags' Crossplane version and default registry; problems are in
-// Snapshot.Problems, not an error. Nothing is fetched.
-func (f *lockFlags) load(ctx context.Context) (*snapshot.Snapshot, error) {
-	return snapshot.LoadDir(ctx, f.dir, snapshot.AllowMissingLock(), snapshot.AllowStale(),
+// Snapshot.Problems, not an error. Nothing is fetched. The declarations'
+// warnings are printed on warn.
+func (f *lockFlags) load(ctx context.Context, warn io.Writer) (*snapshot.Snapshot, error) {
+	s, err := snapshot.LoadDir(ctx, f.dir, snapshot.AllowMissingLock(), snapshot.AllowStale(),
 		snapshot.WithCheck(lockfile.Options{CrossplaneVersion: f.crossplaneVersion, DefaultRegistry: f.defaultRegistry}))
+	if err != nil {
+		return nil, err
+	}
+	printWarnings(warn, s.Declarations)
+	return s, nil
 }
 
 // runCheck is `lockstep lock --check`: no network, no writes.
-func (f *lockFlags) runCheck(ctx context.Context, out io.Writer) error {
-	s, err := f.load(ctx)
+func (f *lockFlags) runCheck(cmd *cobra.Command) error {
+	out := cmd.OutOrStdout()
+	s, err := f.load(cmd.Context(), cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
@@ -100,16 +107,19 @@ func (f *lockFlags) runCheck(ctx context.Context, out io.Writer) error {
 		fmt.Fprintf(out, "  %s\n", p)
 	}
 	fmt.Fprintln(out, "run lockstep lock to update it")
-	return &exitError{code: 1, err: fmt.Errorf("%s is stale: %d %s", path, len(s.Problems), plural(len(s.Problems), "problem", "problems"))}
+	return &exitError{code: exitStale, err: fmt.Errorf("%s is stale: %d %s", path, len(s.Problems), plural(len(s.Problems), "problem", "problems"))}
 }
 
 // runLock resolves and writes the lock.
 func (f *lockFlags) runLock(cmd *cobra.Command, packages []string) error {
-	s, err := f.load(cmd.Context())
+	s, err := f.load(cmd.Context(), cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
 	set, prev, path := s.Declarations, s.Lock, filepath.Join(f.dir, lockfile.FileName)
+	if len(set.Packages) == 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: no Provider, Configuration or Function is declared under %s: the lock is empty, and apply of it would uninstall every package (it refuses without --allow-empty)\n", f.dir)
+	}
 	cache, err := oci.NewCache(f.reg.cacheDir)
 	if err != nil {
 		return err

@@ -104,8 +104,8 @@ func TestLockCommand(t *testing.T) {
 	}
 	reg.Reset()
 	out, err = run(t, "lock", "--check", "--dir", dir, "--crossplane-version", "v1.13.0")
-	if err == nil || exitCode(err) != 1 {
-		t.Fatalf("lock --check of a stale lock: got %v (exit %d), want exit 1\n%s", err, exitCode(err), out)
+	if err == nil || exitCode(err) != exitStale {
+		t.Fatalf("lock --check of a stale lock: got %v (exit %d), want exit 4\n%s", err, exitCode(err), out)
 	}
 	for _, want := range []string{
 		lockPath + " is stale:",
@@ -158,7 +158,7 @@ func TestLockCommandFlags(t *testing.T) {
 			want:   "none of the others can be",
 		},
 		"CheckWithoutLock": {
-			reason: "--check without a lock is stale, exit 1.",
+			reason: "--check without a lock is stale, exit 4.",
 			args:   []string{"lock", "--dir", dir, "--check"},
 			want:   "stale: 1 problem",
 		},
@@ -180,4 +180,76 @@ func mustRead(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestLockRefusesUnknownKind: a misspelt kind in pkg.crossplane.io fails
+// lock with the file and line, instead of writing a lock without the
+// package, which apply would then uninstall (issue 15 item 4). A near-miss
+// group is only a warning on stderr.
+func TestLockRefusesUnknownKind(t *testing.T) {
+	cases := map[string]struct {
+		reason   string
+		kind     string
+		apiVer   string
+		wantErr  string
+		wantOut  string
+		wantCode int
+	}{
+		"KindTypo": {
+			reason:   "kind: Providr is an error naming the file, the line and the kind meant.",
+			kind:     "Providr",
+			apiVer:   "pkg.crossplane.io/v1",
+			wantErr:  "providers.yaml:2: Providr provider-nop: kind: unknown kind \"Providr\" in pkg.crossplane.io; did you mean Provider?",
+			wantCode: 1,
+		},
+		"GroupTypo": {
+			reason:  "A near-miss group is ignored with a warning on stderr naming the file and line.",
+			kind:    "Provider",
+			apiVer:  "pkg.crossplan.io/v1",
+			wantOut: "warning: providers.yaml:1: Provider provider-nop: apiVersion: group \"pkg.crossplan.io\" is not pkg.crossplane.io",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := writePackage(t, map[string]string{"providers.yaml": "apiVersion: " + tc.apiVer + "\nkind: " + tc.kind + `
+metadata:
+  name: provider-nop
+spec:
+  package: xpkg.crossplane.io/crossplane-contrib/provider-nop:v0.4.0
+`})
+			out, err := run(t, "lock", "--dir", dir, "--crossplane-version", "v2.1.0", "--cache-dir", t.TempDir())
+			t.Logf("output:\n%s\nerror: %v", out, err)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("%s\nlockstep lock: got %v, want an error containing %q", tc.reason, err, tc.wantErr)
+				}
+				if got := exitCode(err); got != tc.wantCode {
+					t.Errorf("%s\nexit code: got %d, want %d", tc.reason, got, tc.wantCode)
+				}
+				if _, err := os.Stat(filepath.Join(dir, lockfile.FileName)); err == nil {
+					t.Errorf("%s\na lock was written", tc.reason)
+				}
+				return
+			}
+			if !strings.Contains(out, tc.wantOut) {
+				t.Errorf("%s\nlockstep lock output lacks %q:\n%s", tc.reason, tc.wantOut, out)
+			}
+		})
+	}
+}
+
+// TestLockWarnsWithoutDeclarations: lock in a directory without a package
+// declaration (a wrong --dir) still writes an empty lock, but says so on
+// stderr (issue 15 item 9).
+func TestLockWarnsWithoutDeclarations(t *testing.T) {
+	dir := writePackage(t, map[string]string{"README.md": "# not the declarations\n"})
+	out, err := run(t, "lock", "--dir", dir, "--crossplane-version", "v2.1.0", "--cache-dir", t.TempDir())
+	t.Logf("output:\n%s", out)
+	if err != nil {
+		t.Fatalf("lock: %v", err)
+	}
+	want := "warning: no Provider, Configuration or Function is declared under " + dir + ": the lock is empty, and apply of it would uninstall every package (it refuses without --allow-empty)"
+	if !strings.Contains(out, want) {
+		t.Errorf("lock output lacks %q:\n%s", want, out)
+	}
 }

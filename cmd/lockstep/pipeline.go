@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/pflag"
@@ -11,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 )
@@ -36,12 +38,12 @@ func (f *renderFlags) registerRender(fl *pflag.FlagSet) {
 	fl.StringVar(&f.allowedPermissions, "allowed-provider-permissions", "", "YAML `FILE` with a list of RBAC PolicyRules that v1-style providers may request with spec.controller.permissionRequests (default: none)")
 }
 
-// load reads --dir through the snapshot stage (internal/snapshot):
-// declarations, the lock (a stale one is refused: lockstep never resolves
+// load reads --dir through the snapshot stage (internal/snapshot),
+// printing the declarations' warnings on warn: declarations, the lock (a stale one is refused: lockstep never resolves
 // versions at render or apply time), every locked package by digest (cache
 // first), and the render input for namespace. extra options go after the
 // flags' own (for example snapshot.Only).
-func (f *renderFlags) load(ctx context.Context, namespace string, extra ...snapshot.Option) (*snapshot.Snapshot, error) {
+func (f *renderFlags) load(ctx context.Context, warn io.Writer, namespace string, extra ...snapshot.Option) (*snapshot.Snapshot, error) {
 	allowed, err := readPolicyRules(f.allowedPermissions)
 	if err != nil {
 		return nil, err
@@ -60,9 +62,23 @@ func (f *renderFlags) load(ctx context.Context, namespace string, extra ...snaps
 	s, err := snapshot.LoadDir(ctx, f.dir, opts...)
 	var stale *snapshot.StaleLockError
 	if errors.As(err, &stale) {
-		return nil, &exitError{code: 1, err: err}
+		return nil, &exitError{code: exitStale, err: err}
+	}
+	if err == nil {
+		printWarnings(warn, s.Declarations)
 	}
 	return s, err
+}
+
+// printWarnings writes the declarations' warnings (declarations.Set
+// Warnings) to w, one "warning: file:line: ..." line each.
+func printWarnings(w io.Writer, set *declarations.Set) {
+	if set == nil {
+		return
+	}
+	for _, warn := range set.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
 }
 
 // readPolicyRules reads a YAML list of RBAC PolicyRules; "" gives none.

@@ -35,7 +35,7 @@ output.`,
 			if len(packages) > 0 {
 				only = append(only, snapshot.Only(packages...))
 			}
-			s, err := f.load(cmd.Context(), namespace, only...)
+			s, err := f.load(cmd.Context(), cmd.ErrOrStderr(), namespace, only...)
 			if err != nil {
 				return err
 			}

@@ -63,7 +63,7 @@ func TestRenderCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = run(t, append([]string{"render"}, flags...)...)
-	if err == nil || exitCode(err) != 1 || !strings.Contains(err.Error(), "stale") {
-		t.Errorf("render with a stale lock: got %v (exit %d), want exit 1 naming the stale lock", err, exitCode(err))
+	if err == nil || exitCode(err) != exitStale || !strings.Contains(err.Error(), "stale") {
+		t.Errorf("render with a stale lock: got %v (exit %d), want exit 4 naming the stale lock", err, exitCode(err))
 	}
 }

@@ -62,7 +62,17 @@ func newRootCommand() *cobra.Command {
 		Short: "GitOps package manager for Crossplane",
 		Long: `lockstep installs Crossplane packages (Providers, Configurations, Functions) from
 declarations and a lockfile kept in Git, so every cluster installs exactly the
-package digests that were reviewed.`,
+package digests that were reviewed.
+
+Exit codes:
+   0  success
+   1  failure: registry, Git or cluster error, invalid declarations, a package
+      that did not apply
+   2  diff --fail-on breaking|any: a breaking change
+   3  diff --fail-on any: changes, none breaking
+   4  stale lock: lock --check, and render and apply, which refuse it
+  64  usage error: unknown command or flag, wrong arguments, invalid flag value
+      (BSD sysexits EX_USAGE; 2 was already diff's breaking-change gate)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version,
@@ -78,8 +88,34 @@ package digests that were reviewed.`,
 		newActivateCommand(),
 		newAgentCommand(),
 	)
+	// -v is apply's --verbose; --version keeps no shorthand so that -v
+	// never means two things (cobra adds -v when no --version flag is
+	// defined).
+	root.Flags().Bool("version", false, "print lockstep's version (no shorthand: -v is apply's --verbose)")
+	markRunErrors(root)
 	return root
 }
+
+// Exit codes of every command, listed in the root command's help and in
+// README.md "Exit codes". Usage errors take BSD sysexits' EX_USAGE (64)
+// rather than 2, the code of getopt-style tools, because `lockstep diff
+// --fail-on` exited 2 on breaking changes before usage errors had a code of
+// their own, and CI scripts test for it (examples/ci).
+const (
+	// exitFailure: the command failed (registry, Git, cluster, invalid
+	// declarations, a package that did not apply).
+	exitFailure = 1
+	// exitBreaking: `diff --fail-on breaking|any` found a breaking change.
+	exitBreaking = 2
+	// exitChanges: `diff --fail-on any` found changes, none breaking.
+	exitChanges = 3
+	// exitStale: the lock does not match the declarations (`lock --check`,
+	// and render and apply, which refuse a stale lock).
+	exitStale = 4
+	// exitUsage: an unknown command or flag, a wrong number of arguments,
+	// or an invalid flag value.
+	exitUsage = 64
+)
 
 // exitError carries a process exit code with its error.
 type exitError struct {
@@ -90,12 +126,49 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
+// usageError marks err as a usage error (exitUsage): a flag value the
+// command refuses after pflag parsed it.
+func usageError(err error) error { return &exitError{code: exitUsage, err: err} }
+
+// runError marks an error returned by a command's RunE, as opposed to one
+// cobra returns before running it.
+type runError struct{ err error }
+
+func (e *runError) Error() string { return e.err.Error() }
+func (e *runError) Unwrap() error { return e.err }
+
+// markRunErrors wraps the RunE of cmd and of every command under it so
+// that exitCode can tell their errors from cobra's own: an unknown command
+// or flag, a flag value pflag cannot parse, a wrong number of arguments, a
+// missing required flag, or flags used together that exclude each other
+// (cobra's Command.ExecuteC returns those before RunE runs).
+func markRunErrors(cmd *cobra.Command) {
+	if run := cmd.RunE; run != nil {
+		cmd.RunE = func(c *cobra.Command, args []string) error {
+			if err := run(c, args); err != nil {
+				return &runError{err: err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		markRunErrors(sub)
+	}
+}
+
+// exitCode returns the process exit code for err: an exitError's code,
+// exitFailure for any other error a command returned, and exitUsage for
+// cobra's own errors (markRunErrors).
 func exitCode(err error) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	return 1
+	var re *runError
+	if errors.As(err, &re) {
+		return exitFailure
+	}
+	return exitUsage
 }
 
 // restConfig returns the cluster's rest.Config: --kubeconfig when given,

@@ -12,6 +12,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/git"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
+	"github.com/lockstep-gitops/lockstep/internal/redact"
 	"github.com/lockstep-gitops/lockstep/internal/update"
 )
 
@@ -226,7 +227,7 @@ and exit 1.`,
 			res, err := u.Poll(cmd.Context())
 			printUpdate(cmd.OutOrStdout(), gf.url, res)
 			if err != nil {
-				return &exitError{code: 1, err: err}
+				return &exitError{code: exitFailure, err: err}
 			}
 			return nil
 		},
@@ -241,7 +242,7 @@ and exit 1.`,
 // printUpdate writes what a poll did.
 func printUpdate(out io.Writer, url string, res *update.Result) {
 	if res.Revision != "" {
-		fmt.Fprintf(out, "polled %s at %s (%s): %d %s\n", git.RedactURL(url), res.Revision, res.LockPath, len(res.Checks), plural(len(res.Checks), "check", "checks"))
+		fmt.Fprintf(out, "polled %s at %s (%s): %d %s\n", redact.URL(url), res.Revision, res.LockPath, len(res.Checks), plural(len(res.Checks), "check", "checks"))
 	}
 	for _, s := range res.Skipped {
 		fmt.Fprintf(out, "  skipped %s: registry %s backs off until %s\n", s.Check.Source, s.Registry, s.Until.Format("15:04:05"))

@@ -61,7 +61,7 @@ func newXpkgPushCommand() *cobra.Command {
 		Use:   "push DIR REF",
 		Short: "Build a package image from a package directory and push it",
 		Example: `  lockstep xpkg push examples/packages/provider-demo registry.example.com/acme/provider-demo:v0.1.0
-  lockstep xpkg push --insecure ./pkg 127.0.0.1:5000/acme/pkg:v1.0.0`,
+  lockstep xpkg push --insecure-registry 127.0.0.1:5000 ./pkg 127.0.0.1:5000/acme/pkg:v1.0.0`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			img, pkg, err := buildPackage(args[0])
@@ -92,7 +92,10 @@ func newXpkgPushCommand() *cobra.Command {
 		},
 	}
 	reg.register(cmd)
-	cmd.Flags().BoolVar(&insecure, "insecure", false, "push to REF's registry over plain HTTP")
+	// --insecure predates the shared --insecure-registry; it stays, hidden
+	// and warning, so old scripts keep working.
+	cmd.Flags().BoolVar(&insecure, "insecure", false, "push to REF's registry over plain HTTP (deprecated: use --insecure-registry HOST)")
+	_ = cmd.Flags().MarkDeprecated("insecure", "use --insecure-registry HOST, the flag every registry command takes")
 	return cmd
 }
 

@@ -117,3 +117,51 @@ func TestXpkgPush(t *testing.T) {
 		t.Errorf("push to a plain-HTTP registry without --insecure succeeded")
 	}
 }
+
+// TestXpkgPushInsecureFlags: --insecure-registry HOST, the flag every
+// registry command shares, is the way; --insecure still works but warns that
+// it is deprecated (issue 15 item 9).
+func TestXpkgPushInsecureFlags(t *testing.T) {
+	reg := registry.New(t)
+	dir := writePackage(t, map[string]string{"crossplane.yaml": demoMeta, "crds/widget.yaml": demoCRD})
+	cases := map[string]struct {
+		reason  string
+		args    []string
+		wantOut string
+		wantNot string
+	}{
+		"InsecureRegistry": {
+			reason:  "--insecure-registry HOST allows plain HTTP to HOST, without a warning.",
+			args:    []string{"--insecure-registry", reg.Host},
+			wantNot: "deprecated",
+		},
+		"DeprecatedInsecure": {
+			reason:  "--insecure still allows plain HTTP to REF's registry, and says it is deprecated.",
+			args:    []string{"--insecure"},
+			wantOut: "Flag --insecure has been deprecated, use --insecure-registry HOST, the flag every registry command takes",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ref := reg.Host + "/acme/provider-demo:" + strings.ToLower(name)
+			out, err := run(t, append(append([]string{"xpkg", "push"}, tc.args...), dir, ref)...)
+			t.Logf("output:\n%s", out)
+			if err != nil {
+				t.Fatalf("%s\nxpkg push: %v\n%s", tc.reason, err, out)
+			}
+			if !strings.Contains(out, "pushed Provider") || !strings.Contains(out, tc.wantOut) {
+				t.Errorf("%s\nxpkg push output lacks %q:\n%s", tc.reason, tc.wantOut, out)
+			}
+			if tc.wantNot != "" && strings.Contains(out, tc.wantNot) {
+				t.Errorf("%s\nxpkg push output has %q:\n%s", tc.reason, tc.wantNot, out)
+			}
+		})
+	}
+	help, err := run(t, "xpkg", "push", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(help, "--insecure ") || !strings.Contains(help, "--insecure-registry HOST") {
+		t.Errorf("xpkg push --help lists the deprecated --insecure, or not --insecure-registry:\n%s", help)
+	}
+}

@@ -4,7 +4,7 @@
 # It checks that lockstep.lock matches the declarations (lockstep lock
 # --check), writes `lockstep diff` as markdown and JSON, posts the markdown
 # on the GitHub pull request when it is told which one, and exits 2 when a
-# change is breaking (or, with LOCKSTEP_FAIL_ON=any, 1 when anything
+# change is breaking (or, with LOCKSTEP_FAIL_ON=any, 3 when anything
 # changes). Run it from a clone with the base branch fetched.
 #
 # Environment:
@@ -28,7 +28,7 @@ dir=${LOCKSTEP_DIR:-.}
 out=${LOCKSTEP_OUT:-lockstep-diff}
 mkdir -p "$out"
 
-# 1. The lock must match the declarations: no network, exit 1 when stale.
+# 1. The lock must match the declarations: no network, exit 4 when stale.
 lockstep lock --check --dir "$dir"
 
 # 2. The diff. Its stdout is the report; errors go to stderr.
@@ -41,10 +41,10 @@ if [ -n "${LOCKSTEP_FLAGS:-}" ]; then args+=(${LOCKSTEP_FLAGS}); fi
 
 status=0
 lockstep diff "${args[@]}" > "$out/diff.md" || status=$?
-# Exit 2 is always the gate (breaking changes); exit 1 is the gate only
-# with --fail-on any, and then a report was written. Otherwise it is an
-# error and there is nothing to post.
-if [ "$status" -ne 0 ] && { [ "$status" -ne 2 ] && [ ! -s "$out/diff.md" ]; }; then
+# Exit 2 is the gate on breaking changes, exit 3 the gate of --fail-on any
+# on other changes; then a report was written. Otherwise it is an error
+# and there is nothing to post.
+if [ "$status" -ne 0 ] && [ "$status" -ne 2 ] && [ "$status" -ne 3 ]; then
 	echo "lockstep diff failed (exit $status)" >&2
 	exit "$status"
 fi

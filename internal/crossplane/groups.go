@@ -72,3 +72,20 @@ func CoreGroups() []string {
 func IsCoreGroup(group string) bool {
 	return slices.Contains(coreGroups, group)
 }
+
+// ServedKinds returns every kind the API server serves in Group once
+// Crossplane is installed (crossplane/crossplane
+// cluster/crds/pkg.crossplane.io_*.yaml): the package kinds, their revision
+// kinds, DeploymentRuntimeConfig, ImageConfig and Lock, in that order. Any
+// other kind in Group is not a Crossplane kind (ControllerConfig was removed
+// in Crossplane v2.0). The slice is new on every call.
+func ServedKinds() []string {
+	var out []string
+	for _, k := range packageKinds {
+		out = append(out, string(k.Kind))
+	}
+	for _, k := range packageKinds {
+		out = append(out, k.RevisionKind)
+	}
+	return append(out, KindDeploymentRuntimeConfig, KindImageConfig, KindLock)
+}

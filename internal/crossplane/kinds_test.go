@@ -306,6 +306,7 @@ func TestVersionsAgreeWithCRDs(t *testing.T) {
 	}
 	crds := map[schema.GroupKind]crd{}
 	groups := map[string]bool{}
+	var pkgKinds []string
 	for _, f := range files {
 		for _, o := range readObjects(t, f) {
 			group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
@@ -323,6 +324,9 @@ func TestVersionsAgreeWithCRDs(t *testing.T) {
 			}
 			crds[schema.GroupKind{Group: group, Kind: kind}] = c
 			groups[group] = true
+			if group == Group {
+				pkgKinds = append(pkgKinds, kind)
+			}
 		}
 	}
 	sorted := func(s []string) []string { out := append([]string(nil), s...); slices.Sort(out); return out }
@@ -364,6 +368,9 @@ func TestVersionsAgreeWithCRDs(t *testing.T) {
 	}
 	if diff := cmp.Diff(CoreGroups(), sorted(got)); diff != "" {
 		t.Errorf("CoreGroups are the groups of Crossplane's CRDs: -want, +got:\n%s", diff)
+	}
+	if diff := cmp.Diff(sorted(ServedKinds()), sorted(pkgKinds)); diff != "" {
+		t.Errorf("ServedKinds are the kinds of Crossplane's %s CRDs: -want, +got:\n%s", Group, diff)
 	}
 }
 

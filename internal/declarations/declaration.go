@@ -103,6 +103,12 @@ type Set struct {
 	// "v1/ConfigMap" or "apps/v1/Deployment"). They are not errors. Never nil
 	// in a Set returned by Load.
 	Ignored map[string]int
+	// Warnings are problems that do not stop Load but most likely are
+	// mistakes, formatted like errors ("file:line: Kind name: field:
+	// problem"), sorted by file and line: an object whose group is a near
+	// miss of pkg.crossplane.io, which is ignored. Nil when there are none.
+	// Commands print them on stderr.
+	Warnings []*Error
 }
 
 // digestVersion names the canonical encoding hashed by Set.Digest. Change it

@@ -52,6 +52,17 @@ func joinSorted(errs []*Error) error {
 	if len(errs) == 0 {
 		return nil
 	}
+	errs = sortedErrors(errs)
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+	}
+	return errors.Join(out...)
+}
+
+// sortedErrors sorts errs in place by file, line and message, and returns
+// it.
+func sortedErrors(errs []*Error) []*Error {
 	slices.SortStableFunc(errs, func(a, b *Error) int {
 		return cmp.Or(
 			cmp.Compare(a.File, b.File),
@@ -59,11 +70,7 @@ func joinSorted(errs []*Error) error {
 			cmp.Compare(a.Error(), b.Error()),
 		)
 	})
-	out := make([]error, len(errs))
-	for i, e := range errs {
-		out[i] = e
-	}
-	return errors.Join(out...)
+	return errs
 }
 
 // sortedCopy returns a copy of s sorted by key.

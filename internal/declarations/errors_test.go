@@ -280,6 +280,36 @@ func TestLoadErrors(t *testing.T) {
 			files:  map[string]string{"c.yaml": "apiVersion: pkg.crossplane.io/v1alpha1\nkind: ControllerConfig\nmetadata: {name: old}\n"},
 			want:   []wantErr{{At: "c.yaml:2", Object: "ControllerConfig old", Field: "kind", Msg: "removed in Crossplane v2.0"}},
 		},
+		"KindPlural": {
+			reason: "A plural kind in pkg.crossplane.io would be ignored, and lock and apply would uninstall the package (issue 15 item 4).",
+			files:  map[string]string{"p.yaml": replaceOnce(provider, "kind: Provider", "kind: Providers")},
+			want:   []wantErr{{At: "p.yaml:2", Object: "Providers provider-nop", Field: "kind", Msg: `unknown kind "Providers" in pkg.crossplane.io; did you mean Provider? lockstep reads Provider, Function, Configuration (pkg.crossplane.io/v1), DeploymentRuntimeConfig, ImageConfig (pkg.crossplane.io/v1beta1) and skips ProviderRevision, FunctionRevision, ConfigurationRevision, Lock`}},
+		},
+		"KindTypo": {
+			reason: "A misspelt kind is an error suggesting the nearest accepted kind.",
+			files:  map[string]string{"p.yaml": replaceOnce(provider, "kind: Provider", "kind: Providr")},
+			want:   []wantErr{{At: "p.yaml:2", Object: "Providr provider-nop", Field: "kind", Msg: `unknown kind "Providr" in pkg.crossplane.io; did you mean Provider?`}},
+		},
+		"KindLowerCase": {
+			reason: "Kinds are case-sensitive, as in Kubernetes; a lower-case kind suggests the right case.",
+			files:  map[string]string{"p.yaml": replaceOnce(provider, "kind: Provider", "kind: provider")},
+			want:   []wantErr{{At: "p.yaml:2", Object: "provider provider-nop", Field: "kind", Msg: `unknown kind "provider" in pkg.crossplane.io; did you mean Provider?`}},
+		},
+		"KindTypoRuntimeConfig": {
+			reason: "Runtime kinds are suggested too.",
+			files:  map[string]string{"r.yaml": "apiVersion: pkg.crossplane.io/v1beta1\nkind: DeploymentRuntimeConfigs\nmetadata: {name: r}\n"},
+			want:   []wantErr{{At: "r.yaml:2", Object: "DeploymentRuntimeConfigs r", Field: "kind", Msg: `did you mean DeploymentRuntimeConfig?`}},
+		},
+		"KindFarOff": {
+			reason: "A kind near none of the group's gets no suggestion, only the list of kinds.",
+			files:  map[string]string{"c.yaml": "apiVersion: pkg.crossplane.io/v1\nkind: Composition\nmetadata: {name: c}\n"},
+			want:   []wantErr{{At: "c.yaml:2", Object: "Composition c", Field: "kind", Msg: `unknown kind "Composition" in pkg.crossplane.io; lockstep reads Provider`}},
+		},
+		"KindList": {
+			reason: "A typed list of packages (ProviderList) is not read item by item; ignoring it would uninstall its items.",
+			files:  map[string]string{"l.yaml": "apiVersion: pkg.crossplane.io/v1\nkind: ProviderList\nitems: []\n"},
+			want:   []wantErr{{At: "l.yaml:2", Object: "ProviderList", Field: "kind", Msg: `unknown kind "ProviderList" in pkg.crossplane.io; write each Provider as its own document, or use apiVersion v1, kind List`}},
+		},
 		"RuntimeConfigUnknownField": {
 			reason: "The Deployment template is decoded strictly as an apps/v1 DeploymentSpec.",
 			files: map[string]string{"r.yaml": y(`
@@ -404,6 +434,83 @@ func TestLoadErrors(t *testing.T) {
 			got := errorsOf(t, err)
 			if diff := cmp.Diff(tc.want, project(got, tc.want)); diff != "" {
 				t.Errorf("%s\nLoad(...) errors: -want, +got:\n%s\nfull error:\n%v", tc.reason, diff, err)
+			}
+		})
+	}
+}
+
+func TestLoadWarningsAndSkippedKinds(t *testing.T) {
+	const skipped = `apiVersion: pkg.crossplane.io/v1
+kind: ProviderRevision
+metadata: {name: provider-nop-1234}
+---
+apiVersion: pkg.crossplane.io/v1
+kind: FunctionRevision
+metadata: {name: function-1234}
+---
+apiVersion: pkg.crossplane.io/v1
+kind: ConfigurationRevision
+metadata: {name: configuration-1234}
+---
+apiVersion: pkg.crossplane.io/v1beta1
+kind: Lock
+metadata: {name: lock}
+`
+	cases := map[string]struct {
+		reason  string
+		files   map[string]string
+		want    []wantErr
+		ignored map[string]int
+	}{
+		"SkippedKinds": {
+			reason: "Revisions and the Lock are served in pkg.crossplane.io and managed by Crossplane: skipped without an error or a warning.",
+			files:  map[string]string{"exported.yaml": skipped},
+			ignored: map[string]int{
+				"pkg.crossplane.io/v1/ProviderRevision": 1, "pkg.crossplane.io/v1/FunctionRevision": 1,
+				"pkg.crossplane.io/v1/ConfigurationRevision": 1, "pkg.crossplane.io/v1beta1/Lock": 1,
+			},
+		},
+		"GroupTypo": {
+			reason: "A group one edit from pkg.crossplane.io is most likely a typo: the object is ignored, with a warning.",
+			files:  map[string]string{"p.yaml": replaceOnce(provider, "pkg.crossplane.io", "pkg.crossplan.io")},
+			want: []wantErr{{At: "p.yaml:1", Object: "Provider provider-nop", Field: "apiVersion",
+				Msg: `group "pkg.crossplan.io" is not pkg.crossplane.io, the group lockstep reads packages from; this object is ignored`}},
+			ignored: map[string]int{"pkg.crossplan.io/v1/Provider": 1},
+		},
+		"GroupTopLevelDomain": {
+			reason:  "pkg.crossplane.com is two edits from pkg.crossplane.io.",
+			files:   map[string]string{"p.yaml": replaceOnce(provider, "pkg.crossplane.io", "pkg.crossplane.com")},
+			want:    []wantErr{{At: "p.yaml:1", Object: "Provider provider-nop", Field: "apiVersion", Msg: `group "pkg.crossplane.com" is not pkg.crossplane.io`}},
+			ignored: map[string]int{"pkg.crossplane.com/v1/Provider": 1},
+		},
+		"GroupLookalike": {
+			reason:  "An unknown *.crossplane.io group with a pkg.crossplane.io kind looks like pkg.crossplane.io.",
+			files:   map[string]string{"p.yaml": replaceOnce(provider, "pkg.crossplane.io", "packages.crossplane.io")},
+			want:    []wantErr{{At: "p.yaml:1", Object: "Provider provider-nop", Field: "apiVersion", Msg: `group "packages.crossplane.io" is not pkg.crossplane.io`}},
+			ignored: map[string]int{"packages.crossplane.io/v1/Provider": 1},
+		},
+		"ProviderGroup": {
+			reason:  "A provider's own *.crossplane.io group (a ProviderConfig kept beside the declarations) is not a lookalike.",
+			files:   map[string]string{"pc.yaml": "apiVersion: helm.crossplane.io/v1beta1\nkind: ProviderConfig\nmetadata: {name: default}\n"},
+			ignored: map[string]int{"helm.crossplane.io/v1beta1/ProviderConfig": 1},
+		},
+		"MetaGroup": {
+			reason:  "A package's own metadata (meta.pkg.crossplane.io) kept in the repository is not a lookalike.",
+			files:   map[string]string{"crossplane.yaml": "apiVersion: meta.pkg.crossplane.io/v1\nkind: Provider\nmetadata: {name: p}\n"},
+			ignored: map[string]int{"meta.pkg.crossplane.io/v1/Provider": 1},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s, err := Load(writeTree(t, tc.files))
+			if err != nil {
+				t.Fatalf("%s\nLoad(...): unexpected error:\n%v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want, project(s.Warnings, tc.want)); diff != "" {
+				t.Errorf("%s\nLoad(...) warnings: -want, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.ignored, s.Ignored); diff != "" {
+				t.Errorf("%s\nLoad(...) ignored: -want, +got:\n%s", tc.reason, diff)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -58,7 +59,12 @@ func Load(dir string) (*Set, error) {
 // pkg.crossplane.io/v1beta1 Function, which Crossplane still serves with the
 // same schema as v1, is read as a v1 Function. Other versions of these kinds,
 // and pkg.crossplane.io/v1alpha1 ControllerConfig (removed in Crossplane
-// v2.0), are errors. All other objects are counted in Set.Ignored.
+// v2.0), are errors, and so is any other kind in pkg.crossplane.io but the
+// ones Crossplane manages itself (revisions, Lock), which are counted in
+// Set.Ignored: a misspelt kind would otherwise drop the package from the
+// lock. All other objects are counted in Set.Ignored; those whose group is a
+// near miss of pkg.crossplane.io (pkg.crossplan.io, packages.crossplane.io
+// with a package kind) are also reported in Set.Warnings.
 //
 // Objects are decoded strictly against the Crossplane CRD schemas and
 // checked the way the API server and Crossplane would, then the CRD defaults
@@ -114,6 +120,9 @@ func LoadFS(fsys fs.FS) (*Set, error) {
 		return nil, err
 	}
 	s := l.set
+	if len(s.Warnings) > 0 {
+		s.Warnings = sortedErrors(s.Warnings)
+	}
 	s.Packages = sortedCopy(s.Packages, func(d Declaration) string { return d.PackageRef().String() })
 	s.RuntimeConfigs = sortedCopy(s.RuntimeConfigs, func(r DeploymentRuntimeConfig) string { return r.Name })
 	s.ImageConfigs = sortedCopy(s.ImageConfigs, func(i ImageConfig) string { return i.Name })
@@ -174,6 +183,12 @@ func (l *loader) fail(o object, field string, err error) {
 	l.errs = append(l.errs, &Error{Location: Location{File: o.file, Line: line}, Object: o.String(), Field: field, Err: err})
 }
 
+// warn records a warning about a field of o, located as fail locates
+// errors.
+func (l *loader) warn(o object, field string, err error) {
+	l.set.Warnings = append(l.set.Warnings, &Error{Location: Location{File: o.file, Line: lineOf(o.doc.root, field)}, Object: o.String(), Field: field, Err: err})
+}
+
 func (l *loader) file(p string, data []byte) {
 	docs, errs := readDocuments(p, data)
 	l.errs = append(l.errs, errs...)
@@ -225,6 +240,9 @@ func (l *loader) document(file string, doc document) {
 		return
 	}
 	if gv.Group != crossplane.Group {
+		if err := nearMissGroup(gv.Group, gv.Version, kind); err != nil {
+			l.warn(o, "apiVersion", err)
+		}
 		l.set.Ignored[apiVersion+"/"+kind]++
 		return
 	}
@@ -250,8 +268,12 @@ func (l *loader) document(file string, doc document) {
 	case "ControllerConfig":
 		l.fail(o, "kind", fmt.Errorf("ControllerConfig was removed in Crossplane v2.0; declare a %s %s and reference it from spec.runtimeConfigRef", crossplane.RuntimeAPIVersion, crossplane.KindDeploymentRuntimeConfig))
 	default:
-		// Revisions, Locks and other kinds Crossplane manages itself.
-		l.set.Ignored[apiVersion+"/"+kind]++
+		if slices.Contains(skippedKinds(), kind) {
+			// Revisions and the Lock, which Crossplane manages itself.
+			l.set.Ignored[apiVersion+"/"+kind]++
+			return
+		}
+		l.fail(o, "kind", unknownKind(kind))
 	}
 }
 

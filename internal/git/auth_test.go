@@ -100,24 +100,6 @@ func TestAuthNeverPrinted(t *testing.T) {
 	}
 }
 
-// TestRedactURL drops user information from URLs.
-func TestRedactURL(t *testing.T) {
-	cases := map[string]string{
-		"https://user:secret@git.example.com/org/repo.git": "https://git.example.com/org/repo.git",
-		"https://ghp_token@git.example.com/org/repo.git":   "https://git.example.com/org/repo.git",
-		"http://u:p@127.0.0.1:8080/r.git":                  "http://127.0.0.1:8080/r.git",
-		"ssh://git:secret@git.example.com/org/repo.git":    "ssh://git@git.example.com/org/repo.git",
-		"ssh://git@git.example.com/org/repo.git":           "ssh://git@git.example.com/org/repo.git",
-		"git@git.example.com:org/repo.git":                 "git@git.example.com:org/repo.git",
-		"file:///srv/repo.git":                             "file:///srv/repo.git",
-	}
-	for in, want := range cases {
-		if got := git.RedactURL(in); got != want {
-			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestSSHRoundTrip clones and pushes over a real SSH server (x/crypto/ssh
 // running git upload-pack and receive-pack) with key auth and known_hosts.
 func TestSSHRoundTrip(t *testing.T) {

@@ -24,6 +24,12 @@
 //     a *RejectedError matching ErrRefMoved, so the caller can rebuild its
 //     change on the new head; a branch that already holds the files is not
 //     pushed again.
+//   - OpenLocal opens the local repository that holds a directory (the
+//     user's clone, for `lockstep diff` and `lockstep apply`): Resolve,
+//     DefaultBranch and MergeBase find commits, LocalCommit.FS reads a
+//     commit's tree as an fs.FS without a checkout, and HeadHash names the
+//     commit `lockstep apply` records. Code outside this package reaches
+//     Git only through it.
 //   - Auth holds the credentials, from a Kubernetes Secret's data
 //     (AuthFromSecret) or a mounted Secret directory (AuthFromDir) with
 //     Flux's keys: identity and known_hosts for SSH (host keys are always
@@ -31,12 +37,14 @@
 //     refused), username and password or bearerToken for HTTPS, and caFile
 //     for a private CA.
 //
-// Secrets never appear in errors, logs or status: RedactURL removes user
-// information from URLs (for http and https the whole of it, since a token
-// is often written as the user name), credentials written in an https URL
-// are moved into the Auth and never stored in the cache's Git config, every
-// error from go-git is rewritten without URL credentials or password and
-// token values, and Auth prints which fields are set, never their values.
+// Secrets never appear in errors, logs or status, by internal/redact's one
+// policy: redact.URL removes user information from URLs (for http and https
+// the whole of it, since a token is often written as the user name),
+// credentials written in an https URL are moved into the Auth and never
+// stored in the cache's Git config, every error from go-git is rewritten
+// without URL credentials or password and token values (redact.Redactor;
+// errors.Is and errors.As still see go-git's errors), and Auth prints
+// which fields are set, never their values.
 //
 // Decisions where Flux is silent or differs:
 //

@@ -115,8 +115,6 @@ func (e *RejectedError) Is(target error) bool {
 	return target == ErrPushRejected || (target == ErrRefMoved && e.moved())
 }
 
-func (e *RejectedError) safe() {}
-
 func orNone(h string) string {
 	if h == "" {
 		return "nothing"
@@ -285,7 +283,7 @@ func hashString(h plumbing.Hash) string {
 // RejectedError with the remote's reason; anything else is returned,
 // redacted.
 func (ss *session) pushError(ctx context.Context, repo *gogit.Repository, err error, target plumbing.ReferenceName, old plumbing.Hash, watched plumbing.ReferenceName, parent plumbing.Hash) error {
-	redacted := ss.red.error(err)
+	redacted := ss.red.Error(err)
 	if ctx.Err() != nil {
 		return fmt.Errorf("git source %s: push to %s: %w", ss.display, target.Short(), redacted)
 	}

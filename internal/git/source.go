@@ -23,6 +23,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+
+	"github.com/lockstep-gitops/lockstep/internal/redact"
 )
 
 // Source is a Git repository lockstep watches: where it is, which ref, which
@@ -78,7 +80,7 @@ const (
 // the directory holding it. The directory stays as it is until the next
 // Checkout of the same Source (Push never touches it).
 type Artifact struct {
-	// URL is the Source's URL, redacted (RedactURL).
+	// URL is the Source's URL, redacted (internal/redact.URL).
 	URL string
 	// Ref is the Source's Ref as given.
 	Ref string
@@ -139,7 +141,7 @@ type session struct {
 	display  string // redacted URL for messages
 	auth     transport.AuthMethod
 	ca       []byte
-	red      redactor
+	red      redact.Redactor
 	dir      string
 	path     string
 	isCommit bool
@@ -168,7 +170,7 @@ func (s Source) session() (*session, error) {
 	}
 	clean, user, pass, err := splitUserinfo(s.URL)
 	if err != nil {
-		return nil, fmt.Errorf("git source: URL %s: %w", RedactURL(s.URL), errors.New(redactString(err.Error())))
+		return nil, fmt.Errorf("git source: URL %s: %w", redact.URL(s.URL), errors.New(redact.Text(err.Error())))
 	}
 	auth := s.Auth
 	if (user != "" || pass != "") && auth.Username == "" && auth.Password == "" && auth.BearerToken == "" {
@@ -176,12 +178,12 @@ func (s Source) session() (*session, error) {
 	}
 	ep, err := transport.NewEndpoint(clean)
 	if err != nil {
-		return nil, fmt.Errorf("git source: URL %s: %s", RedactURL(s.URL), redactString(err.Error()))
+		return nil, fmt.Errorf("git source: URL %s: %s", redact.URL(s.URL), redact.Text(err.Error()))
 	}
-	red := newRedactor(append(auth.secrets(), pass, user)...)
+	red := redact.New(append(auth.secrets(), pass, user)...)
 	method, ca, err := auth.method(ep, s.InsecureHTTP)
 	if err != nil {
-		return nil, fmt.Errorf("git source %s: %s", RedactURL(s.URL), red.string(err.Error()))
+		return nil, fmt.Errorf("git source %s: %s", redact.URL(s.URL), red.Text(err.Error()))
 	}
 	p, err := cleanPath(s.Path)
 	if err != nil {
@@ -196,7 +198,7 @@ func (s Source) session() (*session, error) {
 	return &session{
 		src:      s,
 		url:      clean,
-		display:  RedactURL(s.URL),
+		display:  redact.URL(s.URL),
 		auth:     method,
 		ca:       ca,
 		red:      red,
@@ -206,7 +208,7 @@ func (s Source) session() (*session, error) {
 	}, nil
 }
 
-// splitUserinfo returns raw without its secrets (RedactURL: no user
+// splitUserinfo returns raw without its secrets (redact.URL: no user
 // information for http and https, no password for other schemes) and the
 // http(s) user information it removed, which becomes basic auth.
 func splitUserinfo(raw string) (clean, user, pass string, err error) {
@@ -218,9 +220,9 @@ func splitUserinfo(raw string) (clean, user, pass string, err error) {
 		return "", "", "", err
 	}
 	if ep.Protocol != "http" && ep.Protocol != "https" {
-		return RedactURL(raw), "", "", nil
+		return redact.URL(raw), "", "", nil
 	}
-	return RedactURL(raw), ep.User, ep.Password, nil
+	return redact.URL(raw), ep.User, ep.Password, nil
 }
 
 // cleanPath validates a Path and returns it cleaned, "." for the root.
@@ -446,7 +448,7 @@ func (ss *session) list(ctx context.Context, repo *gogit.Repository) ([]*plumbin
 		return nil, fmt.Errorf("git source %s: %w", ss.display, ErrEmptyRepository)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("git source %s: cannot list refs: %w", ss.display, ss.red.error(err))
+		return nil, fmt.Errorf("git source %s: cannot list refs: %w", ss.display, ss.red.Error(err))
 	}
 	return refs, nil
 }
@@ -503,7 +505,7 @@ func (ss *session) fetch(ctx context.Context, repo *gogit.Repository, depth int,
 	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
 		return fmt.Errorf("git source %s: %w", ss.display, ErrEmptyRepository)
 	}
-	wrapped := fmt.Errorf("git source %s: cannot fetch: %w", ss.display, ss.red.error(err))
+	wrapped := fmt.Errorf("git source %s: cannot fetch: %w", ss.display, ss.red.Error(err))
 	if ss.reused && !remoteFailure(err) {
 		return &cacheError{wrapped}
 	}

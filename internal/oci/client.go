@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/redact"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
@@ -164,11 +165,11 @@ func (c *Client) Digest(ctx context.Context, ref name.Tag) (v1.Hash, error) {
 			return desc.Digest, nil
 		}
 		if canceled(headErr) || errors.Is(headErr, ErrPlainHTTP) {
-			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s: %w", src, redact(headErr))
+			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s: %w", src, redact.Error(headErr))
 		}
 		got, err := puller.Get(ctx, src.ref)
 		if err != nil {
-			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s: HEAD failed (%v), and GET: %w", src, redact(headErr), redact(err)) //nolint:errorlint // the GET failed last; HEAD's error is context, not the cause
+			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s: HEAD failed (%v), and GET: %w", src, redact.Error(headErr), redact.Error(err)) //nolint:errorlint // the GET failed last; HEAD's error is context, not the cause
 		}
 		// go-containerregistry hashed the body it read, so the bytes match
 		// the digest; keep them for a pull of that digest.
@@ -201,7 +202,7 @@ func (c *Client) Tags(ctx context.Context, repo name.Repository) ([]string, erro
 		}
 		tags, err := puller.List(ctx, target)
 		if err != nil {
-			return nil, fmt.Errorf("cannot list the tags of %s: %w", describe(m), redact(err))
+			return nil, fmt.Errorf("cannot list the tags of %s: %w", describe(m), redact.Error(err))
 		}
 		return tags, nil
 	})
@@ -335,7 +336,7 @@ func (c *Client) manifest(ctx context.Context, puller *remote.Puller, repo name.
 	}
 	desc, err := puller.Get(ctx, repo.Digest(d.String()))
 	if err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", d, redact(err))
+		return nil, fmt.Errorf("manifest %s: %w", d, redact.Error(err))
 	}
 	// go-containerregistry checks this too; the cache must not depend on it.
 	if got := sha256Hex(desc.Manifest); d.Algorithm != "sha256" || got != d.Hex {
@@ -356,15 +357,15 @@ func (c *Client) pullLayer(ctx context.Context, puller *remote.Puller, repo name
 	}
 	layer, err := puller.Layer(ctx, repo.Digest(l.Digest.String()))
 	if err != nil {
-		return fmt.Errorf("layer %s: %w", l.Digest, redact(err))
+		return fmt.Errorf("layer %s: %w", l.Digest, redact.Error(err))
 	}
 	rc, err := layer.Compressed()
 	if err != nil {
-		return fmt.Errorf("layer %s: %w", l.Digest, redact(err))
+		return fmt.Errorf("layer %s: %w", l.Digest, redact.Error(err))
 	}
 	defer rc.Close()
 	if _, err := c.cache.writeBlob(l.Digest, l.Size, rc); err != nil {
-		return fmt.Errorf("layer %s: %w", l.Digest, redact(err))
+		return fmt.Errorf("layer %s: %w", l.Digest, redact.Error(err))
 	}
 	c.markVerified(l.Digest)
 	return nil
@@ -386,11 +387,11 @@ func (c *Client) pullLayer(ctx context.Context, puller *remote.Puller, repo name
 func (c *Client) puller(ctx context.Context, repo name.Repository) (*remote.Puller, error) {
 	auth, err := authn.Resolve(ctx, c.keychain, repo)
 	if err != nil {
-		return nil, fmt.Errorf("registry credentials: %w", redact(err))
+		return nil, fmt.Errorf("registry credentials: %w", redact.Error(err))
 	}
 	cfg, err := authn.Authorization(ctx, auth)
 	if err != nil {
-		return nil, fmt.Errorf("registry credentials: %w", redact(err))
+		return nil, fmt.Errorf("registry credentials: %w", redact.Error(err))
 	}
 	id, err := json.Marshal(cfg)
 	if err != nil {
@@ -399,7 +400,7 @@ func (c *Client) puller(ctx context.Context, repo name.Repository) (*remote.Pull
 	registry := repo.Scheme() + "://" + repo.RegistryStr()
 	challenge, err := c.challenges.do(ctx, registry, func(ctx context.Context) (*transport.Challenge, error) {
 		ch, err := transport.Ping(ctx, repo.Registry, c.base)
-		return ch, redact(err)
+		return ch, redact.Error(err)
 	})
 	if err != nil {
 		return nil, err
@@ -411,7 +412,7 @@ func (c *Client) puller(ctx context.Context, repo name.Repository) (*remote.Pull
 	return c.pullers.do(ctx, key, func(ctx context.Context) (*remote.Puller, error) {
 		t, err := transport.NewWithContext(ctx, repo.Registry, auth, c.base, []string{repo.Scope(transport.PullScope)})
 		if err != nil {
-			return nil, redact(err)
+			return nil, redact.Error(err)
 		}
 		return remote.NewPuller(remote.WithTransport(t))
 	})

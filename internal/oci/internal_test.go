@@ -12,48 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
-
-func TestRedact(t *testing.T) {
-	sentinel := errors.New("cause")
-	cases := map[string]struct {
-		reason string
-		err    error
-		want   string
-	}{
-		"UserInfo": {
-			reason: "credentials in a URL's user information are removed",
-			err:    fmt.Errorf("GET https://robot:s3cret@registry.example/v2/: %w", sentinel),
-			want:   "GET https://REDACTED@registry.example/v2/: cause",
-		},
-		"TokenQuery": {
-			reason: "token-like query parameters lose their value",
-			err:    fmt.Errorf("GET https://auth.example/token?service=r&access_token=abc.def&scope=x: %w", sentinel),
-			want:   "GET https://auth.example/token?service=r&access_token=REDACTED&scope=x: cause",
-		},
-		"Clean": {
-			reason: "an error without secrets is kept as it is",
-			err:    fmt.Errorf("HEAD https://registry.example/v2/org/p/manifests/v1: %w", sentinel),
-			want:   "HEAD https://registry.example/v2/org/p/manifests/v1: cause",
-		},
-	}
-	for n, tc := range cases {
-		t.Run(n, func(t *testing.T) {
-			got := redact(tc.err)
-			if diff := cmp.Diff(tc.want, got.Error()); diff != "" {
-				t.Errorf("%s\nredact: -want +got:\n%s", tc.reason, diff)
-			}
-			if !errors.Is(got, sentinel) {
-				t.Errorf("%s\nredact lost the error chain", tc.reason)
-			}
-		})
-	}
-	if redact(nil) != nil {
-		t.Error("redact(nil) is not nil")
-	}
-}
 
 func TestTransient(t *testing.T) {
 	cases := map[string]struct {

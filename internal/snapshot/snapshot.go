@@ -61,9 +61,9 @@ type loader struct {
 }
 
 // Load reads the commit presented by fsys (os.DirFS for a directory,
-// gitrev.FS for a Git revision): its declarations, its lockstep.lock, the
-// check of one against the other, and, with WithFetcher, every locked
-// package and the render input. Rendering waits for Output. It returns a
+// internal/git's LocalCommit.FS for a Git revision): its declarations, its
+// lockstep.lock, the check of one against the other, and, with WithFetcher,
+// every locked package and the render input. Rendering waits for Output. It returns a
 // *StepError naming the first step that failed; a stale lock fails the
 // check step with a *StaleLockError unless AllowStale is given.
 func Load(ctx context.Context, fsys fs.FS, opts ...Option) (*Snapshot, error) {

@@ -1,4 +1,4 @@
-package gitrev_test
+package git_test
 
 import (
 	"errors"
@@ -7,10 +7,10 @@ import (
 	"testing"
 	"testing/fstest"
 
-	git "github.com/go-git/go-git/v5"
+	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 
-	"github.com/lockstep-gitops/lockstep/internal/gitrev"
+	"github.com/lockstep-gitops/lockstep/internal/git"
 	"github.com/lockstep-gitops/lockstep/test/gitrepo"
 )
 
@@ -31,7 +31,7 @@ func TestFSReadsCommittedTree(t *testing.T) {
 		"clusters/dev/x.yaml":          []byte("x: 1\n"),
 	})
 
-	r, err := gitrev.Open(filepath.Join(repo.Dir, "clusters", "prod"))
+	r, err := git.OpenLocal(filepath.Join(repo.Dir, "clusters", "prod"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestFSReadsCommittedTree(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Resolve(abbreviated hash): %v", err)
 	}
-	fsys, err := gitrev.FS(c1, r.Dir)
+	fsys, err := c1.FS(r.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,21 +58,21 @@ func TestFSReadsCommittedTree(t *testing.T) {
 	}
 
 	head, err := r.Resolve("HEAD")
-	if err != nil || head.Hash != second {
+	if err != nil || head.Hash() != second.String() {
 		t.Fatalf("Resolve(HEAD) = %v, %v; want %s", head, err, second)
 	}
 	parent, err := r.Resolve("HEAD~1")
-	if err != nil || parent.Hash != first {
+	if err != nil || parent.Hash() != first.String() {
 		t.Fatalf("Resolve(HEAD~1) = %v, %v; want %s", parent, err, first)
 	}
-	fsys2, err := gitrev.FS(head, "clusters/prod")
+	fsys2, err := head.FS("clusters/prod")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := fstest.TestFS(fsys2, "providers.yaml", "new.yaml", "sub/functions.yaml"); err != nil {
 		t.Errorf("FS of the second commit: %v", err)
 	}
-	if _, err := gitrev.FS(c1, "clusters/dev"); !errors.Is(err, gitrev.ErrNoDirectory) {
+	if _, err := c1.FS("clusters/dev"); !errors.Is(err, git.ErrNoDirectory) {
 		t.Errorf("FS of a directory added later: got %v, want ErrNoDirectory", err)
 	}
 	if _, err := r.Resolve("no-such-branch"); err == nil {
@@ -87,16 +87,16 @@ func TestMergeBase(t *testing.T) {
 	fork := repo.WriteFiles(t, "base", map[string][]byte{"a.yaml": []byte("a: 1\n")})
 	onMain := repo.WriteFiles(t, "main moves on", map[string][]byte{"a.yaml": []byte("a: 2\n")})
 
-	r, err := gitrev.Open(repo.Dir)
+	r, err := git.OpenLocal(repo.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	name, tip, err := r.DefaultBranch()
-	if err != nil || name != "main" || tip.Hash != onMain {
+	if err != nil || name != "main" || tip.Hash() != onMain.String() {
 		t.Fatalf("DefaultBranch() = %q, %v, %v; want main at %s", name, tip, err, onMain)
 	}
 	// A feature branch from the fork point, with a commit of its own.
-	wt, err := r.Git().Worktree()
+	wt, err := repo.Git().Worktree()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,15 +108,39 @@ func TestMergeBase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := gitrev.MergeBase(fc, tip)
+	base, err := git.MergeBase(fc, tip)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if base.Hash != fork {
-		t.Errorf("MergeBase(feature, main) = %s, want the fork point %s", base.Hash, fork)
+	if base.Hash() != fork.String() {
+		t.Errorf("MergeBase(feature, main) = %s, want the fork point %s", base.Hash(), fork)
 	}
 }
 
-func checkoutNewBranch(wt *git.Worktree, name string, at plumbing.Hash) error {
-	return wt.Checkout(&git.CheckoutOptions{Branch: plumbing.NewBranchReferenceName(name), Hash: at, Create: true})
+func checkoutNewBranch(wt *gogit.Worktree, name string, at plumbing.Hash) error {
+	return wt.Checkout(&gogit.CheckoutOptions{Branch: plumbing.NewBranchReferenceName(name), Hash: at, Create: true})
+}
+
+// TestHeadHash: the commit `lockstep apply` records is HEAD's, found from
+// any directory of the worktree, and empty outside a repository.
+func TestHeadHash(t *testing.T) {
+	repo := gitrepo.New(t, "main")
+	head := repo.WriteFiles(t, "one", map[string][]byte{"clusters/prod/a.yaml": []byte("a: 1\n")})
+	cases := map[string]struct {
+		reason string
+		dir    string
+		want   string
+	}{
+		"Root":      {reason: "the worktree root names HEAD's commit", dir: repo.Dir, want: head.String()},
+		"Subdir":    {reason: "a directory below the root finds the repository above it", dir: filepath.Join(repo.Dir, "clusters", "prod"), want: head.String()},
+		"NoRepo":    {reason: "a directory in no repository has no commit", dir: t.TempDir(), want: ""},
+		"EmptyRepo": {reason: "a repository without a commit has no HEAD commit", dir: gitrepo.New(t, "main").Dir, want: ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := git.HeadHash(tc.dir); got != tc.want {
+				t.Errorf("%s\nHeadHash(%s) = %q, want %q", tc.reason, tc.dir, got, tc.want)
+			}
+		})
+	}
 }

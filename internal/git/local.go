@@ -1,13 +1,14 @@
-// Package gitrev reads a directory of a Git repository as it was at a
+package git
+
+// This file reads a directory of a local Git repository as it was at a
 // revision, without checking it out, for `lockstep diff --base REF --head
-// REF`: Open finds the repository that holds a directory, Resolve turns a
+// REF` (cmd/lockstep/diff.go) and the commit `lockstep apply` records:
+// OpenLocal finds the repository that holds a directory, Resolve turns a
 // revision (branch, tag, remote branch, full or abbreviated hash, HEAD~1)
 // into a commit, DefaultBranch and MergeBase find the commit a pull request
-// branched from, and FS presents a commit's tree below the directory as an
-// fs.FS that internal/declarations.LoadFS and lockfile.Parse read.
-//
-// It uses go-git only; no git binary is needed.
-package gitrev
+// branched from, and LocalCommit.FS presents a commit's tree below the
+// directory as an fs.FS that internal/snapshot reads. It uses go-git only;
+// no git binary is needed.
 
 import (
 	"errors"
@@ -20,27 +21,28 @@ import (
 	"strings"
 	"time"
 
-	git "github.com/go-git/go-git/v5"
+	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
-// Repo is a Git repository opened from a directory inside its worktree.
-type Repo struct {
+// LocalRepo is a Git repository on disk, opened from a directory inside its
+// worktree.
+type LocalRepo struct {
 	// Root is the absolute path of the worktree root.
 	Root string
 	// Dir is the opened directory relative to Root, slash-separated; "." for
 	// the root itself.
 	Dir string
 
-	repo *git.Repository
+	repo *gogit.Repository
 }
 
-// Open finds the Git repository whose worktree holds dir, searching dir and
-// its parents for .git as git does. It returns an error naming dir when no
-// repository holds it, or when the repository is bare.
-func Open(dir string) (*Repo, error) {
+// OpenLocal finds the Git repository whose worktree holds dir, searching dir
+// and its parents for .git as git does. It returns an error naming dir when
+// no repository holds it, or when the repository is bare.
+func OpenLocal(dir string) (*LocalRepo, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
@@ -48,7 +50,7 @@ func Open(dir string) (*Repo, error) {
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
-	r, err := git.PlainOpenWithOptions(abs, &git.PlainOpenOptions{DetectDotGit: true})
+	r, err := gogit.PlainOpenWithOptions(abs, &gogit.PlainOpenOptions{DetectDotGit: true})
 	if err != nil {
 		return nil, fmt.Errorf("%s is not inside a Git repository: %w", dir, err)
 	}
@@ -64,17 +66,23 @@ func Open(dir string) (*Repo, error) {
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return nil, fmt.Errorf("%s is outside the worktree %s", dir, root)
 	}
-	return &Repo{Root: root, Dir: filepath.ToSlash(rel), repo: r}, nil
+	return &LocalRepo{Root: root, Dir: filepath.ToSlash(rel), repo: r}, nil
 }
 
-// Git returns the underlying go-git repository.
-func (r *Repo) Git() *git.Repository { return r.repo }
+// LocalCommit is one commit of a LocalRepo, as Resolve, DefaultBranch,
+// HeadCommit and MergeBase return it: its hash, and its tree through FS.
+type LocalCommit struct {
+	c *object.Commit
+}
+
+// Hash returns the commit's full hash, 40 hexadecimal digits.
+func (c *LocalCommit) Hash() string { return c.c.Hash.String() }
 
 // Resolve returns the commit that rev names: a branch, remote branch or tag
 // name, a full or abbreviated commit hash, HEAD, or a revision expression
 // such as HEAD~1 (go-git's ResolveRevision). An annotated tag is peeled to
 // its commit. The error names rev.
-func (r *Repo) Resolve(rev string) (*object.Commit, error) {
+func (r *LocalRepo) Resolve(rev string) (*LocalCommit, error) {
 	h, err := r.repo.ResolveRevision(plumbing.Revision(rev))
 	if err != nil {
 		return nil, fmt.Errorf("cannot resolve Git revision %q: %w", rev, err)
@@ -83,7 +91,7 @@ func (r *Repo) Resolve(rev string) (*object.Commit, error) {
 	if err != nil {
 		return nil, fmt.Errorf("git revision %q (%s) is not a commit: %w", rev, h, err)
 	}
-	return c, nil
+	return &LocalCommit{c: c}, nil
 }
 
 // DefaultBranch returns the name of the repository's default branch and the
@@ -91,11 +99,11 @@ func (r *Repo) Resolve(rev string) (*object.Commit, error) {
 // remote's HEAD is known (as after git clone), otherwise the first of
 // origin/main, origin/master, main and master that exists. The error says to
 // pass a base revision when none is found.
-func (r *Repo) DefaultBranch() (string, *object.Commit, error) {
+func (r *LocalRepo) DefaultBranch() (string, *LocalCommit, error) {
 	if ref, err := r.repo.Reference(plumbing.NewRemoteHEADReferenceName("origin"), false); err == nil && ref.Type() == plumbing.SymbolicReference {
 		if target, err := r.repo.Reference(ref.Target(), true); err == nil {
 			if c, err := r.repo.CommitObject(target.Hash()); err == nil {
-				return ref.Target().Short(), c, nil
+				return ref.Target().Short(), &LocalCommit{c: c}, nil
 			}
 		}
 	}
@@ -113,62 +121,82 @@ func (r *Repo) DefaultBranch() (string, *object.Commit, error) {
 		if err != nil {
 			continue
 		}
-		return name.Short(), c, nil
+		return name.Short(), &LocalCommit{c: c}, nil
 	}
 	return "", nil, errors.New("cannot find the default branch (no origin/HEAD, origin/main, origin/master, main or master); name the base revision")
 }
 
 // HeadCommit returns the commit HEAD points to. The error says when the
 // repository has no commit yet.
-func (r *Repo) HeadCommit() (*object.Commit, error) {
+func (r *LocalRepo) HeadCommit() (*LocalCommit, error) {
 	ref, err := r.repo.Head()
 	if err != nil {
 		return nil, fmt.Errorf("cannot read HEAD (does the repository have a commit?): %w", err)
 	}
-	return r.repo.CommitObject(ref.Hash())
+	c, err := r.repo.CommitObject(ref.Hash())
+	if err != nil {
+		return nil, err
+	}
+	return &LocalCommit{c: c}, nil
+}
+
+// HeadHash returns the hash of the commit HEAD points at in the Git
+// repository that holds dir (searching dir and its parents for .git, a bare
+// repository included), or "" when dir is in no repository or HEAD names no
+// commit yet. `lockstep apply` records it as the applied commit.
+func HeadHash(dir string) string {
+	repo, err := gogit.PlainOpenWithOptions(dir, &gogit.PlainOpenOptions{DetectDotGit: true})
+	if err != nil {
+		return ""
+	}
+	head, err := repo.Head()
+	if err != nil {
+		return ""
+	}
+	return head.Hash().String()
 }
 
 // MergeBase returns the best common ancestor of a and b, the commit a pull
 // request from b into a branched from (git merge-base). When there are
 // several (criss-cross merges), the one with the lowest hash is returned so
 // the choice is stable. It returns an error when a and b share no history.
-func MergeBase(a, b *object.Commit) (*object.Commit, error) {
-	bases, err := a.MergeBase(b)
+func MergeBase(a, b *LocalCommit) (*LocalCommit, error) {
+	bases, err := a.c.MergeBase(b.c)
 	if err != nil {
-		return nil, fmt.Errorf("merge base of %s and %s: %w", a.Hash, b.Hash, err)
+		return nil, fmt.Errorf("merge base of %s and %s: %w", a.c.Hash, b.c.Hash, err)
 	}
 	if len(bases) == 0 {
-		return nil, fmt.Errorf("commits %s and %s share no history", a.Hash, b.Hash)
+		return nil, fmt.Errorf("commits %s and %s share no history", a.c.Hash, b.c.Hash)
 	}
 	slices.SortFunc(bases, func(x, y *object.Commit) int { return strings.Compare(x.Hash.String(), y.Hash.String()) })
-	return bases[0], nil
+	return &LocalCommit{c: bases[0]}, nil
 }
 
-// ErrNoDirectory is returned by FS when the directory does not exist in the
-// commit's tree, for example before it was added.
+// ErrNoDirectory is returned by LocalCommit.FS when the directory does not
+// exist in the commit's tree, for example before it was added.
 var ErrNoDirectory = errors.New("directory not in the commit")
 
-// FS returns the tree of commit c below dir (slash-separated, relative to
-// the worktree root; "." or "" for the root) as a read-only fs.FS. Regular
-// and executable files read as their blob; directories list their entries.
+// FS returns the commit's tree below dir (slash-separated, relative to the
+// worktree root; "." or "" for the root) as a read-only fs.FS. Regular and
+// executable files read as their blob; directories list their entries.
 // Symbolic links are listed but opening one is an error (they are not
 // followed), and submodules are left out. Modification times are the
 // commit's committer time. It returns an error wrapping ErrNoDirectory when
-// dir is not a directory in c.
-func FS(c *object.Commit, dir string) (fs.FS, error) {
-	t, err := c.Tree()
+// dir is not a directory in the commit.
+func (c *LocalCommit) FS(dir string) (fs.FS, error) {
+	t, err := c.c.Tree()
 	if err != nil {
-		return nil, fmt.Errorf("commit %s: %w", c.Hash, err)
+		return nil, fmt.Errorf("commit %s: %w", c.c.Hash, err)
 	}
 	dir = path.Clean(strings.TrimPrefix(dir, "/"))
 	if dir != "." && dir != "" {
 		sub, err := t.Tree(dir)
 		if err != nil {
-			return nil, fmt.Errorf("%s at commit %s: %w", dir, c.Hash.String()[:12], ErrNoDirectory)
+			return nil, fmt.Errorf("%s at commit %s: %w", dir, c.c.Hash.String()[:12], ErrNoDirectory)
 		}
 		t = sub
 	}
-	return &treeFS{root: t, when: c.Committer.When}, nil
+	return &treeFS{root: t, when: c.c.Committer.When}, nil
 }
 
 // treeFS is an fs.FS over a Git tree.
