@@ -86,7 +86,7 @@ func TestCrossplaneCRDRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loosened := strings.Replace(string(b), "      openAPIV3Schema:\n", "      openAPIV3Schema:\n        x-kubernetes-preserve-unknown-fields: true\n", -1)
+	loosened := strings.ReplaceAll(string(b), "      openAPIV3Schema:\n", "      openAPIV3Schema:\n        x-kubernetes-preserve-unknown-fields: true\n")
 	evil := "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: evilthings.pkg.crossplane.io\nspec:\n  group: pkg.crossplane.io\n  names: {kind: EvilThing, plural: evilthings}\n  scope: Cluster\n  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]\n"
 	s := f.demo(t, "provider-demo", "v0.1.0")
 	s.edit = func(files map[string]string) {
