@@ -48,8 +48,12 @@ type requests struct {
 	// cancelAfter, when positive, calls cancel once that many mutating
 	// requests were sent.
 	cancelAfter int64
-	cancel      func()
-	mutating    atomic.Int64
+	// cancelAfterPath, when set, calls cancel once a mutating request to a
+	// path containing it succeeded: the object was written, and the apply
+	// stops right after, as if lockstep had been killed.
+	cancelAfterPath string
+	cancel          func()
+	mutating        atomic.Int64
 }
 
 type countingTransport struct {
@@ -71,7 +75,12 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 			t.r.cancel()
 		}
 	}
-	return t.next.RoundTrip(req)
+	resp, err := t.next.RoundTrip(req)
+	if p := t.r.cancelAfterPath; p != "" && err == nil && resp.StatusCode < 300 && isMutating(req.Method) && !dry &&
+		strings.Contains(req.URL.Path, p) && t.r.cancel != nil {
+		t.r.cancel()
+	}
+	return resp, err
 }
 
 func isMutating(method string) bool {

@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
 // writeInventory applies inv when it differs from what the cluster holds.
+// Writers during the packages' steps (recordIntent) hold r.invMu.
 func (r *run) writeInventory(ctx context.Context, inv *inventory.Inventory) error {
 	b, err := inv.Encode()
 	if err != nil {
@@ -44,6 +47,85 @@ func (r *run) writeInventory(ctx context.Context, inv *inventory.Inventory) erro
 		cp := *inv
 		cp.Packages = append([]inventory.Package(nil), inv.Packages...)
 		r.live.inventory, r.live.inventoryExists = &cp, true
+	}
+	return nil
+}
+
+// intended returns the inventory entries of every object the package's
+// apply is about to write: its two records and, when the current revision
+// is or becomes Active (p.activation, decided by planRevisions), its
+// payload, runtime and RBAC.
+func (p *pkgRun) intended() []inventory.Entry {
+	rev := p.po.Revision
+	entry := func(o *render.Object, role inventory.Role, revision string) inventory.Entry {
+		gv, _ := schema.ParseGroupVersion(o.APIVersion)
+		return inventory.Entry{ID: renderedID(o), Version: gv.Version, Role: role, Revision: revision}
+	}
+	out := []inventory.Entry{entry(p.po.Record, inventory.RoleRecord, ""), entry(rev.Record, inventory.RoleRecord, rev.Name)}
+	if !p.activation.Active {
+		return out
+	}
+	for _, o := range rev.Payload {
+		out = append(out, entry(o, inventory.RolePayload, ""))
+	}
+	for _, o := range append(append([]*render.Object(nil), rev.Runtime...), rev.RBAC...) {
+		out = append(out, entry(o, inventory.RoleRuntime, p.runtimeRevision(o)))
+	}
+	return out
+}
+
+// recordIntent writes the inventory before the package's first write when
+// the package is not in it or it lacks an object the package is about to
+// write (intended): a first install, or an upgrade whose new revision
+// brings new objects. The package's entry then lists them all, so that a
+// lockstep killed before finish (the only other inventory write) still
+// knows what to prune once the package is gone from Git: Flux's
+// kustomize-controller writes its inventory before applying for the same
+// reason (docs/design.md#inventory; issue 15, item 3). An entry may thus
+// name an object that was never created; prune and the revision history GC
+// take a missing object as deleted. A dry run records nothing; an apply
+// with nothing new to write sends nothing.
+func (p *pkgRun) recordIntent(ctx context.Context) error {
+	r := p.r
+	if r.opts.DryRun {
+		return nil
+	}
+	r.invMu.Lock()
+	defer r.invMu.Unlock()
+	cur := r.live.inventory
+	old := cur.Package(p.key.Kind, p.key.Name)
+	have := map[string]bool{}
+	if old != nil {
+		for _, e := range old.Entries {
+			have[e.ID] = true
+		}
+	}
+	var missing []inventory.Entry
+	for _, e := range p.intended() {
+		if !have[e.ID] {
+			missing = append(missing, e)
+		}
+	}
+	if old != nil && len(missing) == 0 {
+		return nil
+	}
+	ip := inventory.Package{Kind: p.key.Kind, Name: p.key.Name, Source: p.po.Source, Tag: p.po.Tag, Digest: p.po.Digest}
+	if old != nil {
+		ip = *old
+		ip.Entries = append(slices.Clone(old.Entries), missing...)
+	} else {
+		ip.Entries = missing
+	}
+	inv := &inventory.Inventory{Instance: cur.Instance, Packages: []inventory.Package{ip}}
+	for _, o := range cur.Packages {
+		if o.Kind != p.key.Kind || o.Name != p.key.Name {
+			// Encode sorts entries in place: never those of the run's view.
+			o.Entries = slices.Clone(o.Entries)
+			inv.Packages = append(inv.Packages, o)
+		}
+	}
+	if err := r.writeInventory(ctx, inv); err != nil {
+		return fmt.Errorf("cannot record %s %s in the inventory before installing it: %w", p.key.Kind, p.key.Name, err)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/health"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
@@ -303,6 +304,7 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 	if err := r.load(ctx); err != nil {
 		return nil, err
 	}
+	r.loaded = r.live.inventory
 	r.replacedBy = r.replacedInOutput()
 	// Packages that share no object and do not replace one another are
 	// independent: their groups run concurrently, Concurrency at a time,
@@ -353,6 +355,10 @@ type run struct {
 	// deleted are the inventory IDs of objects deleted during the run.
 	deleted   map[string]bool
 	deletedMu sync.Mutex
+	// loaded is the inventory as read before the packages' steps;
+	// live.inventory gains the intents recordIntent writes, under invMu.
+	loaded *inventory.Inventory
+	invMu  sync.Mutex
 
 	writes atomic.Int64
 }

@@ -72,11 +72,7 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 	p.payload = payload
 	for _, group := range [][]*render.Object{rev.Runtime, rev.RBAC} {
 		for _, o := range group {
-			revision := ""
-			if o.Controller != nil && o.Controller.Kind == p.revRef().Kind {
-				revision = rev.Name
-			}
-			d, err := p.bind(o, inventory.RoleRuntime, revision)
+			d, err := p.bind(o, inventory.RoleRuntime, p.runtimeRevision(o))
 			if err != nil {
 				return err
 			}
@@ -161,6 +157,17 @@ func (p *pkgRun) planAll(ctx context.Context, objs []*desired) error {
 		return fmt.Errorf("server-side dry-run: %w", err)
 	}
 	return ctx.Err()
+}
+
+// runtimeRevision returns the revision a runtime or RBAC object belongs
+// to in the inventory: the current revision when it controls the object,
+// so that the revision history GC deletes it with that revision; "" when
+// something else (the package record) controls it.
+func (p *pkgRun) runtimeRevision(o *render.Object) string {
+	if o.Controller != nil && o.Controller.Kind == p.revRef().Kind {
+		return p.po.Revision.Name
+	}
+	return ""
 }
 
 // bindAll binds payload objects (see bind) on every core, in objs' order:

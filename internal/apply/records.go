@@ -298,10 +298,11 @@ func (r *run) planRecord(ctx context.Context, d *desired) error {
 	return nil
 }
 
-// recordsStep is the records step (docs/design.md#apply-steps): the package
-// record, then the revision record for
-// the locked digest, numbered after the package's other revisions. It also
-// decides the current revision's activation (plan.Activate).
+// recordsStep is the records step (docs/design.md#apply-steps): it decides
+// the current revision's activation (planRevisions), records in the
+// inventory every object the package is about to write (recordIntent),
+// then applies the package record and the revision record for the locked
+// digest, numbered after the package's other revisions.
 func (p *pkgRun) recordsStep(ctx context.Context) error {
 	r := p.r
 	livePkg := r.live.pkg(p.key)
@@ -309,6 +310,13 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 		if inst := livePkg.GetLabels()[render.LabelInstance]; inst != "" && inst != r.opts.Instance {
 			return fmt.Errorf("%s %s is managed by lockstep instance %q; this is instance %q", p.key.Kind, p.key.Name, inst, r.opts.Instance)
 		}
+	}
+
+	// The revisions, and the activation decision, before anything is
+	// written: the intent the inventory records depends on it.
+	cur, number := p.planRevisions()
+	if err := p.recordIntent(ctx); err != nil {
+		return err
 	}
 
 	// The package record.
@@ -335,31 +343,6 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	p.uids[p.pkgRef()] = uidOrPlaceholder(p.pkg)
 
 	// The revision record.
-	var cur *unstructured.Unstructured
-	var maxRev int64
-	for _, rev := range r.live.revisionsOf(p.key) {
-		if n := live.RevisionNumber(rev); n > maxRev {
-			maxRev = n
-		}
-		if rev.GetName() == p.po.Revision.Name && rev.GetKind() == p.revRef().Kind {
-			cur = rev
-		} else {
-			p.others = append(p.others, rev)
-		}
-	}
-	number := maxRev + 1
-	if cur != nil {
-		if n := live.RevisionNumber(cur); n >= maxRev && maxRev > 0 {
-			number = n
-		}
-	}
-	var current *plan.Revision
-	if cur != nil {
-		v := revisionOf(cur)
-		current = &v
-	}
-	p.activation = plan.Activate(plan.ActivationInput{Manual: p.manual(), ReplacedBy: p.replacedBy, Current: current, Others: revisionsOf(p.others)})
-	p.res.Plan = append(p.res.Plan, p.activation.Decision(p.po.Revision.Name))
 	state := p.activation.DesiredState
 	rb := render.Binding{UIDs: p.uids, Revision: number, DesiredState: state}
 	ru, err := p.po.Revision.Record.Bind(rb)
@@ -403,6 +386,40 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	p.cur = rd.result
 	p.uids[p.revRef()] = uidOrPlaceholder(p.cur)
 	return nil
+}
+
+// planRevisions reads the package's live revisions: it returns the
+// current one (the revision of the locked digest, nil when this apply
+// creates it) and the spec.revision its record gets, numbered after the
+// others (highest spec.revision), keeps the others in p.others, and decides
+// the current revision's activation (plan.Activate). It writes nothing.
+func (p *pkgRun) planRevisions() (*unstructured.Unstructured, int64) {
+	var cur *unstructured.Unstructured
+	var maxRev int64
+	for _, rev := range p.r.live.revisionsOf(p.key) {
+		if n := live.RevisionNumber(rev); n > maxRev {
+			maxRev = n
+		}
+		if rev.GetName() == p.po.Revision.Name && rev.GetKind() == p.revRef().Kind {
+			cur = rev
+		} else {
+			p.others = append(p.others, rev)
+		}
+	}
+	number := maxRev + 1
+	if cur != nil {
+		if n := live.RevisionNumber(cur); n >= maxRev && maxRev > 0 {
+			number = n
+		}
+	}
+	var current *plan.Revision
+	if cur != nil {
+		v := revisionOf(cur)
+		current = &v
+	}
+	p.activation = plan.Activate(plan.ActivationInput{Manual: p.manual(), ReplacedBy: p.replacedBy, Current: current, Others: revisionsOf(p.others)})
+	p.res.Plan = append(p.res.Plan, p.activation.Decision(p.po.Revision.Name))
+	return cur, number
 }
 
 // soleOwner reports whether manager, with operation Apply, is the only

@@ -189,7 +189,8 @@ func (p *pkgRun) activeRevision() string {
 
 // finish writes the inventory, then deletes: revisions past their
 // history limit and packages gone from the output (docs/design.md#apply-steps). The
-// inventory is written before any deletion, with everything that exists;
+// inventory is written before any deletion, with everything that exists
+// (and, for a package that failed, everything its apply meant to write);
 // after the deletions it is written again without what they removed, so a
 // failed deletion stays in it and is retried by the next apply.
 func (r *run) finish(ctx context.Context) {
@@ -205,7 +206,14 @@ func (r *run) finish(ctx context.Context) {
 
 	inv := &inventory.Inventory{Instance: r.opts.Instance}
 	for _, p := range r.pkgs {
-		inv.Packages = append(inv.Packages, p.inventory(old.Package(p.key.Kind, p.key.Name)))
+		// A package that failed keeps the intent recorded before its first
+		// write (recordIntent): a write that failed may still have landed.
+		// One that succeeded lists what it applied.
+		base := r.loaded
+		if p.res.Err != nil {
+			base = old
+		}
+		inv.Packages = append(inv.Packages, p.inventory(base.Package(p.key.Kind, p.key.Name)))
 	}
 	prunes := plan.Prune(old, func(kind crossplane.Kind, name string) bool { return inOutput[pkgKey{kind, name}] }, desiredIDs, r.opts.PruneCRDs)
 	for _, pp := range prunes {

@@ -1,0 +1,144 @@
+package apply_test
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/object"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
+	"github.com/lockstep-gitops/lockstep/internal/render"
+)
+
+// TestInterruptedFirstInstallPruned: lockstep dies during a package's first
+// install (issue 15, item 3: the inventory used to be written only at the
+// end, so nothing knew what the dead apply had created). Once the package
+// is gone from Git, the next apply with --prune-crds always deletes every
+// object of it, and the inventory no longer lists it.
+func TestInterruptedFirstInstallPruned(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		// killAfter is the path of the write after which the apply dies,
+		// without its prefix; %s is the provider's revision name, %p the
+		// fixture's prefix.
+		killAfter string
+	}{
+		"after a CRD": {
+			reason:    "the apply dies once the first CRD of the payload is written",
+			killAfter: "/customresourcedefinitions/buckets.%p.demo.lockstep.io",
+		},
+		"after the runtime Deployment": {
+			reason:    "the apply dies once the Deployment is written, records, payload and Secrets in place",
+			killAfter: "/deployments/%s",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			m := f.manager(t, func(o *apply.Options) { o.PruneCRDs = plan.PruneAlways })
+			prov := build(t, f.demo(t, "provider-demo", "v0.2.0"))
+			fn := build(t, f.demo(t, "function-demo", "v0.2.0"))
+			rev := render.RevisionName(prov.Name, prov.Digest)
+			first := f.render(t, prov, fn)
+			var po *render.PackageOutput
+			for _, p := range first.Packages {
+				if p.Kind == crossplane.KindProvider {
+					po = p
+				}
+			}
+			killAfter := strings.NewReplacer("%s", rev, "%p", f.prefix).Replace(tc.killAfter)
+
+			ctx, cancel := context.WithCancel(context.Background())
+			f.reqs.cancelAfterPath, f.reqs.cancel = killAfter, cancel
+			res, err := m.Apply(ctx, first, apply.ApplyMeta{Commit: "c1"})
+			f.reqs.cancelAfterPath, f.reqs.cancel = "", nil
+			cancel()
+			if err == nil && res.Err() == nil {
+				t.Fatalf("%s: the interrupted apply reports success", tc.reason)
+			}
+			if left := f.existing(t, po); len(left) == 0 {
+				t.Fatalf("%s: the interrupted apply left nothing of the provider; the test proves nothing", tc.reason)
+			}
+
+			// The provider is gone from Git.
+			second := f.render(t, fn)
+			res = f.apply(t, m, second, apply.ApplyMeta{Commit: "c2"})
+			mustSucceed(t, res)
+
+			err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				return len(f.existing(t, po)) == 0 && len(f.labelled(t, po, second)) == 0, nil
+			})
+			if err != nil {
+				t.Errorf("%s: after the prune, objects of the provider exist by name: %v", tc.reason, f.existing(t, po))
+				t.Errorf("%s: after the prune, objects labelled with the instance that the output does not render: %v", tc.reason, f.labelled(t, po, second))
+			}
+			inv, err := inventory.Read(context.Background(), f.c, f.namespace, f.instance)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ip := inv.Package(crossplane.KindProvider, prov.Name); ip != nil {
+				t.Errorf("%s: the inventory still lists the provider with %d entries", tc.reason, len(ip.Entries))
+			}
+			if inv.Package(crossplane.KindFunction, fn.Name) == nil {
+				t.Errorf("%s: the inventory lost the function", tc.reason)
+			}
+		})
+	}
+}
+
+// existing returns "Kind name" of every object of po that exists.
+func (f *fixture) existing(t *testing.T, po *render.PackageOutput) []string {
+	t.Helper()
+	var out []string
+	for _, o := range po.Objects() {
+		if f.get(t, o.APIVersion, o.Kind, o.Namespace, o.Name) != nil {
+			out = append(out, o.Kind+" "+o.Name)
+		}
+	}
+	return out
+}
+
+// labelled lists, for every kind po renders, the objects labelled with the
+// fixture's instance, and returns "Kind name" of those that out does not
+// render (the root CA Secret, shared by every package, aside).
+func (f *fixture) labelled(t *testing.T, po *render.PackageOutput, out *render.Output) []string {
+	t.Helper()
+	allowed := map[string]bool{}
+	for _, p := range out.Packages {
+		for _, o := range p.Objects() {
+			allowed[o.ID()] = true
+		}
+	}
+	kinds := map[schema.GroupVersionKind]bool{}
+	for _, o := range po.Objects() {
+		gv, _ := schema.ParseGroupVersion(o.APIVersion)
+		kinds[gv.WithKind(o.Kind)] = true
+	}
+	var left []string
+	for gvk := range kinds {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := f.env.Client.List(context.Background(), list, client.MatchingLabels{render.LabelInstance: f.instance}); err != nil {
+			t.Fatalf("list %s: %v", gvk.Kind, err)
+		}
+		for _, it := range list.Items {
+			id := object.ObjMetadata{Namespace: it.Namespace, Name: it.Name, GroupKind: gvk.GroupKind()}.String()
+			if allowed[id] || (gvk.Kind == "Secret" && it.Name == render.RootCASecretName) {
+				continue
+			}
+			left = append(left, gvk.Kind+" "+it.Name)
+		}
+	}
+	sort.Strings(left)
+	return left
+}
