@@ -10,6 +10,7 @@ import (
 
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/spf13/cobra"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
@@ -17,6 +18,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/health"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
+	"github.com/lockstep-gitops/lockstep/internal/writelock"
 )
 
 // applyFlags are the flags of `lockstep apply`.
@@ -29,6 +31,7 @@ type applyFlags struct {
 	concurrency int
 	verbose     bool
 	allowEmpty  bool
+	lockTimeout time.Duration
 }
 
 func newApplyCommand() *cobra.Command {
@@ -47,6 +50,12 @@ packages gone from Git are pruned; their CRDs follow --prune-crds. A lock
 without packages over an instance that installed some (declarations deleted,
 or lock run in the wrong directory) would uninstall them all; it is refused
 unless --allow-empty is given (a --dry-run shows what it would prune).
+
+One apply writes an instance at a time: apply holds the Lease
+lockstep-apply-<instance> in --namespace while it writes, as the agent does
+around each of its applies. When another apply holds it, apply fails at once
+naming the holder and since when it holds it, or waits up to --lock-timeout.
+A --dry-run takes no Lease.
 
 It prints a change set per package, then reads the health of each package
 once (its package object, current revision and runtime Deployment, as the
@@ -68,6 +77,7 @@ and says so.`,
 	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists, else keep it and warn), never, always")
 	fl.IntVar(&f.concurrency, "concurrency", apply.DefaultOptions().Concurrency, "requests of one package sent in parallel, and packages that share no object applied at once")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also list unchanged objects")
+	fl.DurationVar(&f.lockTimeout, "lock-timeout", 0, "wait this long for another apply of the instance (lockstep apply or the agent) to finish (0: fail at once)")
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "apply a lock without packages even when this instance installed some, uninstalling them all")
 	return cmd
 }
@@ -106,12 +116,24 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 			return err
 		}
 	}
-	m, err := apply.NewManager(c, opts, apply.WithRESTConfig(cfg))
+	leases, err := coordinationv1client.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	lock := writelock.New(leases, writelock.Options{
+		Namespace: opts.Namespace, Instance: opts.Instance,
+		Identity: writelock.Identity("lockstep apply"), Timeout: f.lockTimeout,
+	})
+	m, err := apply.NewManager(c, opts, apply.WithRESTConfig(cfg), apply.WithLock(lock))
 	if err != nil {
 		return err
 	}
 	meta := apply.ApplyMeta{Commit: git.HeadHash(f.render.dir), LockDigest: snap.LockDigest, Replaces: snap.Replaces}
 	res, err := m.Apply(ctx, out, meta)
+	var held *writelock.HeldError
+	if errors.As(err, &held) && held.Waited == 0 {
+		return fmt.Errorf("%w, or wait for it with --lock-timeout", err)
+	}
 	if err != nil {
 		return err
 	}

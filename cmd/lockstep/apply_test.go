@@ -11,12 +11,16 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/writelock"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
@@ -287,5 +291,69 @@ func TestApplyRefusesEmptyLock(t *testing.T) {
 		if got := getObj(t, env, "pkg.crossplane.io/v1", "Configuration", "configuration-demo") != nil; got != tc.installed {
 			t.Errorf("%s: %s\nconfiguration-demo installed: %t, want %t", tc.name, tc.reason, got, tc.installed)
 		}
+	}
+}
+
+// TestApplyRefusedWhileLocked: while another apply of the instance holds
+// its write Lease (the agent mid-reconcile, another `lockstep apply`),
+// apply fails at once, writing nothing, with a message naming the holder
+// and since when it holds the Lease; with --lock-timeout it waits, and
+// still fails when the Lease stays held (issue 15 item 5).
+func TestApplyRefusedWhileLocked(t *testing.T) {
+	reg := registry.New(t)
+	pushExamples(t, reg)
+	dir := declarationsDir(t, reg, "v0.1.0")
+	env, kubeconfig := cluster(t, "xp-locked")
+	regFlags := []string{"--dir", dir, "--cache-dir", t.TempDir(), "--insecure-registry", reg.Host}
+	if out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0"}, regFlags...)...); err != nil {
+		t.Fatalf("lock: %v\n%s", err, out)
+	}
+	leases, err := coordinationv1client.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := writelock.New(leases, writelock.Options{Namespace: "xp-locked", Instance: "locked", Identity: "lockstep agent on node-1 (pid 1, abc123)"})
+	_, release, err := holder.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	applyArgs := append(append([]string{"apply", "--instance", "locked"}, regFlags...), "--kubeconfig", kubeconfig, "--namespace", "xp-locked")
+	cases := []struct {
+		name   string
+		reason string
+		extra  []string
+		want   []string
+	}{
+		{
+			name:   "FailFast",
+			reason: "Without --lock-timeout apply fails at once and says how to wait.",
+			want: []string{`another apply is writing lockstep instance "locked": Lease xp-locked/lockstep-apply-locked is held by "lockstep agent on node-1 (pid 1, abc123)" since `,
+				"retry when it is done", "or wait for it with --lock-timeout"},
+		},
+		{
+			name:   "Waited",
+			reason: "With --lock-timeout apply waits that long, then fails the same way.",
+			extra:  []string{"--lock-timeout", "2s"},
+			want:   []string{`another apply is writing lockstep instance "locked" (waited 2s)`, `held by "lockstep agent on node-1 (pid 1, abc123)"`},
+		},
+	}
+	for _, tc := range cases {
+		out, err := run(t, append(applyArgs, tc.extra...)...)
+		t.Logf("%s: apply %v:\n%s\nerror: %v", tc.name, tc.extra, out, err)
+		if err == nil || exitCode(err) != exitFailure {
+			t.Errorf("%s: %s\napply: got %v (exit %d), want exit 1", tc.name, tc.reason, err, exitCode(err))
+			continue
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %s\napply error %q does not say %q", tc.name, tc.reason, err, want)
+			}
+		}
+	}
+	cm := &corev1.ConfigMap{}
+	err = env.Client.Get(context.Background(), client.ObjectKey{Namespace: "xp-locked", Name: inventory.ConfigMapName("locked")}, cm)
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("a refused apply wrote the inventory, or it cannot be read: %v", err)
 	}
 }

@@ -3,9 +3,11 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 	"github.com/lockstep-gitops/lockstep/internal/update"
+	"github.com/lockstep-gitops/lockstep/internal/writelock"
 )
 
 // Config is what one agent watches and where it installs.
@@ -41,8 +44,9 @@ type Config struct {
 	// Sync object (in Namespace, named Instance).
 	Apply apply.Options
 	// REST is the cluster's REST config, from which apply watches CRDs
-	// until they are Established (apply.WithRESTConfig); nil makes apply
-	// poll instead.
+	// until they are Established (apply.WithRESTConfig) and every apply
+	// holds the instance's write Lease (apply.WithLock); nil makes apply
+	// poll instead, and take no Lease.
 	REST *rest.Config
 }
 
@@ -136,7 +140,18 @@ func NewReconciler(c client.Client, cfg Config, metrics *Metrics, opts ...Option
 	}
 	var mopts []apply.ManagerOption
 	if cfg.REST != nil {
-		mopts = append(mopts, apply.WithRESTConfig(cfg.REST))
+		// Every apply holds the instance's write Lease, so that a
+		// `lockstep apply` run by hand is refused while a reconcile writes,
+		// and a reconcile while it does (docs/design.md#one-writer-per-instance);
+		// a refused reconcile is retried at the next interval.
+		leases, err := coordinationv1client.NewForConfig(cfg.REST)
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		lock := writelock.New(leases, writelock.Options{
+			Namespace: cfg.Apply.Namespace, Instance: cfg.Apply.Instance, Identity: writelock.Identity("lockstep agent"),
+		})
+		mopts = append(mopts, apply.WithRESTConfig(cfg.REST), apply.WithLock(lock))
 	}
 	mgr, err := apply.NewManager(c, cfg.Apply, mopts...)
 	if err != nil {

@@ -120,6 +120,7 @@ type Manager struct {
 	lister *rawLister
 	opts   Options
 	now    func() time.Time
+	lock   Locker
 }
 
 // ManagerOption configures a Manager beyond its Options.
@@ -127,6 +128,25 @@ type ManagerOption func(*managerConfig)
 
 type managerConfig struct {
 	rest *rest.Config
+	lock Locker
+}
+
+// Locker is the write lock of one lockstep instance, held for the whole of
+// an Apply: internal/writelock's Lock, a coordination.k8s.io Lease. Acquire
+// returns a context that ends when the lock is lost, and the release; its
+// error says who holds the lock.
+type Locker interface {
+	Acquire(ctx context.Context) (context.Context, func(), error)
+}
+
+// WithLock makes every Apply that writes (not a dry run) hold l from
+// before it reads the cluster to its end, so that two applies of one
+// instance never interleave (one writer per instance,
+// docs/design.md#one-writer-per-instance; lockstep issue 15, item 5). An
+// Apply that cannot take it returns its error and writes nothing but the
+// Crossplane namespace, which the Lease lives in.
+func WithLock(l Locker) ManagerOption {
+	return func(c *managerConfig) { c.lock = l }
 }
 
 // WithRESTConfig gives the Manager the cluster's REST config, from which it
@@ -158,6 +178,7 @@ func NewManager(c client.Client, opts Options, mopts ...ManagerOption) (*Manager
 	for _, o := range mopts {
 		o(&mc)
 	}
+	m.lock = mc.lock
 	if mc.rest != nil {
 		rc, err := crdwait.NewRESTClient(mc.rest)
 		if err != nil {
@@ -287,8 +308,10 @@ func (p *PackageResult) Counts() map[ssa.Action]int {
 // pruned, after the inventory was written.
 //
 // Apply returns an error, and no Result, only when it cannot start: the
-// Output is for another namespace or instance, the pkg.crossplane.io kinds
-// are not served, or the cluster state or inventory cannot be read. Package
+// Output is for another namespace or instance, another apply holds the
+// instance's write lock (WithLock; a *writelock.HeldError), the
+// pkg.crossplane.io kinds are not served, or the cluster state or
+// inventory cannot be read. Package
 // failures are in Result.Err. A cancelled ctx stops the reconcile at the
 // next request; the next Apply converges.
 func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta) (*Result, error) {
@@ -297,6 +320,19 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 			out.Namespace, out.Instance, m.opts.Namespace, m.opts.Instance)
 	}
 	r := &run{m: m, c: m.client, opts: m.opts, out: out, meta: meta, res: &Result{}, now: m.now()}
+	if m.lock != nil && !m.opts.DryRun {
+		// The Lease lives in the Crossplane namespace, which a first
+		// apply creates.
+		if err := r.ensureNamespace(ctx); err != nil {
+			return nil, err
+		}
+		held, release, err := m.lock.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		ctx = held
+	}
 	if m.crds != nil {
 		r.crds = m.crds.Track(crdwait.Selector{Labels: map[string]string{render.LabelInstance: m.opts.Instance}})
 		defer r.crds.Stop()
