@@ -57,10 +57,10 @@ func (s Source) withTimeout(ctx context.Context) (context.Context, context.Cance
 	cause := &timeoutError{after: d}
 	bounded, cancel := context.WithTimeoutCause(ctx, d, cause)
 	explain := func(err error) error {
-		if err == nil || ctx.Err() != nil || context.Cause(bounded) != cause || errors.Is(err, cause) {
+		if err == nil || ctx.Err() != nil || !errors.Is(context.Cause(bounded), cause) || errors.Is(err, cause) {
 			return err
 		}
-		return fmt.Errorf("%w (%s)", err, cause)
+		return fmt.Errorf("%w (%s)", err, cause.Error())
 	}
 	return bounded, cancel, explain
 }
