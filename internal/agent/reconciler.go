@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -42,9 +44,24 @@ type Config struct {
 	Apply apply.Options
 	// REST is the cluster's REST config, from which apply watches CRDs
 	// until they are Established (apply.WithRESTConfig); nil makes apply
-	// poll instead.
+	// poll instead. Its Timeout should be zero: client-go applies
+	// rest.Config.Timeout to watches too (see cmd/lockstep clusterFlags).
 	REST *rest.Config
+	// ReconcileTimeout bounds each reconcile's steps, from the checkout to
+	// the health read (--reconcile-timeout, default DefaultReconcileTimeout).
+	// A reconcile that runs out fails at the step it was in, with an error
+	// that says "timeout", and the Sync status reports it; the status
+	// write itself runs under the caller's context, so the failure is
+	// recorded even when the deadline has passed. Steps stop only where
+	// they honour their context (every Git, registry and API request
+	// does); the liveness check of Run covers the rest.
+	ReconcileTimeout time.Duration
 }
+
+// DefaultReconcileTimeout is Config.ReconcileTimeout's default: ten
+// minutes, room for the first install of large providers, whose CRDs take
+// minutes to be Established.
+const DefaultReconcileTimeout = 10 * time.Minute
 
 // Step names, as they appear in errors, conditions and the
 // lockstep_reconcile_errors_total metric.
@@ -107,6 +124,9 @@ type Reconciler struct {
 	mgr     *apply.Manager
 	cache   *oci.Cache
 	metrics *Metrics
+	// lastPass is when the last reconcile returned, in Unix nanoseconds
+	// (0: none yet), for Run's liveness check.
+	lastPass atomic.Int64
 }
 
 // Source gives a reconcile the commit to apply: the checked-out tree of the
@@ -130,6 +150,9 @@ func WithSource(s Source) Option { return func(r *Reconciler) { r.src = s } }
 func NewReconciler(c client.Client, cfg Config, metrics *Metrics, opts ...Option) (*Reconciler, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Minute
+	}
+	if cfg.ReconcileTimeout <= 0 {
+		cfg.ReconcileTimeout = DefaultReconcileTimeout
 	}
 	if err := cfg.Source.Validate(); err != nil {
 		return nil, err
@@ -160,10 +183,24 @@ func (r *Reconciler) SetUpdater(u *update.Updater) { r.updater = u }
 // Reconcile runs one reconcile: source, declarations, lock, packages,
 // render, apply, health, then the Sync status. A step that fails stops the
 // reconcile and leaves the cluster as the last good commit left it. The
-// returned error is a *StepError; the Sync status says the same.
+// returned error is a *StepError; the Sync status says the same. The steps
+// run under Config.ReconcileTimeout; the status is written under ctx.
 func (r *Reconciler) Reconcile(ctx context.Context) (*Outcome, error) {
+	defer func() { r.lastPass.Store(now().UnixNano()) }()
 	start := now()
-	out, err := r.reconcile(ctx)
+	cause := &reconcileTimeout{after: r.cfg.ReconcileTimeout}
+	bounded, cancel := context.WithTimeoutCause(ctx, r.cfg.ReconcileTimeout, cause)
+	out, err := r.reconcile(bounded)
+	timedOut := errors.Is(context.Cause(bounded), cause)
+	cancel()
+	var timeout *StepError
+	if err != nil && ctx.Err() == nil && timedOut && errors.As(err, &timeout) {
+		if !errors.Is(err, cause) {
+			// The step reported the bare context.DeadlineExceeded.
+			timeout.Err = fmt.Errorf("%w (%s)", timeout.Err, cause.Error())
+		}
+		timeout.Stalled = false // the next interval tries again
+	}
 	result := "success"
 	var se *StepError
 	switch {
@@ -182,6 +219,27 @@ func (r *Reconciler) Reconcile(ctx context.Context) (*Outcome, error) {
 		err = &StepError{Step: StepStatus, Reason: ReasonApplyFailed, Err: serr}
 	}
 	return out, err
+}
+
+// reconcileTimeout is the cause of a reconcile context that
+// Config.ReconcileTimeout ended; net/http reports it in place of the
+// context's error, so a request cut short says why.
+type reconcileTimeout struct{ after time.Duration }
+
+func (e *reconcileTimeout) Error() string {
+	return fmt.Sprintf("timeout: the reconcile did not finish within %s (--reconcile-timeout)", e.after)
+}
+
+// Is matches context.DeadlineExceeded, which it stands for.
+func (e *reconcileTimeout) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// LastPass returns when the last reconcile returned (successful or not),
+// the zero time before the first.
+func (r *Reconciler) LastPass() time.Time {
+	if n := r.lastPass.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // rendered is what the steps before apply produced for one commit.
