@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -72,8 +74,25 @@ func (f *clusterFlags) client(cfg *rest.Config) (client.Client, error) {
 	bounded := rest.CopyConfig(cfg)
 	if f.timeout > 0 {
 		bounded.Timeout = f.timeout
+		bounded.Wrap(func(rt http.RoundTripper) http.RoundTripper { return kubeTimeout{next: rt, after: f.timeout} })
 	}
 	return newClient(bounded)
+}
+
+// kubeTimeout names the API server and --kube-timeout in the error of a
+// request whose deadline passed (client-go reports a bare "context deadline
+// exceeded").
+type kubeTimeout struct {
+	next  http.RoundTripper
+	after time.Duration
+}
+
+func (t kubeTimeout) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err != nil && errors.Is(r.Context().Err(), context.DeadlineExceeded) {
+		return resp, fmt.Errorf("API server %s: timeout: no answer within %s (--kube-timeout): %w", r.URL.Host, t.after, err)
+	}
+	return resp, err
 }
 
 func defaultCacheDir() string {

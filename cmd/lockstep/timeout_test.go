@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +22,8 @@ func TestTimeouts(t *testing.T) {
 		args   func(hung *faulty.Server) []string
 		bound  time.Duration
 		want   func(hung *faulty.Server) string
-		// accepted is how many connections the hung peer must have seen.
+		// accepted, when positive, is how many connections the hung peer
+		// must have seen.
 		accepted int
 	}{
 		"LockHungRegistry": {
@@ -48,6 +51,25 @@ func TestTimeouts(t *testing.T) {
 			},
 			accepted: 1,
 		},
+		"StatusHungAPIServer": {
+			reason: "status fails after --kube-timeout when the API server never answers",
+			args: func(hung *faulty.Server) []string {
+				kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+				if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: hung, cluster: {server: "`+hung.URL+`"}}]
+contexts: [{name: hung, context: {cluster: hung}}]
+current-context: hung
+`), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				return []string{"status", "--kubeconfig", kubeconfig, "--kube-timeout", timeout.String()}
+			},
+			bound: 3 * timeout,
+			want: func(hung *faulty.Server) string {
+				return "API server " + hung.Host + ": timeout: no answer within 500ms (--kube-timeout)"
+			},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -57,13 +79,14 @@ func TestTimeouts(t *testing.T) {
 			if err == nil {
 				t.Fatalf("%s\nlockstep %s against a hung peer succeeded", tc.reason, args[0])
 			}
+			t.Logf("lockstep %s: %v", args[0], err)
 			if want := tc.want(hung); !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "timeout") {
 				t.Errorf("%s\nerror:\n%v\nwant it to contain %q and timeout", tc.reason, err, want)
 			}
 			if got := exitCode(err); got != exitFailure {
 				t.Errorf("%s\nexit code %d, want %d", tc.reason, got, exitFailure)
 			}
-			if n := hung.Accepted(); n != tc.accepted {
+			if n := hung.Accepted(); tc.accepted > 0 && n != tc.accepted {
 				t.Errorf("%s\nconnections to the hung peer: %d, want %d", tc.reason, n, tc.accepted)
 			}
 		})
