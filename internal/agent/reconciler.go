@@ -18,6 +18,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/health"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
+	"github.com/lockstep-gitops/lockstep/internal/redact"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 	"github.com/lockstep-gitops/lockstep/internal/update"
@@ -105,13 +106,25 @@ type Outcome struct {
 	// Packages is each applied package's health as the Sync status shows
 	// it (Report.Packages).
 	Packages []v1alpha1.PackageHealth
+	// Reapplied is the last rendered commit, applied again to correct drift
+	// because Commit was refused before apply (bad declarations, a stale
+	// lock, a package that cannot be fetched or rendered); "" when Commit
+	// itself got to apply, when the re-apply failed, or when there is no
+	// earlier render to apply (see Reconciler.Reconcile). Result, Report
+	// and Health are then the re-apply's; Applied stays false, so the Sync
+	// keeps its last applied commit.
+	Reapplied string
 
 	lockDigest string
+	// refused is set when Commit was refused before apply; reapplyErr is
+	// why the re-apply of the last render failed.
+	refused    bool
+	reapplyErr error
 }
 
 // Reconciler runs reconciles for one Config. It keeps no state between
-// reconciles but the last applied commit, which it also reads back from the
-// Sync status after a restart.
+// reconciles but the render of the last commit that got to apply; the
+// last applied commit it reads back from the Sync status after a restart.
 type Reconciler struct {
 	// last is the render of the last commit that got as far as apply;
 	// render is pure, so an unchanged commit reuses it instead of parsing
@@ -124,6 +137,9 @@ type Reconciler struct {
 	mgr     *apply.Manager
 	cache   *oci.Cache
 	metrics *Metrics
+	// red scrubs the credentials of the Git source from every error a
+	// reconcile returns, and so from the status, Events and logs.
+	red redact.Redactor
 	// lastPass is when the last reconcile returned, in Unix nanoseconds
 	// (0: none yet), for Run's liveness check.
 	lastPass atomic.Int64
@@ -135,6 +151,29 @@ type Reconciler struct {
 // (Flux's GitOperationFailed), retried at the next interval.
 type Source interface {
 	Checkout(ctx context.Context) (*git.Artifact, error)
+}
+
+// CommitSource is a Source that can also check out one given commit of the
+// same repository. A Reconciler restarted while the watched ref's commit is
+// refused uses it to render the Sync's lastAppliedCommit again, so that
+// drift is still corrected (see Reconciler.Reconcile). The Source of a
+// Reconciler built without WithSource is one (a git.Source whose Ref is the
+// commit hash, internal/git's commit checkout); a Source given with
+// WithSource may be one.
+type CommitSource interface {
+	Source
+	CheckoutCommit(ctx context.Context, commit string) (*git.Artifact, error)
+}
+
+// gitSource is the CommitSource of Config.Source.
+type gitSource struct{ git.Source }
+
+// CheckoutCommit checks out commit, in its own directory of the Source's
+// cache (internal/git keys checkouts by URL and ref).
+func (s gitSource) CheckoutCommit(ctx context.Context, commit string) (*git.Artifact, error) {
+	at := s.Source
+	at.Ref = commit
+	return at.Checkout(ctx)
 }
 
 // Option changes how NewReconciler builds a Reconciler.
@@ -169,7 +208,9 @@ func NewReconciler(c client.Client, cfg Config, metrics *Metrics, opts ...Option
 	if err != nil {
 		return nil, err
 	}
-	r := &Reconciler{cfg: cfg, src: cfg.Source, c: c, mgr: mgr, cache: cache, metrics: metrics}
+	secrets := redact.URLSecrets(cfg.Source.URL)
+	secrets = append(secrets, cfg.Source.Auth.Password, cfg.Source.Auth.BearerToken)
+	r := &Reconciler{cfg: cfg, src: gitSource{cfg.Source}, c: c, mgr: mgr, cache: cache, metrics: metrics, red: redact.New(secrets...)}
 	for _, o := range opts {
 		o(r)
 	}
@@ -185,6 +226,29 @@ func (r *Reconciler) SetUpdater(u *update.Updater) { r.updater = u }
 // reconcile and leaves the cluster as the last good commit left it. The
 // returned error is a *StepError; the Sync status says the same. The steps
 // run under Config.ReconcileTimeout; the status is written under ctx.
+//
+// A commit refused before apply (any declarations, lock, packages or
+// render failure) does not stop drift correction: the render of the last
+// commit that got to apply is applied again, on every interval, as Flux's
+// kustomize-controller keeps applying its last artifact while a new one
+// fails (fluxcd/kustomize-controller
+// internal/controller/kustomization_controller.go). The Sync stays Stalled
+// (or not Ready, for a failed fetch) naming the refused commit, its message
+// says which commit was re-applied, and lastAppliedCommit does not move.
+// The render lives only in memory: an agent restarted while Git holds a
+// refused commit has only the Sync status's lastAppliedCommit. It checks
+// that commit out (CommitSource; the Git source's own cache, one more
+// checkout directory) and renders it again, with the packages read by
+// digest from the cache or the registry; when that fails (the commit is
+// gone from every branch and tag, a registry is down) the Stalled message
+// says why, and when the Source cannot check out a commit it says that
+// drift is not corrected, until Git has a commit the agent accepts. Git
+// failures (the source step) re-apply nothing: they are retried on the
+// next interval.
+//
+// Errors, and so the Sync's conditions, Events and the agent's log, never
+// hold the Git URL's credentials or the Auth's password and token
+// (internal/redact).
 func (r *Reconciler) Reconcile(ctx context.Context) (*Outcome, error) {
 	defer func() { r.lastPass.Store(now().UnixNano()) }()
 	start := now()
@@ -201,6 +265,8 @@ func (r *Reconciler) Reconcile(ctx context.Context) (*Outcome, error) {
 		}
 		timeout.Stalled = false // the next interval tries again
 	}
+	err = r.redactError(err)
+	out.reapplyErr = r.red.Error(out.reapplyErr)
 	result := "success"
 	var se *StepError
 	switch {
@@ -259,11 +325,77 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	rd := r.last
 	if rd == nil || rd.commit != art.Commit {
 		if rd, err = r.prepare(ctx, art); err != nil {
+			out.refused = true
+			r.reapply(ctx, out)
 			return out, err
 		}
 		r.last = rd
 	}
 	return out, r.applyRendered(ctx, rd, out)
+}
+
+// reapply applies the last render again while out.Commit is refused, and
+// records in out what it did (Reapplied, or reapplyErr). Without a render
+// (the agent restarted) it first renders the Sync's lastAppliedCommit, when
+// the Source can check it out (CommitSource).
+func (r *Reconciler) reapply(ctx context.Context, out *Outcome) {
+	if r.last == nil {
+		if err := r.renderLastApplied(ctx); err != nil {
+			out.reapplyErr = err
+			return
+		}
+	}
+	if r.last == nil {
+		return
+	}
+	again := &Outcome{Commit: r.last.commit}
+	if err := r.applyRendered(ctx, r.last, again); err != nil {
+		out.reapplyErr = fmt.Errorf("re-applying commit %s failed: %w", short(r.last.commit), err)
+	} else {
+		out.Reapplied = r.last.commit
+	}
+	out.Result, out.Report, out.Health = again.Result, again.Report, again.Health
+}
+
+// renderLastApplied sets r.last to the render of the Sync's
+// lastAppliedCommit. It does nothing when the Source cannot check out a
+// commit or the Sync has no applied commit; it fails when the Sync cannot
+// be read or the commit cannot be checked out or rendered.
+func (r *Reconciler) renderLastApplied(ctx context.Context) error {
+	cs, ok := r.src.(CommitSource)
+	if !ok {
+		return nil
+	}
+	_, st, err := ReadSync(ctx, r.c, r.cfg.Apply.Namespace, r.cfg.Apply.Instance)
+	if err != nil || st == nil || st.LastAppliedCommit == "" {
+		return err
+	}
+	commit := st.LastAppliedCommit
+	art, err := cs.CheckoutCommit(ctx, commit)
+	if err == nil && art.Commit != commit {
+		err = fmt.Errorf("checked out %s instead", art.Commit)
+	}
+	var rd *rendered
+	if err == nil {
+		rd, err = r.prepare(ctx, art)
+	}
+	if err != nil {
+		return fmt.Errorf("re-rendering the last applied commit %s failed: %w", short(commit), err)
+	}
+	r.last = rd
+	return nil
+}
+
+// redactError scrubs the source's credentials from err, keeping a
+// *StepError a *StepError.
+func (r *Reconciler) redactError(err error) error {
+	var se *StepError
+	if errors.As(err, &se) {
+		cp := *se
+		cp.Err = r.red.Error(se.Err)
+		return &cp
+	}
+	return r.red.Error(err)
 }
 
 // prepare runs the steps that read the commit through the snapshot stage
