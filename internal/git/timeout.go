@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,13 +58,30 @@ func (s Source) withTimeout(ctx context.Context) (context.Context, context.Cance
 	cause := &timeoutError{after: d}
 	bounded, cancel := context.WithTimeoutCause(ctx, d, cause)
 	explain := func(err error) error {
-		if err == nil || ctx.Err() != nil || !errors.Is(context.Cause(bounded), cause) || errors.Is(err, cause) {
+		if err == nil || ctx.Err() != nil || !errors.Is(context.Cause(bounded), cause) {
 			return err
 		}
-		return fmt.Errorf("%w (%s)", err, cause.Error())
+		return &timedOut{err: err, cause: cause}
 	}
 	return bounded, cancel, explain
 }
+
+// timedOut is an operation's error after Source.Timeout ended it: the
+// error, with the cause's words added unless they are in it already (go-git
+// wraps some transport errors without Unwrap), matching both.
+type timedOut struct {
+	err   error
+	cause *timeoutError
+}
+
+func (e *timedOut) Error() string {
+	if msg := e.err.Error(); strings.Contains(msg, e.cause.Error()) {
+		return msg
+	}
+	return e.err.Error() + " (" + e.cause.Error() + ")"
+}
+
+func (e *timedOut) Unwrap() []error { return []error{e.err, e.cause} }
 
 // timeoutError is the cause of a context that Source.Timeout ended.
 type timeoutError struct{ after time.Duration }

@@ -3,11 +3,14 @@ package git_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lockstep-gitops/lockstep/internal/git"
+	"github.com/lockstep-gitops/lockstep/internal/git/gittest"
 	"github.com/lockstep-gitops/lockstep/test/faulty"
 )
 
@@ -66,5 +69,41 @@ func TestCheckoutCallerDeadline(t *testing.T) {
 	_, err := faulty.Within(t, 3*time.Second, "Checkout", func() (*git.Artifact, error) { return src.Checkout(ctx) })
 	if !errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "--git-timeout") {
 		t.Errorf("Checkout under the caller's deadline: %v, want context.DeadlineExceeded without the --git-timeout note", err)
+	}
+}
+
+// TestPushHungRemote: a push whose remote stops answering once the push
+// itself is sent fails within the Source's Timeout, saying so, instead of
+// hanging; nothing reaches the branch.
+func TestPushHungRemote(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	remote := gittest.NewRemote(t, "platform", "main")
+	release := make(chan struct{})
+	var armed atomic.Bool
+	srv := gittest.NewHTTPServer(t, filepath.Dir(remote.Dir), gittest.WithBefore(func(k gittest.Kind) {
+		if armed.Load() && k == gittest.Push {
+			<-release // the server hangs in the middle of the push
+		}
+	}))
+	// Cleanups run last first: the hung handler returns before the server
+	// closes.
+	t.Cleanup(func() { close(release) })
+	first := remote.Commit(t, "first", files("clusters/prod/provider.yaml", "v1"))
+	src := git.Source{URL: srv.URL + "/platform.git", Ref: "main", Path: "clusters/prod",
+		Auth: git.Auth{CAFile: srv.CA}, CacheDir: t.TempDir(), Timeout: timeout}
+	if _, err := src.Checkout(context.Background()); err != nil {
+		t.Fatalf("checkout: %v", err)
+	}
+
+	armed.Store(true)
+	_, err := faulty.Within(t, 3*timeout, "Push", func() (*git.PushResult, error) {
+		return src.Push(context.Background(), git.Commit{
+			Branch: "lockstep/updates", Parent: first.String(), Author: bot, Message: "update the lock\n",
+			Files: map[string][]byte{"clusters/prod/lockstep.lock": []byte("new lock")},
+		})
+	})
+	want := "timeout: the Git operation did not finish within 500ms (--git-timeout)"
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Push to a remote that hangs: %v, want an error containing %q that matches context.DeadlineExceeded", err, want)
 	}
 }
