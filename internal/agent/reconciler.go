@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -259,8 +260,9 @@ func (r *Reconciler) Reconcile(ctx context.Context) (*Outcome, error) {
 	cancel()
 	var timeout *StepError
 	if err != nil && ctx.Err() == nil && timedOut && errors.As(err, &timeout) {
-		if !errors.Is(err, cause) {
-			// The step reported the bare context.DeadlineExceeded.
+		if !strings.Contains(err.Error(), cause.Error()) {
+			// The step reported the bare context.DeadlineExceeded, or
+			// go-git wrapped the cause away.
 			timeout.Err = fmt.Errorf("%w (%s)", timeout.Err, cause.Error())
 		}
 		timeout.Stalled = false // the next interval tries again
