@@ -38,7 +38,7 @@ when several kinds have a package of that name.`,
 			if err != nil {
 				return err
 			}
-			c, err := newClient(cfg)
+			c, err := cl.client(cfg)
 			if err != nil {
 				return err
 			}

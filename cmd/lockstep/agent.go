@@ -22,6 +22,7 @@ type agentFlags struct {
 	git         gitFlags
 	cluster     clusterFlags
 	interval    time.Duration
+	reconcileTO time.Duration
 	pruneCRDs   string
 	once        bool
 	leaderElect bool
@@ -56,6 +57,7 @@ It reports on the Sync object named --instance in --namespace
 	f.cluster.register(cmd)
 	fl := cmd.Flags()
 	fl.DurationVar(&f.interval, "interval", time.Minute, "how often to poll Git and re-apply to correct drift")
+	fl.DurationVar(&f.reconcileTO, "reconcile-timeout", agent.DefaultReconcileTimeout, "longest time one reconcile (checkout to health) may take; /healthz fails when no reconcile finished in 2 × --interval + this")
 	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists), never, always")
 	fl.BoolVar(&f.once, "once", false, "reconcile once and exit (non-zero when the reconcile failed)")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader among replicas with a Lease in --namespace; only the leader reconciles")
@@ -86,7 +88,7 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	metrics := agent.NewMetrics(ctrlmetrics.Registry)
 	counted := rest.CopyConfig(cfg)
 	counted.Wrap(metrics.WrapTransport)
-	c, err := newClient(counted)
+	c, err := f.cluster.client(counted)
 	if err != nil {
 		return err
 	}
@@ -97,7 +99,7 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	}
 	r, err := agent.NewReconciler(c, agent.Config{
 		Source: src, Interval: f.interval, Registry: f.render.reg.options(), CacheDir: f.render.reg.cacheDir,
-		AllowedProviderPermissions: allowed, Apply: opts, REST: counted,
+		AllowedProviderPermissions: allowed, Apply: opts, REST: counted, ReconcileTimeout: f.reconcileTO,
 	}, metrics)
 	if err != nil {
 		return err

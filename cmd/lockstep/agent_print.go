@@ -8,25 +8,26 @@ import (
 )
 
 // printOutcome prints one reconcile: the commit, the result, and a table of
-// package health.
+// package health. A reconcile whose commit was refused says which earlier
+// commit it re-applied to correct drift (agent.Outcome.Reapplied).
 func printOutcome(w io.Writer, o *agent.Outcome, err error) {
 	commit := "(none)"
 	if o != nil && o.Commit != "" {
-		commit = o.Commit
-		if len(commit) > 12 {
-			commit = commit[:12]
-		}
+		commit = shortHash(o.Commit)
+	}
+	writes := int64(0)
+	if o != nil && o.Result != nil {
+		writes = o.Result.Writes
 	}
 	switch {
 	case err != nil:
 		fmt.Fprintf(w, "reconcile at %s failed: %v\n", commit, err)
+		if o != nil && o.Reapplied != "" {
+			fmt.Fprintf(w, "re-applied %s, the last good commit, to correct drift: %s, %d writes\n", shortHash(o.Reapplied), o.Health.Status, writes)
+		}
 		return
 	case o == nil:
 		return
-	}
-	writes := int64(0)
-	if o.Result != nil {
-		writes = o.Result.Writes
 	}
 	fmt.Fprintf(w, "reconciled %s: %s, %d writes\n", commit, o.Health.Status, writes)
 	printHealth(w, o.Report)

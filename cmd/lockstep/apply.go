@@ -107,7 +107,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	c, err := newClient(cfg)
+	c, err := f.cluster.client(cfg)
 	if err != nil {
 		return err
 	}

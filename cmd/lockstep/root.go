@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -22,27 +25,74 @@ type registryFlags struct {
 	cacheDir       string
 	insecure       []string
 	registryConfig string
+	timeout        time.Duration
 }
 
 func (f *registryFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "directory of the content-addressed package cache")
 	cmd.Flags().StringArrayVar(&f.insecure, "insecure-registry", nil, "registry `HOST` (host or host:port) reached over plain HTTP; repeatable")
 	cmd.Flags().StringVar(&f.registryConfig, "registry-config", "", "Docker config `FILE` with registry credentials (default: the Docker and Podman default locations)")
+	cmd.Flags().DurationVar(&f.timeout, "registry-timeout", oci.DefaultTimeout, "longest wait for any progress of one registry request (connect, TLS, answer, each read of a layer); a timed-out request is retried twice; 0: no bound")
 }
 
 func (f *registryFlags) options() oci.Options {
-	return oci.Options{InsecureRegistries: f.insecure, RegistryConfig: f.registryConfig, UserAgent: "lockstep/" + version}
+	timeout := f.timeout
+	if timeout == 0 {
+		timeout = -1 // --registry-timeout 0: no bound, as negative values
+	}
+	return oci.Options{InsecureRegistries: f.insecure, RegistryConfig: f.registryConfig, UserAgent: "lockstep/" + version, Timeout: timeout}
 }
 
 // clusterFlags are the flags of every command that talks to a cluster.
 type clusterFlags struct {
 	kubeconfig string
 	namespace  string
+	timeout    time.Duration
 }
+
+// defaultKubeTimeout is --kube-timeout's default.
+const defaultKubeTimeout = time.Minute
 
 func (f *clusterFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig `FILE` (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config)")
 	cmd.Flags().StringVar(&f.namespace, "namespace", "crossplane-system", "the Crossplane namespace: runtimes, TLS Secrets and lockstep's inventory live there")
+	cmd.Flags().DurationVar(&f.timeout, "kube-timeout", defaultKubeTimeout, "longest time one API server request (get, list, apply, delete) may take; watches are not bounded; 0: no bound")
+}
+
+// client returns the controller-runtime client of a command, on cfg with
+// --kube-timeout as its rest.Config.Timeout. client-go turns
+// rest.Config.Timeout into the http.Client's Timeout and into each
+// request's context deadline and ?timeout= parameter (k8s.io/client-go
+// rest/transport.go HTTPClientFor, rest/request.go Request.request); its
+// Request.Watch uses that same http.Client, so a watch stream would be cut
+// after Timeout and restarted by its reflector. The timeout therefore goes
+// only on this copy, for a client without watches (controller-runtime's
+// client.New has no Watch); cfg itself, which the agent's Manager (its
+// cache's informers) and the CRD wait (internal/crdwait) watch with, keeps
+// Timeout zero.
+func (f *clusterFlags) client(cfg *rest.Config) (client.Client, error) {
+	bounded := rest.CopyConfig(cfg)
+	if f.timeout > 0 {
+		bounded.Timeout = f.timeout
+		bounded.Wrap(func(rt http.RoundTripper) http.RoundTripper { return kubeTimeout{next: rt, after: f.timeout} })
+	}
+	return newClient(bounded)
+}
+
+// kubeTimeout names the API server and --kube-timeout in the error of a
+// request whose deadline passed (client-go reports a bare "context deadline
+// exceeded").
+type kubeTimeout struct {
+	next  http.RoundTripper
+	after time.Duration
+}
+
+func (t kubeTimeout) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err != nil && errors.Is(r.Context().Err(), context.DeadlineExceeded) {
+		return resp, fmt.Errorf("API server %s: timeout: no answer within %s (--kube-timeout): %w", r.URL.Host, t.after, err)
+	}
+	return resp, err
 }
 
 func defaultCacheDir() string {

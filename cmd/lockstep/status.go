@@ -32,7 +32,7 @@ package keeps although its current revision no longer ships them.`,
 			if err != nil {
 				return err
 			}
-			c, err := newClient(cfg)
+			c, err := cl.client(cfg)
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,11 +30,12 @@ type gitFlags struct {
 	tokenFile      string
 	caFile         string
 	insecureHTTP   bool
+	timeout        time.Duration
 }
 
 func (f *gitFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.url, "git-url", "", "`URL` of the Git repository: https://, ssh://, git@host:org/repo.git or file://")
+	fl.StringVar(&f.url, "git-url", "", "`URL` of the Git repository: https://, ssh://, git@host:org/repo.git or file://; give credentials with --git-secret-dir, not in the URL (they are removed from all lockstep writes, but the Pod spec shows them)")
 	fl.StringVar(&f.ref, "git-ref", "main", "branch, tag or full commit hash to watch (empty: the remote's default branch)")
 	fl.StringVar(&f.path, "git-path", ".", "directory of declarations and lockstep.lock inside the repository")
 	fl.StringVar(&f.cacheDir, "git-cache-dir", "", "`DIR` for the Git checkouts (default: a git directory in --cache-dir)")
@@ -45,6 +47,7 @@ func (f *gitFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.tokenFile, "git-bearer-token-file", "", "`FILE` holding an HTTPS bearer token")
 	fl.StringVar(&f.caFile, "git-ca-file", "", "PEM `FILE` of CA certificates to trust for HTTPS")
 	fl.BoolVar(&f.insecureHTTP, "git-insecure-http", false, "allow sending credentials over a plain http:// URL")
+	fl.DurationVar(&f.timeout, "git-timeout", git.DefaultTimeout, "longest time one Git checkout (ls-remote and fetch) or push may take; 0: no bound")
 }
 
 // source builds the Git source: the Secret directory first, then the
@@ -97,7 +100,11 @@ func (f *gitFlags) source(cacheDir string) (git.Source, error) {
 	if dir == "" {
 		dir = filepath.Join(cacheDir, "git")
 	}
-	src := git.Source{URL: f.url, Ref: f.ref, Path: f.path, Auth: auth, CacheDir: dir, InsecureHTTP: f.insecureHTTP}
+	timeout := f.timeout
+	if timeout == 0 {
+		timeout = -1 // --git-timeout 0: no bound
+	}
+	src := git.Source{URL: f.url, Ref: f.ref, Path: f.path, Auth: auth, CacheDir: dir, InsecureHTTP: f.insecureHTTP, Timeout: timeout}
 	return src, src.Validate()
 }
 

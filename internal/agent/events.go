@@ -24,8 +24,10 @@ const (
 var eventSeq atomic.Int64
 
 // event records a Kubernetes Event about the Sync, as `kubectl describe
-// sync` shows it. A failure to record is not a reconcile failure.
+// sync` shows it, without the Git source's credentials. A failure to record
+// is not a reconcile failure.
 func (r *Reconciler) event(ctx context.Context, sync *unstructured.Unstructured, typ, reason, msg string) {
+	msg = r.red.Text(msg)
 	if len(msg) > maxMessage {
 		msg = msg[:maxMessage-3] + "..."
 	}

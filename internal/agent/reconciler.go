@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -18,6 +20,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/health"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
+	"github.com/lockstep-gitops/lockstep/internal/redact"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 	"github.com/lockstep-gitops/lockstep/internal/update"
@@ -46,9 +49,25 @@ type Config struct {
 	// REST is the cluster's REST config, from which apply watches CRDs
 	// until they are Established (apply.WithRESTConfig) and every apply
 	// holds the instance's write Lease (apply.WithLock); nil makes apply
-	// poll instead, and take no Lease.
+	// poll instead, and take no Lease. Its Timeout should be zero: client-go
+	// applies rest.Config.Timeout to watches too (see cmd/lockstep
+	// clusterFlags).
 	REST *rest.Config
+	// ReconcileTimeout bounds each reconcile's steps, from the checkout to
+	// the health read (--reconcile-timeout, default DefaultReconcileTimeout).
+	// A reconcile that runs out fails at the step it was in, with an error
+	// that says "timeout", and the Sync status reports it; the status
+	// write itself runs under the caller's context, so the failure is
+	// recorded even when the deadline has passed. Steps stop only where
+	// they honour their context (every Git, registry and API request
+	// does); the liveness check of Run covers the rest.
+	ReconcileTimeout time.Duration
 }
+
+// DefaultReconcileTimeout is Config.ReconcileTimeout's default: ten
+// minutes, room for the first install of large providers, whose CRDs take
+// minutes to be Established.
+const DefaultReconcileTimeout = 10 * time.Minute
 
 // Step names, as they appear in errors, conditions and the
 // lockstep_reconcile_errors_total metric.
@@ -92,13 +111,25 @@ type Outcome struct {
 	// Packages is each applied package's health as the Sync status shows
 	// it (Report.Packages).
 	Packages []v1alpha1.PackageHealth
+	// Reapplied is the last rendered commit, applied again to correct drift
+	// because Commit was refused before apply (bad declarations, a stale
+	// lock, a package that cannot be fetched or rendered); "" when Commit
+	// itself got to apply, when the re-apply failed, or when there is no
+	// earlier render to apply (see Reconciler.Reconcile). Result, Report
+	// and Health are then the re-apply's; Applied stays false, so the Sync
+	// keeps its last applied commit.
+	Reapplied string
 
 	lockDigest string
+	// refused is set when Commit was refused before apply; reapplyErr is
+	// why the re-apply of the last render failed.
+	refused    bool
+	reapplyErr error
 }
 
 // Reconciler runs reconciles for one Config. It keeps no state between
-// reconciles but the last applied commit, which it also reads back from the
-// Sync status after a restart.
+// reconciles but the render of the last commit that got to apply; the
+// last applied commit it reads back from the Sync status after a restart.
 type Reconciler struct {
 	// last is the render of the last commit that got as far as apply;
 	// render is pure, so an unchanged commit reuses it instead of parsing
@@ -111,6 +142,12 @@ type Reconciler struct {
 	mgr     *apply.Manager
 	cache   *oci.Cache
 	metrics *Metrics
+	// red scrubs the credentials of the Git source from every error a
+	// reconcile returns, and so from the status, Events and logs.
+	red redact.Redactor
+	// lastPass is when the last reconcile returned, in Unix nanoseconds
+	// (0: none yet), for Run's liveness check.
+	lastPass atomic.Int64
 }
 
 // Source gives a reconcile the commit to apply: the checked-out tree of the
@@ -119,6 +156,29 @@ type Reconciler struct {
 // (Flux's GitOperationFailed), retried at the next interval.
 type Source interface {
 	Checkout(ctx context.Context) (*git.Artifact, error)
+}
+
+// CommitSource is a Source that can also check out one given commit of the
+// same repository. A Reconciler restarted while the watched ref's commit is
+// refused uses it to render the Sync's lastAppliedCommit again, so that
+// drift is still corrected (see Reconciler.Reconcile). The Source of a
+// Reconciler built without WithSource is one (a git.Source whose Ref is the
+// commit hash, internal/git's commit checkout); a Source given with
+// WithSource may be one.
+type CommitSource interface {
+	Source
+	CheckoutCommit(ctx context.Context, commit string) (*git.Artifact, error)
+}
+
+// gitSource is the CommitSource of Config.Source.
+type gitSource struct{ git.Source }
+
+// CheckoutCommit checks out commit, in its own directory of the Source's
+// cache (internal/git keys checkouts by URL and ref).
+func (s gitSource) CheckoutCommit(ctx context.Context, commit string) (*git.Artifact, error) {
+	at := s.Source
+	at.Ref = commit
+	return at.Checkout(ctx)
 }
 
 // Option changes how NewReconciler builds a Reconciler.
@@ -134,6 +194,9 @@ func WithSource(s Source) Option { return func(r *Reconciler) { r.src = s } }
 func NewReconciler(c client.Client, cfg Config, metrics *Metrics, opts ...Option) (*Reconciler, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Minute
+	}
+	if cfg.ReconcileTimeout <= 0 {
+		cfg.ReconcileTimeout = DefaultReconcileTimeout
 	}
 	if err := cfg.Source.Validate(); err != nil {
 		return nil, err
@@ -161,7 +224,9 @@ func NewReconciler(c client.Client, cfg Config, metrics *Metrics, opts ...Option
 	if err != nil {
 		return nil, err
 	}
-	r := &Reconciler{cfg: cfg, src: cfg.Source, c: c, mgr: mgr, cache: cache, metrics: metrics}
+	secrets := redact.URLSecrets(cfg.Source.URL)
+	secrets = append(secrets, cfg.Source.Auth.Password, cfg.Source.Auth.BearerToken)
+	r := &Reconciler{cfg: cfg, src: gitSource{cfg.Source}, c: c, mgr: mgr, cache: cache, metrics: metrics, red: redact.New(secrets...)}
 	for _, o := range opts {
 		o(r)
 	}
@@ -175,10 +240,50 @@ func (r *Reconciler) SetUpdater(u *update.Updater) { r.updater = u }
 // Reconcile runs one reconcile: source, declarations, lock, packages,
 // render, apply, health, then the Sync status. A step that fails stops the
 // reconcile and leaves the cluster as the last good commit left it. The
-// returned error is a *StepError; the Sync status says the same.
+// returned error is a *StepError; the Sync status says the same. The steps
+// run under Config.ReconcileTimeout; the status is written under ctx.
+//
+// A commit refused before apply (any declarations, lock, packages or
+// render failure) does not stop drift correction: the render of the last
+// commit that got to apply is applied again, on every interval, as Flux's
+// kustomize-controller keeps applying its last artifact while a new one
+// fails (fluxcd/kustomize-controller
+// internal/controller/kustomization_controller.go). The Sync stays Stalled
+// (or not Ready, for a failed fetch) naming the refused commit, its message
+// says which commit was re-applied, and lastAppliedCommit does not move.
+// The render lives only in memory: an agent restarted while Git holds a
+// refused commit has only the Sync status's lastAppliedCommit. It checks
+// that commit out (CommitSource; the Git source's own cache, one more
+// checkout directory) and renders it again, with the packages read by
+// digest from the cache or the registry; when that fails (the commit is
+// gone from every branch and tag, a registry is down) the Stalled message
+// says why, and when the Source cannot check out a commit it says that
+// drift is not corrected, until Git has a commit the agent accepts. Git
+// failures (the source step) re-apply nothing: they are retried on the
+// next interval.
+//
+// Errors, and so the Sync's conditions, Events and the agent's log, never
+// hold the Git URL's credentials or the Auth's password and token
+// (internal/redact).
 func (r *Reconciler) Reconcile(ctx context.Context) (*Outcome, error) {
+	defer func() { r.lastPass.Store(now().UnixNano()) }()
 	start := now()
-	out, err := r.reconcile(ctx)
+	cause := &reconcileTimeout{after: r.cfg.ReconcileTimeout}
+	bounded, cancel := context.WithTimeoutCause(ctx, r.cfg.ReconcileTimeout, cause)
+	out, err := r.reconcile(bounded)
+	timedOut := errors.Is(context.Cause(bounded), cause)
+	cancel()
+	var timeout *StepError
+	if err != nil && ctx.Err() == nil && timedOut && errors.As(err, &timeout) {
+		if !strings.Contains(err.Error(), cause.Error()) {
+			// The step reported the bare context.DeadlineExceeded, or
+			// go-git wrapped the cause away.
+			timeout.Err = fmt.Errorf("%w (%s)", timeout.Err, cause.Error())
+		}
+		timeout.Stalled = false // the next interval tries again
+	}
+	err = r.redactError(err)
+	out.reapplyErr = r.red.Error(out.reapplyErr)
 	result := "success"
 	var se *StepError
 	switch {
@@ -199,6 +304,27 @@ func (r *Reconciler) Reconcile(ctx context.Context) (*Outcome, error) {
 	return out, err
 }
 
+// reconcileTimeout is the cause of a reconcile context that
+// Config.ReconcileTimeout ended; net/http reports it in place of the
+// context's error, so a request cut short says why.
+type reconcileTimeout struct{ after time.Duration }
+
+func (e *reconcileTimeout) Error() string {
+	return fmt.Sprintf("timeout: the reconcile did not finish within %s (--reconcile-timeout)", e.after)
+}
+
+// Is matches context.DeadlineExceeded, which it stands for.
+func (e *reconcileTimeout) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// LastPass returns when the last reconcile returned (successful or not),
+// the zero time before the first.
+func (r *Reconciler) LastPass() time.Time {
+	if n := r.lastPass.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
 // rendered is what the steps before apply produced for one commit.
 type rendered struct {
 	commit, lockDigest string
@@ -216,11 +342,77 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	rd := r.last
 	if rd == nil || rd.commit != art.Commit {
 		if rd, err = r.prepare(ctx, art); err != nil {
+			out.refused = true
+			r.reapply(ctx, out)
 			return out, err
 		}
 		r.last = rd
 	}
 	return out, r.applyRendered(ctx, rd, out)
+}
+
+// reapply applies the last render again while out.Commit is refused, and
+// records in out what it did (Reapplied, or reapplyErr). Without a render
+// (the agent restarted) it first renders the Sync's lastAppliedCommit, when
+// the Source can check it out (CommitSource).
+func (r *Reconciler) reapply(ctx context.Context, out *Outcome) {
+	if r.last == nil {
+		if err := r.renderLastApplied(ctx); err != nil {
+			out.reapplyErr = err
+			return
+		}
+	}
+	if r.last == nil {
+		return
+	}
+	again := &Outcome{Commit: r.last.commit}
+	if err := r.applyRendered(ctx, r.last, again); err != nil {
+		out.reapplyErr = fmt.Errorf("re-applying commit %s failed: %w", short(r.last.commit), err)
+	} else {
+		out.Reapplied = r.last.commit
+	}
+	out.Result, out.Report, out.Health = again.Result, again.Report, again.Health
+}
+
+// renderLastApplied sets r.last to the render of the Sync's
+// lastAppliedCommit. It does nothing when the Source cannot check out a
+// commit or the Sync has no applied commit; it fails when the Sync cannot
+// be read or the commit cannot be checked out or rendered.
+func (r *Reconciler) renderLastApplied(ctx context.Context) error {
+	cs, ok := r.src.(CommitSource)
+	if !ok {
+		return nil
+	}
+	_, st, err := ReadSync(ctx, r.c, r.cfg.Apply.Namespace, r.cfg.Apply.Instance)
+	if err != nil || st == nil || st.LastAppliedCommit == "" {
+		return err
+	}
+	commit := st.LastAppliedCommit
+	art, err := cs.CheckoutCommit(ctx, commit)
+	if err == nil && art.Commit != commit {
+		err = fmt.Errorf("checked out %s instead", art.Commit)
+	}
+	var rd *rendered
+	if err == nil {
+		rd, err = r.prepare(ctx, art)
+	}
+	if err != nil {
+		return fmt.Errorf("re-rendering the last applied commit %s failed: %w", short(commit), err)
+	}
+	r.last = rd
+	return nil
+}
+
+// redactError scrubs the source's credentials from err, keeping a
+// *StepError a *StepError.
+func (r *Reconciler) redactError(err error) error {
+	var se *StepError
+	if errors.As(err, &se) {
+		cp := *se
+		cp.Err = r.red.Error(se.Err)
+		return &cp
+	}
+	return r.red.Error(err)
 }
 
 // prepare runs the steps that read the commit through the snapshot stage

@@ -54,6 +54,14 @@ type RunOptions struct {
 	// ProgressInterval is how soon the next reconcile comes while packages
 	// are still becoming healthy (default 5s, at most Interval).
 	ProgressInterval time.Duration
+	// LivenessBound is how long the leader's reconcile loop may go without
+	// finishing a reconcile (successful or failed) before /healthz fails
+	// its "reconcile-loop" check, so that the kubelet's liveness probe
+	// restarts an agent whose loop is stuck in a step that ignores its
+	// deadline. Zero means 2 × Config.Interval + Config.ReconcileTimeout:
+	// a reconcile starts at least every Interval and ends within
+	// ReconcileTimeout. A replica that does not lead is not checked.
+	LivenessBound time.Duration
 }
 
 // Run runs the agent on a controller-runtime Manager until ctx ends
@@ -87,8 +95,19 @@ func Run(ctx context.Context, cfg *rest.Config, r *Reconciler, opts RunOptions) 
 	if opts.Once {
 		return runOnce(ctx, mgr, r, opts)
 	}
+	live := &liveness{r: r, bound: opts.LivenessBound, log: opts.Logger}
+	if live.bound <= 0 {
+		live.bound = 2*r.cfg.Interval + r.cfg.ReconcileTimeout
+	}
+	if err := mgr.AddHealthzCheck("reconcile-loop", live.check); err != nil {
+		return fmt.Errorf("agent probes: %w", err)
+	}
 	adds := []manager.Runnable{leaderless(func(context.Context) error {
 		ready.Store(true)
+		return nil
+	}), manager.RunnableFunc(func(context.Context) error {
+		// Runs once this replica leads, beside the controller.
+		live.leading.Store(now().UnixNano())
 		return nil
 	})}
 	if opts.Updater != nil && opts.Schedule != nil {
@@ -200,4 +219,44 @@ func durationOr(d, def time.Duration) *time.Duration {
 		d = def
 	}
 	return &d
+}
+
+// liveness is the healthz check of the reconcile loop: it fails when the
+// leader has not finished a reconcile for longer than bound, counting from
+// when it started to lead. It follows controller-runtime's healthz.Checker
+// (sigs.k8s.io/controller-runtime pkg/healthz); the kubelet restarts a
+// container whose liveness probe fails
+// (docs/design.md#the-agent, README.md "Timeouts").
+type liveness struct {
+	r     *Reconciler
+	bound time.Duration
+	// leading is when this replica started to lead, in Unix nanoseconds;
+	// 0 while it does not.
+	leading atomic.Int64
+	// log gets one error line each time the check starts failing
+	// (controller-runtime logs failed checks only at V(1)).
+	log      logr.Logger
+	reported atomic.Bool
+}
+
+func (l *liveness) check(*http.Request) error {
+	since := l.leading.Load()
+	if since == 0 {
+		return nil
+	}
+	last := time.Unix(0, since)
+	what := "since this replica started to lead at " + last.UTC().Format(time.RFC3339)
+	if p := l.r.LastPass(); p.After(last) {
+		last = p
+		what = "since the last one at " + p.UTC().Format(time.RFC3339)
+	}
+	if idle := now().Sub(last); idle > l.bound {
+		err := fmt.Errorf("reconcile loop stuck: no reconcile finished for %s (bound %s) %s", idle.Round(100*time.Millisecond), l.bound, what)
+		if !l.reported.Swap(true) {
+			l.log.Error(err, "liveness check reconcile-loop failed")
+		}
+		return err
+	}
+	l.reported.Store(false)
+	return nil
 }

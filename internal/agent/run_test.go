@@ -44,18 +44,22 @@ func (s *stubSource) Checkout(ctx context.Context) (*git.Artifact, error) {
 
 // stubReconciler is a Reconciler on the shared control plane whose Sync is
 // ns/ns, reading commits from src, with an interval of an hour: every
-// reconcile after the first comes from an event.
-func stubReconciler(t *testing.T, env *envtest.Env, ns string, src agent.Source, m *agent.Metrics) *agent.Reconciler {
+// reconcile after the first comes from an event. edits change its Config.
+func stubReconciler(t *testing.T, env *envtest.Env, ns string, src agent.Source, m *agent.Metrics, edits ...func(*agent.Config)) *agent.Reconciler {
 	t.Helper()
 	if err := agent.Prepare(envtest.Context(t, time.Minute), env.Client, env.Config, ns); err != nil {
 		t.Fatal(err)
 	}
 	opts := apply.DefaultOptions()
 	opts.Namespace, opts.Instance = ns, ns
-	r, err := agent.NewReconciler(env.Client, agent.Config{
+	cfg := agent.Config{
 		Source:   git.Source{URL: "https://git.example/platform.git", Ref: "main", Path: "clusters/dev", CacheDir: t.TempDir()},
 		Interval: time.Hour, CacheDir: t.TempDir(), Apply: opts,
-	}, m, agent.WithSource(src))
+	}
+	for _, edit := range edits {
+		edit(&cfg)
+	}
+	r, err := agent.NewReconciler(env.Client, cfg, m, agent.WithSource(src))
 	if err != nil {
 		t.Fatal(err)
 	}

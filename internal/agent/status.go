@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/agent/api/v1alpha1"
 	"github.com/lockstep-gitops/lockstep/internal/health"
+	"github.com/lockstep-gitops/lockstep/internal/redact"
 	"github.com/lockstep-gitops/lockstep/internal/update"
 )
 
@@ -72,6 +73,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, o *Outcome, rerr error) er
 	st := nextStatus(prev, o, rerr, live.GetGeneration())
 	if r.updater != nil {
 		st.Updates = updateStatus(r.updater.Status())
+		st.Updates.LastPollResult = r.red.Text(st.Updates.LastPollResult)
 	}
 	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(st)
 	if err != nil {
@@ -95,9 +97,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, o *Outcome, rerr error) er
 	return nil
 }
 
-// syncSpec is the spec the agent writes on its Sync: its flags.
+// syncSpec is the spec the agent writes on its Sync: its flags, with the
+// URL's credentials removed (redact.URL: an https URL loses its user
+// information, an ssh URL its password). Credentials belong in
+// --git-secret-dir.
 func (r *Reconciler) syncSpec() v1alpha1.SyncSpec {
-	return v1alpha1.SyncSpec{URL: r.cfg.Source.URL, Ref: r.cfg.Source.Ref, Path: r.cfg.Source.Path, Interval: r.cfg.Interval.String()}
+	return v1alpha1.SyncSpec{URL: redact.URL(r.cfg.Source.URL), Ref: r.cfg.Source.Ref, Path: r.cfg.Source.Path, Interval: r.cfg.Interval.String()}
 }
 
 // nextStatus computes the Sync status after a reconcile from the previous
@@ -132,7 +137,7 @@ func nextStatus(prev *v1alpha1.SyncStatus, o *Outcome, rerr error, generation in
 	var se *StepError
 	switch {
 	case errors.As(rerr, &se):
-		msg := fmt.Sprintf("%s failed at commit %s: %s", se.Step, short(o.Commit), oneLine(se.Err.Error()))
+		msg := fmt.Sprintf("%s failed at commit %s%s: %s", se.Step, short(o.Commit), reapplyNote(st.LastAppliedCommit, o), oneLine(se.Err.Error()))
 		set(ConditionReady, metav1.ConditionFalse, se.Reason, msg)
 		set(ConditionReconciling, metav1.ConditionFalse, se.Reason, msg)
 		if se.Stalled {
@@ -159,6 +164,24 @@ func nextStatus(prev *v1alpha1.SyncStatus, o *Outcome, rerr error, generation in
 		set(ConditionStalled, metav1.ConditionFalse, ReasonProgressing, msg)
 	}
 	return st
+}
+
+// reapplyNote says, for a commit refused before apply, what became of the
+// last good state (see Reconciler.Reconcile): re-applied, a re-apply that
+// failed, or no render to re-apply since the agent started. It is empty
+// when the commit was not refused.
+func reapplyNote(lastApplied string, o *Outcome) string {
+	switch {
+	case !o.refused:
+		return ""
+	case o.Reapplied != "":
+		return fmt.Sprintf(" (commit %s re-applied to correct drift)", short(o.Reapplied))
+	case o.reapplyErr != nil:
+		return " (" + oneLine(o.reapplyErr.Error()) + ")"
+	case lastApplied != "":
+		return fmt.Sprintf(" (drift is not corrected: the agent holds no render of commit %s since it started)", short(lastApplied))
+	}
+	return ""
 }
 
 // packageHealth returns the Sync status lines of rep's packages, in its

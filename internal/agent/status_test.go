@@ -73,3 +73,49 @@ func TestNextStatus(t *testing.T) {
 		t.Errorf("nextStatus modified the previous status")
 	}
 }
+
+// TestReapplyNote: the Stalled message of a refused commit says what became
+// of the last good state (issue 15, item 6).
+func TestReapplyNote(t *testing.T) {
+	cases := map[string]struct {
+		reason      string
+		lastApplied string
+		out         *Outcome
+		want        string
+	}{
+		"Reapplied": {
+			reason:      "the last render was applied again",
+			lastApplied: "aaaaaaaaaaaaaaaa",
+			out:         &Outcome{Commit: "bbb", refused: true, Reapplied: "aaaaaaaaaaaaaaaa"},
+			want:        " (commit aaaaaaaaaaaa re-applied to correct drift)",
+		},
+		"ReapplyFailed": {
+			reason:      "a failed re-apply says why",
+			lastApplied: "aaa",
+			out:         &Outcome{Commit: "bbb", refused: true, reapplyErr: errors.New("re-applying commit aaa failed: apply: boom")},
+			want:        " (re-applying commit aaa failed: apply: boom)",
+		},
+		"Restarted": {
+			reason:      "after a restart there is no render: drift is not corrected, and the message says so",
+			lastApplied: "aaa",
+			out:         &Outcome{Commit: "bbb", refused: true},
+			want:        " (drift is not corrected: the agent holds no render of commit aaa since it started)",
+		},
+		"NeverApplied": {
+			reason: "a first commit refused has nothing to keep",
+			out:    &Outcome{Commit: "bbb", refused: true},
+		},
+		"NotRefused": {
+			reason:      "a failure at or after apply has no note",
+			lastApplied: "aaa",
+			out:         &Outcome{Commit: "bbb"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, reapplyNote(tc.lastApplied, tc.out)); diff != "" {
+				t.Errorf("%s\nreapplyNote: -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

@@ -57,4 +57,9 @@
 //     cache continues without cloning again. A cache that cannot be updated
 //     is discarded and cloned again once.
 //   - Checkout and Push on the same cache are serialised within a process.
+//   - Every Checkout and Push runs under Source.Timeout (--git-timeout,
+//     DefaultTimeout), like Flux's GitRepository spec.timeout, and go-git's
+//     HTTP client bounds each request's dial, TLS handshake and response
+//     headers, so a remote that accepts and never answers cannot block
+//     the agent's loop.
 package git

@@ -137,8 +137,16 @@ func orNone(h string) string {
 // a lease on what was read: the target branch must still be at the hash
 // seen (or absent), and the watched branch at c.Parent; a push the remote
 // refuses is a *RejectedError (ErrRefMoved when a ref moved in between).
-// Other errors are the transport's, redacted.
+// Other errors are the transport's, redacted. The whole Push is bounded by
+// the Source's Timeout.
 func (s Source) Push(ctx context.Context, c Commit) (*PushResult, error) {
+	ctx, cancel, explain := s.withTimeout(ctx)
+	defer cancel()
+	res, err := s.push(ctx, c)
+	return res, explain(err)
+}
+
+func (s Source) push(ctx context.Context, c Commit) (*PushResult, error) {
 	ss, err := s.session()
 	if err != nil {
 		return nil, err

@@ -61,6 +61,15 @@ type Source struct {
 	// InsecureHTTP allows sending credentials over a plain http:// URL,
 	// which is refused otherwise (Flux's same default).
 	InsecureHTTP bool
+	// Timeout bounds each Checkout and Push as a whole: the ls-remote, the
+	// fetch or the push and everything else they send (the CLI's
+	// --git-timeout). A remote that accepts the connection and never
+	// answers fails the operation with an error that says "timeout" and
+	// matches context.DeadlineExceeded. Zero means DefaultTimeout; a
+	// negative value means no bound but the caller's context. go-git honours
+	// the context over http(s) and ssh; http(s) requests are also bounded
+	// on their own (installHTTPClient).
+	Timeout time.Duration
 }
 
 // RefKind says what a Source's Ref names.
@@ -194,6 +203,7 @@ func (s Source) session() (*session, error) {
 			return nil, fmt.Errorf("git source: ref %q: %w", s.Ref, err)
 		}
 	}
+	installHTTPClient()
 	key := sha256.Sum256([]byte(clean + "\n" + s.Ref))
 	return &session{
 		src:      s,
@@ -263,6 +273,8 @@ func lockDir(dir string) func() {
 // tags. A cache that cannot be opened or updated is discarded and cloned
 // again.
 //
+// The whole Checkout is bounded by Timeout.
+//
 // Errors wrap ErrRefNotFound or ErrEmptyRepository where they apply, name
 // the redacted URL and the ref, and never hold a credential; a Path missing
 // at the commit is an error too.
@@ -271,6 +283,8 @@ func (s Source) Checkout(ctx context.Context) (*Artifact, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel, explain := s.withTimeout(ctx)
+	defer cancel()
 	unlock := lockDir(ss.dir)
 	defer unlock()
 	a, err := ss.checkout(ctx, false)
@@ -278,7 +292,7 @@ func (s Source) Checkout(ctx context.Context) (*Artifact, error) {
 		// The cache may be damaged: start again from an empty clone once.
 		a, err = ss.checkout(ctx, true)
 	}
-	return a, err
+	return a, explain(err)
 }
 
 // cacheError marks failures of the local clone (as opposed to the remote),

@@ -103,10 +103,7 @@ func NewClient(opts Options, cache *Cache, imageConfigs []declarations.ImageConf
 		return nil, err
 	}
 	stats := &counters{}
-	next := opts.Transport
-	if next == nil {
-		next = http.DefaultTransport
-	}
+	next := opts.baseTransport(opts.timeout())
 	withCounts := opts
 	withCounts.Transport = counting{next: next, c: stats}
 	return &Client{
@@ -136,7 +133,9 @@ func (c *Client) ImageConfig(ref string) ImageConfigMatch { return MatchImageCon
 // Crossplane does (docs/crossplane-behaviour.md#digest-resolution step 4): one
 // HEAD request for the manifest,
 // and, when the registry refuses HEAD or answers without a usable digest
-// (any failure but a canceled context), one GET. For a platform index it
+// (any failure but a canceled context, the plain-HTTP guard or a
+// TimeoutError: a registry that did not answer HEAD will not answer GET),
+// one GET. For a platform index it
 // returns the digest of the index, which is what Crossplane pins. The
 // request goes to the rewritten reference (ImageConfig); the digest is the
 // same at both places.
@@ -164,7 +163,8 @@ func (c *Client) Digest(ctx context.Context, ref name.Tag) (v1.Hash, error) {
 		if headErr == nil {
 			return desc.Digest, nil
 		}
-		if canceled(headErr) || errors.Is(headErr, ErrPlainHTTP) {
+		var timeout *TimeoutError
+		if canceled(headErr) || errors.Is(headErr, ErrPlainHTTP) || errors.As(headErr, &timeout) {
 			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s: %w", src, redact.Error(headErr))
 		}
 		got, err := puller.Get(ctx, src.ref)

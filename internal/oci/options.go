@@ -20,7 +20,8 @@ import (
 
 // Options say how lockstep reaches registries. The zero value uses HTTPS
 // only, anonymous access unless the default Docker config has credentials,
-// http.DefaultTransport, DefaultJobs operations at once and DefaultRetry.
+// http.DefaultTransport, DefaultJobs operations at once, DefaultRetry and
+// DefaultTimeout.
 type Options struct {
 	// InsecureRegistries are registry hosts (host or host:port, exactly as in
 	// references) that are reached over plain HTTP. Every other host needs
@@ -46,6 +47,18 @@ type Options struct {
 	// random fraction and Cap the longest wait; Steps below 1 counts as 1.
 	// Other 4xx answers are never retried. The zero value means DefaultRetry.
 	Retry remote.Backoff
+	// Timeout bounds every registry request (the CLI's --registry-timeout):
+	// connecting, the TLS handshake and the response headers must each come
+	// within it, and a request or answer body fails when no byte moves for
+	// that long, with a *TimeoutError naming the registry host. It bounds
+	// progress, not a whole download: a large layer that keeps arriving is
+	// never cut off. A timed-out request is retried as Retry says, so a
+	// registry that accepts connections and never answers fails an
+	// operation after Retry.Steps × Timeout plus Retry's waits (about 94s
+	// with the defaults). Zero means DefaultTimeout; a negative value means
+	// no bound (only the caller's context ends a request).
+	// README.md "Timeouts" lists every bound lockstep sets.
+	Timeout time.Duration
 }
 
 // DefaultJobs is the default bound on concurrent registry operations
@@ -113,8 +126,9 @@ func (o Options) Keychain() (authn.Keychain, error) {
 }
 
 // RemoteOptions returns the go-containerregistry options for one run: the
-// context, the keychain, the transport, the user agent and the retry policy
-// (Retry's backoff for network errors, 429 and transient 5xx answers).
+// context, the keychain, the transport (with Timeout on every request), the
+// user agent and the retry policy (Retry's backoff for network errors,
+// timeouts, 429 and transient 5xx answers).
 func (o Options) RemoteOptions(ctx context.Context) ([]remote.Option, error) {
 	kc, err := o.Keychain()
 	if err != nil {
@@ -177,12 +191,11 @@ func (o Options) jobs() int {
 // go-containerregistry falls back to HTTP on its own for loopback and
 // private-range hosts; lockstep does not, so a registry is never reached
 // without TLS unless the user said so.
+//
+// Below the guard, every request is bounded by Timeout (deadlineTransport).
 func (o Options) transport() http.RoundTripper {
-	t := o.Transport
-	if t == nil {
-		t = http.DefaultTransport
-	}
-	return plainHTTPGuard{next: t, insecure: o.Insecure}
+	d := o.timeout()
+	return plainHTTPGuard{next: deadlineTransport{next: o.baseTransport(d), timeout: d}, insecure: o.Insecure}
 }
 
 // ErrPlainHTTP is returned for a plain-HTTP request to a registry that is not

@@ -81,6 +81,33 @@ func URL(raw string) string {
 	return u.String()
 }
 
+// URLSecrets returns the secrets the user information of raw holds, for
+// New: its password, or, when there is none, its user name for http and
+// https URLs (https://TOKEN@host/..., where the token is the user name). A
+// user name beside a password is not a secret and is not returned, so that
+// replacing it literally does not mangle messages; URL and Text drop it from
+// URLs anyway. It returns nil for a URL without user information, an
+// scp-like address and a string that does not parse.
+func URLSecrets(raw string) []string {
+	if !strings.Contains(raw, "://") {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return nil
+	}
+	if p, ok := u.User.Password(); ok {
+		return []string{p}
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+		if name := u.User.Username(); name != "" {
+			return []string{name}
+		}
+	}
+	return nil
+}
+
 // Patterns of credentials inside free text.
 var (
 	// userinfoRE matches a URL's scheme and user information.

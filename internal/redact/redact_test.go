@@ -192,3 +192,45 @@ func unwrapAll(err error) string {
 	}
 	return b.String()
 }
+
+// TestURLSecrets: the literal secrets of a configured URL, for a Redactor
+// that scrubs them wherever they appear outside a URL (issue 15, item 7).
+func TestURLSecrets(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		in     string
+		want   []string
+	}{
+		"HTTPSUserPassword": {
+			reason: "the password is the secret; the user name beside it is not",
+			in:     "https://user:s3cret@git.example.com/org/repo.git", want: []string{"s3cret"},
+		},
+		"HTTPSTokenAsUser": {
+			reason: "a lone https user name is a token",
+			in:     "https://ghp_token@git.example.com/org/repo.git", want: []string{"ghp_token"},
+		},
+		"SSHUser": {
+			reason: "an ssh user name is not a secret",
+			in:     "ssh://git@git.example.com/org/repo.git",
+		},
+		"SSHPassword": {
+			reason: "an ssh password is",
+			in:     "ssh://git:pw-1234@git.example.com/org/repo.git", want: []string{"pw-1234"},
+		},
+		"SCPLike": {
+			reason: "an scp-like address has no secret",
+			in:     "git@git.example.com:org/repo.git",
+		},
+		"NoUserinfo": {
+			reason: "a URL without user information has none",
+			in:     "https://git.example.com/org/repo.git",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, redact.URLSecrets(tc.in)); diff != "" {
+				t.Errorf("%s\nURLSecrets(%q): -want +got:\n%s", tc.reason, tc.in, diff)
+			}
+		})
+	}
+}
