@@ -4,6 +4,7 @@
 #   make test     builds the test control plane, lints, then runs every test with -race
 #   make lint     golangci-lint (pinned, installed into bin/) with the layer rules of .golangci.yml
 #   make bench    the benchmarks
+#   make fuzz     each parser's fuzzer for FUZZTIME
 #   make help     this list
 
 SHELL := /usr/bin/env bash
@@ -21,7 +22,7 @@ GO_TEST_FLAGS ?= -race -timeout 40m
 
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
-.PHONY: help build generate testbin test vet fmt lint bench demo clean
+.PHONY: help build generate testbin test vet fmt lint bench fuzz demo clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -92,6 +93,17 @@ lint: $(GOLANGCI_LINT) ## golangci-lint: staticcheck, errorlint, revive, ... and
 
 test: testbin fmt vet lint ## build the control plane, lint, then go test -race ./...
 	LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) test $(GO_TEST_FLAGS) ./...
+
+# The parsers' fuzzers, each for FUZZTIME. go test -fuzz takes one package
+# and one fuzzer at a time. Plain go test (make test) runs their seed corpus
+# and testdata/fuzz only.
+FUZZTIME ?= 30s
+FUZZERS := ./internal/declarations:FuzzLoadFS ./internal/lockfile:FuzzParse ./internal/xpkg:FuzzParse
+fuzz: ## fuzz the declarations, lockstep.lock and package.yaml parsers, each for FUZZTIME (default 30s)
+	@set -e; for f in $(FUZZERS); do \
+	  echo "fuzz $${f%%:*} $${f##*:} for $(FUZZTIME)"; \
+	  LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) test -run '^$$' -fuzz "^$${f##*:}$$" -fuzztime $(FUZZTIME) "$${f%%:*}"; \
+	done
 
 # The Go micro-benchmarks, then test/bench: lockstep against the floor (plain
 # server-side apply) and Flux (fluxcd/pkg/ssa) on the local control plane,
