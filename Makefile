@@ -96,13 +96,16 @@ test: testbin fmt vet lint ## build the control plane, lint, then go test -race 
 
 # The parsers' fuzzers, each for FUZZTIME. go test -fuzz takes one package
 # and one fuzzer at a time. Plain go test (make test) runs their seed corpus
-# and testdata/fuzz only.
+# and testdata/fuzz only. Minimizing each new input may take 60 s by
+# default, which on a busy machine eats the whole budget: FUZZMINIMIZETIME
+# bounds it.
 FUZZTIME ?= 30s
+FUZZMINIMIZETIME ?= 5s
 FUZZERS := ./internal/declarations:FuzzLoadFS ./internal/lockfile:FuzzParse ./internal/xpkg:FuzzParse
 fuzz: ## fuzz the declarations, lockstep.lock and package.yaml parsers, each for FUZZTIME (default 30s)
 	@set -e; for f in $(FUZZERS); do \
 	  echo "fuzz $${f%%:*} $${f##*:} for $(FUZZTIME)"; \
-	  LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) test -run '^$$' -fuzz "^$${f##*:}$$" -fuzztime $(FUZZTIME) "$${f%%:*}"; \
+	  LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) test -run '^$$' -fuzz "^$${f##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) "$${f%%:*}"; \
 	done
 
 # The Go micro-benchmarks, then test/bench: lockstep against the floor (plain

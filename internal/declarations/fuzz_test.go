@@ -100,6 +100,15 @@ func writeSet(t *testing.T, s *Set) []byte {
 		if err != nil {
 			t.Fatalf("cannot encode %v: %v", v, err)
 		}
+		// The Kubernetes types encode some unset fields as null (PodSpec's
+		// containers) or {} (PodTemplateSpec's spec); see dropNulls.
+		var m any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if b, err = json.Marshal(dropNulls(m, "")); err != nil {
+			t.Fatal(err)
+		}
 		docs = append(docs, string(b))
 	}
 	for _, d := range s.Packages {
@@ -123,6 +132,31 @@ func writeSet(t *testing.T, s *Set) []byte {
 		add(ic)
 	}
 	return []byte(strings.Join(docs, "\n---\n"))
+}
+
+// dropNulls returns v without the null members of its objects, at any
+// depth, and without the {} that encoding/json writes for the non-pointer
+// structs of the pod template (template.spec, strategy), which a file
+// leaves out.
+func dropNulls(v any, parent string) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			e = dropNulls(e, k)
+			m, isMap := e.(map[string]any)
+			emptyStruct := isMap && len(m) == 0 && (k == "strategy" || k == "spec" && parent == "template")
+			if e == nil || emptyStruct {
+				delete(v, k)
+				continue
+			}
+			v[k] = e
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = dropNulls(e, parent)
+		}
+	}
+	return v
 }
 
 // checkErrorsNameFile fails t unless every error joined in err is an *Error
