@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/lockstep-gitops/lockstep/internal/writelock"
+)
+
+// deployExample is examples/deploy as the test reads it: the agent's
+// Deployment, its RBAC objects, and the agent's --namespace and --instance.
+type deployExample struct {
+	deployment          appsv1.Deployment
+	clusterRole         rbacv1.ClusterRole
+	clusterRoleBinding  rbacv1.ClusterRoleBinding
+	role                rbacv1.Role
+	roleBinding         rbacv1.RoleBinding
+	namespace, instance string
+}
+
+// readDeployExample reads deployment.yaml and rbac.yaml of examples/deploy,
+// strictly, and the agent's --namespace and --instance (default lockstep).
+func readDeployExample(t *testing.T) *deployExample {
+	t.Helper()
+	dir := filepath.Join("..", "..", "examples", "deploy")
+	ex := &deployExample{instance: "lockstep"}
+	for _, f := range []string{"deployment.yaml", "rbac.yaml"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+		for {
+			doc, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("examples/deploy/%s: %v", f, err)
+			}
+			var meta struct{ Kind string }
+			if err := yaml.Unmarshal(doc, &meta); err != nil {
+				t.Fatalf("examples/deploy/%s: %v", f, err)
+			}
+			into := map[string]any{
+				"Deployment":         &ex.deployment,
+				"ClusterRole":        &ex.clusterRole,
+				"ClusterRoleBinding": &ex.clusterRoleBinding,
+				"Role":               &ex.role,
+				"RoleBinding":        &ex.roleBinding,
+			}[meta.Kind]
+			if into == nil {
+				continue
+			}
+			if err := yaml.UnmarshalStrict(doc, into); err != nil {
+				t.Fatalf("examples/deploy/%s: %s: %v", f, meta.Kind, err)
+			}
+		}
+	}
+	if len(ex.deployment.Spec.Template.Spec.Containers) == 0 {
+		t.Fatal("examples/deploy/deployment.yaml: no container")
+	}
+	for _, a := range ex.deployment.Spec.Template.Spec.Containers[0].Args {
+		if v, ok := strings.CutPrefix(a, "--namespace="); ok {
+			ex.namespace = v
+		}
+		if v, ok := strings.CutPrefix(a, "--instance="); ok {
+			ex.instance = v
+		}
+	}
+	return ex
+}
+
+// granted returns which of verbs the rules allow on resource name of
+// group, the way RBAC matches a rule: "*" matches any group, resource or
+// verb, and a rule without resourceNames matches every name.
+func granted(rules []rbacv1.PolicyRule, group, resource, name string, verbs ...string) []string {
+	in := func(list []string, v string) bool {
+		for _, l := range list {
+			if l == v || l == rbacv1.VerbAll {
+				return true
+			}
+		}
+		return false
+	}
+	var out []string
+	for _, v := range verbs {
+		for _, r := range rules {
+			if in(r.APIGroups, group) && in(r.Resources, resource) && in(r.Verbs, v) &&
+				(len(r.ResourceNames) == 0 || in(r.ResourceNames, name)) {
+				out = append(out, v)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// TestExampleDeployRBAC keeps examples/deploy/rbac.yaml in step with what
+// the agent does: both Leases it takes (leader election, lockstep-<instance>,
+// and the write Lease of internal/writelock) are allowed in the namespace
+// it runs its applies in, the bindings name the Deployment's
+// ServiceAccount, and escalate and bind are granted where they mean
+// something (ClusterRoles) and nowhere else (docs/design.md#the-agents-rbac).
+func TestExampleDeployRBAC(t *testing.T) {
+	ex := readDeployExample(t)
+	sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: ex.deployment.Spec.Template.Spec.ServiceAccountName, Namespace: ex.deployment.Namespace}
+	leaseVerbs := []string{"get", "create", "update"}
+	cases := map[string]struct {
+		reason string
+		got    any
+		want   any
+	}{
+		"RoleInAgentNamespace": {
+			reason: "both Leases live in the agent's --namespace, so the Role granting them must be there",
+			got:    ex.role.Namespace,
+			want:   ex.namespace,
+		},
+		"LeaderElectionLease": {
+			reason: "--leader-elect gets, creates and renews Lease lockstep-<instance>",
+			got:    granted(ex.role.Rules, "coordination.k8s.io", "leases", "lockstep-"+ex.instance, leaseVerbs...),
+			want:   leaseVerbs,
+		},
+		"WriteLease": {
+			reason: "every apply gets, creates and renews the write Lease lockstep-apply-<instance>",
+			got:    granted(ex.role.Rules, "coordination.k8s.io", "leases", writelock.LeaseName(ex.instance), leaseVerbs...),
+			want:   leaseVerbs,
+		},
+		"EscalateAndBindOnClusterRoles": {
+			reason: "rendering provider ClusterRoles with permissions lockstep does not hold needs escalate, binding them needs bind",
+			got:    granted(ex.clusterRole.Rules, "rbac.authorization.k8s.io", "clusterroles", "crossplane:provider:p-0123456789ab:system", "escalate", "bind"),
+			want:   []string{"escalate", "bind"},
+		},
+		"NoEscalateOrBindOnBindings": {
+			reason: "escalate and bind mean nothing on ClusterRoleBindings; granting them there only misleads",
+			got:    granted(ex.clusterRole.Rules, "rbac.authorization.k8s.io", "clusterrolebindings", "x", "escalate", "bind"),
+			want:   []string(nil),
+		},
+		"ClusterRoleBoundToAgent": {
+			reason: "the ClusterRoleBinding binds the ClusterRole to the Deployment's ServiceAccount",
+			got:    []any{ex.clusterRoleBinding.RoleRef.Name, ex.clusterRoleBinding.Subjects},
+			want:   []any{ex.clusterRole.Name, []rbacv1.Subject{sa}},
+		},
+		"RoleBoundToAgent": {
+			reason: "the RoleBinding binds the Role to the Deployment's ServiceAccount in the Role's namespace",
+			got:    []any{ex.roleBinding.Namespace, ex.roleBinding.RoleRef.Name, ex.roleBinding.Subjects},
+			want:   []any{ex.role.Namespace, ex.role.Name, []rbacv1.Subject{sa}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.got); diff != "" {
+				t.Errorf("%s\nexamples/deploy: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
