@@ -89,10 +89,30 @@ type kubeTimeout struct {
 
 func (t kubeTimeout) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(r)
-	if err != nil && errors.Is(r.Context().Err(), context.DeadlineExceeded) {
+	if err != nil && timedOut(r, err) {
 		return resp, fmt.Errorf("API server %s: timeout: no answer within %s (--kube-timeout): %w", r.URL.Host, t.after, err)
 	}
 	return resp, err
+}
+
+// timedOut reports whether the failed request r ran out of time. Two timers
+// of the same length race here: the request context's deadline, which
+// client-go sets from rest.Config.Timeout when it builds the request, and
+// the http.Client's Timeout, which net/http starts a moment later and
+// which cancels the request (context.Canceled, not DeadlineExceeded) when
+// it fires first. Either way the context's deadline has passed, so that is
+// what is checked, besides errors that say Timeout() themselves (dial and
+// TLS handshake timeouts).
+func timedOut(r *http.Request, err error) bool {
+	ctx := r.Context()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	if dl, ok := ctx.Deadline(); ok && ctx.Err() != nil && !time.Now().Before(dl) {
+		return true
+	}
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
 }
 
 func defaultCacheDir() string {
