@@ -16,9 +16,8 @@ func (deadlineErr) Error() string { return "i/o timeout" }
 func (deadlineErr) Timeout() bool { return true }
 
 // TestTimedOut covers the race behind a flaky TestTimeouts/StatusHungAPIServer:
-// net/http's Client.Timeout can fire before the request context's deadline
-// is seen and cancels the request with context.Canceled, so the error lost
-// its --kube-timeout wording.
+// net/http's Client.Timeout can cancel the request before its context
+// reports DeadlineExceeded, so the error lost its --kube-timeout wording.
 func TestTimedOut(t *testing.T) {
 	past := func() (context.Context, context.CancelFunc) {
 		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Hour))
@@ -45,6 +44,13 @@ func TestTimedOut(t *testing.T) {
 				ctx, cancel := context.WithCancel(deadlineContext{time.Now().Add(-time.Millisecond)})
 				cancel()
 				return ctx, func() {}
+			},
+			err: errors.New("net/http: request canceled"), want: true,
+		},
+		"DeadlinePassedNotYetDone": {
+			reason: "Client.Timeout closed the request's Cancel channel before the context reported its deadline",
+			ctx: func() (context.Context, context.CancelFunc) {
+				return deadlineContext{time.Now().Add(-time.Millisecond)}, func() {}
 			},
 			err: errors.New("net/http: request canceled"), want: true,
 		},

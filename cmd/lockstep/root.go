@@ -95,20 +95,22 @@ func (t kubeTimeout) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// timedOut reports whether the failed request r ran out of time. Two timers
-// of the same length race here: the request context's deadline, which
+// timedOut reports whether the failed request r ran out of time. Timers of
+// the same length race here: the request context's deadline, which
 // client-go sets from rest.Config.Timeout when it builds the request, and
-// the http.Client's Timeout, which net/http starts a moment later and
-// which cancels the request (context.Canceled, not DeadlineExceeded) when
-// it fires first. Either way the context's deadline has passed, so that is
-// what is checked, besides errors that say Timeout() themselves (dial and
-// TLS handshake timeouts).
+// the http.Client's Timeout, which net/http enforces for a wrapped
+// transport by closing the request's Cancel channel (net/http client.go
+// setRequestCancel) while the context may not yet report
+// DeadlineExceeded. Either way the context's deadline has passed when the
+// request fails, so that is what is checked, besides errors that say
+// Timeout() themselves (dial and TLS handshake timeouts). A request
+// cancelled before its deadline (an interrupt) is not a timeout.
 func timedOut(r *http.Request, err error) bool {
 	ctx := r.Context()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return true
 	}
-	if dl, ok := ctx.Deadline(); ok && ctx.Err() != nil && !time.Now().Before(dl) {
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
 		return true
 	}
 	var te interface{ Timeout() bool }
