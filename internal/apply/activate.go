@@ -37,16 +37,16 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 	}
 	r := p.r
 	for i, o := range p.others {
-		if live.DesiredState(o) != stateActive {
+		if live.DesiredState(o) != crossplane.DesiredStateActive {
 			continue
 		}
-		if _, err := r.setDesiredState(ctx, o, stateInactive, ActivationFieldManager); err != nil {
+		if _, err := r.setDesiredState(ctx, o, crossplane.DesiredStateInactive, ActivationFieldManager); err != nil {
 			return err
 		}
 		// o is the run's view of the cluster, which concurrent packages
 		// read: change a copy.
 		o = o.DeepCopy()
-		_ = unstructured.SetNestedField(o.Object, stateInactive, "spec", "desiredState")
+		_ = unstructured.SetNestedField(o.Object, crossplane.DesiredStateInactive, "spec", "desiredState")
 		p.others[i] = o
 		p.deactivated = append(p.deactivated, o)
 		p.res.Changes.Add(entry(o, ssa.ConfiguredAction))
@@ -55,7 +55,7 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 	if !p.activation.HandOff {
 		return nil
 	}
-	u, err := p.po.Revision.Record.Bind(render.Binding{UIDs: p.uids, Revision: live.RevisionNumber(p.cur), DesiredState: stateActive})
+	u, err := p.po.Revision.Record.Bind(render.Binding{UIDs: p.uids, Revision: live.RevisionNumber(p.cur), DesiredState: crossplane.DesiredStateActive})
 	if err != nil {
 		return err
 	}
@@ -123,14 +123,14 @@ func Activate(ctx context.Context, c client.Client, kind crossplane.Kind, pkg, r
 	if revision != current {
 		return "", fmt.Errorf("%s %s is %w of %s %s (%s): to roll back, pin its digest in lockstep.lock", revisionKind(kind), revision, ErrNotCurrent, kind, pkg, current)
 	}
-	if live.DesiredState(rev) == stateActive {
+	if live.DesiredState(rev) == crossplane.DesiredStateActive {
 		return revision, nil
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": rev.GetAPIVersion(),
 		"kind":       rev.GetKind(),
 		"metadata":   map[string]any{"name": revision},
-		"spec":       map[string]any{"desiredState": stateActive},
+		"spec":       map[string]any{"desiredState": crossplane.DesiredStateActive},
 	}}
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(ActivateFieldManager), client.ForceOwnership); err != nil {
 		return "", fmt.Errorf("cannot activate %s %s: %w", revisionKind(kind), revision, err)

@@ -8,6 +8,7 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
@@ -29,7 +30,7 @@ func (p *pkgRun) historyLimit() int64 {
 
 // revisionOf returns what the plan reads of a live revision.
 func revisionOf(u *unstructured.Unstructured) plan.Revision {
-	return plan.Revision{Name: u.GetName(), UID: string(u.GetUID()), Active: live.DesiredState(u) == stateActive}
+	return plan.Revision{Name: u.GetName(), UID: string(u.GetUID()), Active: live.DesiredState(u) == crossplane.DesiredStateActive}
 }
 
 // revisionsOf returns the plan's view of revs, in order.

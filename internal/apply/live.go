@@ -352,12 +352,6 @@ func (r *run) loadRecords(ctx context.Context) error {
 	return nil
 }
 
-// Revision states (Crossplane's PackageRevisionDesiredState).
-const (
-	stateActive   = crossplane.DesiredStateActive
-	stateInactive = crossplane.DesiredStateInactive
-)
-
 // listForeign lists the metadata of every object of k, to find objects
 // lockstep is about to apply that exist without this instance's label.
 func (r *run) listForeign(ctx context.Context, k listKey) error {

@@ -204,14 +204,10 @@ type ApplyMeta struct {
 	// Replaces maps a package, as "Kind/name", to the sources its package
 	// metadata says it replaces (spec.replaces,
 	// docs/crossplane-behaviour.md#moving-package-dependencies; the lock's
-	// Entry.Replaces). ReplacesFromInput builds it from render input.
+	// Entry.Replaces). render.Input.Replaces and snapshot.Snapshot.Replaces
+	// build it.
 	Replaces map[string][]string
 }
-
-// ReplacesFromInput returns ApplyMeta.Replaces for in: every package whose
-// contents declare spec.replaces (render.Input.Replaces; a loaded
-// snapshot.Snapshot carries the same map).
-func ReplacesFromInput(in *render.Input) map[string][]string { return in.Replaces() }
 
 // Result is what one Apply did.
 type Result struct {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/live"
@@ -359,7 +360,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 		// out): lockstep sets Inactive only when it creates the revision,
 		// then hands the field to ActivationFieldManager, so that a user's
 		// change of it is never overwritten (issue 5).
-		rd.create = map[string]any{"spec.desiredState": stateInactive}
+		rd.create = map[string]any{"spec.desiredState": crossplane.DesiredStateInactive}
 	}
 	if err := r.planRecord(ctx, rd); err != nil {
 		return err
@@ -378,7 +379,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	created := cur == nil
 	p.res.Changes.Add(entry(rd.u, rd.action))
 	if created && p.manual() && p.replacedBy == "" && !r.opts.DryRun {
-		if _, err := r.setDesiredState(ctx, rd.result, stateInactive, ActivationFieldManager); err != nil {
+		if _, err := r.setDesiredState(ctx, rd.result, crossplane.DesiredStateInactive, ActivationFieldManager); err != nil {
 			return err
 		}
 	}

@@ -104,12 +104,12 @@ func (p *pkgRun) replacesStep(ctx context.Context) error {
 			p.res.Changes.Add(entry(q.pkg, ssa.ConfiguredAction))
 		}
 		for _, rev := range q.revisions {
-			wasActive := live.DesiredState(rev) == stateActive
-			if live.DesiredState(rev) != stateInactive {
-				if _, err := r.setDesiredState(ctx, rev, stateInactive, ActivationFieldManager); err != nil {
+			wasActive := live.DesiredState(rev) == crossplane.DesiredStateActive
+			if live.DesiredState(rev) != crossplane.DesiredStateInactive {
+				if _, err := r.setDesiredState(ctx, rev, crossplane.DesiredStateInactive, ActivationFieldManager); err != nil {
 					return err
 				}
-				_ = unstructured.SetNestedField(rev.Object, stateInactive, "spec", "desiredState")
+				_ = unstructured.SetNestedField(rev.Object, crossplane.DesiredStateInactive, "spec", "desiredState")
 				changed = true
 				p.res.Changes.Add(entry(rev, ssa.ConfiguredAction))
 			}

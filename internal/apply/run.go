@@ -134,7 +134,7 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 	}
 	var before string
 	if p.cur != nil {
-		before = conditionMessage(p.cur, CondRevisionHealthy)
+		before = conditionMessage(p.cur, crossplane.ConditionRevisionHealthy)
 	}
 	if err := p.statusStep(ctx); err != nil && p.res.Err == nil {
 		p.res.Step, p.res.Err = "status", err
@@ -146,7 +146,7 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 	case p.res.Err != nil:
 		// Record a failure once, when the revision's condition changes, so
 		// an agent retrying every interval does not flood the namespace.
-		if p.cur == nil || before != conditionMessage(p.cur, CondRevisionHealthy) || p.res.Step == "runtime" || p.res.Step == "status" {
+		if p.cur == nil || before != conditionMessage(p.cur, crossplane.ConditionRevisionHealthy) || p.res.Step == "runtime" || p.res.Step == "status" {
 			msg := fmt.Sprintf("cannot install package revision %s (%s): %v", po.Revision.Name, p.res.Step, p.res.Err)
 			r.event(ctx, p.cur, eventWarning, ReasonSyncPackage, msg)
 			r.event(ctx, p.pkg, eventWarning, ReasonInstallPackageRevision, msg)
@@ -176,11 +176,11 @@ func conditionMessage(u *unstructured.Unstructured, typ string) string {
 
 // activeRevision returns the name of the package's Active revision.
 func (p *pkgRun) activeRevision() string {
-	if p.cur != nil && live.DesiredState(p.cur) == stateActive {
+	if p.cur != nil && live.DesiredState(p.cur) == crossplane.DesiredStateActive {
 		return p.cur.GetName()
 	}
 	for _, o := range p.others {
-		if live.DesiredState(o) == stateActive {
+		if live.DesiredState(o) == crossplane.DesiredStateActive {
 			return o.GetName()
 		}
 	}

@@ -103,11 +103,11 @@ func deploymentHealth(kind crossplane.Kind, dep *unstructured.Unstructured) *con
 	what := kind.Lower()
 	switch {
 	case err != nil:
-		return &condition{Type: CondRuntimeHealthy, Status: "Unknown", Reason: ReasonUnknownHealth, Message: fmt.Sprintf("cannot read the %s deployment's status: %v", what, err)}
+		return &condition{Type: crossplane.ConditionRuntimeHealthy, Status: "Unknown", Reason: crossplane.ReasonUnknownHealth, Message: fmt.Sprintf("cannot read the %s deployment's status: %v", what, err)}
 	case res.Status == status.CurrentStatus:
-		return &condition{Type: CondRuntimeHealthy, Status: "True", Reason: ReasonHealthy}
+		return &condition{Type: crossplane.ConditionRuntimeHealthy, Status: "True", Reason: crossplane.ReasonHealthy}
 	case res.Status == status.FailedStatus:
-		return &condition{Type: CondRuntimeHealthy, Status: "False", Reason: ReasonUnhealthy, Message: fmt.Sprintf("%s deployment is unavailable with message: %s", what, res.Message)}
+		return &condition{Type: crossplane.ConditionRuntimeHealthy, Status: "False", Reason: crossplane.ReasonUnhealthy, Message: fmt.Sprintf("%s deployment is unavailable with message: %s", what, res.Message)}
 	}
-	return &condition{Type: CondRuntimeHealthy, Status: "Unknown", Reason: ReasonUnknownHealth, Message: fmt.Sprintf("%s deployment %s is not available yet: %s", what, dep.GetName(), res.Message)}
+	return &condition{Type: crossplane.ConditionRuntimeHealthy, Status: "Unknown", Reason: crossplane.ReasonUnknownHealth, Message: fmt.Sprintf("%s deployment %s is not available yet: %s", what, dep.GetName(), res.Message)}
 }

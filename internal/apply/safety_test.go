@@ -251,7 +251,7 @@ func TestReplaces(t *testing.T) {
 
 			in := render.Input{Namespace: f.namespace, Instance: f.instance, Packages: []render.Package{newPkg}}
 			f.reqs.reset()
-			res := f.apply(t, m, f.render(t, newPkg), apply.ApplyMeta{Replaces: apply.ReplacesFromInput(&in)})
+			res := f.apply(t, m, f.render(t, newPkg), apply.ApplyMeta{Replaces: in.Replaces()})
 			mustSucceed(t, res)
 
 			crd := f.crd(t, crdName)

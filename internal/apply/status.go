@@ -13,37 +13,6 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/live"
 )
 
-// Condition types and reasons lockstep writes, Crossplane's own (defined in
-// package crossplane; these names are a bridge while apply is split), so that `kubectl get
-// providers`, Argo CD and Flux health checks and lockstep's health package
-// read them as they read Crossplane's.
-const (
-	// CondInstalled is True on a package while its current revision is
-	// Active.
-	CondInstalled = crossplane.ConditionInstalled
-	// CondHealthy is a package's health, from its current revision.
-	CondHealthy = crossplane.ConditionHealthy
-	// CondRevisionHealthy is True on a revision once its payload is
-	// established (or it is inactive), False with the error otherwise.
-	CondRevisionHealthy = crossplane.ConditionRevisionHealthy
-	// CondRuntimeHealthy is an active Provider or Function revision's
-	// Deployment health.
-	CondRuntimeHealthy = crossplane.ConditionRuntimeHealthy
-
-	// ReasonActive: Installed True.
-	ReasonActive = crossplane.ReasonActive
-	// ReasonInactive: Installed False, the current revision awaits
-	// activation (or was deactivated).
-	ReasonInactive = crossplane.ReasonInactive
-	// ReasonHealthy: Healthy, RevisionHealthy or RuntimeHealthy True.
-	ReasonHealthy = crossplane.ReasonHealthy
-	// ReasonUnhealthy: Healthy, RevisionHealthy or RuntimeHealthy False.
-	ReasonUnhealthy = crossplane.ReasonUnhealthy
-	// ReasonUnknownHealth: health not known yet, such as a Deployment
-	// still rolling out.
-	ReasonUnknownHealth = crossplane.ReasonUnknownHealth
-)
-
 // condition is one status condition as Crossplane writes it: with the
 // generation it was observed at.
 type condition struct {
@@ -119,7 +88,7 @@ func (p *pkgRun) statusStep(ctx context.Context) error {
 		}
 	}
 	if p.pkg != nil {
-		if p.pkg, err = r.writeStatus(ctx, p.pkg, p.packageStatus(), []string{CondInstalled, CondHealthy}); err != nil {
+		if p.pkg, err = r.writeStatus(ctx, p.pkg, p.packageStatus(), []string{crossplane.ConditionInstalled, crossplane.ConditionHealthy}); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -130,7 +99,7 @@ func (p *pkgRun) statusStep(ctx context.Context) error {
 }
 
 func (p *pkgRun) managedRevisionConds() []string {
-	return []string{CondRevisionHealthy, CondRuntimeHealthy}
+	return []string{crossplane.ConditionRevisionHealthy, crossplane.ConditionRuntimeHealthy}
 }
 
 // hasRuntime reports whether the package's revisions run a Deployment.
@@ -147,23 +116,23 @@ func (p *pkgRun) revisionConditions() []condition {
 	var conds []condition
 	switch p.res.Step {
 	case "", "runtime", "status":
-		conds = append(conds, condition{Type: CondRevisionHealthy, Status: "True", Reason: ReasonHealthy})
+		conds = append(conds, condition{Type: crossplane.ConditionRevisionHealthy, Status: "True", Reason: crossplane.ReasonHealthy})
 	default:
-		conds = append(conds, condition{Type: CondRevisionHealthy, Status: "False", Reason: ReasonUnhealthy, Message: p.res.Err.Error()})
+		conds = append(conds, condition{Type: crossplane.ConditionRevisionHealthy, Status: "False", Reason: crossplane.ReasonUnhealthy, Message: p.res.Err.Error()})
 	}
-	if p.cur == nil || live.DesiredState(p.cur) != stateActive || !p.hasRuntime() {
+	if p.cur == nil || live.DesiredState(p.cur) != crossplane.DesiredStateActive || !p.hasRuntime() {
 		// Only an Active revision runs a Deployment.
 		return conds
 	}
 	switch {
 	case p.res.Step == "runtime":
-		conds = append(conds, condition{Type: CondRuntimeHealthy, Status: "False", Reason: ReasonUnhealthy, Message: p.res.Err.Error()})
+		conds = append(conds, condition{Type: crossplane.ConditionRuntimeHealthy, Status: "False", Reason: crossplane.ReasonUnhealthy, Message: p.res.Err.Error()})
 	case conds[0].Status != "True":
-		conds = append(conds, condition{Type: CondRuntimeHealthy, Status: "False", Reason: ReasonUnhealthy, Message: "Package revision is not healthy yet"})
+		conds = append(conds, condition{Type: crossplane.ConditionRuntimeHealthy, Status: "False", Reason: crossplane.ReasonUnhealthy, Message: "Package revision is not healthy yet"})
 	case p.runtimeHealth != nil:
 		conds = append(conds, *p.runtimeHealth)
 	default:
-		conds = append(conds, condition{Type: CondRuntimeHealthy, Status: "Unknown", Reason: ReasonUnknownHealth, Message: "the runtime was not applied"})
+		conds = append(conds, condition{Type: crossplane.ConditionRuntimeHealthy, Status: "Unknown", Reason: crossplane.ReasonUnknownHealth, Message: "the runtime was not applied"})
 	}
 	return conds
 }
@@ -207,7 +176,7 @@ func (p *pkgRun) revisionStatus() map[string]any {
 // endpoint are kept. It returns nil for an active revision and for one
 // whose conditions are already so.
 func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
-	if live.DesiredState(rev) == stateActive {
+	if live.DesiredState(rev) == crossplane.DesiredStateActive {
 		return nil
 	}
 	live, _, _ := unstructured.NestedSlice(rev.Object, "status", "conditions")
@@ -215,9 +184,9 @@ func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
 	for _, c := range live {
 		m, _ := c.(map[string]any)
 		switch m["type"] {
-		case CondRuntimeHealthy:
+		case crossplane.ConditionRuntimeHealthy:
 			hasRuntime = true
-		case CondRevisionHealthy:
+		case crossplane.ConditionRevisionHealthy:
 			healthy = m["status"] == "True"
 		}
 	}
@@ -231,7 +200,7 @@ func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
 			st[k] = v
 		}
 	}
-	st["conditions"] = conditionMaps(live, []condition{{Type: CondRevisionHealthy, Status: "True", Reason: ReasonHealthy}}, rev.GetGeneration(), time.Now())
+	st["conditions"] = conditionMaps(live, []condition{{Type: crossplane.ConditionRevisionHealthy, Status: "True", Reason: crossplane.ReasonHealthy}}, rev.GetGeneration(), time.Now())
 	return st
 }
 
@@ -242,11 +211,11 @@ func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
 // currentRevision and currentIdentifier (spec.package, source@digest).
 func (p *pkgRun) packageStatus() map[string]any {
 	var conds []condition
-	curActive := p.cur != nil && live.DesiredState(p.cur) == stateActive
+	curActive := p.cur != nil && live.DesiredState(p.cur) == crossplane.DesiredStateActive
 	if curActive {
-		conds = append(conds, condition{Type: CondInstalled, Status: "True", Reason: ReasonActive})
+		conds = append(conds, condition{Type: crossplane.ConditionInstalled, Status: "True", Reason: crossplane.ReasonActive})
 	} else {
-		conds = append(conds, condition{Type: CondInstalled, Status: "False", Reason: ReasonInactive})
+		conds = append(conds, condition{Type: crossplane.ConditionInstalled, Status: "False", Reason: crossplane.ReasonInactive})
 	}
 	conds = append(conds, p.packageHealth())
 	live, _, _ := unstructured.NestedSlice(p.pkg.Object, "status", "conditions")
@@ -269,7 +238,7 @@ func (p *pkgRun) packageHealth() condition {
 		if p.res.Err != nil {
 			msg += ": " + p.res.Err.Error()
 		}
-		return condition{Type: CondHealthy, Status: "False", Reason: ReasonUnhealthy, Message: msg}
+		return condition{Type: crossplane.ConditionHealthy, Status: "False", Reason: crossplane.ReasonUnhealthy, Message: msg}
 	}
 	conds := p.revisionConditions()
 	for _, c := range conds {
@@ -277,7 +246,7 @@ func (p *pkgRun) packageHealth() condition {
 			continue
 		}
 		what := "revision"
-		if c.Type == CondRuntimeHealthy {
+		if c.Type == crossplane.ConditionRuntimeHealthy {
 			what = "runtime"
 		}
 		msg := fmt.Sprintf("Package %s health is %q", what, c.Status)
@@ -285,11 +254,11 @@ func (p *pkgRun) packageHealth() condition {
 			msg += " with message: " + c.Message
 		}
 		if c.Status == "Unknown" {
-			return condition{Type: CondHealthy, Status: "Unknown", Reason: ReasonUnknownHealth, Message: msg}
+			return condition{Type: crossplane.ConditionHealthy, Status: "Unknown", Reason: crossplane.ReasonUnknownHealth, Message: msg}
 		}
-		return condition{Type: CondHealthy, Status: "False", Reason: ReasonUnhealthy, Message: msg}
+		return condition{Type: crossplane.ConditionHealthy, Status: "False", Reason: crossplane.ReasonUnhealthy, Message: msg}
 	}
-	return condition{Type: CondHealthy, Status: "True", Reason: ReasonHealthy}
+	return condition{Type: crossplane.ConditionHealthy, Status: "True", Reason: crossplane.ReasonHealthy}
 }
 
 // writeStatus applies st as obj's status unless the live status already
