@@ -1,7 +1,6 @@
 package apply_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +8,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,7 +41,7 @@ func TestDeletionProtection(t *testing.T) {
 	fnRev := render.RevisionName(fn.Name, fn.Digest)
 	// The API server loads a new policy through an informer: wait until a
 	// dry-run delete is denied before deleting for real.
-	waitDenied(t, alice, stub("pkg.crossplane.io/v1", "Provider", prov.Name), true)
+	envtest.WaitDeleteAdmission(t, alice, stub("pkg.crossplane.io/v1", "Provider", prov.Name), true)
 
 	for _, tc := range []struct {
 		name       string
@@ -104,28 +102,11 @@ func TestDeletionProtection(t *testing.T) {
 			}
 		}
 		rev := stub("pkg.crossplane.io/v1", "ConfigurationRevision", render.RevisionName(cfg.Name, cfg.Digest))
-		waitDenied(t, alice, rev, false)
+		envtest.WaitDeleteAdmission(t, alice, rev, false)
 		if err := alice.Delete(ctx, rev); err != nil {
 			t.Errorf("without deletion protection, deleting a revision: %v", err)
 		}
 	})
-}
-
-// waitDenied waits until a dry-run delete of u by c is denied (denied) or
-// allowed (!denied), as the API server's policy cache catches up.
-func waitDenied(t *testing.T, c client.Client, u *unstructured.Unstructured, denied bool) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		last = c.Delete(ctx, u.DeepCopy(), client.DryRunAll)
-		if apierrors.IsForbidden(last) {
-			return denied, nil
-		}
-		return !denied && last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("a dry-run delete of %s %s never became denied=%t: %v", u.GetKind(), u.GetName(), denied, last)
-	}
 }
 
 // impersonate returns a client of env that acts as user, a member of
