@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,8 +76,7 @@ func (r *run) protectStep(ctx context.Context) error {
 			continue
 		}
 		if _, err := r.ssaApply(ctx, u, FieldManager, false); err != nil {
-			return fmt.Errorf("deletion protection: %s %s: %w (lockstep writes ValidatingAdmissionPolicies and their bindings, see examples/deploy/rbac.yaml; or pass --deletion-protection=false)",
-				u.GetKind(), u.GetName(), err)
+			return protectionError(fmt.Errorf("deletion protection: cannot apply %s %s: %w", u.GetKind(), u.GetName(), err))
 		}
 	}
 	return nil
@@ -95,14 +95,17 @@ func (r *run) unprotect(ctx context.Context) error {
 			continue
 		}
 		if err := r.c.Delete(ctx, live); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deletion protection: cannot delete %s %s: %w", live.GetKind(), live.GetName(), err)
+			return protectionError(fmt.Errorf("deletion protection: cannot delete %s %s: %w", live.GetKind(), live.GetName(), err))
 		}
 		r.wrote()
 	}
 	return nil
 }
 
-// getProtection reads the instance's policy or binding; nil when absent.
+// getProtection reads the instance's policy or binding; nil when absent,
+// and also when the API server does not serve the kind while protection
+// is off. With protection on, an API server without
+// ValidatingAdmissionPolicy is an error that names the flag to turn it off.
 func (r *run) getProtection(ctx context.Context, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
@@ -111,7 +114,22 @@ func (r *run) getProtection(ctx context.Context, gvk schema.GroupVersionKind) (*
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("deletion protection: cannot read %s %s: %w", gvk.Kind, name, err)
+		if meta.IsNoMatchError(err) {
+			if !r.opts.DeletionProtection {
+				return nil, nil // nothing to remove where the kind is not served
+			}
+			return nil, fmt.Errorf("deletion protection: the API server does not serve %s (Kubernetes 1.30 or later does); pass --deletion-protection=false: %w", gvk, err)
+		}
+		return nil, protectionError(fmt.Errorf("deletion protection: cannot read %s %s: %w", gvk.Kind, name, err))
 	}
 	return u, nil
+}
+
+// protectionError adds to a Forbidden error what lockstep needs and how to
+// do without.
+func protectionError(err error) error {
+	if !apierrors.IsForbidden(err) {
+		return err
+	}
+	return fmt.Errorf("%w (lockstep needs get, create, patch and delete on admissionregistration.k8s.io validatingadmissionpolicies and validatingadmissionpolicybindings, see examples/deploy/rbac.yaml; or pass --deletion-protection=false)", err)
 }

@@ -109,6 +109,30 @@ func TestDeletionProtection(t *testing.T) {
 	})
 }
 
+// TestDeletionProtectionForbidden: a user that may not write
+// ValidatingAdmissionPolicies gets an apply error, before anything is
+// written, that names the RBAC it needs and --deletion-protection=false.
+func TestDeletionProtectionForbidden(t *testing.T) {
+	f := newFixture(t)
+	cfg := rest.CopyConfig(f.env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "bob", Groups: []string{"system:authenticated"}}
+	c, err := client.New(cfg, client.Options{Scheme: envtest.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := apply.DefaultOptions()
+	o.Namespace, o.Instance = f.namespace, f.instance
+	m, err := apply.NewManager(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Apply(envtest.Context(t, time.Minute), f.render(t, build(t, f.demo(t, "provider-demo", "v0.1.0"))), apply.ApplyMeta{})
+	want := `deletion protection: cannot read ValidatingAdmissionPolicy lockstep-deletion-protection-` + f.instance + `: validatingadmissionpolicies.admissionregistration.k8s.io "lockstep-deletion-protection-` + f.instance + `" is forbidden: User "bob" cannot get resource "validatingadmissionpolicies" in API group "admissionregistration.k8s.io" at the cluster scope (lockstep needs get, create, patch and delete on admissionregistration.k8s.io validatingadmissionpolicies and validatingadmissionpolicybindings, see examples/deploy/rbac.yaml; or pass --deletion-protection=false)`
+	if err == nil || err.Error() != want {
+		t.Errorf("apply without RBAC for the policy:\ngot  %v\nwant %s", err, want)
+	}
+}
+
 // impersonate returns a client of env that acts as user, a member of
 // system:masters: a cluster admin that is not lockstep.
 func impersonate(t *testing.T, env *envtest.Env, user string) client.Client {
