@@ -8,8 +8,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
@@ -33,7 +31,10 @@ func TestDeletionProtection(t *testing.T) {
 	mustSucceed(t, f.apply(t, m, f.render(t, prov, fn, cfg), apply.ApplyMeta{}))
 
 	// alice is a cluster admin, but not lockstep.
-	alice := impersonate(t, f.env, "alice")
+	alice, err := f.env.ClientAs("alice", "system:masters", "system:authenticated")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := envtest.Context(t, 2*time.Minute)
 	crdName := "buckets." + f.prefix + ".demo.lockstep.io"
 	xrdName := "xnetworks." + f.prefix + ".platform.lockstep.io"
@@ -114,9 +115,7 @@ func TestDeletionProtection(t *testing.T) {
 // written, that names the RBAC it needs and --deletion-protection=false.
 func TestDeletionProtectionForbidden(t *testing.T) {
 	f := newFixture(t)
-	cfg := rest.CopyConfig(f.env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "bob", Groups: []string{"system:authenticated"}}
-	c, err := client.New(cfg, client.Options{Scheme: envtest.Scheme()})
+	c, err := f.env.ClientAs("bob", "system:authenticated")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,19 +130,6 @@ func TestDeletionProtectionForbidden(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("apply without RBAC for the policy:\ngot  %v\nwant %s", err, want)
 	}
-}
-
-// impersonate returns a client of env that acts as user, a member of
-// system:masters: a cluster admin that is not lockstep.
-func impersonate(t *testing.T, env *envtest.Env, user string) client.Client {
-	t.Helper()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters", "system:authenticated"}}
-	c, err := client.New(cfg, client.Options{Scheme: envtest.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // stub returns an object that names a cluster-scoped object, for deletes

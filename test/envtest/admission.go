@@ -6,6 +6,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -31,4 +32,15 @@ func WaitDeleteAdmission(tb testing.TB, c client.Client, obj client.Object, deni
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// ClientAs returns a client that acts as user in groups through
+// impersonation by the control plane's admin: with "system:masters" a
+// cluster admin that is not the admin itself (not lockstep, in a test
+// where lockstep runs as the admin), with "system:authenticated" alone a
+// user with only the default discovery and self-review permissions.
+func (e *Env) ClientAs(user string, groups ...string) (client.Client, error) {
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	return client.New(cfg, client.Options{Scheme: Scheme()})
 }
