@@ -102,6 +102,19 @@ func TestLoadErrors(t *testing.T) {
 			files:  map[string]string{"p.yaml": "apiVersion: pkg.crossplane.io/v1\nkind:\tProvider\nmetadata:\n  name: a: b\n"},
 			want:   []wantErr{{At: "p.yaml:4", Msg: "malformed YAML: mapping values are not allowed in this context"}},
 		},
+		"RuntimeConfigNotDeclared": {
+			reason: "A runtimeConfigRef to a DeploymentRuntimeConfig no file declares fails at load, as render would (issue 15).",
+			files: map[string]string{
+				"clusters/a/providers.yaml": provider + "  runtimeConfigRef:\n    name: debug\n",
+				"clusters/a/runtime.yaml":   "apiVersion: pkg.crossplane.io/v1beta1\nkind: DeploymentRuntimeConfig\nmetadata:\n  name: other\n",
+			},
+			want: []wantErr{{At: "clusters/a/providers.yaml:8", Object: "Provider provider-nop", Field: "spec.runtimeConfigRef.name", Msg: `DeploymentRuntimeConfig "debug" is not declared`}},
+		},
+		"RuntimeConfigNotDeclaredFunction": {
+			reason: "A Function's runtimeConfigRef is checked the same way.",
+			files:  map[string]string{"f.yaml": replaceOnce(provider, "kind: Provider", "kind: Function") + "  runtimeConfigRef: {name: debug}\n"},
+			want:   []wantErr{{At: "f.yaml:7", Object: "Function provider-nop", Field: "spec.runtimeConfigRef.name", Msg: `DeploymentRuntimeConfig "debug" is not declared`}},
+		},
 		"UnknownAnchor": {
 			reason: "An alias to an unknown anchor is located at the alias.",
 			files:  map[string]string{"p.yaml": "apiVersion: v1\nkind: ConfigMap\ndata: *nope\n"},
