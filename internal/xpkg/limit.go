@@ -37,7 +37,11 @@ type sizeError struct {
 }
 
 func (e *sizeError) Error() string {
-	return fmt.Sprintf("%s is larger than %d bytes (%d MiB), the limit lockstep parses", e.what, e.limit, e.limit>>20)
+	limit := fmt.Sprintf("%d bytes", e.limit)
+	if e.limit >= 1<<20 && e.limit%(1<<20) == 0 {
+		limit += fmt.Sprintf(" (%d MiB)", e.limit>>20)
+	}
+	return fmt.Sprintf("%s is larger than %s, the limit lockstep parses", e.what, limit)
 }
 
 func (e *sizeError) Is(target error) bool { return target == ErrTooLarge }
@@ -54,6 +58,11 @@ type limitReader struct {
 	// prefix is how many bytes of "---" the current line has matched from
 	// its start, or -1 when it cannot be a separator.
 	prefix int
+	// err is the limit error, returned by every Read once reached:
+	// bufio.Reader drops an error it returns with data, and a later Read
+	// at the end of the stream would otherwise say io.EOF, turning the
+	// refusal into a silently truncated stream.
+	err error
 }
 
 func newLimitReader(r io.Reader, stream, doc int64) *limitReader {
@@ -64,6 +73,9 @@ const separator = "---"
 
 // Read reads from the underlying reader and counts what it returns.
 func (l *limitReader) Read(p []byte) (int, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
 	n, err := l.r.Read(p)
 	for i := 0; i < n; {
 		j := i + 1
@@ -91,10 +103,12 @@ func (l *limitReader) Read(p []byte) (int, error) {
 		l.total += int64(j - i)
 		l.cur += int64(j - i)
 		if l.total > l.stream {
-			return i, &sizeError{what: StreamFile, limit: l.stream}
+			l.err = &sizeError{what: StreamFile, limit: l.stream}
+			return i, l.err
 		}
 		if l.cur > l.doc {
-			return i, &sizeError{what: "document", limit: l.doc}
+			l.err = &sizeError{what: "document", limit: l.doc}
+			return i, l.err
 		}
 		i = j
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -135,6 +136,16 @@ func TestParseSizeLimits(t *testing.T) {
 			limits:   [2]int64{4 << 20, 1 << 20},
 			wantErr:  "package.yaml is larger than 4194304 bytes (4 MiB), the limit lockstep parses",
 			maxRead:  4<<20 + 1<<20,
+			tooLarge: true,
+		},
+		"StreamOverInTheLastRead": {
+			reason: "A stream that passes the limit in its last read is refused, not parsed truncated: the limit error sticks after bufio drops it.",
+			stream: func() io.Reader {
+				return strings.NewReader(providerV1 + "---\n" + crd)
+			},
+			limits:   [2]int64{int64(len(providerV1+"---\n"+crd)) - 10, 1 << 20},
+			wantErr:  fmt.Sprintf("package.yaml is larger than %d bytes, the limit lockstep parses", len(providerV1+"---\n"+crd)-10),
+			maxRead:  1 << 20,
 			tooLarge: true,
 		},
 	}

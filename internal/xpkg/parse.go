@@ -60,6 +60,12 @@ func Parse(r io.Reader) (*Package, error) {
 func parse(r io.Reader, streamLimit, docLimit int64) (*Package, error) {
 	r = newLimitReader(r, streamLimit, docLimit)
 	docs, readErr := decodeAll(utilyaml.NewYAMLReader(bufio.NewReaderSize(r, 64<<10)), runtime.GOMAXPROCS(0))
+	// A stream over a limit is refused as such, whatever its documents
+	// hold: the bytes before the limit may end mid-line and read as
+	// something else.
+	if errors.Is(readErr, ErrTooLarge) {
+		return nil, readErr
+	}
 	p := &Package{}
 	metaIndex := -1
 	for i, d := range docs {
