@@ -103,7 +103,22 @@ type RevisionOutput struct {
 	// Problem is set when something of the revision could not be rendered
 	// while the rest could: a *PermissionError when a permission request is
 	// not allowed, in which case RBAC is empty.
-	Problem error // Warnings are what a user should know about the rendered revision that
+	Problem error
+	// MRDs are the revision's ManagedResourceDefinitions, sorted by name,
+	// with the activation render decided; nil without conversion
+	// (Input.Converts).
+	MRDs []MRDActivation
+	// ManagedCRDs are the CRDs of the Active MRDs, shaped as Crossplane's
+	// MRD controller creates them: the MRD's spec without state, controlled
+	// by the revision and owned by the MRD. They are not part of Objects:
+	// apply does not install them yet (issue 17); render and diff show them.
+	ManagedCRDs []*Object
+	// AwaitingActivation says the provider is safe-start, has MRDs and none
+	// is Active: its Deployment has 0 replicas, and its status is
+	// RuntimeActive=False with reason AwaitingActivation
+	// (docs/crossplane-behaviour.md#safe-start).
+	AwaitingActivation bool
+	// Warnings are what a user should know about the rendered revision that
 	// is not an error (Output.Warnings prefixes the package): permissionRequests that no
 	// ClusterRole holds because the provider has no CRDs (see rbac). The CLI
 	// prints them, apply adds them to its Result.Warnings, and the agent

@@ -19,6 +19,8 @@ type renderer struct {
 	runtimeConfigs map[string]*declarations.DeploymentRuntimeConfig
 	providers      []*Package // every Provider, for family RBAC
 	allowed        []rbacv1.PolicyRule
+	converts       bool     // render MRDs (Input.Converts)
+	policies       []policy // activation patterns, sorted by policy name
 }
 
 // Render renders every object lockstep applies for in: per package its
@@ -60,6 +62,14 @@ func Render(in Input) (*Output, error) {
 		allowed:        in.AllowedProviderPermissions,
 	}
 	var err error
+	if r.converts, err = in.Converts(); err != nil {
+		return nil, err
+	}
+	if r.converts {
+		if r.policies, err = activationPolicies(&in); err != nil {
+			return nil, err
+		}
+	}
 	if r.images, err = newImageConfigs(in.ImageConfigs); err != nil {
 		return nil, err
 	}
@@ -187,7 +197,7 @@ func checkIdentities(out *Output) error {
 		groups := []struct {
 			objs    []*Object
 			payload bool
-		}{{[]*Object{p.Record, r.Record}, false}, {r.Payload, true}, {r.Runtime, false}, {r.RBAC, false}}
+		}{{[]*Object{p.Record, r.Record}, false}, {r.Payload, true}, {r.ManagedCRDs, true}, {r.Runtime, false}, {r.RBAC, false}}
 		for _, g := range groups {
 			for _, o := range g.objs {
 				id := o.ID()
