@@ -209,6 +209,7 @@ func (c *comparer) pkg(a, b *pkgState) (*PackageChange, error) {
 	if pc.RBAC, err = c.rbac(a, b); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", pc.Kind, pc.Name, err)
 	}
+	pc.Activation = activation(a, b)
 	if b != nil && b.out != nil && b.out.Revision.Problem != nil {
 		c.warnings = append(c.warnings, fmt.Sprintf("%s %s: %s", pc.Kind, pc.Name, b.out.Revision.Problem))
 	}
@@ -221,7 +222,7 @@ func (c *comparer) pkg(a, b *pkgState) (*PackageChange, error) {
 		c.checkFunctions(pc, b)
 	}
 	if pc.Change == "" {
-		if len(pc.Settings) == 0 && len(pc.Dependencies) == 0 && pc.Payload == nil && pc.Runtime == nil && len(pc.RBAC) == 0 {
+		if len(pc.Settings) == 0 && len(pc.Dependencies) == 0 && pc.Payload == nil && pc.Runtime == nil && len(pc.RBAC) == 0 && pc.Activation == nil {
 			return nil, nil
 		}
 		pc.Change = Configured

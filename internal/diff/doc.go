@@ -91,7 +91,8 @@
 //	summary            (Summary) {verdict: "none"|"changes"|"breaking",
 //	                     added, removed, upgraded, downgraded, repinned,
 //	                     replaced, configured, unchanged, breaking,
-//	                     storageMigrations, permissionsGained}
+//	                     storageMigrations, permissionsGained,
+//	                     crdsActivated?, crdsDeactivated?}
 //	lock?              [FieldChange] crossplaneVersion, defaultRegistry
 //	packages           [PackageChange], Providers, Functions, then
 //	                   Configurations, each by name:
@@ -144,6 +145,9 @@
 //	                   resource, resourceName?, verbs}],
 //	                   nonResourceURLsAdded?: ["verb url"], and the same
 //	                   four ...Removed}
+//	  activation?      (ActivationChange) {activated?: [MRD name],
+//	                   deactivated?: [MRD name], mrds, active,
+//	                   awaitingActivation?, note?}
 //	runtimeConfigs?,   [ConfigChange] {name, change, fields?, moreFields?,
 //	imageConfigs?      usedBy?}
 //	warnings?          [string]: stale locks, refused permission requests,

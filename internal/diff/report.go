@@ -98,6 +98,10 @@ type Summary struct {
 	// runtime gains: new API groups, new resources in known groups and new
 	// verbs on known resources, over all packages.
 	PermissionsGained int `json:"permissionsGained"`
+	// CRDsActivated and CRDsDeactivated count the CRDs of MRDs activated
+	// and deactivated over all packages (ActivationChange).
+	CRDsActivated   int `json:"crdsActivated,omitempty"`
+	CRDsDeactivated int `json:"crdsDeactivated,omitempty"`
 }
 
 // PackageChangeType says how a package's pin changes.
@@ -162,6 +166,10 @@ type PackageChange struct {
 	// RBAC is what changes in the provider's ClusterRoles and binding, nil
 	// when nothing does.
 	RBAC []RoleChange `json:"rbac,omitempty"`
+	// Activation is what changes in which CRDs of the provider's
+	// ManagedResourceDefinitions exist, nil when nothing does or no side
+	// renders MRDs.
+	Activation *ActivationChange `json:"activation,omitempty"`
 }
 
 // Pin is one side's pin of a package.

@@ -86,6 +86,10 @@ func summarize(r *Report) {
 		for _, rc := range pc.RBAC {
 			s.PermissionsGained += rc.Rules.gained()
 		}
+		if ac := pc.Activation; ac != nil {
+			s.CRDsActivated += len(ac.Activated)
+			s.CRDsDeactivated += len(ac.Deactivated)
+		}
 	}
 	switch {
 	case s.Breaking > 0:

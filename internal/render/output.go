@@ -33,6 +33,8 @@ type Output struct {
 	// Packages are sorted by kind (Providers, then Functions, then
 	// Configurations, the order a first install needs) and then by name.
 	Packages []*PackageOutput
+
+	warnings []string // see Warnings
 }
 
 // PackageOutput is what lockstep applies for one package.
@@ -239,10 +241,13 @@ func (o *Output) Err() error {
 	return errors.Join(errs...)
 }
 
-// Warnings returns the revisions' warnings (RevisionOutput.Warnings) in
-// package order, each prefixed with "Kind name: ", nil when there are none.
+// Warnings returns the output's own warnings (a declared
+// ManagedResourceActivationPolicy that is not evaluated because MRD
+// conversion is off), then the revisions' warnings (RevisionOutput.Warnings)
+// in package order, each prefixed with "Kind name: ", nil when there are
+// none.
 func (o *Output) Warnings() []string {
-	var out []string
+	out := append([]string(nil), o.warnings...)
 	for _, p := range o.Packages {
 		for _, w := range p.Revision.Warnings {
 			out = append(out, fmt.Sprintf("%s %s: %s", p.Kind, p.Name, w))

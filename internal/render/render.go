@@ -8,6 +8,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 )
 
@@ -99,6 +100,12 @@ func Render(in Input) (*Output, error) {
 	}
 
 	out := &Output{Namespace: in.Namespace, Instance: in.Instance, Packages: make([]*PackageOutput, 0, len(pkgs))}
+	if !r.converts {
+		for _, p := range in.ActivationPolicies {
+			out.warnings = append(out.warnings, fmt.Sprintf("%s %s (%s): not evaluated: MRD conversion is off or the lock's Crossplane version %q has no MRDs, so every provider CRD is installed",
+				crossplane.GroupKindMRAP.Kind, p.Name, p.Location, in.CrossplaneVersion))
+		}
+	}
 	for _, p := range pkgs {
 		po, err := r.renderPackage(p)
 		if err != nil {
