@@ -72,6 +72,10 @@ type Options struct {
 	// DryRun sends every write as a server-side dry-run and deletes nothing:
 	// the Result says what a real apply would change.
 	DryRun bool
+	// AllowEmpty lets an Output without packages prune every package the
+	// instance's inventory lists (--allow-empty); without it Apply refuses
+	// such an Output with an *EmptyLockError before any write.
+	AllowEmpty bool
 }
 
 // DefaultOptions returns the options of `lockstep apply` without flags:
@@ -306,8 +310,9 @@ func (p *PackageResult) Counts() map[ssa.Action]int {
 // Apply returns an error, and no Result, only when it cannot start: the
 // Output is for another namespace or instance, another apply holds the
 // instance's write lock (WithLock; a *writelock.HeldError), the
-// pkg.crossplane.io kinds are not served, or the cluster state or
-// inventory cannot be read. Package
+// pkg.crossplane.io kinds are not served, the cluster state or
+// inventory cannot be read, or out has no package while the inventory
+// lists some and Options.AllowEmpty is not set (an *EmptyLockError). Package
 // failures are in Result.Err. A cancelled ctx stops the reconcile at the
 // next request; the next Apply converges.
 func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta) (*Result, error) {
@@ -334,6 +339,9 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 		defer r.crds.Stop()
 	}
 	if err := r.load(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.refuseEmpty(r.live.inventory); err != nil {
 		return nil, err
 	}
 	r.loaded = r.live.inventory
