@@ -14,11 +14,16 @@ import (
 
 // Event reasons on the Sync object.
 const (
-	EventApplied         = "ReconciliationSucceeded"
-	EventStalled         = "Stalled"
-	EventUpdateProposed  = "UpdateProposed"
-	EventUpdateFailed    = "UpdateFailed"
-	eventComponentSource = "lockstep-agent"
+	EventApplied        = "ReconciliationSucceeded"
+	EventStalled        = "Stalled"
+	EventUpdateProposed = "UpdateProposed"
+	EventUpdateFailed   = "UpdateFailed"
+	// EventDeclarationWarning is a Warning Event per declarations warning
+	// (declarations.Set Warnings, such as a near-miss group
+	// pkg.crossplan.io whose objects are ignored) of a commit, sent by the
+	// reconcile that first reads the commit (Outcome.Warnings).
+	EventDeclarationWarning = "DeclarationWarning"
+	eventComponentSource    = "lockstep-agent"
 )
 
 var eventSeq atomic.Int64
