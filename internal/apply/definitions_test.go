@@ -228,7 +228,8 @@ func TestForeignCRDRefused(t *testing.T) {
 // it with every object of its kind (issue 15, item 1).
 func TestProtectedDefinitionNeverPruned(t *testing.T) {
 	f := newFixture(t)
-	m := f.manager(t, func(o *apply.Options) { o.PruneCRDs = plan.PruneAlways })
+	// The package leaves Git, its render is empty: --allow-empty.
+	m := f.manager(t, func(o *apply.Options) { o.PruneCRDs, o.AllowEmpty = plan.PruneAlways, true })
 	pkg := build(t, f.demo(t, "provider-demo", "v0.1.0"))
 	mustSucceed(t, f.apply(t, m, f.render(t, pkg), apply.ApplyMeta{Commit: "c1"}))
 	rev := f.revision(t, crossplane.KindProvider, render.RevisionName(pkg.Name, pkg.Digest))
