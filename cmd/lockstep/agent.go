@@ -24,6 +24,7 @@ type agentFlags struct {
 	interval    time.Duration
 	reconcileTO time.Duration
 	pruneCRDs   string
+	protect     bool
 	once        bool
 	leaderElect bool
 	leaseName   string
@@ -69,6 +70,7 @@ declarations' warnings are logged and sent as Warning Events on the Sync.`,
 	fl.DurationVar(&f.reconcileTO, "reconcile-timeout", agent.DefaultReconcileTimeout, "longest time one reconcile (checkout to health) may take; /healthz fails when no reconcile finished in 2 × --interval + this")
 	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists), never, always")
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "apply a commit whose lock has no packages even when this instance installed some, uninstalling them all (without it such a commit stalls the Sync and the last good commit stays applied)")
+	fl.BoolVar(&f.protect, "deletion-protection", true, "let only lockstep's own user (and the garbage collector) delete this instance's package and revision records, CRDs, MRDs and XRDs, with a ValidatingAdmissionPolicy (docs/design.md#deletion-protection); false removes the policy")
 	fl.BoolVar(&f.once, "once", false, "reconcile once and exit (non-zero when the reconcile failed)")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader among replicas with a Lease in --namespace; only the leader reconciles")
 	fl.StringVar(&f.leaseName, "lease-name", "", "name of the leader-election Lease (default: lockstep-<instance>)")
@@ -105,6 +107,7 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	opts := apply.DefaultOptions()
 	opts.Namespace, opts.Instance, opts.PruneCRDs = f.cluster.namespace, f.render.instance, plan.PruneCRDs(f.pruneCRDs)
 	opts.AllowEmpty = f.allowEmpty
+	opts.DeletionProtection = f.protect
 	if err := agent.Prepare(ctx, c, counted, opts.Namespace); err != nil {
 		return err
 	}
