@@ -272,3 +272,8 @@ func (k PackageKind) ServesMeta(version string) bool {
 // pkg.crossplane.io/function; crossplane/crossplane
 // internal/controller/pkg/revision/runtime.go).
 func (k PackageKind) LabelKey() string { return Group + "/" + k.Kind.Lower() }
+
+// MRDStateActive is the spec.state of a ManagedResourceDefinition whose CRD
+// is to exist; the other value, and the default, is Inactive
+// (apiextensions.crossplane.io_managedresourcedefinitions.yaml).
+const MRDStateActive = "Active"

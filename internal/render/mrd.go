@@ -34,9 +34,6 @@ const (
 // ManagedResourceActivationPolicy.
 const MRDAPIVersion = crossplane.APIExtensionsGroup + "/v1alpha1"
 
-// MRDStateActive is an MRD's spec.state when its CRD is to exist.
-const MRDStateActive = "Active"
-
 // unconvertedKinds are the CRD kinds Crossplane's converter keeps as plain
 // CRDs (crossplane/crossplane internal/converter/custom_to_managed.go;
 // docs/crossplane-behaviour.md#managed-resource-activation): provider
@@ -191,7 +188,7 @@ func convertCRD(src *xpkg.Object, active bool) (mrd *xpkg.Object, kind string, o
 		spec[k] = v
 	}
 	if active {
-		spec["state"] = json.RawMessage(`"` + MRDStateActive + `"`)
+		spec["state"] = json.RawMessage(`"` + crossplane.MRDStateActive + `"`)
 	}
 	obj := map[string]any{
 		"apiVersion": MRDAPIVersion,
