@@ -56,8 +56,8 @@ type Input struct {
 	// ActivationPolicies are the declared ManagedResourceActivationPolicies;
 	// with those Configurations ship, they decide which MRDs of a
 	// safe-start provider are Active
-	// (docs/crossplane-behaviour.md#managed-resource-activation). Ignored
-	// without conversion.
+	// (docs/crossplane-behaviour.md#managed-resource-activation). Without
+	// conversion each is an Output warning ("not evaluated").
 	ActivationPolicies []declarations.ActivationPolicy
 }
 

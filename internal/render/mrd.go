@@ -51,7 +51,8 @@ type MRDActivation struct {
 	// By says why it is Active: "default" when the provider is not
 	// safe-start (Crossplane's converter sets Active), otherwise
 	// "ManagedResourceActivationPolicy <name>: <pattern>" of the first
-	// policy (by name) and pattern that matches. "" when inactive.
+	// policy (by name) and pattern (in byte order) that matches. "" when
+	// inactive.
 	By string
 }
 
@@ -80,7 +81,7 @@ type policy struct {
 
 // activationPolicies collects the patterns of the declared policies and of
 // the policies Configurations ship in their payload, sorted by policy name
-// and then in declaration order. A payload policy that cannot be decoded or
+// and then by pattern. A payload policy that cannot be decoded or
 // has no activate list is an error naming the package and document.
 func activationPolicies(in *Input) ([]policy, error) {
 	type named struct {
@@ -111,13 +112,19 @@ func activationPolicies(in *Input) ([]policy, error) {
 			all = append(all, named{v.Name, v.Spec.Activate})
 		}
 	}
-	sort.SliceStable(all, func(i, j int) bool { return all[i].name < all[j].name })
 	var out []policy
 	for _, n := range all {
 		for _, a := range n.activate {
 			out = append(out, policy{name: n.name, pattern: a})
 		}
 	}
+	// By policy name, then pattern: the input's order does not matter.
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].name != out[j].name {
+			return out[i].name < out[j].name
+		}
+		return out[i].pattern < out[j].pattern
+	})
 	return out, nil
 }
 

@@ -466,3 +466,32 @@ func TestConvertsRefusesBadVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestActivationBy checks that each MRD says why it is Active: the first
+// matching policy by name, or "default" for a provider without safe-start.
+func TestActivationBy(t *testing.T) {
+	in := Input{Namespace: "crossplane-system", Instance: "lockstep", CrossplaneVersion: "v2.3.4",
+		Packages: []Package{pkg(t, crossplane.KindProvider, "upbound-provider-aws-ec2", "xpkg.upbound.io/upbound/provider-aws-ec2", "v2.6.0", upstream(t, "provider-aws-ec2-v2.6.0"), nil)},
+		ActivationPolicies: []declarations.ActivationPolicy{
+			policyOf("z-all", "*"),
+			policyOf("a-network", "*.ec2.aws.upbound.io", "vpcs.ec2.aws.upbound.io"),
+		},
+	}
+	out, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, m := range out.Packages[0].Revision.MRDs {
+		got[m.Name] = m.By
+	}
+	want := map[string]string{
+		"vpcs.ec2.aws.upbound.io":   "ManagedResourceActivationPolicy a-network: *.ec2.aws.upbound.io",
+		"vpcs.ec2.aws.m.upbound.io": "ManagedResourceActivationPolicy z-all: *",
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("MRD %s activated by %q, want %q (policies by name, then patterns in byte order)", name, got[name], w)
+		}
+	}
+}
