@@ -20,12 +20,14 @@ import (
 	"github.com/lockstep-gitops/lockstep/test/xpstate"
 )
 
-// owner is an owner reference reduced to what ownership means: kind, name
-// and whether it is the controller.
+// owner is an owner reference reduced to what ownership means: kind, name,
+// whether it is the controller and whether it blocks the owner's
+// foreground deletion.
 type owner struct {
-	Kind       string
-	Name       string
-	Controller bool
+	Kind               string
+	Name               string
+	Controller         bool
+	BlockOwnerDeletion bool
 }
 
 // ownersOf returns u's owner references, sorted (Crossplane and lockstep
@@ -33,7 +35,7 @@ type owner struct {
 func ownersOf(u *unstructured.Unstructured) []owner {
 	out := []owner{}
 	for _, r := range u.GetOwnerReferences() {
-		out = append(out, owner{Kind: r.Kind, Name: r.Name, Controller: r.Controller != nil && *r.Controller})
+		out = append(out, owner{Kind: r.Kind, Name: r.Name, Controller: r.Controller != nil && *r.Controller, BlockOwnerDeletion: r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion})
 	}
 	sort.Slice(out, func(i, j int) bool { return fmt.Sprint(out[i]) < fmt.Sprint(out[j]) })
 	return out
