@@ -151,10 +151,13 @@ func (p *pkgRun) revisionStatus() map[string]any {
 	if refs == nil && p.res.Step != "" {
 		refs, _, _ = unstructured.NestedSlice(p.cur.Object, "status", "objectRefs")
 	}
-	if refs == nil {
-		refs = []any{}
+	// An empty list is left out, as Crossplane's status types
+	// (omitempty) leave it out: Crossplane's paused branch rewrites the
+	// status through them, and a field it drops would be written again by
+	// every apply (issue 16, failure 4).
+	if len(refs) > 0 {
+		st["objectRefs"] = refs
 	}
-	st["objectRefs"] = refs
 	if caps := p.po.Revision.Capabilities; len(caps) > 0 {
 		c := make([]any, len(caps))
 		for i, s := range caps {
@@ -319,7 +322,8 @@ func statusHolds(live, want map[string]any, managed []string) bool {
 }
 
 // normalizeJSON makes numbers comparable across decoders (int64 from the
-// API server, int from lockstep's maps).
+// API server, int from lockstep's maps), and an empty list the same as a
+// missing field, as Crossplane's status types (omitempty) treat them.
 func normalizeJSON(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
@@ -330,7 +334,7 @@ func normalizeJSON(v any) any {
 		return out
 	case []any:
 		if len(t) == 0 {
-			return []any(nil)
+			return nil
 		}
 		out := make([]any, len(t))
 		for i, e := range t {
