@@ -2,16 +2,23 @@ package apply_test
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fluxcd/pkg/ssa"
+	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
 // crossplanePausedStatus is a STAND-IN for one reaction of Crossplane's
@@ -137,5 +144,136 @@ func TestNoOpBesideCrossplane(t *testing.T) {
 		if got := cond(rev, crossplane.ConditionRevisionHealthy); !strings.HasPrefix(got, "True/") {
 			t.Errorf("%s %s: RevisionHealthy = %q, want True", rev.GetKind(), rev.GetName(), got)
 		}
+	}
+}
+
+// lockPackages returns the packages of Lock/lock, nil when it is absent.
+func lockPackages(t *testing.T, c client.Client) []any {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("pkg.crossplane.io/v1beta1")
+	u.SetKind("Lock")
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "lock"}, u); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		t.Fatal(err)
+	}
+	pkgs, _, _ := unstructured.NestedSlice(u.Object, "packages")
+	return pkgs
+}
+
+// addLockEntry adds e to Lock/lock as Crossplane's revision controller
+// does (read, append, Update), creating the Lock when absent.
+func addLockEntry(t *testing.T, c client.Client, e map[string]any) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("pkg.crossplane.io/v1beta1")
+		u.SetKind("Lock")
+		err := c.Get(context.Background(), client.ObjectKey{Name: "lock"}, u)
+		if apierrors.IsNotFound(err) {
+			u.SetName("lock")
+			u.SetFinalizers([]string{"lock.pkg.crossplane.io"})
+			u.Object["packages"] = []any{e}
+			return c.Create(context.Background(), u, client.FieldOwner("crossplane"))
+		}
+		if err != nil {
+			return err
+		}
+		pkgs, _, _ := unstructured.NestedSlice(u.Object, "packages")
+		u.Object["packages"] = append(pkgs, e)
+		return c.Update(context.Background(), u, client.FieldOwner("crossplane"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// instanceEntries returns the Lock entries whose name starts with prefix
+// (the fixture's packages and revisions carry it), as JSON by name.
+func instanceEntries(t *testing.T, c client.Client, prefix string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, e := range lockPackages(t, c) {
+		m, _ := e.(map[string]any)
+		if n, _ := m["name"].(string); strings.HasPrefix(n, prefix) {
+			b, _ := json.Marshal(m)
+			out[n] = string(b)
+		}
+	}
+	return out
+}
+
+// wantEntries returns the rendered Lock entries of out, as JSON by name.
+func wantEntries(t *testing.T, out *render.Output, skip ...string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, po := range out.Packages {
+		if slices.Contains(skip, po.Name) {
+			continue
+		}
+		b, _ := json.Marshal(po.Lock.Object())
+		m[po.Revision.Name] = string(b)
+	}
+	return m
+}
+
+// TestCrossplaneLock (issue 16, failure 5): apply writes an entry in
+// Crossplane's Lock/lock for every package it installed, as Crossplane's
+// revision controller would, keeps it in step through an upgrade and a
+// removal, leaves the entries of packages it does not own alone, and
+// writes nothing when nothing changed.
+func TestCrossplaneLock(t *testing.T) {
+	f := newFixture(t)
+	m := f.manager(t, nil)
+	// Crossplane's own entry for a package lockstep does not manage.
+	foreign := map[string]any{
+		"apiVersion": "pkg.crossplane.io/v1", "kind": "Provider",
+		"name": f.prefix + "-crossplane-provider-abcdef123456", "source": "xpkg.example/" + f.prefix + "/crossplane-provider",
+		"version": "v1.0.0", "dependencies": []any{},
+	}
+	addLockEntry(t, f.env.Client, foreign)
+
+	prov := f.demo(t, "provider-demo", "v0.1.0")
+	fn := build(t, f.demo(t, "function-demo", "v0.1.0"))
+	cfg := build(t, f.demo(t, "configuration-demo", "v0.1.0"))
+	out := f.render(t, build(t, prov), fn, cfg)
+	res := f.apply(t, m, out, apply.ApplyMeta{})
+	mustSucceed(t, res)
+	want := wantEntries(t, out)
+	b, _ := json.Marshal(foreign)
+	want[foreign["name"].(string)] = string(b)
+	if diff := cmp.Diff(want, instanceEntries(t, f.env.Client, f.prefix)); diff != "" {
+		t.Errorf("Lock/lock after the install, -want +got:\n%s", diff)
+	}
+	if res.Lock == nil || res.Lock.Action == ssa.UnchangedAction {
+		t.Errorf("Result.Lock = %+v, want the Lock configured", res.Lock)
+	}
+
+	f.reqs.reset()
+	res = f.apply(t, m, out, apply.ApplyMeta{})
+	mustSucceed(t, res)
+	if _, mutating := f.reqs.snapshot(); len(mutating) != 0 {
+		t.Errorf("a repeat apply sent %d mutating requests:\n%s", len(mutating), strings.Join(mutating, "\n"))
+	}
+
+	// Upgrade the provider: its entry names the new revision, the old
+	// revision's entry is gone.
+	up := f.render(t, build(t, synthetic(prov, 7)), fn, cfg)
+	mustSucceed(t, f.apply(t, m, up, apply.ApplyMeta{}))
+	want = wantEntries(t, up)
+	want[foreign["name"].(string)] = string(b)
+	if diff := cmp.Diff(want, instanceEntries(t, f.env.Client, f.prefix)); diff != "" {
+		t.Errorf("Lock/lock after the upgrade, -want +got:\n%s", diff)
+	}
+
+	// Remove the configuration: its entry goes, the others stay.
+	rm := f.render(t, build(t, synthetic(prov, 7)), fn)
+	mustSucceed(t, f.apply(t, m, rm, apply.ApplyMeta{}))
+	want = wantEntries(t, rm)
+	want[foreign["name"].(string)] = string(b)
+	if diff := cmp.Diff(want, instanceEntries(t, f.env.Client, f.prefix)); diff != "" {
+		t.Errorf("Lock/lock after the removal, -want +got:\n%s", diff)
 	}
 }

@@ -49,6 +49,15 @@ type PackageOutput struct {
 	Record *Object
 	// Revision is the revision for Digest.
 	Revision *RevisionOutput
+	// Lock is the entry Revision has in Crossplane's Lock/lock while it is
+	// Active (docs/design.md#crossplanes-lock).
+	Lock *LockPackage
+	// CrossplaneConstraint is the package metadata's spec.crossplane.version,
+	// the Masterminds semver constraint on the Crossplane the cluster runs
+	// (docs/crossplane-behaviour.md#crossplane-version-constraints); "" when
+	// the package has none or its declaration sets
+	// ignoreCrossplaneConstraints.
+	CrossplaneConstraint string
 
 	namespace string // the Crossplane namespace, for comments in WriteYAML
 }

@@ -115,6 +115,10 @@ func (r *renderer) renderPackage(p *Package) (*PackageOutput, error) {
 		},
 	}
 	rev := po.Revision
+	po.Lock = lockPackage(p, rev.Name, r.in.Packages)
+	if !d.Spec.IgnoreCrossplaneConstraints {
+		po.CrossplaneConstraint = p.Contents.Meta.CrossplaneVersion
+	}
 	kind := p.Kind.Descriptor()
 	if rev.Capabilities == nil {
 		rev.Capabilities = slices.Clone(kind.DefaultCapabilities)
