@@ -18,6 +18,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
@@ -275,5 +276,79 @@ func TestCrossplaneLock(t *testing.T) {
 	want[foreign["name"].(string)] = string(b)
 	if diff := cmp.Diff(want, instanceEntries(t, f.env.Client, f.prefix)); diff != "" {
 		t.Errorf("Lock/lock after the removal, -want +got:\n%s", diff)
+	}
+}
+
+// TestResolvedStatus (issue 16, failure 5): packages and revisions carry
+// what `kubectl get providers -o wide` and `crossplane resource trace`
+// show, in the shapes Crossplane v2.3.4 writes them
+// ($LOCKSTEP_TESTDATA/crossplane-installed: resolvedPackage,
+// appliedImageConfigRefs with name and reason, resolvedImage,
+// foundDependencies and installedDependencies).
+func TestResolvedStatus(t *testing.T) {
+	f := newFixture(t)
+	m := f.manager(t, nil)
+	mirror := declarations.ImageConfig{}
+	mirror.Name = f.prefix + "-mirror"
+	mirror.Spec.MatchImages = []declarations.ImageMatch{{Type: declarations.ImageMatchPrefix, Prefix: "registry.lockstep.test/" + f.prefix + "/"}}
+	mirror.Spec.RewriteImage = &declarations.ImageRewrite{Prefix: "127.0.0.1:5055/" + f.prefix + "/"}
+	secret := declarations.ImageConfig{}
+	secret.Name = f.prefix + "-pull"
+	secret.Spec.MatchImages = []declarations.ImageMatch{{Type: declarations.ImageMatchPrefix, Prefix: "127.0.0.1:5055/" + f.prefix + "/provider"}}
+	secret.Spec.Registry = &declarations.RegistryConfig{Authentication: &declarations.RegistryAuthentication{}}
+	secret.Spec.Registry.Authentication.PullSecretRef.Name = "mirror-credentials"
+
+	cfg := f.demo(t, "configuration-demo", "v0.1.0")
+	cfg.edit = func(files map[string]string) {
+		files["crossplane.yaml"] = strings.ReplaceAll(files["crossplane.yaml"], "lockstep.example/lockstep-examples/", "registry.lockstep.test/"+f.prefix+"/")
+	}
+	pkgs := []render.Package{build(t, f.demo(t, "provider-demo", "v0.1.0")), build(t, f.demo(t, "function-demo", "v0.1.0")), build(t, cfg)}
+	out, err := render.Render(render.Input{Namespace: f.namespace, Instance: f.instance, Packages: pkgs, ImageConfigs: []declarations.ImageConfig{mirror, secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+
+	rewritten := func(pkg string, po *render.PackageOutput) string {
+		return "127.0.0.1:5055/" + f.prefix + "/" + pkg + "@" + po.Digest
+	}
+	rw := map[string]any{"name": mirror.Name, "reason": "RewriteImage"}
+	ps := map[string]any{"name": secret.Name, "reason": "SetImagePullSecret"}
+	byKind := map[crossplane.Kind]*render.PackageOutput{}
+	for _, po := range out.Packages {
+		byKind[po.Kind] = po
+	}
+	type fields = map[string]any
+	cases := map[string]struct {
+		reason string
+		obj    *unstructured.Unstructured
+		want   fields
+	}{
+		"Provider": {"a rewritten package with a pull secret from a second ImageConfig",
+			f.get(t, "pkg.crossplane.io/v1", "Provider", "", byKind[crossplane.KindProvider].Name),
+			fields{"resolvedPackage": rewritten("provider-demo", byKind[crossplane.KindProvider]), "appliedImageConfigRefs": []any{rw, ps}}},
+		"ProviderRevision": {"the revision reports the same image as resolvedImage, and no dependency counts without dependencies",
+			f.revision(t, crossplane.KindProvider, byKind[crossplane.KindProvider].Revision.Name),
+			fields{"resolvedImage": rewritten("provider-demo", byKind[crossplane.KindProvider]), "appliedImageConfigRefs": []any{rw, ps}}},
+		"Function": {"a rewritten package",
+			f.get(t, "pkg.crossplane.io/v1", "Function", "", byKind[crossplane.KindFunction].Name),
+			fields{"resolvedPackage": rewritten("function-demo", byKind[crossplane.KindFunction]), "appliedImageConfigRefs": []any{rw}}},
+		"ConfigurationRevision": {"a configuration's revision counts its dependencies, all installed",
+			f.revision(t, crossplane.KindConfiguration, byKind[crossplane.KindConfiguration].Revision.Name),
+			fields{"resolvedImage": rewritten("configuration-demo", byKind[crossplane.KindConfiguration]), "appliedImageConfigRefs": []any{rw},
+				"foundDependencies": int64(2), "installedDependencies": int64(2)}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := fields{}
+			for k := range map[string]bool{"resolvedPackage": true, "resolvedImage": true, "appliedImageConfigRefs": true, "foundDependencies": true, "installedDependencies": true, "invalidDependencies": true} {
+				if v, ok, _ := unstructured.NestedFieldNoCopy(tc.obj.Object, "status", k); ok {
+					got[k] = v
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s: status -want +got:\n%s", tc.reason, diff)
+			}
+		})
 	}
 }

@@ -1,7 +1,10 @@
 package render
 
 import (
+	"fmt"
 	"slices"
+
+	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
@@ -133,4 +136,57 @@ func satisfiedBy(dependent, dep string, all []Package) string {
 		}
 	}
 	return dep
+}
+
+// resolve sets po's ResolvedPackage and ImageConfigRefs: spec.package
+// after the best-matching ImageConfig rewrite, and which ImageConfigs
+// rewrote it or give its pull secret (matched on the rewritten reference,
+// as the runtime's). It fails when the rewrite gives no valid reference.
+func (r *renderer) resolve(p *Package, po *PackageOutput) error {
+	rewritten, config, err := r.images.rewrite(p.ref())
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	ref, err := name.ParseReference(rewritten, name.StrictValidation)
+	if err != nil {
+		return fmt.Errorf("%s: ImageConfig %s rewrites %s to %q, which is not a valid image reference: %w", p, config, p.ref(), rewritten, err)
+	}
+	po.ResolvedPackage = ref.Name()
+	if config != "" {
+		po.ImageConfigRefs = append(po.ImageConfigRefs, ImageConfigRef{Name: config, Reason: ImageConfigReasonRewrite})
+	}
+	if _, c := r.images.pullSecret(po.ResolvedPackage); c != "" {
+		po.ImageConfigRefs = append(po.ImageConfigRefs, ImageConfigRef{Name: c, Reason: ImageConfigReasonPullSecret})
+	}
+	return nil
+}
+
+// countDependencies sets every package's Dependencies and
+// InstalledDependencies: the distinct packages its Lock entry's
+// dependencies reach, following the dependencies of those in out, and how
+// many of them out has (Crossplane's TraceNode over the Lock).
+func countDependencies(out *Output) {
+	bySource := map[string]*PackageOutput{}
+	for _, po := range out.Packages {
+		bySource[po.Source] = po
+	}
+	for _, po := range out.Packages {
+		seen := map[string]bool{po.Source: true}
+		queue := []*PackageOutput{po}
+		for len(queue) > 0 {
+			cur := queue[0]
+			queue = queue[1:]
+			for _, d := range cur.Lock.Dependencies {
+				if seen[d.Package] {
+					continue
+				}
+				seen[d.Package] = true
+				po.Dependencies++
+				if dep := bySource[d.Package]; dep != nil {
+					po.InstalledDependencies++
+					queue = append(queue, dep)
+				}
+			}
+		}
+	}
 }

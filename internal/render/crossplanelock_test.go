@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,28 +18,65 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
-// capturedLock returns the packages of Lock/lock in a scenario file of
+// captured returns the objects of a scenario file of
 // $LOCKSTEP_TESTDATA/crossplane-installed (what Crossplane v2.3.4 wrote).
-func capturedLock(t *testing.T, file string) []any {
+func captured(t *testing.T, file string) []map[string]any {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(testdataDir(t), "crossplane-installed", file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	var out []map[string]any
 	for {
 		var obj map[string]any
 		if err := dec.Decode(&obj); err != nil {
 			if errors.Is(err, io.EOF) {
-				t.Fatalf("%s has no Lock", file)
+				return out
 			}
 			t.Fatal(err)
 		}
+		if obj != nil {
+			out = append(out, obj)
+		}
+	}
+}
+
+// capturedLock returns the packages of Lock/lock in a scenario file.
+func capturedLock(t *testing.T, file string) []any {
+	t.Helper()
+	for _, obj := range captured(t, file) {
 		if obj["kind"] == crossplane.KindLock {
 			pkgs, _ := obj["packages"].([]any)
 			return pkgs
 		}
 	}
+	t.Fatalf("%s has no Lock", file)
+	return nil
+}
+
+// capturedDependencies returns, per revision name of a scenario file, its
+// status foundDependencies and installedDependencies as "found/installed".
+func capturedDependencies(t *testing.T, file string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, obj := range captured(t, file) {
+		if k, _ := obj["kind"].(string); !strings.HasSuffix(k, "Revision") || !strings.HasPrefix(fmt.Sprint(obj["apiVersion"]), crossplane.Group+"/") {
+			continue
+		}
+		md, _ := obj["metadata"].(map[string]any)
+		st, _ := obj["status"].(map[string]any)
+		out[fmt.Sprint(md["name"])] = fmt.Sprintf("%v/%v", num(st["foundDependencies"]), num(st["installedDependencies"]))
+	}
+	return out
+}
+
+// num returns a decoded number, 0 when absent.
+func num(v any) any {
+	if v == nil {
+		return 0
+	}
+	return v
 }
 
 // TestLockPackageAsCrossplane: the Lock entry lockstep renders for each
@@ -113,6 +152,19 @@ func TestLockPackageAsCrossplane(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("%s: Lock entries by revision name, -Crossplane v2.3.4 +lockstep:\n%s", tc.reason, diff)
+			}
+			deps := map[string]string{}
+			for _, po := range out.Packages {
+				deps[po.Revision.Name] = fmt.Sprintf("%d/%d", po.Dependencies, po.InstalledDependencies)
+			}
+			wantDeps := capturedDependencies(t, tc.file)
+			for n := range wantDeps {
+				if _, ok := deps[n]; !ok {
+					delete(wantDeps, n) // an old revision, not rendered
+				}
+			}
+			if diff := cmp.Diff(wantDeps, deps); diff != "" {
+				t.Errorf("%s: foundDependencies/installedDependencies by revision, -Crossplane v2.3.4 +lockstep:\n%s", tc.reason, diff)
 			}
 		})
 	}
