@@ -352,3 +352,52 @@ func TestResolvedStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestCrossplaneLockKeptWhenRefused: a package Crossplane installed and
+// still runs keeps its Lock entry when lockstep refuses to take it over
+// before writing anything (here, its Crossplane constraint), so Crossplane
+// stays in charge and its revision controller has nothing to put back.
+func TestCrossplaneLockKeptWhenRefused(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	spec := f.demo(t, "provider-demo", "v0.1.0")
+	spec.edit = func(files map[string]string) {
+		files["crossplane.yaml"] = strings.Replace(files["crossplane.yaml"], `version: ">=v1.14.0-0"`, `version: ">=v2.1.0"`, 1)
+	}
+	if err := f.env.Client.Create(ctx, crossplaneDeployment(f.namespace, "crossplane", "xpkg.crossplane.io/crossplane/crossplane:v1.20.0")); err != nil {
+		t.Fatal(err)
+	}
+	// What Crossplane's package manager made for the package: the
+	// Provider, its Active revision (not paused) and the revision's entry.
+	crossplaneRev := spec.name + "-0123456789ab"
+	pkg := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "pkg.crossplane.io/v1", "kind": "Provider",
+		"metadata": map[string]any{"name": spec.name},
+		"spec":     map[string]any{"package": spec.source + ":v0.0.9"},
+	}}
+	rev := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "pkg.crossplane.io/v1", "kind": "ProviderRevision",
+		"metadata": map[string]any{"name": crossplaneRev, "labels": map[string]any{"pkg.crossplane.io/package": spec.name}},
+		"spec":     map[string]any{"desiredState": "Active", "image": spec.source + ":v0.0.9", "revision": int64(1)},
+	}}
+	for _, u := range []*unstructured.Unstructured{pkg, rev} {
+		if err := f.env.Client.Create(ctx, u, client.FieldOwner("crossplane")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entry := map[string]any{
+		"apiVersion": "pkg.crossplane.io/v1", "kind": "Provider", "name": crossplaneRev,
+		"source": spec.source, "version": "v0.0.9", "dependencies": []any{},
+	}
+	addLockEntry(t, f.env.Client, entry)
+
+	res := f.apply(t, f.manager(t, nil), f.render(t, build(t, spec)), apply.ApplyMeta{})
+	if res.Packages[0].Step != "preflight" {
+		t.Fatalf("the package was not refused at preflight: step %q, %v", res.Packages[0].Step, res.Packages[0].Err)
+	}
+	b, _ := json.Marshal(entry)
+	want := map[string]string{crossplaneRev: string(b)}
+	if diff := cmp.Diff(want, instanceEntries(t, f.env.Client, f.prefix)); diff != "" {
+		t.Errorf("Crossplane's entry of the package lockstep refused to take over, -want +got:\n%s", diff)
+	}
+}

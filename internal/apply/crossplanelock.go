@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 )
 
 // LockName is the name of Crossplane's one cluster-scoped Lock
@@ -30,6 +31,10 @@ const lockSubject = crossplane.KindLock + "/" + LockName
 // revision of these packages that is not Active, nor for the revisions of
 // pruned packages. Entries of other packages (another instance's, or
 // Crossplane's own) are kept as they are, in their order.
+//
+// A package that stopped before its records step (refused at preflight,
+// or an adoption that failed) leaves the entry of its Active revision as
+// it is, so a package Crossplane still runs keeps its place.
 //
 // Lock.packages is an atomic list (no list-type marker in Crossplane's
 // CRD), so a server-side apply would take the whole list: the step reads
@@ -131,6 +136,16 @@ func (r *run) lockPackages(have []any) []any {
 			ours[rev.GetName()] = true
 		}
 		active := p.res.ActiveRevision
+		if active == "" {
+			// The package stopped before its records step: the revision
+			// that is Active (Crossplane's, when lockstep is adopting the
+			// package) is still in charge and keeps its entry.
+			for _, rev := range r.live.revisionsOf(p.key) {
+				if live.DesiredState(rev) == crossplane.DesiredStateActive {
+					active = rev.GetName()
+				}
+			}
+		}
 		switch {
 		case active == "":
 		case active == p.po.Revision.Name:
