@@ -28,6 +28,7 @@ type applyFlags struct {
 	dryRun      bool
 	timeout     time.Duration
 	pruneCRDs   string
+	protect     bool
 	concurrency int
 	verbose     bool
 	allowEmpty  bool
@@ -50,6 +51,14 @@ packages gone from Git are pruned; their CRDs follow --prune-crds. A lock
 without packages over an instance that installed some (declarations deleted,
 or lock run in the wrong directory) would uninstall them all; it is refused
 unless --allow-empty is given (a --dry-run shows what it would prune).
+
+Unless --deletion-protection=false, apply first installs a
+ValidatingAdmissionPolicy that lets only its own user (as a SelfSubjectReview
+names it) and the garbage collector delete the instance's package and
+revision records, CRDs, MRDs and XRDs: a package deleted by hand would take
+its CRDs and every resource of them along (crossplane/crossplane#6001). An
+object annotated lockstep.io/allow-delete=true may be deleted by anyone;
+--deletion-protection=false removes the policy (docs/design.md#deletion-protection).
 
 One apply writes an instance at a time: apply holds the Lease
 lockstep-apply-<instance> in --namespace while it writes, as the agent does
@@ -75,6 +84,7 @@ and says so.`,
 	fl.BoolVar(&f.dryRun, "dry-run", false, "send every write as a server-side dry-run and delete nothing; print what would change")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up after this long (0: no limit)")
 	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists, else keep it and warn), never, always")
+	fl.BoolVar(&f.protect, "deletion-protection", true, "let only lockstep's own user (and the garbage collector) delete this instance's package and revision records, CRDs, MRDs and XRDs, with a ValidatingAdmissionPolicy (docs/design.md#deletion-protection); false removes the policy")
 	fl.IntVar(&f.concurrency, "concurrency", apply.DefaultOptions().Concurrency, "requests of one package sent in parallel, and packages that share no object applied at once")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also list unchanged objects")
 	fl.DurationVar(&f.lockTimeout, "lock-timeout", 0, "wait this long for another apply of the instance (lockstep apply or the agent) to finish (0: fail at once)")
@@ -92,6 +102,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	opts := apply.DefaultOptions()
 	opts.Namespace, opts.Instance = f.cluster.namespace, f.render.instance
 	opts.PruneCRDs, opts.Concurrency, opts.DryRun = plan.PruneCRDs(f.pruneCRDs), f.concurrency, f.dryRun
+	opts.DeletionProtection = f.protect
 	if err := opts.Validate(); err != nil {
 		return usageError(err)
 	}

@@ -25,16 +25,22 @@ metadata:
   name: configuration-demo
 spec:
   package: lockstep.example/lockstep-examples/configuration-demo:` + version + "\n",
-		"mirror.yaml": `apiVersion: pkg.crossplane.io/v1beta1
+		"mirror.yaml": mirrorTo("lockstep.example", reg),
+	})
+}
+
+// mirrorTo is an ImageConfig named mirror that rewrites every reference
+// under registry host from to reg.
+func mirrorTo(from string, reg *registry.Registry) string {
+	return `apiVersion: pkg.crossplane.io/v1beta1
 kind: ImageConfig
 metadata:
   name: mirror
 spec:
   matchImages:
-  - prefix: lockstep.example/
+  - prefix: ` + from + `/
   rewriteImage:
-    prefix: ` + reg.Host + "/\n",
-	})
+    prefix: ` + reg.Host + "/\n"
 }
 
 // TestLockCommand runs lockstep lock, then lock --check, against the
