@@ -86,7 +86,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, o *Outcome, rerr error) er
 	if err := r.c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(patch), client.FieldOwner(SyncStatusFieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply Sync %s/%s status: %w", ns, name, err)
 	}
-	r.announce(ctx, live, prev, st)
+	var warnings []string
+	if o != nil && o.Applied && o.Result != nil {
+		warnings = o.Result.Warnings
+	}
+	r.announce(ctx, live, prev, st, warnings)
 	if r.metrics != nil && st.Updates != nil {
 		r.metrics.UpdatePolls.WithLabelValues("succeeded").Set(float64(st.Updates.Polls - st.Updates.FailedPolls))
 		r.metrics.UpdatePolls.WithLabelValues("failed").Set(float64(st.Updates.FailedPolls))

@@ -133,6 +133,9 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 	for _, d := range all {
 		d.deferDryRun = pending[d.u.GroupVersionKind().GroupKind()]
 	}
+	if err := p.findHandOffs(ctx); err != nil {
+		return err
+	}
 
 	return p.planAll(ctx, all)
 }

@@ -111,6 +111,9 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 		res:  &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet(), Health: healthTarget(po)},
 		uids: map[render.Reference]types.UID{},
 	}
+	for _, w := range po.Revision.Warnings {
+		r.warn(p.res, "%s", w)
+	}
 	p.replacedBy = r.replacedBy[p.key]
 	p.findReplaced(r.meta.Replaces[p.key.String()])
 

@@ -212,6 +212,11 @@ func (c *comparer) pkg(a, b *pkgState) (*PackageChange, error) {
 	if b != nil && b.out != nil && b.out.Revision.Problem != nil {
 		c.warnings = append(c.warnings, fmt.Sprintf("%s %s: %s", pc.Kind, pc.Name, b.out.Revision.Problem))
 	}
+	if b != nil && b.out != nil {
+		for _, w := range b.out.Revision.Warnings {
+			c.warnings = append(c.warnings, fmt.Sprintf("%s %s: %s", pc.Kind, pc.Name, w))
+		}
+	}
 	if b != nil && pc.Change != Removed {
 		c.checkFunctions(pc, b)
 	}
