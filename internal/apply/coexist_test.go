@@ -20,6 +20,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/render"
+	"github.com/lockstep-gitops/lockstep/test/xpstate"
 )
 
 // crossplanePausedStatus is a STAND-IN for one reaction of Crossplane's
@@ -399,5 +400,64 @@ func TestCrossplaneLockKeptWhenRefused(t *testing.T) {
 	want := map[string]string{crossplaneRev: string(b)}
 	if diff := cmp.Diff(want, instanceEntries(t, f.env.Client, f.prefix)); diff != "" {
 		t.Errorf("Crossplane's entry of the package lockstep refused to take over, -want +got:\n%s", diff)
+	}
+}
+
+// capturedLockPackages returns the packages of Lock/lock in a captured
+// scenario (test/xpstate), as JSON-decoded values.
+func capturedLockPackages(t *testing.T, file string) []any {
+	t.Helper()
+	objs, err := xpstate.ParseFile(xpstate.Path(t, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range objs {
+		if u.GetKind() == "Lock" {
+			pkgs, _, _ := unstructured.NestedSlice(u.Object, "packages")
+			return pkgs
+		}
+	}
+	t.Fatalf("%s has no Lock", file)
+	return nil
+}
+
+// TestCrossplaneLockAfterHandOff (issue 16, failures 2 and 5): over the
+// state Crossplane v2.3.4 left (captured S2 before the upgrade, replayed),
+// lockstep upgrades function-patch-and-transform to v0.10.8. Lock/lock then
+// holds what Crossplane's own upgrade wrote for the function (captured S2
+// after the upgrade: the new revision's entry, the Crossplane-era one
+// gone) and Crossplane's untouched entry for provider-kubernetes, which
+// lockstep does not manage. A second apply does not write the Lock.
+func TestCrossplaneLockAfterHandOff(t *testing.T) {
+	testdata(t)
+	const pat = "crossplane-contrib-function-patch-and-transform"
+	f := replayFixture(t, xpstate.S2BeforeUpgrade)
+	m := f.manager(t, nil)
+	out := f.render(t, build(t, upstream(t, crossplane.KindFunction, pat, "function-patch-and-transform-v0.10.8", "xpkg.upbound.io/crossplane-contrib/function-patch-and-transform", "v0.10.8", true)))
+	res := f.apply(t, m, out, apply.ApplyMeta{})
+	mustSucceed(t, res)
+
+	var want []any
+	for _, e := range capturedLockPackages(t, xpstate.S2BeforeUpgrade) {
+		if m, _ := e.(map[string]any); m["kind"] == "Provider" {
+			want = append(want, e)
+		}
+	}
+	for _, e := range capturedLockPackages(t, xpstate.S2AfterUpgrade) {
+		if m, _ := e.(map[string]any); m["kind"] == "Function" {
+			want = append(want, e)
+		}
+	}
+	if diff := cmp.Diff(want, lockPackages(t, f.env.Client)); diff != "" {
+		t.Errorf("Lock/lock packages, -Crossplane's (provider before, function after its upgrade) +after lockstep's upgrade:\n%s", diff)
+	}
+
+	f.reqs.reset()
+	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	_, mutating := f.reqs.snapshot()
+	for _, l := range mutating {
+		if strings.Contains(l, "/locks/") {
+			t.Errorf("the second apply wrote %s", l)
+		}
 	}
 }
