@@ -461,3 +461,32 @@ func TestCrossplaneLockAfterHandOff(t *testing.T) {
 		}
 	}
 }
+
+// TestCrossplaneLockAdoptedUnchanged (issue 16, failure 5): lockstep
+// taking over the packages Crossplane v2.3.4 installed at the same versions
+// (captured S1, replayed) finds Lock/lock already as it would write it:
+// its entries are Crossplane's byte for byte, so the Lock is not written,
+// whether a package is adopted or (until adoption handles it) refused.
+func TestCrossplaneLockAdoptedUnchanged(t *testing.T) {
+	testdata(t)
+	f := replayFixture(t, xpstate.S1)
+	out := f.render(t,
+		build(t, upstream(t, crossplane.KindProvider, "crossplane-contrib-provider-nop", "provider-nop-v0.4.0", "xpkg.upbound.io/crossplane-contrib/provider-nop", "v0.4.0", true)),
+		build(t, upstream(t, crossplane.KindFunction, "crossplane-contrib-function-auto-ready", "function-auto-ready-v0.7.0", "xpkg.upbound.io/crossplane-contrib/function-auto-ready", "v0.7.0", true)))
+	res := f.apply(t, f.manager(t, nil), out, apply.ApplyMeta{})
+	for _, p := range res.Packages {
+		t.Logf("%s %s: step %q err %v", p.Kind, p.Name, p.Step, p.Err)
+	}
+	if diff := cmp.Diff(capturedLockPackages(t, xpstate.S1), lockPackages(t, f.env.Client)); diff != "" {
+		t.Errorf("Lock/lock packages, -Crossplane's +after lockstep's apply:\n%s", diff)
+	}
+	_, mutating := f.reqs.snapshot()
+	for _, l := range mutating {
+		if strings.Contains(l, "/locks/") {
+			t.Errorf("the apply wrote %s", l)
+		}
+	}
+	if res.Lock == nil || res.Lock.Action != ssa.UnchangedAction {
+		t.Errorf("Result.Lock = %+v, want unchanged", res.Lock)
+	}
+}
