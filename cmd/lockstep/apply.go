@@ -11,12 +11,12 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/spf13/cobra"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/git"
 	"github.com/lockstep-gitops/lockstep/internal/health"
-	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/writelock"
 )
@@ -102,6 +102,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	opts := apply.DefaultOptions()
 	opts.Namespace, opts.Instance = f.cluster.namespace, f.render.instance
 	opts.PruneCRDs, opts.Concurrency, opts.DryRun = plan.PruneCRDs(f.pruneCRDs), f.concurrency, f.dryRun
+	opts.AllowEmpty = f.allowEmpty
 	opts.DeletionProtection = f.protect
 	if err := opts.Validate(); err != nil {
 		return usageError(err)
@@ -122,31 +123,18 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	if len(snap.Lock.Packages) == 0 && !f.allowEmpty && !f.dryRun {
-		if err := refuseEmpty(ctx, c, opts.Namespace, opts.Instance); err != nil {
-			return err
-		}
-	}
-	leases, err := coordinationv1client.NewForConfig(cfg)
+	lock, err := writeLock(cfg, opts.Namespace, opts.Instance, "lockstep apply", f.lockTimeout)
 	if err != nil {
 		return err
 	}
-	lock := writelock.New(leases, writelock.Options{
-		Namespace: opts.Namespace, Instance: opts.Instance,
-		Identity: writelock.Identity("lockstep apply"), Timeout: f.lockTimeout,
-	})
 	m, err := apply.NewManager(c, opts, apply.WithRESTConfig(cfg), apply.WithLock(lock))
 	if err != nil {
 		return err
 	}
 	meta := apply.ApplyMeta{Commit: git.HeadHash(f.render.dir), LockDigest: snap.LockDigest, Replaces: snap.Replaces}
 	res, err := m.Apply(ctx, out, meta)
-	var held *writelock.HeldError
-	if errors.As(err, &held) && held.Waited == 0 {
-		return fmt.Errorf("%w, or wait for it with --lock-timeout", err)
-	}
 	if err != nil {
-		return err
+		return lockError(err)
 	}
 	printResult(cmd.OutOrStdout(), res, f.dryRun, f.verbose)
 	if !f.dryRun {
@@ -165,23 +153,27 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	return nil
 }
 
-// refuseEmpty returns an error when instance's inventory in namespace
-// (internal/inventory) lists packages: applying an empty lock over them
-// would prune them all, which --allow-empty must confirm.
-func refuseEmpty(ctx context.Context, c client.Reader, namespace, instance string) error {
-	inv, err := inventory.Read(ctx, c, namespace, instance)
+// writeLock returns the write Lease of instance in namespace
+// (internal/writelock) for a writer named what, waiting up to timeout
+// (--lock-timeout) for another holder.
+func writeLock(cfg *rest.Config, namespace, instance, what string, timeout time.Duration) (*writelock.Lock, error) {
+	leases, err := coordinationv1client.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if len(inv.Packages) == 0 {
-		return nil
+	return writelock.New(leases, writelock.Options{
+		Namespace: namespace, Instance: instance, Identity: writelock.Identity(what), Timeout: timeout,
+	}), nil
+}
+
+// lockError adds the --lock-timeout hint to a *writelock.HeldError of a
+// writer that did not wait.
+func lockError(err error) error {
+	var held *writelock.HeldError
+	if errors.As(err, &held) && held.Waited == 0 {
+		return fmt.Errorf("%w, or wait for it with --lock-timeout", err)
 	}
-	names := make([]string, len(inv.Packages))
-	for i, p := range inv.Packages {
-		names[i] = string(p.Kind) + " " + p.Name
-	}
-	return fmt.Errorf("refusing to apply an empty lock over the %d %s instance %q installed in namespace %s (%s): that would uninstall them all; pass --allow-empty if that is what you want",
-		len(names), plural(len(names), "package", "packages"), instance, namespace, strings.Join(names, ", "))
+	return err
 }
 
 // printResult writes the change set of every package, the pruned packages,

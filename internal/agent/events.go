@@ -18,11 +18,16 @@ const (
 	// EventWarning carries one warning of a newly applied commit
 	// (apply.Result.Warnings, which include the rendered revisions'
 	// render.RevisionOutput.Warnings).
-	EventWarning         = "ReconciliationWarning"
-	EventStalled         = "Stalled"
-	EventUpdateProposed  = "UpdateProposed"
-	EventUpdateFailed    = "UpdateFailed"
-	eventComponentSource = "lockstep-agent"
+	EventWarning        = "ReconciliationWarning"
+	EventStalled        = "Stalled"
+	EventUpdateProposed = "UpdateProposed"
+	EventUpdateFailed   = "UpdateFailed"
+	// EventDeclarationWarning is a Warning Event per declarations warning
+	// (declarations.Set Warnings, such as a near-miss group
+	// pkg.crossplan.io whose objects are ignored) of a commit, sent by the
+	// reconcile that first reads the commit (Outcome.Warnings).
+	EventDeclarationWarning = "DeclarationWarning"
+	eventComponentSource    = "lockstep-agent"
 )
 
 var eventSeq atomic.Int64

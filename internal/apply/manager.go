@@ -72,6 +72,11 @@ type Options struct {
 	// DryRun sends every write as a server-side dry-run and deletes nothing:
 	// the Result says what a real apply would change.
 	DryRun bool
+	// AllowEmpty lets an Output without packages prune every package the
+	// instance's inventory lists (--allow-empty); without it Apply refuses
+	// such an Output with an *EmptyLockError before any package is written
+	// or pruned.
+	AllowEmpty bool
 	// DeletionProtection installs the instance's ValidatingAdmissionPolicy
 	// that lets only lockstep's user (and the garbage collector) delete its
 	// package and revision records and its CRDs, MRDs and XRDs
@@ -335,8 +340,9 @@ func (p *PackageResult) Counts() map[ssa.Action]int {
 // Output is for another namespace or instance, another apply holds the
 // instance's write lock (WithLock; a *writelock.HeldError), the deletion
 // protection cannot be applied or removed (Options.DeletionProtection), the
-// pkg.crossplane.io kinds are not served, or the cluster state or
-// inventory cannot be read. Package
+// pkg.crossplane.io kinds are not served, the cluster state or inventory
+// cannot be read, or out has no package while the inventory lists some and
+// Options.AllowEmpty is not set (an *EmptyLockError). Package
 // failures are in Result.Err. A cancelled ctx stops the reconcile at the
 // next request; the next Apply converges.
 func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta) (*Result, error) {
@@ -366,6 +372,9 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 		defer r.crds.Stop()
 	}
 	if err := r.load(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.refuseEmpty(r.live.inventory); err != nil {
 		return nil, err
 	}
 	cv, err := r.readCrossplaneVersion(ctx)

@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -210,6 +211,16 @@ func (r *run) finish(ctx context.Context) {
 
 	inv := &inventory.Inventory{Instance: r.opts.Instance}
 	for _, p := range r.pkgs {
+		if p.res.Err != nil && !p.recorded {
+			// Refused before its first write: it keeps the entry of what
+			// it installed before, unchanged, or gets none.
+			if prev := old.Package(p.key.Kind, p.key.Name); prev != nil {
+				keep := *prev
+				keep.Entries = slices.Clone(prev.Entries)
+				inv.Packages = append(inv.Packages, keep)
+			}
+			continue
+		}
 		// A package that failed keeps the intent recorded before its first
 		// write (recordIntent): a write that failed may still have landed.
 		// One that succeeded lists what it applied.

@@ -77,6 +77,7 @@ func Compare(base, head *State, opts Options) (*Report, error) {
 	r.Lock = lockChanges(base.Lock, head.Lock)
 	r.Warnings = append(r.Warnings, staleness("base", base)...)
 	r.Warnings = append(r.Warnings, staleness("head", head)...)
+	r.Warnings = append(r.Warnings, declarationWarnings("head", head)...)
 
 	be, he := base.entries(), head.entries()
 	sources := slices.Collect(maps.Keys(be))
@@ -170,6 +171,22 @@ func staleness(name string, s *State) []string {
 	var out []string
 	for _, p := range s.Problems {
 		out = append(out, fmt.Sprintf("%s: lockstep.lock is stale (run lockstep lock): %s", name, p))
+	}
+	return out
+}
+
+// declarationWarnings returns the warnings of the state's declarations
+// (declarations.Set Warnings: an object in a near-miss group such as
+// pkg.crossplan.io, which lockstep ignores), prefixed with the side's name,
+// as lock and apply print them. Only the head's are reported: they are
+// what the change brings.
+func declarationWarnings(name string, s *State) []string {
+	if s.Declarations == nil {
+		return nil
+	}
+	out := make([]string, 0, len(s.Declarations.Warnings))
+	for _, w := range s.Declarations.Warnings {
+		out = append(out, fmt.Sprintf("%s: %v", name, w))
 	}
 	return out
 }

@@ -144,11 +144,14 @@ func (l *loader) step(name Step, fn func() error) error {
 	if err == nil {
 		return nil
 	}
-	var se *StepError
-	if errors.As(err, &se) {
-		return err
+	se := &StepError{Step: name, Err: err}
+	if !errors.As(err, &se) {
+		err = se
 	}
-	return &StepError{Step: name, Err: err}
+	if l.s.Declarations != nil && se.Warnings == nil {
+		se.Warnings = l.s.Declarations.Warnings
+	}
+	return err
 }
 
 // declarations is the declarations step.
