@@ -122,6 +122,7 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 		name string
 		fn   func(context.Context) error
 	}{
+		{"preflight", func(context.Context) error { return p.checkCrossplaneVersion() }},
 		{"definitions", p.definitionsStep},
 		{"records", p.recordsStep},
 		{"preflight", p.preflightStep},
