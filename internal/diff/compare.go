@@ -122,6 +122,9 @@ func Compare(base, head *State, opts Options) (*Report, error) {
 	if r.ImageConfigs, err = c.imageConfigs(); err != nil {
 		return nil, err
 	}
+	if r.ActivationPolicies, err = c.activationPolicies(); err != nil {
+		return nil, err
+	}
 	summarize(r)
 	return r, nil
 }
@@ -444,6 +447,19 @@ func (c *comparer) runtimeConfigs() ([]ConfigChange, error) {
 		return out
 	}
 	return c.configs(get(c.base), get(c.head), usedBy)
+}
+
+// activationPolicies compares the declared ManagedResourceActivationPolicies.
+func (c *comparer) activationPolicies() ([]ConfigChange, error) {
+	get := func(s *State) map[string]any {
+		out := map[string]any{}
+		for i := range s.Declarations.ActivationPolicies {
+			p := &s.Declarations.ActivationPolicies[i]
+			out[p.Name] = p
+		}
+		return out
+	}
+	return c.configs(get(c.base), get(c.head), nil)
 }
 
 // imageConfigs compares the declared ImageConfigs.

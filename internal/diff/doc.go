@@ -149,7 +149,8 @@
 //	                   deactivated?: [MRD name], mrds, active,
 //	                   awaitingActivation?, note?}
 //	runtimeConfigs?,   [ConfigChange] {name, change, fields?, moreFields?,
-//	imageConfigs?      usedBy?}
+//	imageConfigs?,     usedBy?}; activationPolicies are the declared
+//	activationPolicies? ManagedResourceActivationPolicies
 //	warnings?          [string]: stale locks, refused permission requests,
 //	                   Compositions calling functions the head lock lacks
 //

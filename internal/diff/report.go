@@ -42,6 +42,10 @@ type Report struct {
 	RuntimeConfigs []ConfigChange `json:"runtimeConfigs,omitempty"`
 	// ImageConfigs are the ImageConfigs added, removed or changed, by name.
 	ImageConfigs []ConfigChange `json:"imageConfigs,omitempty"`
+	// ActivationPolicies are the declared ManagedResourceActivationPolicies
+	// added, removed or changed, by name; their effect on each provider is
+	// PackageChange.Activation.
+	ActivationPolicies []ConfigChange `json:"activationPolicies,omitempty"`
 	// Warnings are problems found while comparing that do not stop it, such
 	// as a stale lock, a permission request the allow list refuses, or a
 	// warning of the head's declarations (an object in a near-miss group
