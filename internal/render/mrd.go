@@ -49,7 +49,8 @@ type MRDActivation struct {
 	// Active says the MRD's CRD exists.
 	Active bool
 	// By says why it is Active: "default" when the provider is not
-	// safe-start (Crossplane's converter sets Active), otherwise
+	// safe-start (Crossplane's converter sets Active), "package" for an MRD
+	// the provider ships with state Active, otherwise
 	// "ManagedResourceActivationPolicy <name>: <pattern>" of the first
 	// policy (by name) and pattern (in byte order) that matches. "" when
 	// inactive.
@@ -210,6 +211,50 @@ func convertCRD(src *xpkg.Object, active bool) (mrd *xpkg.Object, kind string, o
 		return nil, "", false, fmt.Errorf("cannot encode: %w", err)
 	}
 	return &xpkg.Object{Index: src.Index, APIVersion: MRDAPIVersion, Kind: crossplane.GroupKindMRD.Kind, Name: src.Name, Raw: raw}, kind, true, nil
+}
+
+// nativeMRD returns an MRD a provider ships itself, with its kind and why
+// it is Active: "package" when it ships spec.state Active, else the policy
+// entry that matches (activate), which lockstep applies as the MRAP
+// controller would, by setting spec.state Active; "" and the MRD as shipped
+// when it stays inactive.
+func nativeMRD(src *xpkg.Object, policies []policy) (mrd *xpkg.Object, kind, by string, err error) {
+	var h crdHead
+	if err := json.Unmarshal(src.Raw, &h); err != nil {
+		return nil, "", "", fmt.Errorf("cannot decode: %w", err)
+	}
+	if kind, err = crdKind(h.Spec); err != nil {
+		return nil, "", "", err
+	}
+	var state string
+	if raw, ok := h.Spec["state"]; ok {
+		if err := json.Unmarshal(raw, &state); err != nil {
+			return nil, "", "", fmt.Errorf("spec.state: %w", err)
+		}
+	}
+	if state == crossplane.MRDStateActive {
+		return src, kind, "package", nil
+	}
+	if by = activate(policies, src.Name); by == "" {
+		return src, kind, "", nil
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(src.Raw, &top); err != nil {
+		return nil, "", "", fmt.Errorf("cannot decode: %w", err)
+	}
+	h.Spec["state"] = json.RawMessage(`"` + crossplane.MRDStateActive + `"`)
+	spec, err := marshalJSON(h.Spec)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("cannot encode: %w", err)
+	}
+	top["spec"] = spec
+	raw, err := marshalJSON(top)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("cannot encode: %w", err)
+	}
+	out := *src
+	out.Raw = raw
+	return &out, kind, by, nil
 }
 
 // managedCRD returns the CRD Crossplane's MRD controller creates for an

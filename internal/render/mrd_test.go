@@ -495,3 +495,68 @@ func TestActivationBy(t *testing.T) {
 		}
 	}
 }
+
+// TestNativeMRDs: MRDs a provider ships itself keep their state, a policy
+// activates one shipped without state (its rendered MRD says Active), and
+// each Active one gets its CRD.
+func TestNativeMRDs(t *testing.T) {
+	dir := filepath.Join(repoRoot(t), "internal", "render", "testdata", "packages", "provider-native-mrds")
+	cases := []struct {
+		name, reason string
+		policies     []declarations.ActivationPolicy
+		want         []MRDActivation
+	}{
+		{
+			name:   "as-shipped",
+			reason: "Without a policy only the MRD shipped Active is active.",
+			want: []MRDActivation{
+				{Name: "gadgets.native.lockstep.io", Kind: "Gadget", Active: true, By: "package"},
+				{Name: "gizmos.native.lockstep.io", Kind: "Gizmo"},
+			},
+		},
+		{
+			name:     "policy",
+			reason:   "A policy activates the MRD shipped without state.",
+			policies: []declarations.ActivationPolicy{policyOf("gizmos", "gizmos.native.lockstep.io")},
+			want: []MRDActivation{
+				{Name: "gadgets.native.lockstep.io", Kind: "Gadget", Active: true, By: "package"},
+				{Name: "gizmos.native.lockstep.io", Kind: "Gizmo", Active: true, By: "ManagedResourceActivationPolicy gizmos: gizmos.native.lockstep.io"},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := Render(Input{Namespace: "crossplane-system", Instance: "lockstep", CrossplaneVersion: "v2.3.4",
+				Packages:           []Package{pkg(t, crossplane.KindProvider, "provider-native-mrds", "registry.lockstep.example/tests/provider-native-mrds", "v0.1.0", dir, nil)},
+				ActivationPolicies: tc.policies})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rev := out.Packages[0].Revision
+			if diff := cmp.Diff(tc.want, rev.MRDs); diff != "" {
+				t.Errorf("%s\nMRDs (-want +got):\n%s", tc.reason, diff)
+			}
+			active := 0
+			for _, o := range rev.Payload {
+				if o.GroupKind() == crossplane.GroupKindMRD && strings.Contains(string(o.JSON()), `"state":"Active"`) {
+					active++
+				}
+			}
+			var crds []string
+			for _, o := range rev.ManagedCRDs {
+				crds = append(crds, o.Name)
+			}
+			want := 0
+			var wantCRDs []string
+			for _, m := range tc.want {
+				if m.Active {
+					want++
+					wantCRDs = append(wantCRDs, m.Name)
+				}
+			}
+			if active != want || !cmp.Equal(crds, wantCRDs) || rev.AwaitingActivation {
+				t.Errorf("%s\nrendered MRDs with state Active %d, CRDs %v, awaiting %v; want %d, %v, false", tc.reason, active, crds, rev.AwaitingActivation, want, wantCRDs)
+			}
+		})
+	}
+}

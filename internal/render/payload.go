@@ -46,7 +46,7 @@ func (r *renderer) payload(p *Package, d *declarations.Declaration, po *PackageO
 		fail := func(err error) error {
 			return fmt.Errorf("%s: %s document %d (%s %s): %w", p, xpkg.StreamFile, src.Index, src.Kind, src.Name, err)
 		}
-		if converts && src.GroupKind() == crossplane.GroupKindCRD {
+		if gk := src.GroupKind(); converts && (gk == crossplane.GroupKindCRD || gk == crossplane.GroupKindMRD) {
 			mrd, err := r.convert(p, src, safeStart, po, labels, annotations)
 			if err != nil {
 				return nil, fail(err)
@@ -71,20 +71,32 @@ func (r *renderer) payload(p *Package, d *declarations.Declaration, po *PackageO
 	return out, nil
 }
 
-// convert renders the MRD of a provider CRD (convertCRD) with its
-// activation, and for an Active MRD the CRD Crossplane's MRD controller
-// makes of it into the revision's ManagedCRDs. It returns nil for the
-// provider-configuration kinds, which stay plain CRDs.
+// convert renders the MRD of a provider CRD (convertCRD), or an MRD the
+// provider ships itself (nativeMRD), with its activation, and for an Active
+// MRD the CRD Crossplane's MRD controller makes of it into the revision's
+// ManagedCRDs. It returns nil for the provider-configuration kinds, which
+// stay plain CRDs.
 func (r *renderer) convert(p *Package, src *xpkg.Object, safeStart bool, po *PackageOutput, labels, annotations map[string]string) (*Object, error) {
-	by := "default"
-	if safeStart {
-		by = activate(r.policies, src.Name)
+	var (
+		conv     *xpkg.Object
+		kind, by string
+		err      error
+	)
+	if src.GroupKind() == crossplane.GroupKindMRD {
+		if conv, kind, by, err = nativeMRD(src, r.policies); err != nil {
+			return nil, err
+		}
+	} else {
+		by = "default"
+		if safeStart {
+			by = activate(r.policies, src.Name)
+		}
+		var ok bool
+		if conv, kind, ok, err = convertCRD(src, by != ""); err != nil || !ok {
+			return nil, err
+		}
 	}
 	active := by != ""
-	conv, kind, ok, err := convertCRD(src, active)
-	if err != nil || !ok {
-		return nil, err
-	}
 	rev := po.Revision
 	mrd, err := r.payloadObject(p, conv, labels, annotations)
 	if err != nil {
