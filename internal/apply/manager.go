@@ -45,6 +45,11 @@ const (
 	// ActivateFieldManager is the field manager of `lockstep activate`,
 	// which activates a revision the way a user's kubectl patch would.
 	ActivateFieldManager = "lockstep-activate"
+	// AdoptFieldManager writes the pause annotation and the instance label
+	// on the records of a package lockstep adopts from another package
+	// manager, and takes them back when the adoption is rolled back
+	// (docs/migrating.md).
+	AdoptFieldManager = "lockstep-adopt"
 )
 
 // Options configure a Manager. Start from DefaultOptions.

@@ -44,6 +44,9 @@ type pkgRun struct {
 	// replacedBy is set when another package of the output replaces this
 	// one: it is kept deactivated (docs/crossplane-behaviour.md#moving-package-dependencies).
 	replacedBy string
+	// adoption is the adoption of a package another package manager
+	// installed (adoptionStep), nil when there is none.
+	adoption *adoptionState
 	// replaced are the installed packages this one replaces.
 	replaced []*replacedPkg
 	// deactivated are the revisions this apply set Inactive.
