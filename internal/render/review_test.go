@@ -286,14 +286,9 @@ func reviewDeployment(t *testing.T, p *Package, d *declarations.Declaration, po 
 				continue
 			}
 			got[o.Name] = *o.TLS
-			// A Provider's Secrets are owned like its revision (by the
-			// package), a Function's by the revision
-			// (docs/crossplane-behaviour.md#runtime-objects).
-			owner := po.revisionRef()
-			if p.Kind == crossplane.KindProvider {
-				owner = po.packageRef()
-			}
-			wantController(t, o, owner)
+			// Every TLS Secret is controlled by the revision, a Provider's
+			// as a Function's (docs/crossplane-behaviour.md#runtime-objects).
+			wantController(t, o, po.revisionRef())
 			if strings.Contains(string(o.JSON()), `"data"`) {
 				t.Errorf("Secret %s carries data; render never generates keys", o)
 			}

@@ -133,26 +133,23 @@ func (r *renderer) runtime(ri *runtimeInputs) ([]*Object, string, error) {
 		return o, nil
 	}
 
-	// TLS Secrets. A Provider's are owned like its revision is (by the
-	// package), a Function's by the revision (docs/crossplane-behaviour.md#runtime-objects).
+	// TLS Secrets, named after the package and controlled by the revision
+	// that runs, as Crossplane's runtime controller makes them; an upgrade
+	// hands them to the new revision (docs/crossplane-behaviour.md#runtime-objects,
+	// checked against what Crossplane v2.3.4 made in
+	// $LOCKSTEP_TESTDATA/crossplane-installed).
 	svcName := p.Name
 	if t := ri.drc.Spec.ServiceTemplate; t != nil && t.Metadata != nil && t.Metadata.Name != nil && *t.Metadata.Name != "" {
 		svcName = *t.Metadata.Name
 	}
-	serverOwner, clientOwner := rev, po.packageRef()
-	// lockstep keeps both Secrets of a kind with a TLS client (Provider) on
-	// the package, so a provider's certificates outlive its revisions.
-	if p.Kind.Descriptor().TLSClient {
-		serverOwner = po.packageRef()
-	}
 	server := r.tlsSecret(tlsServerSecretName(p.Name))
-	o, err := add(server, serverOwner)
+	o, err := add(server, rev)
 	if err != nil {
 		return nil, "", err
 	}
 	o.TLS = &TLSRequest{Usage: TLSServer, DNSNames: serviceDNSNames(svcName, r.in.Namespace), CASecretName: RootCASecretName}
 	if p.Kind.Descriptor().TLSClient {
-		o, err := add(r.tlsSecret(tlsClientSecretName(p.Name)), clientOwner)
+		o, err := add(r.tlsSecret(tlsClientSecretName(p.Name)), rev)
 		if err != nil {
 			return nil, "", err
 		}

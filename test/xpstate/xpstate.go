@@ -41,6 +41,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/yaml"
 
+	"github.com/lockstep-gitops/lockstep/internal/certs"
+	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 )
 
@@ -162,6 +164,18 @@ type Options struct {
 	// data, for example with real certificates. Without it, or when it
 	// returns nil, the Secret keeps the placeholder bytes.
 	SecretData func(k Key, keys []string) map[string][]byte
+	// IssueCertificates replaces the placeholders of the TLS Secrets with
+	// real certificates, as Crossplane's initializer and runtime controller
+	// made them (docs/crossplane-behaviour.md#tls): a new CA in Secret
+	// crossplane-root-ca (tls.crt, tls.key), and for every Secret
+	// <package>-tls-server or <package>-tls-client controlled by a revision
+	// a certificate from that CA: a server certificate for the package's
+	// Service (<package>, <package>.<namespace>, <package>.<namespace>.svc),
+	// a client certificate named after the revision. These are the
+	// requests lockstep renders (render.TLSRequest), so lockstep finds them
+	// valid and keeps them. SecretData, when it returns data for a Secret,
+	// wins. Other Secrets keep their placeholders.
+	IssueCertificates bool
 	// Timeout bounds the whole load, CRDs becoming Established included;
 	// zero means two minutes.
 	Timeout time.Duration
@@ -174,6 +188,9 @@ type State struct {
 	Objects map[Key]*unstructured.Unstructured
 	// Order is the order the objects were created in.
 	Order []Key
+	// CA is the root CA that Options.IssueCertificates generated, nil
+	// without it.
+	CA *certs.CA
 }
 
 // UID returns the UID the API server gave the object, "" when the scenario
@@ -240,6 +257,13 @@ func Load(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructur
 	defer cancel()
 
 	l := &loader{cfg: cfg, o: o, uids: map[string]types.UID{}, state: &State{Objects: map[Key]*unstructured.Unstructured{}}}
+	if o.IssueCertificates {
+		ca, err := certs.New(time.Now())
+		if err != nil {
+			return nil, err
+		}
+		l.state.CA = ca
+	}
 	byName := map[string]bool{}
 	var pending []*item
 	for _, u := range objs {
@@ -331,19 +355,9 @@ func (l *loader) prepare(in *unstructured.Unstructured) (*item, error) {
 			return strings.ReplaceAll(s, CapturedRegistry, l.o.Registry)
 		}).(map[string]any)
 	}
-	if u.GetKind() == "Secret" && u.GetAPIVersion() == "v1" && l.o.SecretData != nil {
-		data, _, _ := unstructured.NestedMap(u.Object, "data")
-		keys := make([]string, 0, len(data))
-		for k := range data {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		if repl := l.o.SecretData(key, keys); repl != nil {
-			m := map[string]any{}
-			for k, v := range repl {
-				m[k] = base64.StdEncoding.EncodeToString(v)
-			}
-			u.Object["data"] = m
+	if u.GetKind() == "Secret" && u.GetAPIVersion() == "v1" {
+		if err := l.secretData(key, u); err != nil {
+			return nil, err
 		}
 	}
 	legacyXRD(u)
@@ -374,6 +388,67 @@ func legacyXRD(u *unstructured.Unstructured) {
 	if scope, _, _ := unstructured.NestedString(u.Object, "spec", "scope"); scope == "LegacyCluster" {
 		u.SetAPIVersion("apiextensions.crossplane.io/v1")
 	}
+}
+
+// secretData replaces the data of Secret u as Options ask.
+func (l *loader) secretData(key Key, u *unstructured.Unstructured) error {
+	data, _, _ := unstructured.NestedMap(u.Object, "data")
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var repl map[string][]byte
+	if l.o.SecretData != nil {
+		repl = l.o.SecretData(key, keys)
+	}
+	if repl == nil && l.state.CA != nil {
+		var err error
+		if repl, err = l.certificate(key, u); err != nil {
+			return err
+		}
+	}
+	if repl == nil {
+		return nil
+	}
+	m := map[string]any{}
+	for k, v := range repl {
+		m[k] = base64.StdEncoding.EncodeToString(v)
+	}
+	u.Object["data"] = m
+	return nil
+}
+
+// certificate returns the data Options.IssueCertificates gives Secret u,
+// nil when it is not one of the TLS Secrets.
+func (l *loader) certificate(key Key, u *unstructured.Unstructured) (map[string][]byte, error) {
+	ca := l.state.CA
+	if key.Name == render.RootCASecretName {
+		return map[string][]byte{render.TLSCertKey: ca.CertPEM(), render.TLSKeyKey: ca.KeyPEM()}, nil
+	}
+	var rev string
+	for _, r := range u.GetOwnerReferences() {
+		if r.Controller != nil && *r.Controller && strings.HasSuffix(r.Kind, "Revision") {
+			rev = r.Name
+		}
+	}
+	if rev == "" {
+		return nil, nil
+	}
+	var req *render.TLSRequest
+	if pkg, ok := strings.CutSuffix(key.Name, "-tls-server"); ok {
+		req = &render.TLSRequest{Usage: render.TLSServer, DNSNames: []string{pkg, pkg + "." + key.Namespace, pkg + "." + key.Namespace + ".svc"}, CASecretName: render.RootCASecretName}
+	} else if strings.HasSuffix(key.Name, "-tls-client") {
+		req = &render.TLSRequest{Usage: render.TLSClient, DNSNames: []string{rev}, CASecretName: render.RootCASecretName}
+	}
+	if req == nil {
+		return nil, nil
+	}
+	data, err := ca.Issue(req, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	return data, nil
 }
 
 func (l *loader) newClient() error {

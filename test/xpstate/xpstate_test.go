@@ -1,6 +1,7 @@
 package xpstate_test
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/lockstep-gitops/lockstep/internal/certs"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 	"github.com/lockstep-gitops/lockstep/test/registry"
@@ -212,6 +214,14 @@ func TestLoad(t *testing.T) {
 						return []string{"registry.test:5000/crossplane-contrib/provider-nop:v0.4.0", "registry.test:5000"}
 					},
 				},
+				"SecretKept": {
+					reason: "without SecretData or IssueCertificates a Secret keeps the capture's placeholder",
+					got: func(s *xpstate.State) any {
+						d, _, _ := unstructured.NestedStringMap(s.Get("Secret", "crossplane-system", "crossplane-contrib-function-auto-ready-tls-server").Object, "data")
+						return d["tls.crt"]
+					},
+					want: func(*xpstate.State) any { return xpstate.Redacted },
+				},
 				"SecretData": {
 					reason: "SecretData replaces a Secret's placeholders",
 					got: func(s *xpstate.State) any {
@@ -247,13 +257,37 @@ func TestLoad(t *testing.T) {
 					},
 					want: func(*xpstate.State) any { return []string{"revision.pkg.crossplane.io"} },
 				},
-				"SecretKept": {
-					reason: "without SecretData a Secret keeps the capture's placeholder bytes",
+				"Certificates": {
+					reason: "IssueCertificates gives every TLS Secret a certificate lockstep finds valid for what it renders, from the CA in crossplane-root-ca",
 					got: func(s *xpstate.State) any {
-						d, _, _ := unstructured.NestedStringMap(s.Get("Secret", "crossplane-system", "crossplane-contrib-function-patch-and-transform-tls-server").Object, "data")
-						return d["tls.crt"]
+						ns := "crossplane-system"
+						root := secretBytes(s.Get("Secret", ns, "crossplane-root-ca"))
+						ca, err := certs.Parse(root["tls.crt"], root["tls.key"])
+						if err != nil {
+							return err.Error()
+						}
+						server := func(pkg string) *render.TLSRequest {
+							return &render.TLSRequest{Usage: render.TLSServer, DNSNames: []string{pkg, pkg + "." + ns, pkg + "." + ns + ".svc"}, CASecretName: render.RootCASecretName}
+						}
+						k8s, pat := "crossplane-contrib-provider-kubernetes", "crossplane-contrib-function-patch-and-transform"
+						client := &render.TLSRequest{Usage: render.TLSClient, DNSNames: []string{k8s + "-9a0a3cd84f1f"}, CASecretName: render.RootCASecretName}
+						return map[string]bool{
+							"provider server": certs.Valid(secretBytes(s.Get("Secret", ns, k8s+"-tls-server")), server(k8s), time.Now(), ca),
+							"provider client": certs.Valid(secretBytes(s.Get("Secret", ns, k8s+"-tls-client")), client, time.Now(), ca),
+							"function server": certs.Valid(secretBytes(s.Get("Secret", ns, pat+"-tls-server")), server(pat), time.Now(), ca),
+							"state CA":        s.CA != nil && string(s.CA.CertPEM()) == string(root["tls.crt"]),
+						}
 					},
-					want: func(*xpstate.State) any { return xpstate.Redacted },
+					want: func(*xpstate.State) any {
+						return map[string]bool{"provider server": true, "provider client": true, "function server": true, "state CA": true}
+					},
+				},
+				"OtherSecretKept": {
+					reason: "a Secret that is not a package's TLS Secret keeps its placeholder",
+					got: func(s *xpstate.State) any {
+						return string(secretBytes(s.Get("Secret", "crossplane-system", "crossplane-tls-client"))["tls.crt"])
+					},
+					want: func(*xpstate.State) any { return string(redactedBytes()) },
 				},
 			},
 		},
@@ -263,7 +297,7 @@ func TestLoad(t *testing.T) {
 			path := xpstate.Path(t, tc.file)
 			env := envtest.Dedicated(t)
 			ctx := envtest.Context(t, 3*time.Minute)
-			o := xpstate.Options{}
+			o := xpstate.Options{IssueCertificates: name == "S2BeforeUpgrade"}
 			if name == "S1" {
 				o.Registry = "registry.test:5000"
 				o.SecretData = func(k xpstate.Key, keys []string) map[string][]byte {
@@ -306,6 +340,23 @@ func TestLoad(t *testing.T) {
 			}
 		})
 	}
+}
+
+// secretBytes decodes a Secret's data.
+func secretBytes(u *unstructured.Unstructured) map[string][]byte {
+	d, _, _ := unstructured.NestedStringMap(u.Object, "data")
+	out := map[string][]byte{}
+	for k, v := range d {
+		b, _ := base64.StdEncoding.DecodeString(v)
+		out[k] = b
+	}
+	return out
+}
+
+// redactedBytes are the bytes the capture's placeholder decodes to.
+func redactedBytes() []byte {
+	b, _ := base64.StdEncoding.DecodeString(xpstate.Redacted)
+	return b
 }
 
 func toString(v any) string {
