@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
-	"github.com/lockstep-gitops/lockstep/internal/certs"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
@@ -32,19 +31,9 @@ func xpFixture(t *testing.T, file string) (*fixture, *xpstate.State) {
 	testdata(t)
 	env := envtest.Dedicated(t)
 	ctx := envtest.Context(t, 3*time.Minute)
-	ca, err := certs.New(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The capture redacts Secret data: crossplane-root-ca gets a real CA, as
-	// a running Crossplane's holds one (the other TLS Secrets keep the
-	// placeholder, which lockstep replaces with certificates it issues).
-	s, err := xpstate.LoadFile(ctx, env, path, xpstate.Options{SecretData: func(k xpstate.Key, _ []string) map[string][]byte {
-		if k.Name != render.RootCASecretName {
-			return nil
-		}
-		return map[string][]byte{render.TLSCertKey: ca.CertPEM(), render.TLSKeyKey: ca.KeyPEM()}
-	}})
+	// The capture redacts Secret data: the TLS Secrets get real
+	// certificates, as a running Crossplane's hold.
+	s, err := xpstate.LoadFile(ctx, env, path, xpstate.Options{IssueCertificates: true})
 	if err != nil {
 		t.Fatal(err)
 	}

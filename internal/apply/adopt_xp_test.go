@@ -1,0 +1,137 @@
+package apply_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
+	"github.com/lockstep-gitops/lockstep/internal/render"
+	"github.com/lockstep-gitops/lockstep/test/envtest"
+	"github.com/lockstep-gitops/lockstep/test/xpstate"
+)
+
+// adoptS1 are the packages of the captured S1 state, as Git declares them
+// to adopt it.
+var adoptS1 = []struct {
+	kind   crossplane.Kind
+	folder string
+}{
+	{crossplane.KindProvider, "provider-nop-v0.4.0"},
+	{crossplane.KindFunction, "function-auto-ready-v0.7.0"},
+}
+
+// TestAdoptSameVersions adopts the captured S1 state (provider-nop v0.4.0
+// and function-auto-ready v0.7.0, installed by Crossplane's package
+// manager) with Git declaring the same versions: one apply takes both
+// over, with one Active revision each, the revisions paused, and a second
+// apply writes nothing (issue 16, failure 1).
+func TestAdoptSameVersions(t *testing.T) {
+	f, s := xpFixture(t, xpstate.S1)
+	ctx := envtest.Context(t, 5*time.Minute)
+	mrdc := xpstate.StartMRDController(ctx, t, f.env.Config)
+	rtc := xpstate.StartRuntimeController(ctx, t, f.env.Config, s)
+	nop := captured(t, crossplane.KindProvider, "provider-nop-v0.4.0")
+	ready := captured(t, crossplane.KindFunction, "function-auto-ready-v0.7.0")
+	out := f.render(t, nop, ready)
+	m := f.manager(t, nil)
+
+	res := f.apply(t, m, out, apply.ApplyMeta{Commit: "adopt"})
+	mustSucceed(t, res)
+
+	wantProv := []string{"crossplane-contrib-provider-nop-47fa8bc932a3 Active paused=true finalizers=[revision.pkg.crossplane.io]"}
+	if diff := cmp.Diff(wantProv, f.revisionStates(t, crossplane.KindProvider)); diff != "" {
+		t.Errorf("provider revisions: -want +got\n%s", diff)
+	}
+	wantFn := []string{"crossplane-contrib-function-auto-ready-0ab7dc585b02 Active paused=true finalizers=[revision.pkg.crossplane.io]"}
+	if diff := cmp.Diff(wantFn, f.revisionStates(t, crossplane.KindFunction)); diff != "" {
+		t.Errorf("function revisions: -want +got\n%s", diff)
+	}
+	for _, k := range []string{"Provider", "Function"} {
+		for _, u := range f.list(t, "pkg.crossplane.io/v1", k) {
+			if u.GetAnnotations()[crossplane.AnnotationPaused] != "true" || u.GetLabels()[render.LabelInstance] != f.instance {
+				t.Errorf("%s %s: paused=%q instance=%q, want adopted", k, u.GetName(), u.GetAnnotations()[crossplane.AnnotationPaused], u.GetLabels()[render.LabelInstance])
+			}
+		}
+	}
+
+	// The MRD is gone, its CRD is lockstep's: nothing makes Crossplane's MRD
+	// controller write it again.
+	if mrds := f.list(t, "apiextensions.crossplane.io/v1alpha1", "ManagedResourceDefinition"); len(mrds) != 0 {
+		t.Errorf("MRDs left after the adoption: %d", len(mrds))
+	}
+	const rev = "crossplane-contrib-provider-nop-47fa8bc932a3"
+	want := []string{"Provider/crossplane-contrib-provider-nop controller=false", "ProviderRevision/" + rev + " controller=true"}
+	if diff := cmp.Diff(want, ownerRefs(f.crd(t, "nopresources.nop.crossplane.io"))); diff != "" {
+		t.Errorf("CRD owner references: -want +got\n%s", diff)
+	}
+	for _, name := range []string{"crossplane-contrib-provider-nop-tls-server", "crossplane-contrib-provider-nop-tls-client"} {
+		if diff := cmp.Diff([]string{"ProviderRevision/" + rev + " controller=true"}, ownerRefs(f.get(t, "v1", "Secret", f.namespace, name))); diff != "" {
+			t.Errorf("Secret %s owner references: -want +got\n%s", name, diff)
+		}
+	}
+
+	// With the stand-ins of Crossplane's controllers running, a second
+	// apply writes nothing and neither do they.
+	time.Sleep(3 * xpstate.StandInInterval)
+	mrdWrites, rtWrites := mrdc.Writes(), rtc.Writes()
+	f.reqs.reset()
+	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{Commit: "adopt"}))
+	if _, mutating := f.reqs.snapshot(); len(mutating) != 0 {
+		t.Errorf("the second apply sent mutating requests: %v", mutating)
+	}
+	time.Sleep(3 * xpstate.StandInInterval)
+	if mrdc.Writes() != mrdWrites || rtc.Writes() != rtWrites {
+		t.Errorf("Crossplane's controllers (stand-ins) still write after the adoption: MRD controller %d→%d, runtime %d→%d (errors %v %v)",
+			mrdWrites, mrdc.Writes(), rtWrites, rtc.Writes(), mrdc.Errors(), rtc.Errors())
+	}
+}
+
+// TestRemoveAdopted adopts the captured S1 state and then removes the
+// packages from Git: the prune leaves no package, no revision stuck on
+// Crossplane's finalizer revision.pkg.crossplane.io (Crossplane never
+// removes it from a paused revision), no MRD and no CRD, with the MRD
+// stand-in running (issue 16, failure 3).
+func TestRemoveAdopted(t *testing.T) {
+	f, s := xpFixture(t, xpstate.S1)
+	ctx := envtest.Context(t, 5*time.Minute)
+	xpstate.StartMRDController(ctx, t, f.env.Config)
+	var pkgs []render.Package
+	for _, p := range adoptS1 {
+		pkgs = append(pkgs, captured(t, p.kind, p.folder))
+	}
+	m := f.manager(t, func(o *apply.Options) { o.PruneCRDs = plan.PruneAlways })
+	mustSucceed(t, f.apply(t, m, f.render(t, pkgs...), apply.ApplyMeta{Commit: "adopt"}))
+
+	res := f.apply(t, m, f.render(t), apply.ApplyMeta{Commit: "remove"})
+	mustSucceed(t, res)
+	// The CRD is deleted in the background; give the MRD stand-in time to
+	// recreate it if an MRD were left.
+	time.Sleep(2 * time.Second)
+	for _, k := range []struct{ apiVersion, kind string }{
+		{"pkg.crossplane.io/v1", "Provider"}, {"pkg.crossplane.io/v1", "ProviderRevision"},
+		{"pkg.crossplane.io/v1", "Function"}, {"pkg.crossplane.io/v1", "FunctionRevision"},
+		{"apiextensions.crossplane.io/v1alpha1", "ManagedResourceDefinition"},
+	} {
+		var left []string
+		for _, u := range f.list(t, k.apiVersion, k.kind) {
+			left = append(left, fmt.Sprintf("%s (finalizers %v, deleting %t)", u.GetName(), u.GetFinalizers(), u.GetDeletionTimestamp() != nil))
+		}
+		if len(left) != 0 {
+			t.Errorf("%s left after the removal: %v", k.kind, left)
+		}
+	}
+	for _, p := range adoptS1 {
+		for _, o := range s.Objects {
+			if o.GetKind() == "CustomResourceDefinition" && p.kind == crossplane.KindProvider {
+				if f.crd(t, o.GetName()) != nil {
+					t.Errorf("CRD %s of the removed provider is left (or was recreated from its MRD)", o.GetName())
+				}
+			}
+		}
+	}
+}
