@@ -206,31 +206,41 @@ func (p *pkgRun) adoptPreflight(ctx context.Context) error {
 	return p.preflightStep(ctx)
 }
 
-// removeMRD removes the owner reference of the MRD m from the CRD of the
-// same name, then deletes m with a UID precondition.
+// removeMRD deletes the MRD m with a UID precondition, then removes its
+// owner reference from the CRD of the same name, which its other owners
+// (the package's revisions) keep. The MRD goes first: while it exists,
+// Crossplane's MRD controller writes the reference back. A conflict (the
+// garbage collector removing the dangling reference meanwhile) is retried
+// on a fresh read.
 func (r *run) removeMRD(ctx context.Context, m *metav1.PartialObjectMetadata) error {
-	crd := &metav1.PartialObjectMetadata{}
-	crd.SetGroupVersionKind(crossplane.GroupKindCRD.WithVersion("v1"))
-	err := r.c.Get(ctx, client.ObjectKey{Name: m.Name}, crd)
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return fmt.Errorf("CustomResourceDefinition %s: %w", m.Name, err)
-	default:
+	if err := r.deleteObject(ctx, m, m.UID); err != nil {
+		return fmt.Errorf("ManagedResourceDefinition %s: delete failed: %w", m.Name, err)
+	}
+	var err error
+	for range 3 {
+		crd := &metav1.PartialObjectMetadata{}
+		crd.SetGroupVersionKind(crossplane.GroupKindCRD.WithVersion("v1"))
+		if err = r.c.Get(ctx, client.ObjectKey{Name: m.Name}, crd); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("CustomResourceDefinition %s: %w", m.Name, err)
+		}
 		var keep []metav1.OwnerReference
 		for _, ref := range crd.OwnerReferences {
 			if ref.UID != m.UID {
 				keep = append(keep, ref)
 			}
 		}
-		if len(keep) != len(crd.OwnerReferences) {
-			if err := r.patchOwnerReferences(ctx, crd, keep); err != nil {
-				return fmt.Errorf("CustomResourceDefinition %s: cannot remove the owner reference of its ManagedResourceDefinition: %w", m.Name, err)
-			}
+		if len(keep) == len(crd.OwnerReferences) {
+			return nil
+		}
+		if err = r.patchOwnerReferences(ctx, crd, keep); err == nil || !(apierrors.IsConflict(err) || apierrors.IsInvalid(err)) {
+			break
 		}
 	}
-	if err := r.deleteObject(ctx, m, m.UID); err != nil {
-		return fmt.Errorf("ManagedResourceDefinition %s: delete failed: %w", m.Name, err)
+	if err != nil {
+		return fmt.Errorf("CustomResourceDefinition %s: cannot remove the owner reference of its deleted ManagedResourceDefinition: %w", m.Name, err)
 	}
 	return nil
 }

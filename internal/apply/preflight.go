@@ -317,6 +317,16 @@ func (p *pkgRun) checkController(d *desired) error {
 	case owner == nil && isRevisionRef(*c):
 		d.release = append(d.release, *c)
 		return nil
+	case owner != nil && p.isOwnRevision(owner) && d.role == inventory.RoleRuntime && p.adopting(owner):
+		// A package-named runtime object (TLS Secret, Service) that the
+		// adopted package manager's revision controls, through a
+		// reference lockstep's field manager never wrote, so an apply
+		// cannot drop it: it is released right before the apply, as a
+		// stale one is, and the current revision takes control
+		// (docs/migrating.md).
+		d.release = append(d.release, *c)
+		d.releaseAdopted = true
+		return nil
 	case owner != nil && p.isOwnRevision(owner):
 		return nil
 	case owner != nil && d.role == inventory.RolePayload && (p.isReplaced(owner) || p.r.isGoneFromGit(owner)):
