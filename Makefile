@@ -1,7 +1,7 @@
 # lockstep: a GitOps package manager for Crossplane.
 #
 #   make demo     the main job: a local control plane, a registry, a Git repo and the agent
-#   make test     builds the test control plane, lints, then runs every test with -race
+#   make test     builds the test control plane, lints, runs every test with -race, then fuzzes briefly
 #   make lint     golangci-lint (pinned, installed into bin/) with the layer rules of .golangci.yml
 #   make bench    the benchmarks
 #   make fuzz     each parser's fuzzer for FUZZTIME
@@ -91,22 +91,30 @@ $(GOLANGCI_LINT):
 lint: $(GOLANGCI_LINT) ## golangci-lint: staticcheck, errorlint, revive, ... and the layer rules (depguard)
 	$(GOLANGCI_LINT) run ./...
 
-test: testbin fmt vet lint ## build the control plane, lint, then go test -race ./...
+test: testbin fmt vet lint ## build the control plane, lint, go test -race ./..., then each parser's fuzzer for TEST_FUZZTIME
 	LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) test $(GO_TEST_FLAGS) ./...
+	$(if $(TEST_FUZZTIME),$(call run-fuzzers,$(TEST_FUZZTIME)))
 
-# The parsers' fuzzers, each for FUZZTIME. go test -fuzz takes one package
-# and one fuzzer at a time. Plain go test (make test) runs their seed corpus
-# and testdata/fuzz only. Minimizing each new input may take 60 s by
-# default, which on a busy machine eats the whole budget: FUZZMINIMIZETIME
-# bounds it.
+# The parsers' fuzzers: declarations (FuzzLoadFS), lockstep.lock and
+# package.yaml (FuzzParse). go test -fuzz takes one package and one fuzzer
+# at a time. make test runs each for TEST_FUZZTIME (default 10s; empty
+# skips them) after the unit tests, which run their seed corpus and
+# testdata/fuzz; make fuzz runs each for FUZZTIME (default 30s) for longer
+# sessions. Minimizing each new input may take 60 s by default, which on a
+# busy machine eats the whole budget: FUZZMINIMIZETIME bounds it. A crash is
+# written to the package's testdata/fuzz and fails the target.
 FUZZTIME ?= 30s
+TEST_FUZZTIME ?= 10s
 FUZZMINIMIZETIME ?= 5s
 FUZZERS := ./internal/declarations:FuzzLoadFS ./internal/lockfile:FuzzParse ./internal/xpkg:FuzzParse
+define run-fuzzers
+@set -e; for f in $(FUZZERS); do \
+  echo "fuzz $${f%%:*} $${f##*:} for $(1)"; \
+  LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) test -run '^$$' -fuzz "^$${f##*:}$$" -fuzztime $(1) -fuzzminimizetime $(FUZZMINIMIZETIME) "$${f%%:*}"; \
+done
+endef
 fuzz: ## fuzz the declarations, lockstep.lock and package.yaml parsers, each for FUZZTIME (default 30s)
-	@set -e; for f in $(FUZZERS); do \
-	  echo "fuzz $${f%%:*} $${f##*:} for $(FUZZTIME)"; \
-	  LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) test -run '^$$' -fuzz "^$${f##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) "$${f%%:*}"; \
-	done
+	$(call run-fuzzers,$(FUZZTIME))
 
 # The Go micro-benchmarks, then test/bench: lockstep against the floor (plain
 # server-side apply) and Flux (fluxcd/pkg/ssa) on the local control plane,

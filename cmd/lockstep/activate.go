@@ -4,21 +4,24 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
 	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
 func newActivateCommand() *cobra.Command {
 	var (
-		cl   clusterFlags
-		kind string
+		cl          clusterFlags
+		kind        string
+		lockTimeout time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "activate PACKAGE [REVISION]",
@@ -29,7 +32,13 @@ one of its locked digest. The next lockstep apply (or the agent's next
 reconcile) hands the payload to it, starts its runtime and makes the revision
 that was Active Inactive. Only the current revision can be activated; to roll
 back, pin the older digest in lockstep.lock. PACKAGE is a name, or Kind/name
-when several kinds have a package of that name.`,
+when several kinds have a package of that name.
+
+activate holds the write Lease lockstep-apply-<instance> in --namespace of
+the instance the package belongs to (its lockstep.io/instance label) while
+it writes, as lockstep apply does: when another apply holds it, activate
+fails at once naming the holder, or waits up to --lock-timeout. A package
+no lockstep instance manages takes no Lease.`,
 		Example: `  lockstep activate provider-nop
   lockstep activate Provider/provider-nop provider-nop-1a2b3c4d5e6f`,
 		Args: cobra.RangeArgs(1, 2),
@@ -54,7 +63,12 @@ when several kinds have a package of that name.`,
 			if len(args) == 2 {
 				revision = args[1]
 			}
-			rev, err := apply.Activate(cmd.Context(), c, k, name, revision)
+			ctx, release, err := lockInstanceOf(cmd.Context(), cfg, c, cl.namespace, k, name, lockTimeout)
+			if err != nil {
+				return err
+			}
+			defer release()
+			rev, err := apply.Activate(ctx, c, k, name, revision)
 			if err != nil {
 				return err
 			}
@@ -63,8 +77,39 @@ when several kinds have a package of that name.`,
 		},
 	}
 	cl.register(cmd)
+	cmd.Flags().DurationVar(&lockTimeout, "lock-timeout", 0, "wait this long for another apply of the package's instance (lockstep apply or the agent) to finish (0: fail at once)")
 	cmd.Flags().StringVar(&kind, "kind", "", "the package kind (Provider, Configuration or Function) when the name is ambiguous")
 	return cmd
+}
+
+// lockInstanceOf takes the write Lease (internal/writelock) of the lockstep
+// instance that manages the package kind/name (its render.LabelInstance
+// label) in namespace, waiting up to timeout, and returns the context that
+// ends when the Lease is lost and the release. A package without the label
+// takes no Lease. Its error names the holder (lockError) or says why the
+// package could not be read.
+func lockInstanceOf(ctx context.Context, cfg *rest.Config, c client.Client, namespace string, kind crossplane.Kind, name string, timeout time.Duration) (context.Context, func(), error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(kind.Descriptor().GroupVersionKind())
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, u); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, fmt.Errorf("%s %s does not exist", kind, name)
+		}
+		return nil, nil, fmt.Errorf("cannot read %s %s: %w", kind, name, err)
+	}
+	instance := u.GetLabels()[render.LabelInstance]
+	if instance == "" {
+		return ctx, func() {}, nil
+	}
+	lock, err := writeLock(cfg, namespace, instance, "lockstep activate", timeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	held, release, err := lock.Acquire(ctx)
+	if err != nil {
+		return nil, nil, lockError(err)
+	}
+	return held, release, nil
 }
 
 // packageKind returns the kind of the package named name: kind when given,

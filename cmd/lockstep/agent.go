@@ -24,6 +24,7 @@ type agentFlags struct {
 	interval    time.Duration
 	reconcileTO time.Duration
 	pruneCRDs   string
+	protect     bool
 	once        bool
 	leaderElect bool
 	leaseName   string
@@ -31,6 +32,7 @@ type agentFlags struct {
 	metricsAddr string
 	update      updateFlags
 	schedule    string
+	allowEmpty  bool
 }
 
 func newAgentCommand() *cobra.Command {
@@ -45,7 +47,15 @@ leave the last good state applied: lockstep never resolves versions in the
 cluster), reads the locked packages by digest, renders and applies them. On
 every --interval, even without a new commit, it re-applies to correct drift.
 It reports on the Sync object named --instance in --namespace
-(kubectl get syncs.lockstep.io -A), as Events, and as Prometheus metrics.`,
+(kubectl get syncs.lockstep.io -A), as Events, and as Prometheus metrics.
+
+Each apply holds the instance's write Lease lockstep-apply-<instance>, as
+lockstep apply does: while another apply holds it the agent writes nothing,
+says so on the Sync (WriteLockHeld, naming the holder) and retries at the
+next interval. A commit whose lock has no packages over an instance that
+installed some is refused as lockstep apply refuses it (the Sync stalls and
+the last good commit stays applied) unless --allow-empty is given. The
+declarations' warnings are logged and sent as Warning Events on the Sync.`,
 		Example: `  lockstep agent --git-url https://github.com/acme/platform --git-ref main --git-path clusters/prod \
     --git-secret-dir /etc/lockstep/git --leader-elect`,
 		Args: cobra.NoArgs,
@@ -59,6 +69,8 @@ It reports on the Sync object named --instance in --namespace
 	fl.DurationVar(&f.interval, "interval", time.Minute, "how often to poll Git and re-apply to correct drift")
 	fl.DurationVar(&f.reconcileTO, "reconcile-timeout", agent.DefaultReconcileTimeout, "longest time one reconcile (checkout to health) may take; /healthz fails when no reconcile finished in 2 × --interval + this")
 	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists), never, always")
+	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "apply a commit whose lock has no packages even when this instance installed some, uninstalling them all (without it such a commit stalls the Sync and the last good commit stays applied)")
+	fl.BoolVar(&f.protect, "deletion-protection", true, "let only lockstep's own user (and the garbage collector) delete this instance's package and revision records, CRDs, MRDs and XRDs, with a ValidatingAdmissionPolicy (docs/design.md#deletion-protection); false removes the policy")
 	fl.BoolVar(&f.once, "once", false, "reconcile once and exit (non-zero when the reconcile failed)")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader among replicas with a Lease in --namespace; only the leader reconciles")
 	fl.StringVar(&f.leaseName, "lease-name", "", "name of the leader-election Lease (default: lockstep-<instance>)")
@@ -94,6 +106,8 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	}
 	opts := apply.DefaultOptions()
 	opts.Namespace, opts.Instance, opts.PruneCRDs = f.cluster.namespace, f.render.instance, plan.PruneCRDs(f.pruneCRDs)
+	opts.AllowEmpty = f.allowEmpty
+	opts.DeletionProtection = f.protect
 	if err := agent.Prepare(ctx, c, counted, opts.Namespace); err != nil {
 		return err
 	}

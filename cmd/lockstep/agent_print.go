@@ -19,6 +19,11 @@ func printOutcome(w io.Writer, o *agent.Outcome, err error) {
 	if o != nil && o.Result != nil {
 		writes = o.Result.Writes
 	}
+	if o != nil {
+		for _, warn := range o.Warnings {
+			fmt.Fprintf(w, "warning: commit %s: %s\n", commit, warn)
+		}
+	}
 	switch {
 	case err != nil:
 		fmt.Fprintf(w, "reconcile at %s failed: %v\n", commit, err)

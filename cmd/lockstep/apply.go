@@ -11,12 +11,12 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/spf13/cobra"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/git"
 	"github.com/lockstep-gitops/lockstep/internal/health"
-	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/writelock"
 )
@@ -28,6 +28,7 @@ type applyFlags struct {
 	dryRun      bool
 	timeout     time.Duration
 	pruneCRDs   string
+	protect     bool
 	concurrency int
 	verbose     bool
 	allowEmpty  bool
@@ -50,6 +51,14 @@ packages gone from Git are pruned; their CRDs follow --prune-crds. A lock
 without packages over an instance that installed some (declarations deleted,
 or lock run in the wrong directory) would uninstall them all; it is refused
 unless --allow-empty is given (a --dry-run shows what it would prune).
+
+Unless --deletion-protection=false, apply first installs a
+ValidatingAdmissionPolicy that lets only its own user (as a SelfSubjectReview
+names it) and the garbage collector delete the instance's package and
+revision records, CRDs, MRDs and XRDs: a package deleted by hand would take
+its CRDs and every resource of them along (crossplane/crossplane#6001). An
+object annotated lockstep.io/allow-delete=true may be deleted by anyone;
+--deletion-protection=false removes the policy (docs/design.md#deletion-protection).
 
 One apply writes an instance at a time: apply holds the Lease
 lockstep-apply-<instance> in --namespace while it writes, as the agent does
@@ -75,6 +84,7 @@ and says so.`,
 	fl.BoolVar(&f.dryRun, "dry-run", false, "send every write as a server-side dry-run and delete nothing; print what would change")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up after this long (0: no limit)")
 	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists, else keep it and warn), never, always")
+	fl.BoolVar(&f.protect, "deletion-protection", true, "let only lockstep's own user (and the garbage collector) delete this instance's package and revision records, CRDs, MRDs and XRDs, with a ValidatingAdmissionPolicy (docs/design.md#deletion-protection); false removes the policy")
 	fl.IntVar(&f.concurrency, "concurrency", apply.DefaultOptions().Concurrency, "requests of one package sent in parallel, and packages that share no object applied at once")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also list unchanged objects")
 	fl.DurationVar(&f.lockTimeout, "lock-timeout", 0, "wait this long for another apply of the instance (lockstep apply or the agent) to finish (0: fail at once)")
@@ -92,6 +102,8 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	opts := apply.DefaultOptions()
 	opts.Namespace, opts.Instance = f.cluster.namespace, f.render.instance
 	opts.PruneCRDs, opts.Concurrency, opts.DryRun = plan.PruneCRDs(f.pruneCRDs), f.concurrency, f.dryRun
+	opts.AllowEmpty = f.allowEmpty
+	opts.DeletionProtection = f.protect
 	if err := opts.Validate(); err != nil {
 		return usageError(err)
 	}
@@ -111,31 +123,18 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	if len(snap.Lock.Packages) == 0 && !f.allowEmpty && !f.dryRun {
-		if err := refuseEmpty(ctx, c, opts.Namespace, opts.Instance); err != nil {
-			return err
-		}
-	}
-	leases, err := coordinationv1client.NewForConfig(cfg)
+	lock, err := writeLock(cfg, opts.Namespace, opts.Instance, "lockstep apply", f.lockTimeout)
 	if err != nil {
 		return err
 	}
-	lock := writelock.New(leases, writelock.Options{
-		Namespace: opts.Namespace, Instance: opts.Instance,
-		Identity: writelock.Identity("lockstep apply"), Timeout: f.lockTimeout,
-	})
 	m, err := apply.NewManager(c, opts, apply.WithRESTConfig(cfg), apply.WithLock(lock))
 	if err != nil {
 		return err
 	}
 	meta := apply.ApplyMeta{Commit: git.HeadHash(f.render.dir), LockDigest: snap.LockDigest, Replaces: snap.Replaces}
 	res, err := m.Apply(ctx, out, meta)
-	var held *writelock.HeldError
-	if errors.As(err, &held) && held.Waited == 0 {
-		return fmt.Errorf("%w, or wait for it with --lock-timeout", err)
-	}
 	if err != nil {
-		return err
+		return lockError(err)
 	}
 	printResult(cmd.OutOrStdout(), res, f.dryRun, f.verbose)
 	if !f.dryRun {
@@ -154,23 +153,27 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	return nil
 }
 
-// refuseEmpty returns an error when instance's inventory in namespace
-// (internal/inventory) lists packages: applying an empty lock over them
-// would prune them all, which --allow-empty must confirm.
-func refuseEmpty(ctx context.Context, c client.Reader, namespace, instance string) error {
-	inv, err := inventory.Read(ctx, c, namespace, instance)
+// writeLock returns the write Lease of instance in namespace
+// (internal/writelock) for a writer named what, waiting up to timeout
+// (--lock-timeout) for another holder.
+func writeLock(cfg *rest.Config, namespace, instance, what string, timeout time.Duration) (*writelock.Lock, error) {
+	leases, err := coordinationv1client.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if len(inv.Packages) == 0 {
-		return nil
+	return writelock.New(leases, writelock.Options{
+		Namespace: namespace, Instance: instance, Identity: writelock.Identity(what), Timeout: timeout,
+	}), nil
+}
+
+// lockError adds the --lock-timeout hint to a *writelock.HeldError of a
+// writer that did not wait.
+func lockError(err error) error {
+	var held *writelock.HeldError
+	if errors.As(err, &held) && held.Waited == 0 {
+		return fmt.Errorf("%w, or wait for it with --lock-timeout", err)
 	}
-	names := make([]string, len(inv.Packages))
-	for i, p := range inv.Packages {
-		names[i] = string(p.Kind) + " " + p.Name
-	}
-	return fmt.Errorf("refusing to apply an empty lock over the %d %s instance %q installed in namespace %s (%s): that would uninstall them all; pass --allow-empty if that is what you want",
-		len(names), plural(len(names), "package", "packages"), instance, namespace, strings.Join(names, ", "))
+	return err
 }
 
 // printResult writes the change set of every package, the pruned packages,

@@ -175,6 +175,29 @@ spec:
 		t.Fatalf("configuration revisions after a Manual upgrade: %v, want #1 Active and #2 Inactive", revs)
 	}
 
+	// While another apply holds the instance's write Lease, activate
+	// writes nothing and names the holder, as apply does (issue 15).
+	leases, err := coordinationv1client.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := writelock.New(leases, writelock.Options{Namespace: "xp-cli", Instance: "cli", Identity: "lockstep agent on node-1 (pid 1, abc123)"})
+	_, release, err := holder.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = run(t, append([]string{"activate", "configuration-demo"}, clusterFlags...)...)
+	t.Logf("activate while the Lease is held: %v", err)
+	for _, want := range []string{`another apply is writing lockstep instance "cli": Lease xp-cli/lockstep-apply-cli is held by "lockstep agent on node-1 (pid 1, abc123)"`, "or wait for it with --lock-timeout"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("activate while another apply holds the Lease: %v, want an error saying %q", err, want)
+		}
+	}
+	if revs := revisionsOf(t, env, "ConfigurationRevision", "configuration-demo"); revs["2"] != "Inactive" {
+		t.Errorf("activate wrote while another apply held the Lease: revisions %v", revs)
+	}
+	release()
+
 	out, err = run(t, append([]string{"activate", "configuration-demo"}, clusterFlags...)...)
 	if err != nil {
 		t.Fatalf("activate: %v\n%s", err, out)

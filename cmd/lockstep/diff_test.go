@@ -274,3 +274,26 @@ func TestDiffCommandDirs(t *testing.T) {
 		t.Errorf("head with declarations but no lock: got %v, want an error saying to run lockstep lock", err)
 	}
 }
+
+// TestDiffShowsDeclarationWarnings (issue 15, item 4's follow-up): a
+// declaration in a near-miss group (pkg.crossplan.io) is ignored, so the
+// package silently leaves the lock; `diff` shows the warning lock and apply
+// print, in text and markdown, so a reviewer sees it in the pull request.
+func TestDiffShowsDeclarationWarnings(t *testing.T) {
+	base, head := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(head, "providers.yaml"), []byte("apiVersion: pkg.crossplan.io/v1\nkind: Provider\nmetadata:\n  name: provider-nop\nspec:\n  package: xpkg.crossplane.io/crossplane-contrib/provider-nop:v0.4.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const want = `head: providers.yaml:1: Provider provider-nop: apiVersion: group "pkg.crossplan.io" is not pkg.crossplane.io, the group lockstep reads packages from; this object is ignored (did you mean pkg.crossplane.io/v1?)`
+	for _, format := range []string{"text", "markdown"} {
+		t.Run(format, func(t *testing.T) {
+			out, err := run(t, "diff", "--base-dir", base, "--head-dir", head, "--format", format, "--cache-dir", t.TempDir())
+			if err != nil {
+				t.Fatalf("diff: %v\n%s", err, out)
+			}
+			if !strings.Contains(out, want) {
+				t.Errorf("diff --format %s does not show the declarations' warning %q:\n%s", format, want, out)
+			}
+		})
+	}
+}

@@ -16,6 +16,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/writelock"
 )
 
@@ -111,13 +112,15 @@ func granted(rules []rbacv1.PolicyRule, group, resource, name string, verbs ...s
 // TestExampleDeployRBAC keeps examples/deploy/rbac.yaml in step with what
 // the agent does: both Leases it takes (leader election, lockstep-<instance>,
 // and the write Lease of internal/writelock) are allowed in the namespace
-// it runs its applies in, the bindings name the Deployment's
+// it runs its applies in, the deletion protection's policy and binding
+// may be written and deleted, the bindings name the Deployment's
 // ServiceAccount, and escalate and bind are granted where they mean
 // something (ClusterRoles) and nowhere else (docs/design.md#the-agents-rbac).
 func TestExampleDeployRBAC(t *testing.T) {
 	ex := readDeployExample(t)
 	sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: ex.deployment.Spec.Template.Spec.ServiceAccountName, Namespace: ex.deployment.Namespace}
 	leaseVerbs := []string{"get", "create", "update"}
+	protectVerbs := []string{"get", "create", "patch", "delete"}
 	cases := map[string]struct {
 		reason string
 		got    any
@@ -147,6 +150,16 @@ func TestExampleDeployRBAC(t *testing.T) {
 			reason: "escalate and bind mean nothing on ClusterRoleBindings; granting them there only misleads",
 			got:    granted(ex.clusterRole.Rules, "rbac.authorization.k8s.io", "clusterrolebindings", "x", "escalate", "bind"),
 			want:   []string(nil),
+		},
+		"DeletionProtectionPolicy": {
+			reason: "every apply reads, applies (create, patch) and with --deletion-protection=false deletes the ValidatingAdmissionPolicy of the instance",
+			got:    granted(ex.clusterRole.Rules, "admissionregistration.k8s.io", "validatingadmissionpolicies", render.DeletionProtectionName(ex.instance), protectVerbs...),
+			want:   protectVerbs,
+		},
+		"DeletionProtectionBinding": {
+			reason: "the same for the policy's binding",
+			got:    granted(ex.clusterRole.Rules, "admissionregistration.k8s.io", "validatingadmissionpolicybindings", render.DeletionProtectionName(ex.instance), protectVerbs...),
+			want:   protectVerbs,
 		},
 		"ClusterRoleBoundToAgent": {
 			reason: "the ClusterRoleBinding binds the ClusterRole to the Deployment's ServiceAccount",

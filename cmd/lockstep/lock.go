@@ -22,6 +22,7 @@ type lockFlags struct {
 	dir               string
 	update            bool
 	check             bool
+	verify            bool
 	crossplaneVersion string
 	defaultRegistry   string
 	jobs              int
@@ -42,7 +43,19 @@ request. --update re-resolves every package (or only the named packages, by
 name or source, and what they need) to the newest allowed version and the
 digest its tag points to now. --check compares the lock with the declarations
 without the network and without writing, and exits 4 explaining every
-mismatch; CI runs it on every pull request.
+mismatch; CI runs it on every pull request. It reads no package, so it
+cannot tell a digest edited by hand: lock, render, apply, diff and the agent
+refuse a digest whose package is not what the lock records about it
+(kind, dependencies, crossplaneConstraint, replaces, payload), and lock
+never rewrites what it records for a pin it keeps.
+
+--verify is for CI on a schedule: online and read-only, it checks every pin
+against its registry — the tag still resolves to the pinned digest, and the
+package pulled by that digest (into a temporary cache, so the registry is
+really asked) is what the lock records. It prints one line per package and
+exits 5 when any pin no longer holds (a moved or missing tag, a digest the
+registry no longer serves, other content), or 1 when a registry could not be
+asked. Every request has --registry-timeout.
 
 The Crossplane version packages must be compatible with is recorded in the
 lock; --crossplane-version is required the first time. A declaration whose
@@ -50,7 +63,8 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 --default-registry.`,
 		Example: `  lockstep lock --dir clusters/prod --crossplane-version v2.1.0
   lockstep lock --update provider-nop
-  lockstep lock --check   # no network, exit 4 when the lock is stale`,
+  lockstep lock --check   # no network, exit 4 when the lock is stale
+  lockstep lock --verify  # online, exit 5 when a tag moved or a pin's content differs`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 && !f.update {
 				return fmt.Errorf("package names (%s) are only accepted with --update", strings.Join(args, ", "))
@@ -61,6 +75,9 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 			if f.check {
 				return f.runCheck(cmd)
 			}
+			if f.verify {
+				return f.runVerify(cmd)
+			}
 			return f.runLock(cmd, args)
 		},
 	}
@@ -70,7 +87,8 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 	cmd.Flags().StringVar(&f.crossplaneVersion, "crossplane-version", "", "Crossplane `VERSION` packages must be compatible with (default: the one recorded in the lock)")
 	cmd.Flags().StringVar(&f.defaultRegistry, "default-registry", "", "registry `HOST` for declarations whose spec.package names the registry "+lockfile.DefaultRegistryPlaceholder+" (default: the one recorded in the lock)")
 	cmd.Flags().IntVar(&f.jobs, "jobs", lockfile.DefaultJobs, "registry calls run in parallel at most")
-	cmd.MarkFlagsMutuallyExclusive("check", "update")
+	cmd.Flags().BoolVar(&f.verify, "verify", false, "check online, without writing, that every pin's tag still resolves to its digest and its pulled content is what the lock records; exit 5 when not")
+	cmd.MarkFlagsMutuallyExclusive("check", "update", "verify")
 	f.reg.register(cmd)
 	return cmd
 }
@@ -108,6 +126,84 @@ func (f *lockFlags) runCheck(cmd *cobra.Command) error {
 	}
 	fmt.Fprintln(out, "run lockstep lock to update it")
 	return &exitError{code: exitStale, err: fmt.Errorf("%s is stale: %d %s", path, len(s.Problems), plural(len(s.Problems), "problem", "problems"))}
+}
+
+// runVerify is `lockstep lock --verify`: online, no writes, every pin
+// checked against its registry (lockfile.Verify) through a temporary
+// package cache, so every package is pulled again.
+func (f *lockFlags) runVerify(cmd *cobra.Command) error {
+	out := cmd.OutOrStdout()
+	s, err := f.load(cmd.Context(), cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	path := s.LockName
+	if s.Lock == nil {
+		return fmt.Errorf("%s: there is no lock to verify; run lockstep lock", path)
+	}
+	tmp, err := os.MkdirTemp("", "lockstep-verify-")
+	if err != nil {
+		return fmt.Errorf("cannot create a temporary package cache: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	cache, err := oci.NewCache(tmp)
+	if err != nil {
+		return err
+	}
+	opts := f.reg.options()
+	opts.Jobs = f.jobs
+	client, err := oci.NewClient(opts, cache, s.Declarations.ImageConfigs)
+	if err != nil {
+		return err
+	}
+	findings := lockfile.Verify(cmd.Context(), path, s.Lock, client, lockfile.Options{Jobs: f.jobs, InsecureRegistries: f.reg.insecure})
+	byEntry := map[*lockfile.Entry][]lockfile.Finding{}
+	registryOnly := true
+	for _, fd := range findings {
+		byEntry[fd.Entry] = append(byEntry[fd.Entry], fd)
+		if fd.Kind != lockfile.RegistryError {
+			registryOnly = false
+		}
+	}
+	fmt.Fprintf(out, "verifying %s: %d %s against their registries\n", path, len(s.Lock.Packages), plural(len(s.Lock.Packages), "package", "packages"))
+	var failed []string
+	for i := range s.Lock.Packages {
+		e := &s.Lock.Packages[i]
+		fs := byEntry[e]
+		if len(fs) == 0 {
+			fmt.Fprintf(out, "  ok  %s %s %s\n", e.Kind, e.Name, orDigest(e))
+			continue
+		}
+		var kinds []string
+		for _, fd := range fs {
+			kinds = append(kinds, string(fd.Kind))
+		}
+		failed = append(failed, fmt.Sprintf("%s %s (%s)", e.Kind, e.Name, strings.Join(kinds, ", ")))
+		fmt.Fprintf(out, "  FAILED  %s %s %s:\n", e.Kind, e.Name, orDigest(e))
+		for _, fd := range fs {
+			fmt.Fprintf(out, "    %s: %s\n", fd.Kind, fd)
+		}
+	}
+	fmt.Fprintf(out, "%s\n", client.Stats())
+	if len(failed) == 0 {
+		fmt.Fprintf(out, "%s verified: every tag resolves to its pinned digest and every package holds what the lock records\n", path)
+		return nil
+	}
+	err = fmt.Errorf("%s: %d of %d %s did not verify: %s", path, len(failed), len(s.Lock.Packages),
+		plural(len(s.Lock.Packages), "pin", "pins"), strings.Join(failed, "; "))
+	if registryOnly {
+		return err // exitFailure: nothing is known about the pins
+	}
+	return &exitError{code: exitVerify, err: err}
+}
+
+// orDigest names an entry's pin: its version, or its digest when pinned by
+// digest only.
+func orDigest(e *lockfile.Entry) string {
+	if e.Version != "" {
+		return e.Version
+	}
+	return "@" + e.Digest
 }
 
 // runLock resolves and writes the lock.

@@ -25,16 +25,22 @@ metadata:
   name: configuration-demo
 spec:
   package: lockstep.example/lockstep-examples/configuration-demo:` + version + "\n",
-		"mirror.yaml": `apiVersion: pkg.crossplane.io/v1beta1
+		"mirror.yaml": mirrorTo("lockstep.example", reg),
+	})
+}
+
+// mirrorTo is an ImageConfig named mirror that rewrites every reference
+// under registry host from to reg.
+func mirrorTo(from string, reg *registry.Registry) string {
+	return `apiVersion: pkg.crossplane.io/v1beta1
 kind: ImageConfig
 metadata:
   name: mirror
 spec:
   matchImages:
-  - prefix: lockstep.example/
+  - prefix: ` + from + `/
   rewriteImage:
-    prefix: ` + reg.Host + "/\n",
-	})
+    prefix: ` + reg.Host + "/\n"
 }
 
 // TestLockCommand runs lockstep lock, then lock --check, against the
@@ -251,5 +257,45 @@ func TestLockWarnsWithoutDeclarations(t *testing.T) {
 	want := "warning: no Provider, Configuration or Function is declared under " + dir + ": the lock is empty, and apply of it would uninstall every package (it refuses without --allow-empty)"
 	if !strings.Contains(out, want) {
 		t.Errorf("lock output lacks %q:\n%s", want, out)
+	}
+}
+
+// TestLockRefusesMissingRuntimeConfig: a runtimeConfigRef to a
+// DeploymentRuntimeConfig that is not declared fails lock and lock --check
+// with the file, the package and the field, instead of passing both and
+// failing at render (issue 15 item 9).
+func TestLockRefusesMissingRuntimeConfig(t *testing.T) {
+	dir := writePackage(t, map[string]string{
+		"providers.yaml": `apiVersion: pkg.crossplane.io/v1
+kind: Provider
+metadata:
+  name: provider-nop
+spec:
+  package: xpkg.crossplane.io/crossplane-contrib/provider-nop:v0.4.0
+  runtimeConfigRef:
+    name: debug
+`,
+		"runtime.yaml": `apiVersion: pkg.crossplane.io/v1beta1
+kind: DeploymentRuntimeConfig
+metadata:
+  name: debgu
+`,
+	})
+	const want = `providers.yaml:8: Provider provider-nop: spec.runtimeConfigRef.name: DeploymentRuntimeConfig "debug" is not declared`
+	for _, args := range [][]string{
+		{"lock", "--dir", dir, "--crossplane-version", "v2.1.0", "--cache-dir", t.TempDir()},
+		{"lock", "--check", "--dir", dir},
+	} {
+		out, err := run(t, args...)
+		t.Logf("%v output:\n%s\nerror: %v", args, out, err)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("lockstep %s: got %v, want an error containing %q", strings.Join(args, " "), err, want)
+		}
+		if got := exitCode(err); got != 1 {
+			t.Errorf("lockstep %s: exit code %d, want 1", strings.Join(args, " "), got)
+		}
+		if _, err := os.Stat(filepath.Join(dir, lockfile.FileName)); err == nil {
+			t.Errorf("lockstep %s wrote a lock", strings.Join(args, " "))
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
+	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 )
 
@@ -77,6 +78,17 @@ func printWarnings(w io.Writer, set *declarations.Set) {
 		return
 	}
 	for _, warn := range set.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+}
+
+// printRenderWarnings writes the rendered revisions' warnings
+// (render.Output.Warnings) to w, one "warning: Kind name: ..." line each.
+func printRenderWarnings(w io.Writer, out *render.Output) {
+	if out == nil {
+		return
+	}
+	for _, warn := range out.Warnings() {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
 }

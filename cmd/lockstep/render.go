@@ -43,6 +43,7 @@ output.`,
 			if err != nil {
 				return err
 			}
+			printRenderWarnings(cmd.ErrOrStderr(), o)
 			if out == "-" {
 				if err := o.WriteYAML(cmd.OutOrStdout()); err != nil {
 					return err

@@ -67,3 +67,55 @@ func TestRenderCommand(t *testing.T) {
 		t.Errorf("render with a stale lock: got %v (exit %d), want exit 4 naming the stale lock", err, exitCode(err))
 	}
 }
+
+// TestRenderWarnsUngrantedPermissions: a v1-style provider without CRDs
+// that asks for permissionRequests gets no ClusterRoles, as in Crossplane,
+// so its requests are not granted; render says so on stderr instead of
+// dropping them silently (issue 15 item 9), and still succeeds.
+func TestRenderWarnsUngrantedPermissions(t *testing.T) {
+	reg := registry.New(t)
+	pkg := writePackage(t, map[string]string{"crossplane.yaml": `apiVersion: meta.pkg.crossplane.io/v1alpha1
+kind: Provider
+metadata:
+  name: provider-legacy
+spec:
+  controller:
+    permissionRequests:
+    - apiGroups: [""]
+      resources: [configmaps]
+      verbs: [get, list]
+    - apiGroups: [apps]
+      resources: [deployments]
+      verbs: [get]
+`})
+	if out, err := run(t, "xpkg", "push", "--insecure", pkg, reg.Host+"/acme/provider-legacy:v0.1.0"); err != nil {
+		t.Fatalf("xpkg push: %v\n%s", err, out)
+	}
+	dir := writePackage(t, map[string]string{"providers.yaml": `apiVersion: pkg.crossplane.io/v1
+kind: Provider
+metadata:
+  name: provider-legacy
+spec:
+  package: ` + reg.Host + "/acme/provider-legacy:v0.1.0\n"})
+	flags := []string{"--dir", dir, "--cache-dir", t.TempDir(), "--insecure-registry", reg.Host}
+	if out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0"}, flags...)...); err != nil {
+		t.Fatalf("lock: %v\n%s", err, out)
+	}
+	out, err := run(t, append([]string{"render"}, flags...)...)
+	if err != nil {
+		t.Fatalf("render: %v\n%s", err, out)
+	}
+	var revision string
+	for _, l := range strings.Split(out, "\n") {
+		if r, ok := strings.CutPrefix(l, "#   revision: "); ok {
+			revision, _, _ = strings.Cut(r, " ")
+		}
+	}
+	want := "warning: Provider provider-legacy: revision " + revision + ": spec.controller.permissionRequests (2 rules) are not granted: the provider defines no CRDs or MRDs, so, as in Crossplane, no ClusterRoles are rendered to hold them (docs/crossplane-behaviour.md#provider-rbac)\n"
+	if revision == "" || !strings.Contains(out, want) {
+		t.Errorf("render output lacks %q:\n%s", want, out)
+	}
+	if strings.Contains(out, "kind: ClusterRole\n") {
+		t.Errorf("render output has a ClusterRole for a provider without CRDs:\n%s", out)
+	}
+}

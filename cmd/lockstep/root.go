@@ -143,6 +143,8 @@ Exit codes:
    2  diff --fail-on breaking|any: a breaking change
    3  diff --fail-on any: changes, none breaking
    4  stale lock: lock --check, and render and apply, which refuse it
+   5  lock --verify: a pin no longer holds in its registry (a moved or missing
+      tag, a digest no longer served, content the lock does not record)
   64  usage error: unknown command or flag, wrong arguments, invalid flag value
       (BSD sysexits EX_USAGE; 2 was already diff's breaking-change gate)`,
 		SilenceUsage:  true,
@@ -184,6 +186,9 @@ const (
 	// exitStale: the lock does not match the declarations (`lock --check`,
 	// and render and apply, which refuse a stale lock).
 	exitStale = 4
+	// exitVerify: `lock --verify` found a pin that no longer holds in its
+	// registry (a registry that could not be asked is exitFailure).
+	exitVerify = 5
 	// exitUsage: an unknown command or flag, a wrong number of arguments,
 	// or an invalid flag value.
 	exitUsage = 64

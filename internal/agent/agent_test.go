@@ -270,6 +270,17 @@ spec:
 	if len(deps.Items) != 2 {
 		t.Errorf("runtime Deployments: %d, want 2 (provider and function)", len(deps.Items))
 	}
+	// The agent installed the deletion protection for its own user:
+	// another cluster admin's delete of the Provider is denied (issue 15
+	// item 10; a dry run, so nothing is deleted if it were not).
+	admin, err := f.env.ClientAs("alice", "system:masters", "system:authenticated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov := &unstructured.Unstructured{}
+	prov.SetGroupVersionKind(schema.GroupVersionKind{Group: "pkg.crossplane.io", Version: "v1", Kind: "Provider"})
+	prov.SetName("provider-demo")
+	envtest.WaitDeleteAdmission(t, admin, prov, true)
 	oldRev := activeRevision(t, c, "Provider", "provider-demo")
 
 	// An upgrade commit: the provider moves to v0.2.0 and its new revision
@@ -302,7 +313,7 @@ spec:
   package: lockstep.example/lockstep-examples/configuration-demo:v0.2.0
 `)
 	third := f.commit(t, "forget to lock")
-	_, err := r.Reconcile(context.Background())
+	_, err = r.Reconcile(context.Background())
 	var se *agent.StepError
 	if !errors.As(err, &se) || !se.Stalled || se.Reason != agent.ReasonStaleLock {
 		t.Fatalf("reconcile of a stale lock: got %v, want a stalled %s error", err, agent.ReasonStaleLock)

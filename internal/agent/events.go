@@ -14,11 +14,20 @@ import (
 
 // Event reasons on the Sync object.
 const (
-	EventApplied         = "ReconciliationSucceeded"
-	EventStalled         = "Stalled"
-	EventUpdateProposed  = "UpdateProposed"
-	EventUpdateFailed    = "UpdateFailed"
-	eventComponentSource = "lockstep-agent"
+	EventApplied = "ReconciliationSucceeded"
+	// EventWarning carries one warning of a newly applied commit
+	// (apply.Result.Warnings, which include the rendered revisions'
+	// render.RevisionOutput.Warnings).
+	EventWarning        = "ReconciliationWarning"
+	EventStalled        = "Stalled"
+	EventUpdateProposed = "UpdateProposed"
+	EventUpdateFailed   = "UpdateFailed"
+	// EventDeclarationWarning is a Warning Event per declarations warning
+	// (declarations.Set Warnings, such as a near-miss group
+	// pkg.crossplan.io whose objects are ignored) of a commit, sent by the
+	// reconcile that first reads the commit (Outcome.Warnings).
+	EventDeclarationWarning = "DeclarationWarning"
+	eventComponentSource    = "lockstep-agent"
 )
 
 var eventSeq atomic.Int64
@@ -48,12 +57,16 @@ func (r *Reconciler) event(ctx context.Context, sync *unstructured.Unstructured,
 	_ = r.c.Create(ctx, ev)
 }
 
-// announce emits the Events of a status change: a newly applied commit, a
-// sync that became stalled, a poll that pushed a lock update or failed.
-// Nothing is emitted when nothing changed (Flux's rule).
-func (r *Reconciler) announce(ctx context.Context, sync *unstructured.Unstructured, prev, next *v1alpha1.SyncStatus) {
+// announce emits the Events of a status change: a newly applied commit
+// (and a Warning Event for each of its warnings), a sync that became
+// stalled, a poll that pushed a lock update or failed. Nothing is emitted
+// when nothing changed (Flux's rule).
+func (r *Reconciler) announce(ctx context.Context, sync *unstructured.Unstructured, prev, next *v1alpha1.SyncStatus, warnings []string) {
 	if next.LastAppliedCommit != "" && next.LastAppliedCommit != prev.LastAppliedCommit {
 		r.event(ctx, sync, corev1.EventTypeNormal, EventApplied, fmt.Sprintf("applied commit %s: %d packages", short(next.LastAppliedCommit), len(next.Packages)))
+		for _, w := range warnings {
+			r.event(ctx, sync, corev1.EventTypeWarning, EventWarning, fmt.Sprintf("commit %s: %s", short(next.LastAppliedCommit), w))
+		}
 	}
 	was, is := conditionOf(prev, ConditionStalled), conditionOf(next, ConditionStalled)
 	if is.Status == metav1.ConditionTrue && (was.Status != metav1.ConditionTrue || was.Message != is.Message) {

@@ -29,9 +29,9 @@ func TestStepError(t *testing.T) {
 		},
 		{
 			name:   "Lock",
-			reason: "an unreadable or malformed lock is a stale lock and stalls",
+			reason: "an unreadable or malformed lock is an invalid lock, not a stale one, and stalls",
 			err:    &snapshot.StepError{Step: snapshot.StepLock, Err: cause},
-			want:   &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true, Err: cause},
+			want:   &StepError{Step: StepLock, Reason: ReasonInvalidLock, Stalled: true, Err: cause},
 		},
 		{
 			name:   "Check",
@@ -43,7 +43,7 @@ func TestStepError(t *testing.T) {
 			name:   "Registry",
 			reason: "a registry client the commit's ImageConfigs break stalls under the packages step",
 			err:    &snapshot.StepError{Step: snapshot.StepRegistry, Err: cause},
-			want:   &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Stalled: true, Err: cause},
+			want:   &StepError{Step: StepPackages, Reason: ReasonRegistryConfig, Stalled: true, Err: cause},
 		},
 		{
 			name:   "Fetch",
@@ -52,9 +52,21 @@ func TestStepError(t *testing.T) {
 			want:   &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Err: cause},
 		},
 		{
+			name:   "Payload",
+			reason: "a package whose payload defines types in a protected API group is refused at the payload step, not reported as a render failure, and stalls",
+			err:    &snapshot.StepError{Step: snapshot.StepPayload, Err: cause},
+			want:   &StepError{Step: StepPayload, Reason: ReasonPayloadRefused, Stalled: true, Err: cause},
+		},
+		{
 			name:   "Input",
-			reason: "a lock whose entries do not match the declarations' kinds fails to render and stalls",
+			reason: "a lock whose entries do not match the declarations' kinds is an invalid render input and stalls",
 			err:    &snapshot.StepError{Step: snapshot.StepInput, Err: cause},
+			want:   &StepError{Step: StepRender, Reason: ReasonInputInvalid, Stalled: true, Err: cause},
+		},
+		{
+			name:   "NotAStep",
+			reason: "an error of Snapshot.Output that names no step is a render failure",
+			err:    cause,
 			want:   &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: cause},
 		},
 		{

@@ -76,6 +76,7 @@ const (
 	StepDeclarations = "declarations"
 	StepLock         = "lock"
 	StepPackages     = "packages"
+	StepPayload      = "payload"
 	StepRender       = "render"
 	StepApply        = "apply"
 	StepHealth       = "health"
@@ -120,6 +121,12 @@ type Outcome struct {
 	// keeps its last applied commit.
 	Reapplied string
 
+	// Warnings are the declarations' warnings (declarations.Set Warnings:
+	// a near-miss group such as pkg.crossplan.io, whose objects are
+	// ignored) of Commit, set by the reconcile that first read Commit; the
+	// Sync gets one Warning Event each (EventDeclarationWarning).
+	Warnings []string
+
 	lockDigest string
 	// refused is set when Commit was refused before apply; reapplyErr is
 	// why the re-apply of the last render failed.
@@ -134,7 +141,10 @@ type Reconciler struct {
 	// last is the render of the last commit that got as far as apply;
 	// render is pure, so an unchanged commit reuses it instead of parsing
 	// every package again (the drift-correcting re-apply of each interval).
-	last    *rendered
+	last *rendered
+	// warned is the last commit whose declarations' warnings a reconcile
+	// reported (Outcome.Warnings).
+	warned  string
 	updater *update.Updater
 	cfg     Config
 	src     Source
@@ -341,14 +351,30 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	out.Commit = art.Commit
 	rd := r.last
 	if rd == nil || rd.commit != art.Commit {
-		if rd, err = r.prepare(ctx, art); err != nil {
+		var warnings []string
+		rd, warnings, err = r.prepare(ctx, art)
+		if r.warned != art.Commit {
+			// A refused commit is read again on every interval: its
+			// warnings are reported once.
+			out.Warnings, r.warned = warnings, art.Commit
+		}
+		if err != nil {
 			out.refused = true
 			r.reapply(ctx, out)
 			return out, err
 		}
-		r.last = rd
 	}
-	return out, r.applyRendered(ctx, rd, out)
+	err = r.applyRendered(ctx, rd, out)
+	var se *StepError
+	if errors.As(err, &se) && se.Reason == ReasonEmptyLockRefused {
+		// Apply refused the commit before any write: the last good commit
+		// is applied again, as for a commit refused before apply.
+		out.refused = true
+		r.reapply(ctx, out)
+		return out, err
+	}
+	r.last = rd
+	return out, err
 }
 
 // reapply applies the last render again while out.Commit is refused, and
@@ -394,7 +420,7 @@ func (r *Reconciler) renderLastApplied(ctx context.Context) error {
 	}
 	var rd *rendered
 	if err == nil {
-		rd, err = r.prepare(ctx, art)
+		rd, _, err = r.prepare(ctx, art)
 	}
 	if err != nil {
 		return fmt.Errorf("re-rendering the last applied commit %s failed: %w", short(commit), err)
@@ -419,8 +445,10 @@ func (r *Reconciler) redactError(err error) error {
 // (declarations, lock, packages, render) and maps its steps to the
 // agent's: a bad declaration, a stale or unreadable lock, a registry
 // client the commit's ImageConfigs break, an input or render failure all
-// stall until Git changes; a failed fetch is retried.
-func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered, error) {
+// stall until Git changes; a failed fetch is retried. It also returns the
+// declarations' warnings, when the declarations could be read, also when a
+// later step failed.
+func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered, []string, error) {
 	var client *oci.Client
 	newFetcher := func(ics []declarations.ImageConfig) (snapshot.Fetcher, error) {
 		c, err := oci.NewClient(r.cfg.Registry, r.cache, ics)
@@ -440,18 +468,31 @@ func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered,
 			r.metrics.RegistryRequests.WithLabelValues(kind).Add(float64(n))
 		}
 	}
+	var warned []*declarations.Error
+	var se *snapshot.StepError
+	switch {
+	case err == nil:
+		warned = snap.Declarations.Warnings
+	case errors.As(err, &se):
+		warned = se.Warnings
+	}
+	warnings := make([]string, 0, len(warned))
+	for _, w := range warned {
+		warnings = append(warnings, w.Error())
+	}
 	var ro *render.Output
 	if err == nil {
 		ro, err = snap.Output()
 	}
 	if err != nil {
-		return nil, stepError(err)
+		return nil, warnings, stepError(err)
 	}
-	return &rendered{commit: art.Commit, lockDigest: snap.LockDigest, out: ro, replaces: snap.Replaces}, nil
+	return &rendered{commit: art.Commit, lockDigest: snap.LockDigest, out: ro, replaces: snap.Replaces}, warnings, nil
 }
 
 // stepError maps a snapshot step's error to the agent's step, Sync reason
-// and stall.
+// and stall: each snapshot step has its own reason. What needs a change in
+// Git stalls; a fetch that failed is retried at the next interval.
 func stepError(err error) *StepError {
 	var se *snapshot.StepError
 	if !errors.As(err, &se) {
@@ -460,12 +501,18 @@ func stepError(err error) *StepError {
 	switch se.Step {
 	case snapshot.StepDeclarations:
 		return &StepError{Step: StepDeclarations, Reason: ReasonInvalidSource, Stalled: true, Err: se.Err}
-	case snapshot.StepLock, snapshot.StepCheck:
+	case snapshot.StepLock:
+		return &StepError{Step: StepLock, Reason: ReasonInvalidLock, Stalled: true, Err: se.Err}
+	case snapshot.StepCheck:
 		return &StepError{Step: StepLock, Reason: ReasonStaleLock, Stalled: true, Err: se.Err}
 	case snapshot.StepRegistry:
-		return &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Stalled: true, Err: se.Err}
+		return &StepError{Step: StepPackages, Reason: ReasonRegistryConfig, Stalled: true, Err: se.Err}
 	case snapshot.StepFetch:
 		return &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Err: se.Err}
+	case snapshot.StepPayload:
+		return &StepError{Step: StepPayload, Reason: ReasonPayloadRefused, Stalled: true, Err: se.Err}
+	case snapshot.StepInput:
+		return &StepError{Step: StepRender, Reason: ReasonInputInvalid, Stalled: true, Err: se.Err}
 	default:
 		return &StepError{Step: StepRender, Reason: ReasonRenderFailed, Stalled: true, Err: se.Err}
 	}
@@ -475,7 +522,19 @@ func stepError(err error) *StepError {
 func (r *Reconciler) applyRendered(ctx context.Context, rd *rendered, out *Outcome) error {
 	out.lockDigest = rd.lockDigest
 	res, err := r.mgr.Apply(ctx, rd.out, apply.ApplyMeta{Commit: rd.commit, LockDigest: rd.lockDigest, Replaces: rd.replaces})
-	if err != nil {
+	var (
+		held  *writelock.HeldError
+		empty *apply.EmptyLockError
+	)
+	switch {
+	case errors.As(err, &held):
+		// `lockstep apply` (or another agent) writes the instance now:
+		// one writer per instance (docs/design.md#one-writer-per-instance).
+		return &StepError{Step: StepApply, Reason: ReasonWriteLockHeld,
+			Err: fmt.Errorf("%w; the agent retries at the next interval (%s)", err, r.cfg.Interval)}
+	case errors.As(err, &empty):
+		return &StepError{Step: StepApply, Reason: ReasonEmptyLockRefused, Stalled: true, Err: err}
+	case err != nil:
 		return &StepError{Step: StepApply, Reason: ReasonApplyFailed, Err: err}
 	}
 	out.Result = res

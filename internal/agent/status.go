@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -86,7 +87,16 @@ func (r *Reconciler) writeStatus(ctx context.Context, o *Outcome, rerr error) er
 	if err := r.c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(patch), client.FieldOwner(SyncStatusFieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply Sync %s/%s status: %w", ns, name, err)
 	}
-	r.announce(ctx, live, prev, st)
+	var warnings []string
+	if o != nil && o.Applied && o.Result != nil {
+		warnings = o.Result.Warnings
+	}
+	r.announce(ctx, live, prev, st, warnings)
+	if o != nil {
+		for _, w := range o.Warnings {
+			r.event(ctx, live, corev1.EventTypeWarning, EventDeclarationWarning, fmt.Sprintf("commit %s: %s", short(o.Commit), w))
+		}
+	}
 	if r.metrics != nil && st.Updates != nil {
 		r.metrics.UpdatePolls.WithLabelValues("succeeded").Set(float64(st.Updates.Polls - st.Updates.FailedPolls))
 		r.metrics.UpdatePolls.WithLabelValues("failed").Set(float64(st.Updates.FailedPolls))

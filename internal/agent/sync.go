@@ -53,9 +53,21 @@ const (
 	ReasonGitOperationFailed = "GitOperationFailed"
 	ReasonInvalidSource      = "InvalidDeclarations"
 	ReasonStaleLock          = "LockStale"
+	ReasonInvalidLock        = "LockInvalid"
+	ReasonRegistryConfig     = "RegistryConfigInvalid"
 	ReasonArtifactFailed     = "ArtifactFailed"
+	ReasonPayloadRefused     = "PayloadRefused"
+	ReasonInputInvalid       = "RenderInputInvalid"
 	ReasonRenderFailed       = "RenderFailed"
 	ReasonApplyFailed        = "ApplyFailed"
+	// ReasonWriteLockHeld: another apply (`lockstep apply`) holds the
+	// instance's write Lease (internal/writelock); the reconcile is
+	// retried at the next interval.
+	ReasonWriteLockHeld = "WriteLockHeld"
+	// ReasonEmptyLockRefused: the commit's lock has no package while the
+	// instance installed some (apply.EmptyLockError); it stalls until Git
+	// changes or the agent runs with --allow-empty.
+	ReasonEmptyLockRefused = "EmptyLockRefused"
 )
 
 // now is the clock; tests replace it.

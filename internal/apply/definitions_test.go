@@ -55,6 +55,13 @@ func refusedUntouched(t *testing.T, f *fixture, pkg render.Package, res *apply.R
 	if diff := cmp.Diff(ownerRefs(before), ownerRefs(after)); diff != "" {
 		t.Errorf("CRD %s changed owners: -before +after\n%s", crdName, diff)
 	}
+	inv, err := inventory.Read(context.Background(), f.c, f.namespace, f.instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ip := inv.Package(crossplane.KindProvider, pkg.Name); ip != nil {
+		t.Errorf("the refused package has an inventory entry (%d objects), want none: nothing of it was installed", len(ip.Entries))
+	}
 	rev := render.RevisionName(pkg.Name, pkg.Digest)
 	for _, obj := range [][4]string{
 		{"pkg.crossplane.io/v1", "Provider", "", pkg.Name},
@@ -221,7 +228,8 @@ func TestForeignCRDRefused(t *testing.T) {
 // it with every object of its kind (issue 15, item 1).
 func TestProtectedDefinitionNeverPruned(t *testing.T) {
 	f := newFixture(t)
-	m := f.manager(t, func(o *apply.Options) { o.PruneCRDs = plan.PruneAlways })
+	// The package leaves Git, its render is empty: --allow-empty.
+	m := f.manager(t, func(o *apply.Options) { o.PruneCRDs, o.AllowEmpty = plan.PruneAlways, true })
 	pkg := build(t, f.demo(t, "provider-demo", "v0.1.0"))
 	mustSucceed(t, f.apply(t, m, f.render(t, pkg), apply.ApplyMeta{Commit: "c1"}))
 	rev := f.revision(t, crossplane.KindProvider, render.RevisionName(pkg.Name, pkg.Digest))
@@ -269,5 +277,42 @@ func TestProtectedDefinitionNeverPruned(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(res.Warnings, "\n"), crdName) {
 		t.Errorf("no warning names %s: %q", crdName, res.Warnings)
+	}
+}
+
+// TestRefusedUpgradeKeepsInventory: an upgrade refused by the definitions
+// step (its new digest ships a CRD in pkg.crossplane.io) writes nothing, so
+// the package's inventory entry stays as the installed version left it:
+// the old digest, commit and objects (issue 15, item 1's follow-up; the
+// entry used to be rewritten with the refused digest).
+func TestRefusedUpgradeKeepsInventory(t *testing.T) {
+	f := newFixture(t)
+	m := f.manager(t, nil)
+	good := build(t, f.demo(t, "provider-demo", "v0.1.0"))
+	mustSucceed(t, f.apply(t, m, f.render(t, good), apply.ApplyMeta{Commit: "c1", LockDigest: "sha256:1"}))
+	read := func() *inventory.Package {
+		t.Helper()
+		inv, err := inventory.Read(context.Background(), f.c, f.namespace, f.instance)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inv.Package(crossplane.KindProvider, good.Name)
+	}
+	before := read()
+	if before == nil || len(before.Entries) == 0 {
+		t.Fatalf("the installed provider has no inventory entry: %+v", before)
+	}
+
+	s := f.demo(t, "provider-demo", "v0.1.0")
+	s.edit = func(files map[string]string) {
+		files["crds/evilthings.yaml"] = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: evilthings.pkg.crossplane.io\nspec:\n  group: pkg.crossplane.io\n  names: {kind: EvilThing, plural: evilthings}\n  scope: Cluster\n  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]\n"
+	}
+	evil := build(t, s)
+	res := f.apply(t, m, f.render(t, evil), apply.ApplyMeta{Commit: "c2", LockDigest: "sha256:2"})
+	if len(res.Packages) != 1 || res.Packages[0].Step != "definitions" {
+		t.Fatalf("the upgrade was not refused by the definitions step: %+v", res.Packages)
+	}
+	if diff := cmp.Diff(before, read()); diff != "" {
+		t.Errorf("the refused upgrade changed the package's inventory entry: -before +after\n%s", diff)
 	}
 }

@@ -77,13 +77,25 @@ type Options struct {
 	// DryRun sends every write as a server-side dry-run and deletes nothing:
 	// the Result says what a real apply would change.
 	DryRun bool
+	// AllowEmpty lets an Output without packages prune every package the
+	// instance's inventory lists (--allow-empty); without it Apply refuses
+	// such an Output with an *EmptyLockError before any package is written
+	// or pruned.
+	AllowEmpty bool
+	// DeletionProtection installs the instance's ValidatingAdmissionPolicy
+	// that lets only lockstep's user (and the garbage collector) delete its
+	// package and revision records and its CRDs, MRDs and XRDs
+	// (render.DeletionProtection, docs/design.md#deletion-protection);
+	// false deletes that policy when it exists.
+	DeletionProtection bool
 }
 
 // DefaultOptions returns the options of `lockstep apply` without flags:
 // namespace crossplane-system, instance lockstep, --prune-crds unused, a
 // 2-minute wait for CRDs polled every second (when no REST config is
 // given; see WithRESTConfig), 8 requests in parallel (as many as the
-// benchmark's floor, plain server-side apply, sends).
+// benchmark's floor, plain server-side apply, sends), deletion protection
+// on.
 func DefaultOptions() Options {
 	return Options{
 		Namespace:    "crossplane-system",
@@ -92,6 +104,8 @@ func DefaultOptions() Options {
 		WaitTimeout:  2 * time.Minute,
 		WaitInterval: time.Second,
 		Concurrency:  8,
+
+		DeletionProtection: true,
 	}
 }
 
@@ -126,6 +140,11 @@ type Manager struct {
 	opts   Options
 	now    func() time.Time
 	lock   Locker
+
+	// identityMu guards user, the client's user name once a
+	// SelfSubjectReview returned it (deletion protection).
+	identityMu sync.Mutex
+	user       string
 }
 
 // ManagerOption configures a Manager beyond its Options.
@@ -310,9 +329,11 @@ func (p *PackageResult) Counts() map[ssa.Action]int {
 //
 // Apply returns an error, and no Result, only when it cannot start: the
 // Output is for another namespace or instance, another apply holds the
-// instance's write lock (WithLock; a *writelock.HeldError), the
-// pkg.crossplane.io kinds are not served, or the cluster state or
-// inventory cannot be read. Package
+// instance's write lock (WithLock; a *writelock.HeldError), the deletion
+// protection cannot be applied or removed (Options.DeletionProtection), the
+// pkg.crossplane.io kinds are not served, the cluster state or inventory
+// cannot be read, or out has no package while the inventory lists some and
+// Options.AllowEmpty is not set (an *EmptyLockError). Package
 // failures are in Result.Err. A cancelled ctx stops the reconcile at the
 // next request; the next Apply converges.
 func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta) (*Result, error) {
@@ -334,11 +355,17 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 		defer release()
 		ctx = held
 	}
+	if err := r.protectStep(ctx); err != nil {
+		return nil, err
+	}
 	if m.crds != nil {
 		r.crds = m.crds.Track(crdwait.Selector{Labels: map[string]string{render.LabelInstance: m.opts.Instance}})
 		defer r.crds.Stop()
 	}
 	if err := r.load(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.refuseEmpty(r.live.inventory); err != nil {
 		return nil, err
 	}
 	r.loaded = r.live.inventory

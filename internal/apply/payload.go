@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -13,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -36,7 +39,8 @@ func payloadStage(gk schema.GroupKind) int {
 // payloadStep is the payload step (docs/design.md#apply-steps). It releases
 // stale controller references found by
 // the preflight, then applies the payload stage by stage, waiting after the
-// CRDs until every CRD it created or changed is Established (kstatus with
+// CRDs until every CRD it created or changed, or found not Established
+// (unestablishedCRDs), is Established (kstatus with
 // lockstep's readers, through fluxcd/pkg/ssa's WaitForSetWithContext). The
 // active revision controls every object; the package and the revisions
 // that shipped it before own it (extraOwners).
@@ -56,6 +60,8 @@ func (p *pkgRun) payloadStep(ctx context.Context) error {
 		stages[s] = append(stages[s], d)
 	}
 	crds := changedCRDs(stages[0])
+	stuck := r.unestablishedCRDs(stages[0])
+	crds = append(crds, stuck...)
 	if len(crds) > 0 && r.crds != nil && !r.opts.DryRun {
 		// Watch from the apply's LIST before the first CRD changes, so
 		// the API server's watch cache still holds every event since.
@@ -67,6 +73,11 @@ func (p *pkgRun) payloadStep(ctx context.Context) error {
 		}
 		if i != 0 || r.opts.DryRun {
 			continue
+		}
+		for _, d := range stuck {
+			if err := r.nudgeCRD(ctx, p.res, d); err != nil {
+				return err
+			}
 		}
 		if err := r.waitEstablished(ctx, crds); err != nil {
 			return fmt.Errorf("waiting for CustomResourceDefinitions to be Established: %w", err)
@@ -156,6 +167,56 @@ func changedCRDs(objs []*desired) []*desired {
 		}
 	}
 	return out
+}
+
+// unestablishedCRDs returns the CRDs of objs that this apply leaves as
+// they are but that its LIST saw not Established, with names not refused:
+// a kube-apiserver that crashed after accepting a CRD's names and before
+// establishing it (a crash in the middle of an earlier apply) never
+// establishes it on its own, because its establishing controller is queued
+// only by an update of the CRD (kubernetes apiextensions-apiserver
+// pkg/apiserver/customresource_handler.go, updateCustomResourceDefinition),
+// and discovery leaves the kind out until then. The payload step updates
+// them (nudgeCRD) and waits for them with the CRDs it writes.
+func (r *run) unestablishedCRDs(objs []*desired) []*desired {
+	var out []*desired
+	for _, d := range objs {
+		if d.action == ssa.CreatedAction || d.action == ssa.ConfiguredAction || d.u.GroupVersionKind().GroupKind() != crossplane.GroupKindCRD {
+			continue
+		}
+		if st, ok := r.listedCRD(d.u.GetName()); ok && !st.Established && st.NotAccepted == "" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// establishNudge is the annotation nudgeCRD adds and removes.
+const establishNudge = "lockstep.io/establish"
+
+// nudgeCRD updates the live CRD of d twice with JSON merge patches,
+// adding the annotation establishNudge and removing it again, so that the
+// API server's establishing controller is queued for it (see
+// unestablishedCRDs) and the object ends as it was. d.result's
+// resourceVersion becomes the last write's, for the wait; the warning goes
+// to res.
+func (r *run) nudgeCRD(ctx context.Context, res *PackageResult, d *desired) error {
+	target := &unstructured.Unstructured{}
+	target.SetGroupVersionKind(d.u.GroupVersionKind())
+	target.SetName(d.u.GetName())
+	for _, v := range []any{"true", nil} {
+		b, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{establishNudge: v}}})
+		if err != nil {
+			return err
+		}
+		if err := r.c.Patch(ctx, target, client.RawPatch(types.MergePatchType, b), client.FieldOwner(FieldManager)); err != nil {
+			return fmt.Errorf("CustomResourceDefinition %s: not Established, and cannot update it to have it established: %w", d.u.GetName(), err)
+		}
+		r.wrote()
+	}
+	d.result = target
+	r.warn(res, "CustomResourceDefinition %s was not Established (an API server that restarted in the middle of an earlier apply leaves it so); updated it to have it established", d.u.GetName())
+	return nil
 }
 
 // waitEstablished waits until every CRD of crds (see changedCRDs), written

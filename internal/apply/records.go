@@ -58,6 +58,12 @@ type pkgRun struct {
 	payload []*desired
 	runtime []*desired
 	records []*desired
+	// recorded is set once the records step recorded the package's intent
+	// in the inventory (recordIntent): from then on its apply may have
+	// written. A package that fails before (refused by the definitions
+	// step, or managed by another instance) wrote nothing, and finish
+	// leaves its inventory entry as it was.
+	recorded bool
 
 	// runtimeHealth is the current revision's RuntimeHealthy condition.
 	runtimeHealth *condition
@@ -357,6 +363,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	if err := p.recordIntent(ctx); err != nil {
 		return err
 	}
+	p.recorded = true
 
 	// The package record.
 	u, err := p.po.Record.Bind(render.Binding{})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -111,6 +112,9 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 		key:  pkgKey{po.Kind, po.Name},
 		res:  &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet(), Health: healthTarget(po)},
 		uids: map[render.Reference]types.UID{},
+	}
+	for _, w := range po.Revision.Warnings {
+		r.warn(p.res, "%s", w)
 	}
 	p.replacedBy = r.replacedBy[p.key]
 	p.findReplaced(r.meta.Replaces[p.key.String()])
@@ -221,6 +225,16 @@ func (r *run) finish(ctx context.Context) {
 
 	inv := &inventory.Inventory{Instance: r.opts.Instance}
 	for _, p := range r.pkgs {
+		if p.res.Err != nil && !p.recorded {
+			// Refused before its first write: it keeps the entry of what
+			// it installed before, unchanged, or gets none.
+			if prev := old.Package(p.key.Kind, p.key.Name); prev != nil {
+				keep := *prev
+				keep.Entries = slices.Clone(prev.Entries)
+				inv.Packages = append(inv.Packages, keep)
+			}
+			continue
+		}
 		// A package that failed keeps the intent recorded before its first
 		// write (recordIntent): a write that failed may still have landed.
 		// One that succeeded lists what it applied.

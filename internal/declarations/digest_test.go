@@ -218,7 +218,7 @@ func TestDigestChanges(t *testing.T) {
 		"SkipDependencies":    {"skipDependencyResolution changes the lock.", "providers.yaml", "commonLabels:", "skipDependencyResolution: true\n  commonLabels:"},
 		"CommonLabels":        {"commonLabels reach every payload object.", "providers.yaml", "tier: infra", "tier: data"},
 		"CommonAnnotations":   {"commonAnnotations reach every payload object.", "providers.yaml", "note: hello", "note: bye"},
-		"RuntimeConfigRef":    {"Another runtime config renders another Deployment.", "providers.yaml", "runtimeConfigRef: {name: debug}", "runtimeConfigRef: {name: fast}"},
+		"RuntimeConfigRef":    {"Another runtime config renders another Deployment.", "providers.yaml", "runtimeConfigRef: {name: debug}", "runtimeConfigRef: {name: default}"},
 		"MetadataLabel":       {"The Provider object's own labels are applied too.", "providers.yaml", "team: platform", "team: apps"},
 		"Name":                {"Renaming a package is a change.", "platform/conf.yaml", "name: platform-ref", "name: platform"},
 		"Kind":                {"The same package as another kind is a change.", "platform/conf.yaml", "kind: Configuration", "kind: Provider"},

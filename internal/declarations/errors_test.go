@@ -66,6 +66,55 @@ func TestLoadErrors(t *testing.T) {
 			files:  map[string]string{"p.yaml": provider + "---\napiVersion: v1\nkind: [\n"},
 			want:   []wantErr{{At: "p.yaml:9", Msg: "malformed YAML"}},
 		},
+		"MergeConflictMarker": {
+			reason: "A file with Git conflict markers names the first marker as the cause, not yaml/v3's \"could not find expected ':'\" (issue 15).",
+			files: map[string]string{"clusters/a/providers.yaml": provider + "---\n" + y(`
+				apiVersion: pkg.crossplane.io/v1
+				kind: Provider
+				metadata:
+					name: provider-helm
+				spec:
+				<<<<<<< HEAD
+					package: xpkg.crossplane.io/crossplane-contrib/provider-helm:v0.21.0
+				=======
+					package: xpkg.crossplane.io/crossplane-contrib/provider-helm:v1.4.0
+				>>>>>>> upgrade-helm
+			`)},
+			want: []wantErr{{At: "clusters/a/providers.yaml:13", Msg: `merge-conflict marker "<<<<<<< HEAD": resolve the Git conflict first`}},
+		},
+		"MergeConflictMarkerFirstLine": {
+			reason: "A conflict around the first line is named at the marker, though yaml/v3 stops on line 2.",
+			files:  map[string]string{"p.yaml": "<<<<<<< HEAD\napiVersion: v1\n=======\napiVersion: v2\n>>>>>>> main\n"},
+			want:   []wantErr{{At: "p.yaml:1", Msg: `merge-conflict marker "<<<<<<< HEAD": resolve the Git conflict first`}},
+		},
+		"TabIndentation": {
+			reason: "A tab in the indentation of the reported line is named as the cause (issue 15).",
+			files:  map[string]string{"p.yaml": "apiVersion: pkg.crossplane.io/v1\nkind: Provider\nmetadata:\n\tname: provider-nop\n"},
+			want:   []wantErr{{At: "p.yaml:4", Msg: "tab character in indentation: YAML allows only spaces"}},
+		},
+		"TabIndentationNextLine": {
+			reason: "yaml/v3 reports some bad tab indentation on the line before it; the tab's own line is named.",
+			files:  map[string]string{"p.yaml": "apiVersion: pkg.crossplane.io/v1\nkind: Provider\nmetadata:\n  name: provider-nop\n\tlabels: {}\n"},
+			want:   []wantErr{{At: "p.yaml:5", Msg: "tab character in indentation: YAML allows only spaces"}},
+		},
+		"TabInValueIsNotTheCause": {
+			reason: "A tab that is not indentation is left out of the message; the YAML error stays.",
+			files:  map[string]string{"p.yaml": "apiVersion: pkg.crossplane.io/v1\nkind:\tProvider\nmetadata:\n  name: a: b\n"},
+			want:   []wantErr{{At: "p.yaml:4", Msg: "malformed YAML: mapping values are not allowed in this context"}},
+		},
+		"RuntimeConfigNotDeclared": {
+			reason: "A runtimeConfigRef to a DeploymentRuntimeConfig no file declares fails at load, as render would (issue 15).",
+			files: map[string]string{
+				"clusters/a/providers.yaml": provider + "  runtimeConfigRef:\n    name: debug\n",
+				"clusters/a/runtime.yaml":   "apiVersion: pkg.crossplane.io/v1beta1\nkind: DeploymentRuntimeConfig\nmetadata:\n  name: other\n",
+			},
+			want: []wantErr{{At: "clusters/a/providers.yaml:8", Object: "Provider provider-nop", Field: "spec.runtimeConfigRef.name", Msg: `DeploymentRuntimeConfig "debug" is not declared`}},
+		},
+		"RuntimeConfigNotDeclaredFunction": {
+			reason: "A Function's runtimeConfigRef is checked the same way.",
+			files:  map[string]string{"f.yaml": replaceOnce(provider, "kind: Provider", "kind: Function") + "  runtimeConfigRef: {name: debug}\n"},
+			want:   []wantErr{{At: "f.yaml:7", Object: "Function provider-nop", Field: "spec.runtimeConfigRef.name", Msg: `DeploymentRuntimeConfig "debug" is not declared`}},
+		},
 		"UnknownAnchor": {
 			reason: "An alias to an unknown anchor is located at the alias.",
 			files:  map[string]string{"p.yaml": "apiVersion: v1\nkind: ConfigMap\ndata: *nope\n"},

@@ -79,8 +79,11 @@ func Load(dir string) (*Set, error) {
 // spec.package that is not a fully qualified reference with a tag or digest
 // (the CRD's CEL rule, docs/crossplane-behaviour.md#references-and-identity, and
 // name.StrictValidation), an invalid enum or negative revisionHistoryLimit,
-// missing required fields, two objects of one kind with the same name, and
-// two packages with the same source under different names. On any error
+// missing required fields, two objects of one kind with the same name,
+// two packages with the same source under different names, and a
+// spec.runtimeConfigRef naming a DeploymentRuntimeConfig no file declares
+// (other than "default"; checkRuntimeRefs says when it is left to render).
+// On any error
 // LoadFS returns a nil Set.
 func LoadFS(fsys fs.FS) (*Set, error) {
 	l := &loader{
@@ -116,6 +119,7 @@ func LoadFS(fsys fs.FS) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot read declarations: %w", err)
 	}
+	l.checkRuntimeRefs()
 	if err := joinSorted(l.errs); err != nil {
 		return nil, err
 	}
@@ -151,6 +155,16 @@ type loader struct {
 	names map[string]Location
 	// sources maps a normalised package repository to its first package.
 	sources map[string]sourceEntry
+	// runtimeRefs are the packages whose spec.runtimeConfigRef names a
+	// DeploymentRuntimeConfig other than "default", checked once every
+	// file is read (checkRuntimeRefs).
+	runtimeRefs []runtimeRef
+}
+
+// runtimeRef is a package's reference to a DeploymentRuntimeConfig by name.
+type runtimeRef struct {
+	o    object
+	name string
 }
 
 // object is one document being loaded, with what errors need to name it.
@@ -445,6 +459,28 @@ func (l *loader) name(o object, meta metav1.ObjectMeta) bool {
 	return true
 }
 
+// checkRuntimeRefs fails every package whose spec.runtimeConfigRef names a
+// DeploymentRuntimeConfig that no file declares: render would refuse it
+// (render's runtimeConfig; Crossplane's revision reconciler cannot get it,
+// docs/crossplane-behaviour.md#runtime-reconcile step 3), so lock and lock
+// --check refuse it too. "default" needs no declaration, as Crossplane
+// creates it. When an ImageConfig sets spec.runtime.configRef, which takes
+// precedence over the package's reference for the images it matches
+// (docs/crossplane-behaviour.md#imageconfig-runtime), the check is left to
+// render, which knows the rewritten image each package resolves to.
+func (l *loader) checkRuntimeRefs() {
+	for _, ic := range l.set.ImageConfigs {
+		if ic.Spec.Runtime != nil && ic.Spec.Runtime.ConfigRef != nil {
+			return
+		}
+	}
+	for _, r := range l.runtimeRefs {
+		if _, ok := l.names[crossplane.KindDeploymentRuntimeConfig+"/"+r.name]; !ok {
+			l.fail(r.o, "spec.runtimeConfigRef.name", fmt.Errorf("%s %q is not declared", crossplane.KindDeploymentRuntimeConfig, r.name))
+		}
+	}
+}
+
 // pkg loads a Provider, Configuration or Function.
 func (l *loader) pkg(o object, kind crossplane.PackageKind) {
 	d := Declaration{Kind: kind.Kind, Location: o.location()}
@@ -473,6 +509,9 @@ func (l *loader) pkg(o object, kind crossplane.PackageKind) {
 	ref, refOK := l.validatePackageSpec(o, d.Spec)
 	if d.RuntimeConfigRef != nil {
 		l.validateRuntimeConfigRef(o, "spec.runtimeConfigRef", d.RuntimeConfigRef)
+		if n := d.RuntimeConfigRef.Name; n != "" && n != DefaultRuntimeConfigName {
+			l.runtimeRefs = append(l.runtimeRefs, runtimeRef{o: o, name: n})
+		}
 	}
 	ApplyDefaults(&d)
 	d.Ref = ref

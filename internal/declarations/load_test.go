@@ -2,6 +2,7 @@ package declarations
 
 import (
 	"encoding/json"
+	"fmt"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"os"
 	"path/filepath"
@@ -464,7 +465,9 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			s, err := Load(writeTree(t, map[string]string{"pkg.yaml": tc.doc}))
+			// The DeploymentRuntimeConfig the cases reference must be declared.
+			custom := "apiVersion: pkg.crossplane.io/v1beta1\nkind: DeploymentRuntimeConfig\nmetadata: {name: custom}\n"
+			s, err := Load(writeTree(t, map[string]string{"pkg.yaml": tc.doc, "runtime.yaml": custom}))
 			if err != nil {
 				t.Fatalf("%s\nLoad(...): unexpected error: %v", tc.reason, err)
 			}
@@ -519,5 +522,51 @@ func TestImageConfigDefaults(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, s.ImageConfigs[0].Spec); diff != "" {
 		t.Errorf("ImageConfig spec: -want, +got:\n%s", diff)
+	}
+}
+
+// TestLoadRuntimeConfigRefs checks which runtimeConfigRefs Load accepts: a
+// reference must name a declared DeploymentRuntimeConfig, in any file, or
+// "default" (issue 15: a missing target passed lock and failed render).
+func TestLoadRuntimeConfigRefs(t *testing.T) {
+	const (
+		pkg = "apiVersion: pkg.crossplane.io/v1\nkind: Provider\nmetadata: {name: p}\nspec:\n  package: xpkg.example.com/org/p:v1\n  runtimeConfigRef: {name: %s}\n"
+		drc = "apiVersion: pkg.crossplane.io/v1beta1\nkind: DeploymentRuntimeConfig\nmetadata: {name: %s}\n"
+		ic  = "apiVersion: pkg.crossplane.io/v1beta1\nkind: ImageConfig\nmetadata: {name: ic}\nspec:\n  matchImages: [{prefix: xpkg.example.com/org}]\n  runtime: {configRef: {name: %s}}\n"
+	)
+	cases := map[string]struct {
+		reason  string
+		files   map[string]string
+		wantErr string
+	}{
+		"DeclaredInAnotherFile": {
+			reason: "The DeploymentRuntimeConfig may be declared in any file of the tree.",
+			files:  map[string]string{"a/p.yaml": fmt.Sprintf(pkg, "debug"), "z/r.yaml": fmt.Sprintf(drc, "debug")},
+		},
+		"Default": {
+			reason: "default needs no declaration: Crossplane creates it.",
+			files:  map[string]string{"p.yaml": fmt.Sprintf(pkg, "default")},
+		},
+		"Missing": {
+			reason:  "Any other missing name is an error naming the file, package and field.",
+			files:   map[string]string{"p.yaml": fmt.Sprintf(pkg, "debug"), "r.yaml": fmt.Sprintf(drc, "debgu")},
+			wantErr: `p.yaml:6: Provider p: spec.runtimeConfigRef.name: DeploymentRuntimeConfig "debug" is not declared`,
+		},
+		"ImageConfigRuntimeLeftToRender": {
+			reason: "An ImageConfig runtime.configRef overrides the package's reference for the images it matches after rewriting, which only render knows.",
+			files:  map[string]string{"p.yaml": fmt.Sprintf(pkg, "debug"), "i.yaml": fmt.Sprintf(ic, "fast"), "r.yaml": fmt.Sprintf(drc, "fast")},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Load(writeTree(t, tc.files))
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if diff := cmp.Diff(tc.wantErr, got); diff != "" {
+				t.Errorf("%s\nLoad(...) error: -want +got:\n%s", tc.reason, diff)
+			}
+		})
 	}
 }

@@ -11,8 +11,11 @@ import (
 
 // TestLoadUpstreamE2EManifests loads every manifest of Crossplane's package
 // manager e2e suite (test/e2e/manifests/pkg, written upstream) that holds a
-// pkg.crossplane.io object, one file at a time: real declarations must load,
-// and the few that the API server would reject must fail for that reason.
+// pkg.crossplane.io object, one file at a time (with the files of its
+// directory that declare a DeploymentRuntimeConfig, which the e2e suite
+// applies with it and a runtimeConfigRef must find): real declarations must
+// load, and the few that the API server would reject must fail for that
+// reason.
 func TestLoadUpstreamE2EManifests(t *testing.T) {
 	td := os.Getenv("LOCKSTEP_TESTDATA")
 	if td == "" {
@@ -44,7 +47,21 @@ func TestLoadUpstreamE2EManifests(t *testing.T) {
 		rel, _ := filepath.Rel(root, p)
 		rel = filepath.ToSlash(rel)
 		files++
-		s, err := LoadFS(fstest.MapFS{"f.yaml": {Data: data}})
+		fsys := fstest.MapFS{"f.yaml": {Data: data}}
+		siblings, err := filepath.Glob(filepath.Join(filepath.Dir(p), "*.yaml"))
+		if err != nil {
+			return err
+		}
+		for _, sib := range siblings {
+			b, err := os.ReadFile(sib)
+			if err != nil {
+				return err
+			}
+			if sib != p && strings.Contains(string(b), "kind: DeploymentRuntimeConfig") {
+				fsys["runtime/"+filepath.Base(sib)] = &fstest.MapFile{Data: b}
+			}
+		}
+		s, err := LoadFS(fsys)
 		if want, bad := wantErrs[rel]; bad {
 			seenErrs[rel] = true
 			if err == nil || err.Error() != want {

@@ -96,7 +96,7 @@ func nodeObjectName(root *yaml.Node) string {
 }
 
 // syntaxError turns a yaml/v3 parse error into an Error with the best line
-// the message allows.
+// the message allows, naming the cause when SyntaxCause finds one.
 func syntaxError(file string, data []byte, err error) *Error {
 	msg := err.Error()
 	line := 1 // yaml/v3 leaves the line out when it is the first one.
@@ -112,6 +112,9 @@ func syntaxError(file string, data []byte, err error) *Error {
 		msg = strings.TrimPrefix(msg, "yaml: ")
 	} else {
 		msg = strings.TrimPrefix(msg, "yaml: ")
+	}
+	if at, cause := SyntaxCause(data, line); cause != nil {
+		return &Error{Location: Location{File: file, Line: at}, Err: cause}
 	}
 	return &Error{Location: Location{File: file, Line: line}, Err: fmt.Errorf("malformed YAML: %s", msg)}
 }

@@ -77,6 +77,7 @@ func Compare(base, head *State, opts Options) (*Report, error) {
 	r.Lock = lockChanges(base.Lock, head.Lock)
 	r.Warnings = append(r.Warnings, staleness("base", base)...)
 	r.Warnings = append(r.Warnings, staleness("head", head)...)
+	r.Warnings = append(r.Warnings, declarationWarnings("head", head)...)
 
 	be, he := base.entries(), head.entries()
 	sources := slices.Collect(maps.Keys(be))
@@ -174,6 +175,22 @@ func staleness(name string, s *State) []string {
 	return out
 }
 
+// declarationWarnings returns the warnings of the state's declarations
+// (declarations.Set Warnings: an object in a near-miss group such as
+// pkg.crossplan.io, which lockstep ignores), prefixed with the side's name,
+// as lock and apply print them. Only the head's are reported: they are
+// what the change brings.
+func declarationWarnings(name string, s *State) []string {
+	if s.Declarations == nil {
+		return nil
+	}
+	out := make([]string, 0, len(s.Declarations.Warnings))
+	for _, w := range s.Declarations.Warnings {
+		out = append(out, fmt.Sprintf("%s: %v", name, w))
+	}
+	return out
+}
+
 // pkg compares one package; a or b is nil when the package is only on one
 // side. It returns nil when nothing changes.
 func (c *comparer) pkg(a, b *pkgState) (*PackageChange, error) {
@@ -211,6 +228,11 @@ func (c *comparer) pkg(a, b *pkgState) (*PackageChange, error) {
 	}
 	if b != nil && b.out != nil && b.out.Revision.Problem != nil {
 		c.warnings = append(c.warnings, fmt.Sprintf("%s %s: %s", pc.Kind, pc.Name, b.out.Revision.Problem))
+	}
+	if b != nil && b.out != nil {
+		for _, w := range b.out.Revision.Warnings {
+			c.warnings = append(c.warnings, fmt.Sprintf("%s %s: %s", pc.Kind, pc.Name, w))
+		}
 	}
 	if b != nil && pc.Change != Removed {
 		c.checkFunctions(pc, b)

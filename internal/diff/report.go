@@ -43,7 +43,9 @@ type Report struct {
 	// ImageConfigs are the ImageConfigs added, removed or changed, by name.
 	ImageConfigs []ConfigChange `json:"imageConfigs,omitempty"`
 	// Warnings are problems found while comparing that do not stop it, such
-	// as a stale lock or a permission request the allow list refuses.
+	// as a stale lock, a permission request the allow list refuses, or a
+	// warning of the head's declarations (an object in a near-miss group
+	// such as pkg.crossplan.io, which lockstep ignores).
 	Warnings []string `json:"warnings,omitempty"`
 }
 

@@ -26,8 +26,16 @@
 //     version constraints
 //     (docs/crossplane-behaviour.md#crossplane-version-constraints). Pins of a
 //     previous lock are kept
-//     while they still satisfy every constraint.
-//   - Check finds every way a lock is stale without the network.
+//     while they still satisfy every constraint; a kept pin's recorded
+//     content (Content: kind, dependencies, Crossplane constraint, replaces,
+//     payload layer and counts) is never rewritten: when the package at its
+//     digest disagrees, Resolve fails with a *ContentError (a digest or a
+//     summary edited by hand) unless the package is re-resolved (--update).
+//   - Check finds every way a lock is stale without the network. It reads
+//     no package, so it cannot tell a digest edited by hand; CheckContent
+//     (run by internal/snapshot's payload step on every pulled package) and
+//     Verify (online: tags still point to their digests, and pulled content
+//     is what the lock records; lockstep lock --verify) do.
 //   - DependencyName (xpkg.ToDNSLabel of the repository path) gives dependencies the names Crossplane
 //     gives them (docs/crossplane-behaviour.md#references-and-identity,
 //     #dependency-resolution), which real Compositions rely on.

@@ -43,11 +43,9 @@ func Fetch(ctx context.Context, lock *Lock, reg PackageReader, opts Options) (ma
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
+			if err := acquire(ctx, sem); err != nil {
 				mu.Lock()
-				errs = append(errs, fmt.Errorf("%s: %w", e, ctx.Err()))
+				errs = append(errs, fmt.Errorf("%s: %w", e, err))
 				mu.Unlock()
 				return
 			}
@@ -68,4 +66,15 @@ func Fetch(ctx context.Context, lock *Lock, reg PackageReader, opts Options) (ma
 		return nil, fmt.Errorf("cannot read the locked packages: %w", errors.Join(errs...))
 	}
 	return out, nil
+}
+
+// acquire takes one of sem's slots, or returns ctx's error when it ends
+// first.
+func acquire(ctx context.Context, sem chan struct{}) error {
+	select {
+	case sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

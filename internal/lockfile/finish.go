@@ -38,26 +38,19 @@ func (u *run) finish(g *graph) (*Result, error) {
 	return res, nil
 }
 
-// entry builds the lock entry of a validated node.
+// entry builds the lock entry of a validated node: what resolution chose,
+// and what the package at the chosen digest holds (ContentOf).
 func (u *run) entry(n *node) Entry {
-	meta := n.pkg.Package.Meta
-	sum := n.pkg.Package.Summary()
+	c := ContentOf(n.source, n.pkg)
 	e := Entry{
-		Kind:                 meta.Kind,
+		Kind:                 c.Kind,
 		Name:                 u.packageName(n),
 		Source:               n.source,
 		Version:              n.choice.version,
 		Digest:               n.choice.digest,
-		CrossplaneConstraint: meta.CrossplaneVersion,
-		Payload: Payload{
-			CRDs:         sum.CRDs,
-			XRDs:         sum.XRDs,
-			Compositions: sum.Compositions,
-			Other:        sum.Other,
-		},
-	}
-	if n.pkg.LayerDigest.Hex != "" {
-		e.Payload.Layer = n.pkg.LayerDigest.String()
+		CrossplaneConstraint: c.CrossplaneConstraint,
+		Payload:              c.Payload,
+		Replaces:             c.Replaces,
 	}
 	if n.decl != nil {
 		e.RequestedBy = append(e.RequestedBy, Request{Declaration: n.decl.Location.File, Reference: n.decl.Spec.Package})
@@ -69,12 +62,19 @@ func (u *run) entry(n *node) Entry {
 	for _, d := range n.edges {
 		e.Dependencies = append(e.Dependencies, Dependency{Kind: d.kind, Source: d.source, Constraint: d.constraint, ReplacedBy: d.replacedBy})
 	}
-	for _, r := range meta.Replaces {
-		if q, err := Qualify(n.source, r); err == nil && q != n.source && !slices.Contains(e.Replaces, q) {
-			e.Replaces = append(e.Replaces, q)
-		}
-	}
 	return e
+}
+
+// checkKept refuses to rewrite what the previous lock records about a
+// package it keeps at the same digest: unless the package is re-resolved
+// (--update), the content pulled for that digest must be what the lock
+// records, or the lock was edited by hand (issue 15 item 8).
+func (u *run) checkKept(n *node) error {
+	prev := u.prev[n.source]
+	if prev == nil || u.updating[n.source] || prev.Digest != n.choice.digest {
+		return nil
+	}
+	return CheckContent(FileName, prev, ContentOf(n.source, n.pkg))
 }
 
 // packageName is the name of the package object: the declaration's, or
@@ -124,6 +124,9 @@ func (u *run) validate(g *graph) []error {
 			// The snapshot stage runs the same check on what it fetches.
 			if err := n.pkg.Package.CheckGroups(); err != nil {
 				fail(n, "%v", err)
+			}
+			if err := u.checkKept(n); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
 )
 
 // Error is one problem in a lockfile: where it is and which field.
@@ -67,7 +68,7 @@ var (
 func Parse(file string, data []byte) (*Lock, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlError(file, err)
+		return nil, syntaxError(file, data, err)
 	}
 	if root.Kind == 0 {
 		return nil, &Error{File: file, Err: errors.New("empty lockfile")}
@@ -97,6 +98,21 @@ func yamlError(file string, err error) error {
 		return errors.Join(errs...)
 	}
 	return yamlMessage(file, strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+// syntaxError is yamlError for a document that does not parse, with the
+// cause declarations.SyntaxCause names (a Git merge-conflict marker, a tab
+// in the indentation) in place of yaml/v3's message when it finds one.
+func syntaxError(file string, data []byte, err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		return yamlError(file, err)
+	}
+	e := yamlMessage(file, strings.TrimPrefix(err.Error(), "yaml: "))
+	if line, cause := declarations.SyntaxCause(data, max(e.Line, 1)); cause != nil {
+		e.Line, e.Err = line, cause
+	}
+	return e
 }
 
 func yamlMessage(file, msg string) *Error {

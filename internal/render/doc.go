@@ -42,6 +42,10 @@
 //     ClusterRoleBinding to the runtime's ServiceAccount; v1-style
 //     permissionRequests are checked against an allow list.
 //
+// DeletionProtection renders, per instance rather than per package, the
+// ValidatingAdmissionPolicy and binding that let only lockstep's user delete
+// the instance's records and definitions (docs/design.md#deletion-protection).
+//
 // What only the cluster knows is left to apply as intents (see Output):
 // owner references (Object.Controller and Object.Owners), revision numbers,
 // CA bundles, TLS certificates and the revision UID. Object.Bind completes

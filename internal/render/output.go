@@ -103,7 +103,12 @@ type RevisionOutput struct {
 	// Problem is set when something of the revision could not be rendered
 	// while the rest could: a *PermissionError when a permission request is
 	// not allowed, in which case RBAC is empty.
-	Problem error
+	Problem error // Warnings are what a user should know about the rendered revision that
+	// is not an error (Output.Warnings prefixes the package): permissionRequests that no
+	// ClusterRole holds because the provider has no CRDs (see rbac). The CLI
+	// prints them, apply adds them to its Result.Warnings, and the agent
+	// records them as Events.
+	Warnings []string
 }
 
 // Reference names a cluster-scoped pkg.crossplane.io object that owns
@@ -217,6 +222,18 @@ func (o *Output) Err() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Warnings returns the revisions' warnings (RevisionOutput.Warnings) in
+// package order, each prefixed with "Kind name: ", nil when there are none.
+func (o *Output) Warnings() []string {
+	var out []string
+	for _, p := range o.Packages {
+		for _, w := range p.Revision.Warnings {
+			out = append(out, fmt.Sprintf("%s %s: %s", p.Kind, p.Name, w))
+		}
+	}
+	return out
 }
 
 // Package returns the package output with the given kind and name, nil when

@@ -109,7 +109,10 @@ func capabilityMatch(caps []string, want string) bool {
 // revision's own CRDs and MRDs plus, for a
 // provider in a family, those of every other provider in the input with the
 // same pkg.crossplane.io/provider-family label and the same registry and
-// org. Like Crossplane it renders nothing for a provider without resources.
+// org. Like Crossplane it renders nothing for a provider without resources
+// (crossplane/crossplane internal/controller/rbac/provider/roles/roles.go,
+// RenderClusterRoles returns early), so the permissionRequests of v1-style
+// metadata have no role to go into: it says so in the revision's Warnings.
 // When v1-style metadata requests permissions that the allow list does not
 // cover, it renders nothing and returns a *PermissionError.
 func (r *renderer) rbac(p *Package, po *PackageOutput, saName string) ([]*Object, error) {
@@ -123,6 +126,11 @@ func (r *renderer) rbac(p *Package, po *PackageOutput, saName string) ([]*Object
 		}
 	}
 	if len(resources) == 0 {
+		if c := p.Contents.Meta.Controller; c != nil && len(c.PermissionRequests) > 0 {
+			po.Revision.Warnings = append(po.Revision.Warnings, fmt.Sprintf(
+				"revision %s: spec.controller.permissionRequests (%d %s) are not granted: the provider defines no CRDs or MRDs, so, as in Crossplane, no ClusterRoles are rendered to hold them (docs/crossplane-behaviour.md#provider-rbac)",
+				po.Revision.Name, len(c.PermissionRequests), pluralRule(len(c.PermissionRequests))))
+		}
 		return nil, nil
 	}
 	var requests []rbacv1.PolicyRule
@@ -288,4 +296,12 @@ func covered(grants []RefusedPermission, want RefusedPermission) bool {
 		}
 	}
 	return false
+}
+
+// pluralRule returns "rule" or "rules" for n.
+func pluralRule(n int) string {
+	if n == 1 {
+		return "rule"
+	}
+	return "rules"
 }

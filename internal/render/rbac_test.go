@@ -155,14 +155,43 @@ func TestFamilyRBAC(t *testing.T) {
 }
 
 func TestNoResourcesNoRBAC(t *testing.T) {
-	p := Package{Kind: crossplane.KindProvider, Name: "provider-empty", Source: "registry.lockstep.example/test/provider-empty", Digest: digestA,
-		Contents: parsed(t, "apiVersion: meta.pkg.crossplane.io/v1\nkind: Provider\nmetadata:\n  name: provider-empty\n")}
-	out, err := Render(testInput(p))
-	if err != nil {
-		t.Fatal(err)
+	const legacy = "apiVersion: meta.pkg.crossplane.io/v1alpha1\nkind: Provider\nmetadata:\n  name: provider-empty\nspec:\n  controller:\n    permissionRequests:\n    - apiGroups: [\"\"]\n      resources: [configmaps]\n      verbs: [get]\n"
+	cases := map[string]struct {
+		reason       string
+		stream       string
+		wantWarnings []string
+	}{
+		"NoRequests": {
+			reason: "A provider without CRDs gets no ClusterRoles, like Crossplane's RenderClusterRoles, and nothing is lost.",
+			stream: "apiVersion: meta.pkg.crossplane.io/v1\nkind: Provider\nmetadata:\n  name: provider-empty\n",
+		},
+		"RequestsNotGranted": {
+			reason: "The permissionRequests of a provider without CRDs have no role to go into; the revision says so instead of dropping them silently (issue 15).",
+			stream: legacy,
+			wantWarnings: []string{"Provider provider-empty: revision provider-empty-" + digestA[7:19] +
+				": spec.controller.permissionRequests (1 rule) are not granted: the provider defines no CRDs or MRDs, so, as in Crossplane, no ClusterRoles are rendered to hold them (docs/crossplane-behaviour.md#provider-rbac)"},
+		},
 	}
-	if n := len(out.Packages[0].Revision.RBAC); n != 0 {
-		t.Errorf("a provider without CRDs gets no ClusterRoles, like Crossplane's RenderClusterRoles: got %d objects", n)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := Package{Kind: crossplane.KindProvider, Name: "provider-empty", Source: "registry.lockstep.example/test/provider-empty", Digest: digestA,
+				Contents: parsed(t, tc.stream)}
+			in := testInput(p)
+			in.AllowedProviderPermissions = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}
+			out, err := Render(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(out.Packages[0].Revision.RBAC); n != 0 {
+				t.Errorf("%s\ngot %d RBAC objects, want none", tc.reason, n)
+			}
+			if diff := cmp.Diff(tc.wantWarnings, out.Warnings()); diff != "" {
+				t.Errorf("%s\nWarnings(): -want +got:\n%s", tc.reason, diff)
+			}
+			if err := out.Err(); err != nil {
+				t.Errorf("%s\nErr() = %v, want nil: a warning is not a problem", tc.reason, err)
+			}
+		})
 	}
 }
 

@@ -105,6 +105,9 @@ func (p *PackageOutput) writeYAML(w *bufio.Writer) error {
 	if r.Problem != nil {
 		fmt.Fprintf(w, "#   problem:  %s\n", oneLine(r.Problem.Error()))
 	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "#   warning:  %s\n", oneLine(warn))
+	}
 	for _, o := range p.Objects() {
 		if err := o.writeYAML(w, p.namespace); err != nil {
 			return err

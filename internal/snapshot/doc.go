@@ -16,10 +16,14 @@
 //  4. registry: the package fetcher for the declarations' ImageConfigs
 //     (which rewrite where packages are pulled from).
 //  5. fetch: every locked package by its pinned digest (lockfile.Fetch).
-//  6. payload: every fetched package's definitions (CRDs, XRDs, MRDs)
-//     define types only in API groups a package may own: never in
-//     Crossplane's or Kubernetes' own (xpkg.Package.CheckGroups,
-//     crossplane.ProtectedGroup).
+//  6. payload: every fetched package holds what its lock entry records
+//     about it (lockfile.CheckContent: kind, dependencies, Crossplane
+//     constraint, replaces, payload layer and counts), so a digest edited
+//     by hand is refused, naming the lock, the package and each field,
+//     instead of being installed under another version's tag; and its
+//     definitions (CRDs, XRDs, MRDs) define types only in API groups a
+//     package may own: never in Crossplane's or Kubernetes' own
+//     (xpkg.Package.CheckGroups, crossplane.ProtectedGroup).
 //  7. input: the render.Input for the lock (render.PackagesFromLock with
 //     the namespace, instance and provider permission allow list given as
 //     options) and the spec.replaces map apply records.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 )
 
@@ -31,6 +32,11 @@ type StepError struct {
 	Step Step
 	// Err is the cause.
 	Err error
+	// Warnings are the declarations' warnings (declarations.Set Warnings)
+	// when the declarations step got as far as reading them: a later step
+	// that fails may be explained by one (a near-miss group leaves a
+	// package out, and the lock is then stale).
+	Warnings []*declarations.Error
 }
 
 // Error is "step: cause".

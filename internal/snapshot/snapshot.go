@@ -58,6 +58,9 @@ type loader struct {
 	opts *options
 	fsys fs.FS
 	s    *Snapshot
+	// fetched are the fetch step's packages with their layer digests;
+	// nil for New, whose contents come without them.
+	fetched map[string]*lockfile.Fetched
 }
 
 // Load reads the commit presented by fsys (os.DirFS for a directory,
@@ -141,11 +144,14 @@ func (l *loader) step(name Step, fn func() error) error {
 	if err == nil {
 		return nil
 	}
-	var se *StepError
-	if errors.As(err, &se) {
-		return err
+	se := &StepError{Step: name, Err: err}
+	if !errors.As(err, &se) {
+		err = se
 	}
-	return &StepError{Step: name, Err: err}
+	if l.s.Declarations != nil && se.Warnings == nil {
+		se.Warnings = l.s.Declarations.Warnings
+	}
+	return err
 }
 
 // declarations is the declarations step.
@@ -208,6 +214,7 @@ func (l *loader) fetch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	l.fetched = fetched
 	l.s.Contents = make(map[string]*xpkg.Package, len(fetched))
 	for src, fp := range fetched {
 		l.s.Contents[src] = fp.Package
@@ -215,10 +222,15 @@ func (l *loader) fetch(ctx context.Context) error {
 	return nil
 }
 
-// payload is the payload step: every fetched package defines types only
-// in API groups a package may own (xpkg.Package.CheckGroups). The error
-// names each refused package by its lock entry and each refused
-// definition.
+// payload is the payload step: every fetched package holds what its lock
+// entry records about it (lockfile.CheckContent: kind, dependencies,
+// Crossplane constraint, payload layer and counts, replaces), so a digest
+// edited by hand is refused instead of installed under another package's
+// tag; and it defines types only in API groups a package may own
+// (xpkg.Package.CheckGroups). The error names the lock, each refused
+// package by its lock entry, and each refused field or definition. New,
+// given contents without their layer digests, checks every field but
+// payload.layer.
 func (l *loader) payload() error {
 	if l.s.Lock == nil {
 		return nil
@@ -229,6 +241,17 @@ func (l *loader) payload() error {
 		p := l.s.Contents[e.Source]
 		if p == nil {
 			continue
+		}
+		f := l.fetched[e.Source]
+		if f == nil {
+			f = &lockfile.Fetched{Package: p}
+		}
+		got := lockfile.ContentOf(e.Source, f)
+		if l.fetched == nil {
+			got.Payload.Layer = e.Payload.Layer
+		}
+		if err := lockfile.CheckContent(l.s.LockName, e, got); err != nil {
+			errs = append(errs, err)
 		}
 		if err := p.CheckGroups(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", e, err))

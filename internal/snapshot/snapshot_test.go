@@ -137,6 +137,23 @@ func TestLoad(t *testing.T) {
 		t.Fatal("the demo declaration no longer pins v0.1.0; update the test")
 	}
 
+	// A hand-edited lock (issue 15 item 8): provider-demo v0.2.0's digest
+	// swapped for v0.1.0's, and, digest kept, its CRD count changed.
+	const pinned = "sha256:6bac01cd39973a7aea167316d9bc385b00383eb3f2219ee9168f31e6b4a7dbce"
+	if !strings.Contains(string(lockBytes), pinned) || !strings.Contains(string(lockBytes), "crds: 4\n") {
+		t.Fatal("the demo lock no longer pins provider-demo v0.2.0 at " + pinned + " with 4 CRDs; update the test")
+	}
+	old, err := xpkg.Build(filepath.Join("..", "..", "examples", "packages", "provider-demo", "v0.1.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldDigest, err := old.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapped := []byte(strings.Replace(string(lockBytes), pinned, oldDigest.String(), 1))
+	recounted := []byte(strings.Replace(string(lockBytes), "crds: 4\n", "crds: 3\n", 1))
+
 	cases := []struct {
 		name   string
 		reason string
@@ -257,6 +274,23 @@ func TestLoad(t *testing.T) {
 			fsys:     demoFS(t, map[string][]byte{lockfile.FileName: []byte("apiVersion: lockstep.io/v1alpha1\nkind: Lock\nbogus: 1\n")}),
 			wantStep: snapshot.StepLock,
 			wantErr:  "lockstep.lock:3",
+		},
+		{
+			name:     "SwappedDigest",
+			reason:   "a digest swapped by hand for another version's is refused after the fetch, naming the lock, the package and the payload fields that disagree, so render, apply, diff and the agent never install v0.1.0 labelled v0.2.0",
+			fsys:     demoFS(t, map[string][]byte{lockfile.FileName: swapped}),
+			fetcher:  "mirror",
+			opts:     []snapshot.Option{snapshot.WithLockName("clusters/demo/lockstep.lock")},
+			wantStep: snapshot.StepPayload,
+			wantErr:  "clusters/demo/lockstep.lock: Provider lockstep-examples-provider-demo: digest " + oldDigest.String() + " holds payload.layer sha256:",
+		},
+		{
+			name:     "EditedPayload",
+			reason:   "a payload summary edited by hand (digest kept) is refused the same way, naming the field",
+			fsys:     demoFS(t, map[string][]byte{lockfile.FileName: recounted}),
+			fetcher:  "mirror",
+			wantStep: snapshot.StepPayload,
+			wantErr:  "lockstep.lock: Provider lockstep-examples-provider-demo: digest " + pinned + " holds payload.crds 4 but the lock records 3 (was the digest edited by hand?",
 		},
 		{
 			name:     "FetchFailure",

@@ -1,13 +1,17 @@
 package xpkg
 
 import (
-	"github.com/lockstep-gitops/lockstep/test/memstat"
-
+	"bytes"
+	"compress/gzip"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
+
+	"github.com/lockstep-gitops/lockstep/test/memstat"
 )
 
 // BenchmarkParseMonolith parses the package.yaml of the largest real package
@@ -75,4 +79,42 @@ func BenchmarkParseMonolith(b *testing.B) {
 	b.ReportMetric(float64(peak)/float64(size), "peakheap/size")
 	b.ReportMetric(float64(size), "yaml-bytes")
 	b.ReportMetric(float64(jsonBytes), "json-bytes")
+}
+
+// BenchmarkParseGzipBomb parses a 64 MiB single-line document decompressed
+// from a 65 KB gzip stream, the shape of issue 15's bomb (249 KB expanding
+// to a 204 MB document took 1.34 GB). Parse refuses it at MaxDocumentSize;
+// the benchmark reports the peak heap that adds (peakheap-bytes), which
+// stays a small multiple of MaxDocumentSize, not of the decompressed size
+// (bomb-bytes).
+func BenchmarkParseGzipBomb(b *testing.B) {
+	const size = 64 << 20
+	bomb := gzipBomb(b, io.MultiReader(strings.NewReader(providerV1+"---\n"), bombDoc(size, true)))
+	var peak uint64
+	for b.Loop() {
+		b.StopTimer()
+		zr, err := gzip.NewReader(bytes.NewReader(bomb))
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		base := memstat.HeapObjectBytes()
+		stop := memstat.SamplePeak()
+		b.StartTimer()
+
+		_, err = Parse(zr)
+
+		b.StopTimer()
+		max := stop()
+		if !errors.Is(err, ErrTooLarge) {
+			b.Fatalf("Parse(gzip bomb) = %v, want ErrTooLarge", err)
+		}
+		if max > base && max-base > peak {
+			peak = max - base
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(peak), "peakheap-bytes")
+	b.ReportMetric(float64(size), "bomb-bytes")
+	b.ReportMetric(float64(len(bomb)), "gzip-bytes")
 }

@@ -3,6 +3,7 @@ package xpkg
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,8 @@ import (
 // FuzzParse feeds Parse the example packages' crossplane.yaml files, a few
 // small real ones from $LOCKSTEP_TESTDATA/packages when it is set, and
 // hand-written tricky streams, mutated. Properties: Parse never panics;
-// every error names package.yaml; parsing is deterministic; and a parsed
+// every error names package.yaml; parsing is deterministic; size limits
+// only ever refuse (checkLimits); and a parsed
 // package written back as a stream (the meta object re-encoded, each payload
 // object's Raw, in the original order) parses to the same Package.
 func FuzzParse(f *testing.F) {
@@ -57,6 +59,7 @@ func FuzzParse(f *testing.F) {
 		if (err1 == nil) != (err2 == nil) || (err1 != nil && err1.Error() != err2.Error()) {
 			t.Fatalf("Parse is not deterministic: %v, then %v", err1, err2)
 		}
+		checkLimits(t, data, p1, err1)
 		if err1 != nil {
 			if !strings.Contains(err1.Error(), StreamFile) {
 				t.Fatalf("error %q does not name %s", err1, StreamFile)
@@ -75,6 +78,30 @@ func FuzzParse(f *testing.F) {
 			t.Errorf("re-written stream parsed differently (-parsed +reparsed):\n%s\n%s", diff, stream)
 		}
 	})
+}
+
+// checkLimits parses data again under smaller stream and document limits
+// than Parse's. A limit that is not reached changes nothing; one that is
+// reached gives an error matching ErrTooLarge; any other outcome must be
+// Parse's own (want, wantErr).
+func checkLimits(t *testing.T, data []byte, want *Package, wantErr error) {
+	t.Helper()
+	n := int64(len(data))
+	for _, l := range [][2]int64{{n, n}, {n, 64}, {n / 2, n}} {
+		got, err := parse(bytes.NewReader(data), l[0], l[1])
+		switch {
+		case errors.Is(err, ErrTooLarge):
+			if l == [2]int64{n, n} {
+				t.Fatalf("parse with limits %v, the stream's own size: %v", l, err)
+			}
+		case (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()):
+			t.Fatalf("parse with limits %v: %v, Parse: %v", l, err, wantErr)
+		case err == nil:
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("parse with limits %v differs from Parse (-Parse +limited):\n%s", l, diff)
+			}
+		}
+	}
 }
 
 // addFile adds the bytes of the file at p as a seed.

@@ -47,9 +47,25 @@ type header struct {
 // Errors about a document are *DocumentError values; a package without a
 // meta object gives ErrNoMeta, a second meta object ErrMultipleMeta, and
 // objects of disallowed kinds ErrKindNotAllowed (one *DocumentError per
-// object, joined). An error reading r is returned wrapped.
+// object, joined). A stream longer than MaxPackageYAMLSize, or a document
+// longer than MaxDocumentSize, is an error matching ErrTooLarge (for a
+// document, a *DocumentError); Parse stops reading r there, so the memory
+// it takes is bounded whatever r expands to. An error reading r is returned
+// wrapped.
 func Parse(r io.Reader) (*Package, error) {
+	return parse(r, MaxPackageYAMLSize, MaxDocumentSize)
+}
+
+// parse is Parse with the stream and document limits as arguments.
+func parse(r io.Reader, streamLimit, docLimit int64) (*Package, error) {
+	r = newLimitReader(r, streamLimit, docLimit)
 	docs, readErr := decodeAll(utilyaml.NewYAMLReader(bufio.NewReaderSize(r, 64<<10)), runtime.GOMAXPROCS(0))
+	// A stream over a limit is refused as such, whatever its documents
+	// hold: the bytes before the limit may end mid-line and read as
+	// something else.
+	if errors.Is(readErr, ErrTooLarge) {
+		return nil, readErr
+	}
 	p := &Package{}
 	metaIndex := -1
 	for i, d := range docs {
@@ -144,10 +160,18 @@ func decodeAll(yr *utilyaml.YAMLReader, workers int) ([]decoded, error) {
 			break
 		}
 		if err != nil {
-			var syntax utilyaml.YAMLSyntaxError
-			if errors.As(err, &syntax) {
+			var (
+				syntax utilyaml.YAMLSyntaxError
+				size   *sizeError
+			)
+			switch {
+			case errors.As(err, &size) && size.what == "document":
+				readErr = &DocumentError{Index: i, Err: err}
+			case errors.As(err, &size):
+				readErr = err
+			case errors.As(err, &syntax):
 				readErr = &DocumentError{Index: i, Err: fmt.Errorf("malformed YAML: %w", err)}
-			} else {
+			default:
 				readErr = fmt.Errorf("cannot read %s: %w", StreamFile, err)
 			}
 			break

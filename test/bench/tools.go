@@ -88,6 +88,9 @@ func runLockstep(ctx context.Context, spec *childSpec, cfg *rest.Config, m *Meas
 	opts := apply.DefaultOptions()
 	opts.Namespace, opts.Instance = benchNamespace, benchInstance
 	opts.WaitInterval, opts.WaitTimeout = spec.WaitInterval, waitTimeout
+	// The uninstall scenario declares nothing: an empty lock over the
+	// installed workload, which apply refuses without --allow-empty.
+	opts.AllowEmpty = spec.Scenario == "uninstall"
 	if spec.Concurrency > 0 {
 		opts.Concurrency = spec.Concurrency
 	}

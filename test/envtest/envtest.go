@@ -31,6 +31,12 @@ type Env struct {
 	Client client.Client
 
 	env *envtest.Environment
+
+	// mu guards the kube-apiserver KillAPIServer killed and
+	// RestartAPIServer restarted (crash.go).
+	mu            sync.Mutex
+	apiServerArgs []string
+	restarted     *apiServerProcess
 }
 
 // Scheme returns a scheme with client-go's built-in types and
@@ -111,8 +117,12 @@ func Start(crds ...*apiextensionsv1.CustomResourceDefinition) (*Env, error) {
 	return &Env{Config: cfg, Client: c, env: e}, nil
 }
 
-// Stop stops the control plane and removes its data directory.
-func (e *Env) Stop() error { return e.env.Stop() }
+// Stop stops the control plane (a kube-apiserver RestartAPIServer
+// started first, then envtest's processes) and removes its data directory.
+func (e *Env) Stop() error {
+	e.stopRestarted()
+	return e.env.Stop()
+}
 
 // InstallCRDs creates crds and waits until the API server serves them.
 func (e *Env) InstallCRDs(crds ...*apiextensionsv1.CustomResourceDefinition) error {
