@@ -2,16 +2,21 @@ package apply_test
 
 import (
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/render"
+	"github.com/lockstep-gitops/lockstep/test/envtest"
 	"github.com/lockstep-gitops/lockstep/test/xpstate"
 )
 
@@ -233,5 +238,76 @@ func TestOwnershipMatchesCrossplane(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// replayFixture starts a control plane of the test's own, replays the
+// captured scenario file into it (test/xpstate, with real certificates) and
+// returns a fixture that applies into Crossplane's namespace of the
+// capture, crossplane-system.
+func replayFixture(t *testing.T, file string) *fixture {
+	t.Helper()
+	path := xpstate.Path(t, file)
+	env := envtest.Dedicated(t)
+	if _, err := xpstate.LoadFile(envtest.Context(t, 5*time.Minute), env, path, xpstate.Options{IssueCertificates: true}); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{env: env, reqs: &requests{}, namespace: "crossplane-system", instance: "replay"}
+	f.cfg = rest.CopyConfig(env.Config)
+	f.cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt, r: f.reqs} })
+	var err error
+	if f.c, err = client.New(f.cfg, client.Options{Scheme: envtest.Scheme()}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestHandOffFromAnotherManager upgrades function-patch-and-transform from
+// the v0.8.2 that Crossplane installed (captured S2 before the upgrade,
+// replayed) to v0.10.8 with lockstep. Crossplane's runtime controller wrote
+// the controller references of the package-named Service and TLS Secret
+// with its own field manager, which lockstep's server-side apply cannot
+// remove; the runtime step hands them over in one JSON patch each, and
+// the result is what Crossplane's own upgrade made (captured S2 after the
+// upgrade). A second apply does not write them again.
+func TestHandOffFromAnotherManager(t *testing.T) {
+	testdata(t)
+	const pat = "crossplane-contrib-function-patch-and-transform"
+	f := replayFixture(t, xpstate.S2BeforeUpgrade)
+	after, err := xpstate.ParseFile(xpstate.Path(t, xpstate.S2AfterUpgrade))
+	if err != nil {
+		t.Fatal(err)
+	}
+	captured := map[xpstate.Key]*unstructured.Unstructured{}
+	for _, u := range after {
+		captured[xpstate.KeyOf(u)] = u
+	}
+	m := f.manager(t, nil)
+	out := f.render(t, build(t, upstream(t, crossplane.KindFunction, pat, "function-patch-and-transform-v0.10.8", "xpkg.upbound.io/crossplane-contrib/function-patch-and-transform", "v0.10.8", true)))
+	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+
+	cases := map[string]struct {
+		reason string
+		key    xpstate.Key
+	}{
+		"TLSServer": {reason: "the TLS Secret's controller moves from Crossplane's old revision to lockstep's new one", key: xpstate.Key{Kind: "Secret", Namespace: "crossplane-system", Name: pat + "-tls-server"}},
+		"Service":   {reason: "the Service's controller moves from Crossplane's old revision to lockstep's new one", key: xpstate.Key{Kind: "Service", Namespace: "crossplane-system", Name: pat}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := f.get(t, "v1", tc.key.Kind, tc.key.Namespace, tc.key.Name)
+			if diff := cmp.Diff(ownersOf(captured[tc.key]), ownersOf(got)); diff != "" {
+				t.Errorf("%s: owners -crossplane +lockstep:\n%s", tc.reason, diff)
+			}
+		})
+	}
+
+	f.reqs.reset()
+	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	_, mutating := f.reqs.snapshot()
+	for _, l := range mutating {
+		if strings.Contains(l, "/secrets/"+pat) || strings.Contains(l, "/services/"+pat) {
+			t.Errorf("the second apply wrote %s", l)
+		}
 	}
 }

@@ -150,9 +150,7 @@ func (p *pkgRun) releaseStale(ctx context.Context, d *desired) error {
 		}
 		return fmt.Errorf("%s: cannot release the stale controller reference %s: %w", d.id, describeRef(d.release[0]), err)
 	}
-	if !d.releaseAdopted {
-		p.r.warn(p.res, "released the stale controller reference %s of %s", describeRef(d.release[0]), d.id)
-	}
+	p.r.warn(p.res, "released the stale controller reference %s of %s", describeRef(d.release[0]), d.id)
 	return nil
 }
 

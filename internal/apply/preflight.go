@@ -133,6 +133,9 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 	for _, d := range all {
 		d.deferDryRun = pending[d.u.GroupVersionKind().GroupKind()]
 	}
+	if err := p.findHandOffs(ctx); err != nil {
+		return err
+	}
 
 	return p.planAll(ctx, all)
 }
@@ -316,16 +319,6 @@ func (p *pkgRun) checkController(d *desired) error {
 		return nil
 	case owner == nil && isRevisionRef(*c):
 		d.release = append(d.release, *c)
-		return nil
-	case owner != nil && p.isOwnRevision(owner) && d.role == inventory.RoleRuntime && p.adopting(owner):
-		// A package-named runtime object (TLS Secret, Service) that the
-		// adopted package manager's revision controls, through a
-		// reference lockstep's field manager never wrote, so an apply
-		// cannot drop it: it is released right before the apply, as a
-		// stale one is, and the current revision takes control
-		// (docs/migrating.md).
-		d.release = append(d.release, *c)
-		d.releaseAdopted = true
 		return nil
 	case owner != nil && p.isOwnRevision(owner):
 		return nil

@@ -117,11 +117,13 @@ type desired struct {
 	// release lists stale controller references (to revisions that no
 	// longer exist) to remove before the apply.
 	release []metav1.OwnerReference
-	// releaseAdopted says release holds the controller reference of a
-	// revision lockstep adopts, not a stale one.
-	releaseAdopted bool
-	action         ssa.Action
-	result         *unstructured.Unstructured
+	// handOff is the live object, read with its managed fields, whose
+	// controller reference another field manager wrote and the runtime
+	// step moves to the current revision before the apply (see
+	// findHandOffs); nil for none.
+	handOff *unstructured.Unstructured
+	action  ssa.Action
+	result  *unstructured.Unstructured
 }
 
 // full returns the whole object lockstep applies: u, or for a payload
@@ -300,6 +302,11 @@ func (r *run) dryRun(ctx context.Context, d *desired, metaOnly bool) (*unstructu
 // write applies d when plan decided so (planning it first when its dry-run
 // was deferred).
 func (r *run) write(ctx context.Context, d *desired) error {
+	if d.handOff != nil && r.opts.DryRun {
+		// The hand-off was only dry-run: the apply cannot be.
+		d.action, d.result = ssa.ConfiguredAction, d.handOff
+		return nil
+	}
 	if d.action == "" || d.deferDryRun {
 		if err := r.plan(ctx, d); err != nil {
 			return err

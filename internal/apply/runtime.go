@@ -24,7 +24,10 @@ import (
 // condition comes from the Deployment as the API server returned it
 // (Crossplane reads its Available condition the same way,
 // docs/crossplane-behaviour.md#runtime-reconcile step
-// 9). Then the package's other revisions lose their Deployment, as
+// 9). A runtime object whose controller reference to another revision
+// (or the package) another field manager wrote is handed over to the
+// current revision first (findHandOffs, handOver). Then the package's
+// other revisions lose their Deployment, as
 // Crossplane's Deactivate does
 // (docs/crossplane-behaviour.md#active-and-inactive-revisions): only a
 // Deployment they still
@@ -36,6 +39,11 @@ func (p *pkgRun) runtimeStep(ctx context.Context) error {
 	}
 	if err := p.r.ensureCA(ctx); err != nil {
 		return err
+	}
+	for _, d := range p.runtime {
+		if err := p.handOver(ctx, d); err != nil {
+			return err
+		}
 	}
 	if err := p.writeAll(ctx, p.runtime); err != nil {
 		return err
