@@ -34,15 +34,18 @@ func upstream(t *testing.T, kind crossplane.Kind, name, folder, source, tag stri
 // (provider-nop's): CRDs are cluster-scoped.
 func (f *fixture) uninstallAtEnd(t *testing.T, wait bool) {
 	t.Cleanup(func() {
-		m := f.manager(t, func(o *apply.Options) { o.PruneCRDs = plan.PruneAlways })
+		m := f.manager(t, func(o *apply.Options) { o.PruneCRDs, o.AllowEmpty = plan.PruneAlways, true })
 		inv, err := inventory.Read(context.Background(), f.c, f.namespace, f.instance)
 		if err != nil {
 			t.Errorf("cleanup: %v", err)
 			return
 		}
 		res, err := m.Apply(context.Background(), &render.Output{Namespace: f.namespace, Instance: f.instance}, apply.ApplyMeta{})
-		if err != nil || res.Err() != nil {
-			t.Errorf("cleanup: %v %v", err, res.Err())
+		if err == nil {
+			err = res.Err()
+		}
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
 			return
 		}
 		for _, ip := range inv.Packages {
