@@ -2,11 +2,13 @@ package apply_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -151,7 +153,28 @@ func TestRemoveAdopted(t *testing.T) {
 	m := f.manager(t, func(o *apply.Options) { o.PruneCRDs, o.AllowEmpty = plan.PruneAlways, true })
 	mustSucceed(t, f.apply(t, m, f.render(t, pkgs...), apply.ApplyMeta{Commit: "adopt"}))
 
+	// Another controller's finalizer holds the function's revision: the
+	// removal says so instead of failing, and finishes once it is gone.
+	const fnRev = "crossplane-contrib-function-auto-ready-0ab7dc585b02"
+	hold := func(finalizers string) {
+		t.Helper()
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("pkg.crossplane.io/v1")
+		u.SetKind("FunctionRevision")
+		u.SetName(fnRev)
+		if err := f.env.Client.Patch(ctx, u, rawMerge([]byte(`{"metadata":{"finalizers":`+finalizers+`}}`))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold(`["revision.pkg.crossplane.io","test.lockstep.io/hold"]`)
 	res := f.apply(t, m, f.render(t), apply.ApplyMeta{Commit: "remove"})
+	mustSucceed(t, res)
+	want := "FunctionRevision/" + fnRev + " is being deleted, waiting for finalizer test.lockstep.io/hold"
+	if !slices.Contains(res.Warnings, "Function crossplane-contrib-function-auto-ready: "+want) {
+		t.Errorf("warnings %q lack %q", res.Warnings, want)
+	}
+	hold(`[]`)
+	res = f.apply(t, m, f.render(t), apply.ApplyMeta{Commit: "remove"})
 	mustSucceed(t, res)
 	// The CRD is deleted in the background; give the MRD stand-in time to
 	// recreate it if an MRD were left.
