@@ -52,12 +52,24 @@ func xpFixture(t *testing.T, file string) (*fixture, *xpstate.State) {
 // as Crossplane's scenarios named it (crossplane-contrib-<repository>).
 func captured(t *testing.T, kind crossplane.Kind, folder string) render.Package {
 	t.Helper()
+	return capturedPkg(t, kind, folder, true)
+}
+
+// capturedDep returns the package of one of xpstate.Packages as a
+// dependency (no declaration), named as Crossplane's resolver named it.
+func capturedDep(t *testing.T, kind crossplane.Kind, folder string) render.Package {
+	t.Helper()
+	return capturedPkg(t, kind, folder, false)
+}
+
+func capturedPkg(t *testing.T, kind crossplane.Kind, folder string, declared bool) render.Package {
+	t.Helper()
 	for _, p := range xpstate.Packages {
 		if p.Folder != folder {
 			continue
 		}
 		name := strings.ReplaceAll(p.Repository, "/", "-")
-		pkg := build(t, upstream(t, kind, name, folder, "xpkg.upbound.io/"+p.Repository, p.Tag, true))
+		pkg := build(t, upstream(t, kind, name, folder, "xpkg.upbound.io/"+p.Repository, p.Tag, declared))
 		if got := render.RevisionName(name, pkg.Digest); !strings.HasSuffix(got, p.Digest12) {
 			t.Fatalf("%s builds revision %s, Crossplane's ends in %s", folder, got, p.Digest12)
 		}
