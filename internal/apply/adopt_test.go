@@ -168,7 +168,7 @@ func TestAdoptFailureLeavesCrossplaneInCharge(t *testing.T) {
 		},
 		"WriteFailsAfterPause": {
 			reason: "the records step's apply of the revision fails after the pause: the adoption is rolled back",
-			inject: func(t *testing.T, f *fixture) {
+			inject: func(_ *testing.T, f *fixture) {
 				f.reqs.fail = func(req *http.Request) bool {
 					return req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/functionrevisions/"+rev) &&
 						req.Header.Get("Content-Type") == "application/apply-patch+yaml" && req.URL.Query().Get("dryRun") == ""

@@ -73,6 +73,19 @@ func TestAdoptOtherVersions(t *testing.T) {
 			t.Errorf("the Deployment of Crossplane's old revision %s is left", old)
 		}
 	}
+	// As Crossplane leaves them after an upgrade (S2-after): the old
+	// revisions keep their ServiceAccount and ClusterRoles until they are
+	// deleted.
+	for _, c := range []struct{ apiVersion, kind, namespace, name string }{
+		{"v1", "ServiceAccount", f.namespace, oldProv},
+		{"v1", "ServiceAccount", f.namespace, oldFn},
+		{"rbac.authorization.k8s.io/v1", "ClusterRole", "", "crossplane:provider:" + oldProv + ":system"},
+		{"rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "", "crossplane:provider:" + oldProv + ":system"},
+	} {
+		if f.get(t, c.apiVersion, c.kind, c.namespace, c.name) == nil {
+			t.Errorf("%s %s of Crossplane's old revision is gone; Crossplane keeps it", c.kind, c.name)
+		}
+	}
 	for _, n := range []string{newProv, newFn} {
 		if f.get(t, "apps/v1", "Deployment", f.namespace, n) == nil {
 			t.Errorf("the Deployment of the new revision %s is missing", n)

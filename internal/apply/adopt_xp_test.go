@@ -192,13 +192,19 @@ func TestRemoveAdopted(t *testing.T) {
 			t.Errorf("%s left after the removal: %v", k.kind, left)
 		}
 	}
-	for _, p := range adoptS1 {
-		for _, o := range s.Objects {
-			if o.GetKind() == "CustomResourceDefinition" && p.kind == crossplane.KindProvider {
-				if f.crd(t, o.GetName()) != nil {
-					t.Errorf("CRD %s of the removed provider is left (or was recreated from its MRD)", o.GetName())
-				}
-			}
+	// Every object Crossplane made for the packages is gone, but the
+	// Crossplane installation's own (its CA and client certificate).
+	for k, o := range s.Objects {
+		switch k.Kind {
+		case "CustomResourceDefinition", "Deployment", "Service", "Secret", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration":
+		default:
+			continue
+		}
+		if k.Name == "crossplane-root-ca" || k.Name == "crossplane-tls-client" {
+			continue
+		}
+		if f.get(t, o.GetAPIVersion(), k.Kind, k.Namespace, k.Name) != nil {
+			t.Errorf("%s of the removed packages is left (a CRD: or was recreated from its MRD)", k)
 		}
 	}
 }
