@@ -63,9 +63,11 @@ func (p *pkgRun) adoptionStep(ctx context.Context) error {
 			originals = append(originals, rev)
 		}
 	}
-	if len(originals) == 0 {
+	if len(uids) == 0 {
 		return nil
 	}
+	// MRDs are looked for even when every record is lockstep's: an
+	// adoption interrupted after the pause leaves them.
 	mrds, err := r.mrdsOwnedBy(ctx, uids)
 	if err != nil {
 		return err
@@ -92,20 +94,31 @@ func recordOf(u *unstructured.Unstructured) plan.Record {
 	}
 }
 
-// mrdsOwnedBy lists the metadata of the ManagedResourceDefinitions with an
-// owner reference to one of uids. A cluster without the MRD kind has none.
+// mrdsOwnedBy returns the metadata of the ManagedResourceDefinitions
+// without this instance's label that have an owner reference to one of
+// uids: MRDs Crossplane's revision made. A cluster without the MRD kind
+// has none. The MRDs are listed once per apply (metadata only).
 func (r *run) mrdsOwnedBy(ctx context.Context, uids map[types.UID]bool) ([]*metav1.PartialObjectMetadata, error) {
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(crossplane.GroupKindMRD.WithVersion(mrdVersion).GroupVersion().WithKind(crossplane.GroupKindMRD.Kind + "List"))
-	if err := r.c.List(ctx, list); err != nil {
-		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-			return nil, nil
+	r.mrdOnce.Do(func() {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(crossplane.GroupKindMRD.WithVersion(mrdVersion).GroupVersion().WithKind(crossplane.GroupKindMRD.Kind + "List"))
+		if err := r.c.List(ctx, list); err != nil {
+			if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+				r.mrdErr = fmt.Errorf("cannot list ManagedResourceDefinitions: %w", err)
+			}
+			return
 		}
-		return nil, fmt.Errorf("cannot list ManagedResourceDefinitions: %w", err)
+		r.mrds = list.Items
+	})
+	if r.mrdErr != nil {
+		return nil, r.mrdErr
 	}
 	var out []*metav1.PartialObjectMetadata
-	for i := range list.Items {
-		m := &list.Items[i]
+	for i := range r.mrds {
+		m := r.mrds[i].DeepCopy()
+		if m.Labels[render.LabelInstance] == r.opts.Instance {
+			continue
+		}
 		for _, ref := range m.OwnerReferences {
 			if uids[ref.UID] {
 				m.SetGroupVersionKind(crossplane.GroupKindMRD.WithVersion(mrdVersion))
@@ -137,12 +150,13 @@ func (p *pkgRun) adopting(u *unstructured.Unstructured) bool {
 // preflight would check, with the records as they are (preflightStep with
 // the live package and revision, writing nothing), so an adoption that
 // would fail leaves the other package manager in charge without a single
-// write. Then it pauses every adopted record (crossplane.io/paused, so
+// write. Then it lists the adopted records in the inventory
+// (recordIntent) and pauses every adopted record (crossplane.io/paused, so
 // Crossplane's package, revision and runtime controllers stop recreating
 // TLS Secrets, Services and Deployments) and labels it with the instance,
 // in one merge patch per record as AdoptFieldManager; and it deletes the
-// package's MRDs after removing their owner references from the CRDs they
-// made, so that Crossplane's MRD controller
+// package's MRDs, then their owner references on the CRDs they made, so
+// that Crossplane's MRD controller
 // (crossplane/crossplane internal/controller/apiextensions/managed) no
 // longer writes the CRDs lockstep now applies. The revisions that are not
 // the locked digest are retired by the activation and runtime steps
@@ -157,6 +171,11 @@ func (p *pkgRun) adoptStep(ctx context.Context) error {
 		return fmt.Errorf("cannot adopt %s %s, nothing was changed and its package manager stays in charge: %w", p.key.Kind, p.key.Name, err)
 	}
 	r := p.r
+	// The inventory lists the records before they carry the instance's
+	// label: nothing lockstep labels is ever forgotten.
+	if err := p.recordIntent(ctx); err != nil {
+		return err
+	}
 	for _, o := range a.originals {
 		patch := map[string]any{"metadata": map[string]any{
 			"annotations": map[string]any{crossplane.AnnotationPaused: "true"},

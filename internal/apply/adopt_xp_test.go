@@ -1,6 +1,7 @@
 package apply_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
@@ -206,5 +208,66 @@ func TestRemoveAdopted(t *testing.T) {
 		if f.get(t, o.GetAPIVersion(), k.Kind, k.Namespace, k.Name) != nil {
 			t.Errorf("%s of the removed packages is left (a CRD: or was recreated from its MRD)", k)
 		}
+	}
+}
+
+// TestAdoptInterrupted kills the adoption of the captured S1 provider-nop
+// right after its revision was paused (the apply's context ends), before
+// its MRD went and before any record was applied. Nothing is forgotten:
+// the next apply finishes the adoption when Git still declares the
+// package (the leftover MRD goes too), and prunes the paused records and
+// the MRD when it no longer does.
+func TestAdoptInterrupted(t *testing.T) {
+	const rev = "crossplane-contrib-provider-nop-47fa8bc932a3"
+	cases := map[string]struct {
+		reason   string
+		declared bool
+		want     []string
+	}{
+		"StillDeclared": {
+			reason:   "the next apply adopts the package and removes the MRD left",
+			declared: true,
+			want:     []string{rev + " Active paused=true finalizers=[revision.pkg.crossplane.io]"},
+		},
+		"GoneFromGit": {
+			reason: "the paused records are in the inventory: the next apply prunes them and the MRD",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f, _ := xpFixture(t, xpstate.S1)
+			m := f.manager(t, func(o *apply.Options) { o.PruneCRDs, o.AllowEmpty = plan.PruneAlways, true })
+			nop := f.render(t, captured(t, crossplane.KindProvider, "provider-nop-v0.4.0"))
+
+			ctx, cancel := context.WithCancel(context.Background())
+			f.reqs.cancelAfterPath, f.reqs.cancel = "/providerrevisions/"+rev, cancel
+			res, err := m.Apply(ctx, nop, apply.ApplyMeta{Commit: "adopt"})
+			f.reqs.cancelAfterPath, f.reqs.cancel = "", nil
+			cancel()
+			if err == nil && res.Err() == nil {
+				t.Fatalf("%s: the interrupted adoption reports success", tc.reason)
+			}
+			if got := f.revisionStates(t, crossplane.KindProvider); len(got) != 1 || !strings.Contains(got[0], "paused=true") {
+				t.Fatalf("%s: the interrupted adoption did not pause the revision, the test proves nothing: %v", tc.reason, got)
+			}
+			if len(f.list(t, "apiextensions.crossplane.io/v1alpha1", "ManagedResourceDefinition")) == 0 {
+				t.Fatalf("%s: the interrupted adoption removed the MRD, the test proves nothing", tc.reason)
+			}
+
+			next := f.render(t)
+			if tc.declared {
+				next = nop
+			}
+			mustSucceed(t, f.apply(t, m, next, apply.ApplyMeta{Commit: "again"}))
+			if diff := cmp.Diff(tc.want, f.revisionStates(t, crossplane.KindProvider), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s: revisions: -want +got\n%s", tc.reason, diff)
+			}
+			if mrds := f.list(t, "apiextensions.crossplane.io/v1alpha1", "ManagedResourceDefinition"); len(mrds) != 0 {
+				t.Errorf("%s: MRDs left: %d", tc.reason, len(mrds))
+			}
+			if !tc.declared && len(f.list(t, "pkg.crossplane.io/v1", "Provider")) != 0 {
+				t.Errorf("%s: the Provider is left", tc.reason)
+			}
+		})
 	}
 }

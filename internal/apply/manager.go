@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
 	"sync/atomic"
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
 	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -425,6 +427,11 @@ type run struct {
 	invMu  sync.Mutex
 
 	writes atomic.Int64
+	// mrdOnce lists the ManagedResourceDefinitions once per apply, for
+	// adoption and prune (mrdsOwnedBy): mrds, or mrdErr.
+	mrdOnce sync.Once
+	mrds    []metav1.PartialObjectMetadata
+	mrdErr  error
 }
 
 // wrote counts one mutating request, unless the run is a dry run.

@@ -28,8 +28,9 @@ type AdoptionInput struct {
 	Revisions []Record
 	// Current is the name of the revision of the locked digest.
 	Current string
-	// MRDs are the ManagedResourceDefinitions the package's revisions own:
-	// Crossplane's revision made them from the package's CRDs
+	// MRDs are the ManagedResourceDefinitions without the instance's label
+	// that the package's records own: Crossplane's revision made them from
+	// the package's CRDs
 	// (crossplane/crossplane internal/controller/pkg/revision/establisher.go).
 	MRDs []string
 }
@@ -57,12 +58,13 @@ type Adoption struct {
 	MRDs []string
 }
 
-// Needed reports whether the package must be adopted.
-func (a Adoption) Needed() bool { return len(a.Pause) > 0 }
+// Needed reports whether the package must be adopted: a record to pause,
+// or an MRD left (an adoption interrupted after its pause).
+func (a Adoption) Needed() bool { return len(a.Pause) > 0 || len(a.MRDs) > 0 }
 
 // Adopt returns the adoption plan of one declared package: empty when the
-// package does not exist yet or every record of it is already this
-// instance's. A record labelled with another instance is not adopted (the
+// package does not exist yet, or when every record of it is already this
+// instance's and no MRD of another manager is left (in.MRDs). A record labelled with another instance is not adopted (the
 // records step refuses the package). Adopt is pure.
 func Adopt(in AdoptionInput) Adoption {
 	var a Adoption
@@ -83,10 +85,8 @@ func Adopt(in AdoptionInput) Adoption {
 			a.Retire = append(a.Retire, r.Name)
 		}
 	}
-	if a.Needed() {
-		a.MRDs = append(a.MRDs, in.MRDs...)
-		sort.Strings(a.MRDs)
-	}
+	a.MRDs = append(a.MRDs, in.MRDs...)
+	sort.Strings(a.MRDs)
 	return a
 }
 

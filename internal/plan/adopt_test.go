@@ -20,8 +20,13 @@ func TestAdopt(t *testing.T) {
 			in:     AdoptionInput{Instance: "lockstep", Current: "p-new"},
 		},
 		"Lockstep": {
-			reason: "every record is this instance's: nothing to adopt, MRDs are not touched",
+			reason: "every record is this instance's and no MRD is left: nothing to adopt",
+			in:     AdoptionInput{Instance: "lockstep", Current: "p-a", Package: &Record{Kind: "Provider", Name: "p", Instance: "lockstep"}, Revisions: []Record{mine("ProviderRevision", "p-a")}},
+		},
+		"LeftoverMRD": {
+			reason: "an adoption interrupted after its pause left the MRDs: they still go",
 			in:     AdoptionInput{Instance: "lockstep", Current: "p-a", Package: &Record{Kind: "Provider", Name: "p", Instance: "lockstep"}, Revisions: []Record{mine("ProviderRevision", "p-a")}, MRDs: []string{"m"}},
+			want:   Adoption{MRDs: []string{"m"}},
 		},
 		"SameVersion": {
 			reason: "Crossplane installed the locked digest: its revision is taken over, nothing retired",
@@ -45,7 +50,7 @@ func TestAdopt(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("%s: -want +got\n%s", tc.reason, diff)
 			}
-			if got.Needed() != (len(tc.want.Pause) > 0) {
+			if got.Needed() != (len(tc.want.Pause)+len(tc.want.MRDs) > 0) {
 				t.Errorf("%s: Needed() = %t", tc.reason, got.Needed())
 			}
 		})
