@@ -180,6 +180,13 @@ func lockError(err error) error {
 // the warnings, and a summary line.
 func printResult(w io.Writer, res *apply.Result, dryRun, verbose bool) {
 	failed := 0
+	if verbose && res.Crossplane.Source != "" {
+		if v := res.Crossplane.Version; v != nil {
+			fmt.Fprintf(w, "Crossplane %s (%s)\n", v.Original(), res.Crossplane.Source)
+		} else {
+			fmt.Fprintf(w, "Crossplane version unknown: %s\n", res.Crossplane.Source)
+		}
+	}
 	print := func(p *apply.PackageResult, verb string) {
 		head := fmt.Sprintf("%s %s", p.Kind, p.Name)
 		if p.CurrentRevision != "" {
@@ -219,6 +226,13 @@ func printResult(w io.Writer, res *apply.Result, dryRun, verbose bool) {
 	}
 	for _, p := range res.Pruned {
 		print(p, "pruned (gone from Git)")
+	}
+	if res.Lock != nil && (res.Lock.Action != ssa.UnchangedAction || verbose) {
+		fmt.Fprintf(w, "%s %s (Crossplane's dependency lock)\n", res.Lock.Subject, res.Lock.Action)
+	}
+	if res.LockErr != nil {
+		failed++
+		fmt.Fprintf(w, "FAILED: %v\n", res.LockErr)
 	}
 	for _, warn := range res.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)

@@ -141,6 +141,16 @@ func TestExampleDeployRBAC(t *testing.T) {
 			got:    granted(ex.role.Rules, "coordination.k8s.io", "leases", writelock.LeaseName(ex.instance), leaseVerbs...),
 			want:   leaseVerbs,
 		},
+		"CrossplaneLock": {
+			reason: "every apply reads Crossplane's Lock/lock, creates it when absent and updates it",
+			got:    granted(ex.clusterRole.Rules, "pkg.crossplane.io", "locks", "lock", "get", "create", "update"),
+			want:   []string{"get", "create", "update"},
+		},
+		"CrossplaneDeployment": {
+			reason: "every apply reads Crossplane's core Deployment for the version Crossplane constraints are checked against",
+			got:    granted(ex.role.Rules, "apps", "deployments", "crossplane", "get", "list"),
+			want:   []string{"get", "list"},
+		},
 		"EscalateAndBindOnClusterRoles": {
 			reason: "rendering provider ClusterRoles with permissions lockstep does not hold needs escalate, binding them needs bind",
 			got:    granted(ex.clusterRole.Rules, "rbac.authorization.k8s.io", "clusterroles", "crossplane:provider:p-0123456789ab:system", "escalate", "bind"),

@@ -246,6 +246,16 @@ type Result struct {
 	// patches, deletes, status writes, events, the inventory); server-side
 	// dry-runs are not counted. Zero means nothing in the cluster changed.
 	Writes int64
+	// Crossplane is the Crossplane version the cluster runs and where it
+	// was read, which every package's spec.crossplane.version was checked
+	// against (docs/design.md#apply-steps, preflight).
+	Crossplane CrossplaneVersion
+	// Lock says what the apply did to Crossplane's Lock/lock
+	// (docs/design.md#crossplanes-lock): created, configured or unchanged;
+	// nil when the apply did not get that far.
+	Lock *ssa.ChangeSetEntry
+	// LockErr is why the Lock could not be written, nil when it was.
+	LockErr error
 	// Warnings are things an operator should know that are not errors: a
 	// definition left in place because custom resources of it exist, a
 	// revision activated out of band, a dry-run that skipped objects.
@@ -255,13 +265,17 @@ type Result struct {
 // Mutated reports whether any mutating request was sent.
 func (r *Result) Mutated() bool { return r.Writes > 0 }
 
-// Err joins the errors of every package, nil when all succeeded.
+// Err joins the errors of every package and of the Lock write, nil when
+// all succeeded.
 func (r *Result) Err() error {
 	var errs []error
 	for _, p := range append(append([]*PackageResult(nil), r.Packages...), r.Pruned...) {
 		if p.Err != nil {
 			errs = append(errs, fmt.Errorf("%s %s: %w", p.Kind, p.Name, p.Err))
 		}
+	}
+	if r.LockErr != nil {
+		errs = append(errs, r.LockErr)
 	}
 	return errors.Join(errs...)
 }
@@ -370,6 +384,11 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 	if err := r.refuseEmpty(r.live.inventory); err != nil {
 		return nil, err
 	}
+	cv, err := r.readCrossplaneVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.crossplane, r.res.Crossplane = cv, cv
 	r.loaded = r.live.inventory
 	r.replacedBy = r.replacedInOutput()
 	// Packages that share no object and do not replace one another are
@@ -392,6 +411,7 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 		r.res.Packages = append(r.res.Packages, p.res)
 	}
 	r.finish(ctx)
+	r.lockStep(ctx)
 	r.res.Writes = r.writes.Load()
 	return r.res, nil
 }
@@ -408,6 +428,8 @@ type run struct {
 
 	live *cluster
 	pkgs []*pkgRun
+	// crossplane is the Crossplane version the cluster runs.
+	crossplane CrossplaneVersion
 	// crds follows the CRDs the packages wait for (nil without a REST
 	// config): one watch for the whole run.
 	crds *crdwait.Tracker

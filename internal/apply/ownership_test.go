@@ -20,12 +20,14 @@ import (
 	"github.com/lockstep-gitops/lockstep/test/xpstate"
 )
 
-// owner is an owner reference reduced to what ownership means: kind, name
-// and whether it is the controller.
+// owner is an owner reference reduced to what ownership means: kind, name,
+// whether it is the controller and whether it blocks the owner's
+// foreground deletion.
 type owner struct {
-	Kind       string
-	Name       string
-	Controller bool
+	Kind               string
+	Name               string
+	Controller         bool
+	BlockOwnerDeletion bool
 }
 
 // ownersOf returns u's owner references, sorted (Crossplane and lockstep
@@ -33,7 +35,7 @@ type owner struct {
 func ownersOf(u *unstructured.Unstructured) []owner {
 	out := []owner{}
 	for _, r := range u.GetOwnerReferences() {
-		out = append(out, owner{Kind: r.Kind, Name: r.Name, Controller: r.Controller != nil && *r.Controller})
+		out = append(out, owner{Kind: r.Kind, Name: r.Name, Controller: r.Controller != nil && *r.Controller, BlockOwnerDeletion: r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion})
 	}
 	sort.Slice(out, func(i, j int) bool { return fmt.Sprint(out[i]) < fmt.Sprint(out[j]) })
 	return out
@@ -92,6 +94,19 @@ func TestOwnershipMatchesCrossplane(t *testing.T) {
 	k8sV1 := upstream(t, crossplane.KindProvider, k8s, "provider-kubernetes-v1.2.1", "xpkg.upbound.io/crossplane-contrib/provider-kubernetes", "v1.2.1", true)
 	patV0 := upstream(t, crossplane.KindFunction, pat, "function-patch-and-transform-v0.8.2", "xpkg.upbound.io/crossplane-contrib/function-patch-and-transform", "v0.8.2", true)
 	patV1 := upstream(t, crossplane.KindFunction, pat, "function-patch-and-transform-v0.10.8", "xpkg.upbound.io/crossplane-contrib/function-patch-and-transform", "v0.10.8", true)
+
+	const (
+		gs       = "upbound-configuration-getting-started"
+		gsRev    = gs + "-54add1008252"
+		nopDep   = "crossplane-contrib-provider-nop"
+		nopDepRv = nopDep + "-98189b406ff0"
+		kcl      = "crossplane-contrib-function-kcl"
+		kclRev   = kcl + "-fcf666ce9a75"
+	)
+	gsPkg := upstream(t, crossplane.KindConfiguration, gs, "configuration-getting-started-v0.2.0", "xpkg.upbound.io/upbound/configuration-getting-started", "v0.2.0", true)
+	nopDepPkg := upstream(t, crossplane.KindProvider, nopDep, "provider-nop-v0.2.1", "xpkg.upbound.io/crossplane-contrib/provider-nop", "v0.2.1", false)
+	kclPkg := upstream(t, crossplane.KindFunction, kcl, "function-kcl-v0.8.0", "xpkg.upbound.io/crossplane-contrib/function-kcl", "v0.8.0", false)
+	readyDep := upstream(t, crossplane.KindFunction, ready, "function-auto-ready-v0.2.1", "xpkg.upbound.io/crossplane-contrib/function-auto-ready", "v0.2.1", false)
 
 	type step struct {
 		file  string
@@ -167,13 +182,30 @@ func TestOwnershipMatchesCrossplane(t *testing.T) {
 			},
 		}},
 	}
+	scenarios["S4"] = []step{{
+		file: xpstate.S4,
+		pkgs: []pkgSpec{gsPkg, nopDepPkg, kclPkg, readyDep},
+		cases: map[string]ownershipCase{
+			"ConfigurationRevision": same("ConfigurationRevision", gsRev, "the Configuration controls its revision"),
+			"XRD":                   same("CompositeResourceDefinition", "xnetworks.platform.acme.co", "a Configuration's XRD: revision controller, package owner"),
+			"Composition":           same("Composition", "xnetworks.platform.acme.co", "a Configuration's Composition: revision controller, package owner"),
+			"DependencyProvider":    same("Provider", nopDep, "a dependency the resolver installed has no owner"),
+			"DependencyFunction":    same("Function", kcl, "a dependency the resolver installed has no owner"),
+			"DependencyRevision":    same("ProviderRevision", nopDepRv, "a dependency's revision is controlled by its package"),
+			"DependencyTLSServer":   secret(nopDep+"-tls-server", "a dependency Provider's TLS Secret is controlled by its revision"),
+			"DependencyTLSClient":   secret(nopDep+"-tls-client", "a dependency Provider's TLS Secret is controlled by its revision"),
+			"FunctionTLSServer":     secret(kcl+"-tls-server", "a dependency Function's TLS Secret is controlled by its revision"),
+			"FunctionDeployment":    same("Deployment", kclRev, "the Deployment is controlled by the revision"),
+			"ProviderCRD":           fromMRD("nopresources.nop.crossplane.io", "a dependency Provider's CRD"),
+		},
+	}}
 	for name, steps := range scenarios {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
-			// Only provider-nop's CRD is installed again by other tests
+			// provider-nop's CRD (S1, S4) is installed again by other tests
 			// (TestProviderNopUpgrade, TestGettingStarted): wait until it is
 			// gone.
-			f.uninstallAtEnd(t, name == "S1")
+			f.uninstallAtEnd(t, name != "S2")
 			m := f.manager(t, nil)
 			for _, s := range steps {
 				captured, err := xpstate.ParseFile(xpstate.Path(t, s.file))

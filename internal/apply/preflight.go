@@ -244,7 +244,8 @@ func (p *pkgRun) rebind(d *desired) error {
 // extraOwners returns the live owner references of a payload object that
 // lockstep keeps while applying it: those of the package's other revisions
 // and of the packages this one replaces (and their revisions), as owners
-// that are not controllers. The active revision thereby takes control and
+// that are not controllers (with blockOwnerDeletion, as Crossplane's
+// ReleaseObjects leaves them). The active revision thereby takes control and
 // the previous controller becomes an owner in one server-side apply: the
 // hand-off cannot race (Crossplane #6761, #7656), and the payload stays
 // owned by every revision that ships it
@@ -256,7 +257,7 @@ func (p *pkgRun) extraOwners(live, have []metav1.OwnerReference) []metav1.OwnerR
 	for _, h := range have {
 		seen[string(h.UID)] = true
 	}
-	f := false
+	f, t := false, true
 	var out []metav1.OwnerReference
 	for _, ref := range live {
 		if seen[string(ref.UID)] {
@@ -267,7 +268,7 @@ func (p *pkgRun) extraOwners(live, have []metav1.OwnerReference) []metav1.OwnerR
 			continue
 		}
 		seen[string(ref.UID)] = true
-		out = append(out, metav1.OwnerReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Controller: &f})
+		out = append(out, metav1.OwnerReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Controller: &f, BlockOwnerDeletion: &t})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Kind != out[j].Kind {

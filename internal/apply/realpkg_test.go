@@ -41,10 +41,11 @@ func (f *fixture) uninstallAtEnd(t *testing.T, wait bool) {
 			return
 		}
 		res, err := m.Apply(context.Background(), &render.Output{Namespace: f.namespace, Instance: f.instance}, apply.ApplyMeta{})
-		if err == nil {
-			err = res.Err()
-		}
 		if err != nil {
+			t.Errorf("cleanup: %v", err)
+			return
+		}
+		if err := res.Err(); err != nil {
 			t.Errorf("cleanup: %v", err)
 			return
 		}

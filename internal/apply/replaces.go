@@ -158,7 +158,7 @@ func (p *pkgRun) releaseRevision(ctx context.Context, rev *unstructured.Unstruct
 		f := false
 		for i := range owners {
 			if owners[i].UID == rev.GetUID() && owners[i].Controller != nil && *owners[i].Controller {
-				owners[i].Controller, owners[i].BlockOwnerDeletion = &f, nil
+				owners[i].Controller = &f // blockOwnerDeletion stays, as Crossplane's ReleaseObjects leaves it
 				changed = true
 			}
 		}

@@ -123,6 +123,7 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 		name string
 		fn   func(context.Context) error
 	}{
+		{"preflight", func(context.Context) error { return p.checkCrossplaneVersion() }},
 		{"adoption", p.adoptionStep},
 		{"definitions", p.definitionsStep},
 		{"adopt", p.adoptStep},

@@ -139,9 +139,10 @@ func (p *pkgRun) revisionConditions() []condition {
 
 // revisionStatus returns the status lockstep owns on the current revision:
 // conditions, objectRefs (those established now, or the live ones when a
-// step failed before the payload was in), capabilities, and for an active
+// step failed before the payload was in), capabilities, for an active
 // Function the endpoint the function runner dials
-// (docs/crossplane-behaviour.md#what-other-components-read).
+// (docs/crossplane-behaviour.md#what-other-components-read), and the
+// resolved image and dependency counts (resolvedStatus).
 func (p *pkgRun) revisionStatus() map[string]any {
 	st := map[string]any{}
 	gen := p.cur.GetGeneration()
@@ -151,10 +152,13 @@ func (p *pkgRun) revisionStatus() map[string]any {
 	if refs == nil && p.res.Step != "" {
 		refs, _, _ = unstructured.NestedSlice(p.cur.Object, "status", "objectRefs")
 	}
-	if refs == nil {
-		refs = []any{}
+	// An empty list is left out, as Crossplane's status types
+	// (omitempty) leave it out: Crossplane's paused branch rewrites the
+	// status through them, and a field it drops would be written again by
+	// every apply (issue 16, failure 4).
+	if len(refs) > 0 {
+		st["objectRefs"] = refs
 	}
-	st["objectRefs"] = refs
 	if caps := p.po.Revision.Capabilities; len(caps) > 0 {
 		c := make([]any, len(caps))
 		for i, s := range caps {
@@ -165,15 +169,43 @@ func (p *pkgRun) revisionStatus() map[string]any {
 	if p.po.Kind.Descriptor().Endpoint && p.activation.Active && p.po.Revision.Endpoint != "" {
 		st["endpoint"] = p.po.Revision.Endpoint
 	}
+	p.resolvedStatus(st, "resolvedImage")
+	if n := p.po.Dependencies; n > 0 {
+		st["foundDependencies"] = int64(n)
+		if m := p.po.InstalledDependencies; m > 0 {
+			st["installedDependencies"] = int64(m)
+		}
+	}
 	return st
+}
+
+// resolvedStatus adds to st what `kubectl get -o wide` and `crossplane
+// resource trace` show of the image: the reference pulled, after any
+// ImageConfig rewrite, under field (resolvedPackage on a package,
+// resolvedImage on a revision), and appliedImageConfigRefs when an
+// ImageConfig applied (render.PackageOutput.ImageConfigRefs; the shapes
+// of the Crossplane v2.3.4 objects in
+// $LOCKSTEP_TESTDATA/crossplane-installed). Empty values are left out, as
+// Crossplane's status types leave them out.
+func (p *pkgRun) resolvedStatus(st map[string]any, field string) {
+	if p.po.ResolvedPackage != "" {
+		st[field] = p.po.ResolvedPackage
+	}
+	if len(p.po.ImageConfigRefs) > 0 {
+		refs := make([]any, len(p.po.ImageConfigRefs))
+		for i, r := range p.po.ImageConfigRefs {
+			refs[i] = map[string]any{"name": r.Name, "reason": r.Reason}
+		}
+		st["appliedImageConfigRefs"] = refs
+	}
 }
 
 // inactiveRevisionStatus returns the status of an inactive revision whose
 // conditions need an update: RevisionHealthy True (Crossplane marks an
 // inactive revision with objectRefs healthy,
 // docs/crossplane-behaviour.md#revision-reconcile step 3) and no
-// RuntimeHealthy, since it runs nothing. Its objectRefs, capabilities and
-// endpoint are kept. It returns nil for an active revision and for one
+// RuntimeHealthy, since it runs nothing. The rest of its status (objectRefs,
+// capabilities, endpoint, resolved image, dependency counts) is kept. It returns nil for an active revision and for one
 // whose conditions are already so.
 func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
 	if live.DesiredState(rev) == crossplane.DesiredStateActive {
@@ -200,7 +232,7 @@ func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
 	}
 	st := map[string]any{}
 	liveStatus, _ := rev.Object["status"].(map[string]any)
-	for _, k := range []string{"objectRefs", "capabilities", "endpoint"} {
+	for _, k := range []string{"objectRefs", "capabilities", "endpoint", "resolvedImage", "appliedImageConfigRefs", "foundDependencies", "installedDependencies", "invalidDependencies"} {
 		if v, ok := liveStatus[k]; ok {
 			st[k] = v
 		}
@@ -213,7 +245,8 @@ func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
 // Installed (True while the current revision is Active), Healthy (from the
 // current revision, as Crossplane's PackageHealth,
 // docs/crossplane-behaviour.md#health-conditions), and
-// currentRevision and currentIdentifier (spec.package, source@digest).
+// currentRevision and currentIdentifier (spec.package, source@digest), and
+// the resolved package (resolvedStatus).
 func (p *pkgRun) packageStatus() map[string]any {
 	var conds []condition
 	curActive := p.cur != nil && live.DesiredState(p.cur) == crossplane.DesiredStateActive
@@ -230,6 +263,7 @@ func (p *pkgRun) packageStatus() map[string]any {
 		"currentRevision":   p.po.Revision.Name,
 		"currentIdentifier": ident,
 	}
+	p.resolvedStatus(st, "resolvedPackage")
 	return st
 }
 
@@ -324,7 +358,8 @@ func statusHolds(live, want map[string]any, managed []string) bool {
 }
 
 // normalizeJSON makes numbers comparable across decoders (int64 from the
-// API server, int from lockstep's maps).
+// API server, int from lockstep's maps), and an empty list the same as a
+// missing field, as Crossplane's status types (omitempty) treat them.
 func normalizeJSON(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
@@ -335,7 +370,7 @@ func normalizeJSON(v any) any {
 		return out
 	case []any:
 		if len(t) == 0 {
-			return []any(nil)
+			return nil
 		}
 		out := make([]any, len(t))
 		for i, e := range t {

@@ -113,7 +113,10 @@ type Binding struct {
 }
 
 // Bind returns a new copy of the object completed with b: owner references
-// for Controller and Owners (in that order), the CA bundle, REVISION_UID, and
+// for Controller and Owners (in that order), each with blockOwnerDeletion
+// true as Crossplane writes every owner reference of its package manager
+// (the captured states in $LOCKSTEP_TESTDATA/crossplane-installed, plain
+// owners and released controllers included), the CA bundle, REVISION_UID, and
 // a revision record's spec.revision and spec.desiredState. It returns an
 // error naming the object when b lacks a UID, the CA bundle or the revision
 // number the object needs, or when the object is not shaped as render made
@@ -130,10 +133,9 @@ func (o *Object) Bind(b Binding) (*unstructured.Unstructured, error) {
 			return nil, fmt.Errorf("%s: controller: %w", o, err)
 		}
 		t, f := true, false
+		ref.Controller, ref.BlockOwnerDeletion = &t, &t
 		if b.OwnerOnly {
 			ref.Controller = &f
-		} else {
-			ref.Controller, ref.BlockOwnerDeletion = &t, &t
 		}
 		refs = append(refs, ref)
 	}
@@ -142,6 +144,8 @@ func (o *Object) Bind(b Binding) (*unstructured.Unstructured, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: owner: %w", o, err)
 		}
+		t := true
+		ref.BlockOwnerDeletion = &t
 		refs = append(refs, ref)
 	}
 	if len(refs) > 0 {

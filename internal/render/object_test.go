@@ -62,10 +62,10 @@ func TestBind(t *testing.T) {
 		}
 		want := []metav1.OwnerReference{
 			{APIVersion: "pkg.crossplane.io/v1", Kind: "ProviderRevision", Name: po.Revision.Name, UID: "rev-uid", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)},
-			{APIVersion: "pkg.crossplane.io/v1", Kind: "Provider", Name: "provider-test", UID: "pkg-uid"},
+			{APIVersion: "pkg.crossplane.io/v1", Kind: "Provider", Name: "provider-test", UID: "pkg-uid", BlockOwnerDeletion: ptr.To(true)},
 		}
 		if diff := cmp.Diff(want, u.GetOwnerReferences()); diff != "" {
-			t.Errorf("the active revision controls its payload and the package owns it (docs/crossplane-behaviour.md#establishing-the-payload): -want, +got:\n%s", diff)
+			t.Errorf("the active revision controls its payload and the package owns it, both blocking the owner's deletion as Crossplane's references do (docs/crossplane-behaviour.md#establishing-the-payload): -want, +got:\n%s", diff)
 		}
 	})
 	t.Run("OwnerOnly", func(t *testing.T) {
@@ -75,6 +75,9 @@ func TestBind(t *testing.T) {
 		}
 		if c := u.GetOwnerReferences()[0].Controller; c == nil || *c {
 			t.Errorf("an inactive revision owns without controlling (docs/crossplane-behaviour.md#active-and-inactive-revisions): controller = %v", c)
+		}
+		if b := u.GetOwnerReferences()[0].BlockOwnerDeletion; b == nil || !*b {
+			t.Errorf("a released controller keeps blockOwnerDeletion, as Crossplane's ReleaseObjects does: blockOwnerDeletion = %v", b)
 		}
 	})
 	t.Run("MissingUID", func(t *testing.T) {

@@ -49,9 +49,50 @@ type PackageOutput struct {
 	Record *Object
 	// Revision is the revision for Digest.
 	Revision *RevisionOutput
+	// Lock is the entry Revision has in Crossplane's Lock/lock while it is
+	// Active (docs/design.md#crossplanes-lock).
+	Lock *LockPackage
+	// ResolvedPackage is the reference lockstep pulls the package from:
+	// spec.package (source@digest) after the best-matching ImageConfig
+	// rewrite, which Crossplane reports as the package's
+	// status.resolvedPackage and the revision's status.resolvedImage
+	// (docs/crossplane-behaviour.md#imageconfig-rewrite).
+	ResolvedPackage string
+	// ImageConfigRefs are the ImageConfigs that applied to the package, as
+	// Crossplane's status.appliedImageConfigRefs lists them: the rewrite
+	// (RewriteImage), then the pull secret (SetImagePullSecret).
+	ImageConfigRefs []ImageConfigRef
+	// Dependencies and InstalledDependencies are the revision's
+	// status.foundDependencies and installedDependencies as Crossplane's
+	// revision controller counts them (crossplane/crossplane
+	// internal/controller/pkg/revision/dependency.go): the packages its
+	// dependsOn reaches, directly or not, and those of them the input has.
+	Dependencies, InstalledDependencies int
+	// CrossplaneConstraint is the package metadata's spec.crossplane.version,
+	// the Masterminds semver constraint on the Crossplane the cluster runs
+	// (docs/crossplane-behaviour.md#crossplane-version-constraints); "" when
+	// the package has none or its declaration sets
+	// ignoreCrossplaneConstraints.
+	CrossplaneConstraint string
 
 	namespace string // the Crossplane namespace, for comments in WriteYAML
 }
+
+// ImageConfigRef names an ImageConfig that applied to a package and why:
+// one entry of Crossplane's status.appliedImageConfigRefs
+// (crossplane/crossplane apis/pkg/v1 ImageConfigRef).
+type ImageConfigRef struct {
+	// Name is the ImageConfig's name.
+	Name string
+	// Reason is ImageConfigReasonRewrite or ImageConfigReasonPullSecret.
+	Reason string
+}
+
+// Reasons of an ImageConfigRef, as Crossplane writes them.
+const (
+	ImageConfigReasonRewrite    = "RewriteImage"
+	ImageConfigReasonPullSecret = "SetImagePullSecret"
+)
 
 // RevisionOutput is what lockstep applies for one package revision.
 type RevisionOutput struct {

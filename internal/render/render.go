@@ -96,6 +96,7 @@ func Render(in Input) (*Output, error) {
 		}
 		out.Packages = append(out.Packages, po)
 	}
+	countDependencies(out)
 	if err := checkIdentities(out); err != nil {
 		return nil, err
 	}
@@ -115,6 +116,13 @@ func (r *renderer) renderPackage(p *Package) (*PackageOutput, error) {
 		},
 	}
 	rev := po.Revision
+	po.Lock = lockPackage(p, rev.Name, r.in.Packages)
+	if !d.Spec.IgnoreCrossplaneConstraints {
+		po.CrossplaneConstraint = p.Contents.Meta.CrossplaneVersion
+	}
+	if err := r.resolve(p, po); err != nil {
+		return nil, err
+	}
 	kind := p.Kind.Descriptor()
 	if rev.Capabilities == nil {
 		rev.Capabilities = slices.Clone(kind.DefaultCapabilities)
