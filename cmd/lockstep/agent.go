@@ -113,7 +113,7 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	}
 	r, err := agent.NewReconciler(c, agent.Config{
 		Source: src, Interval: f.interval, Registry: f.render.reg.options(), CacheDir: f.render.reg.cacheDir,
-		AllowedProviderPermissions: allowed, Apply: opts, REST: counted, ReconcileTimeout: f.reconcileTO,
+		AllowedProviderPermissions: allowed, MRDs: f.render.mrds, Apply: opts, REST: counted, ReconcileTimeout: f.reconcileTO,
 	}, metrics)
 	if err != nil {
 		return err

@@ -25,6 +25,8 @@ type renderFlags struct {
 	dir                string
 	instance           string
 	allowedPermissions string
+	// mrds is mrdFlag (snapshot.WithMRDs).
+	mrds bool
 }
 
 func (f *renderFlags) register(fl *pflag.FlagSet) {
@@ -37,6 +39,7 @@ func (f *renderFlags) register(fl *pflag.FlagSet) {
 func (f *renderFlags) registerRender(fl *pflag.FlagSet) {
 	fl.StringVar(&f.instance, "instance", "lockstep", "name of this lockstep instance, recorded in a label on every object it renders")
 	fl.StringVar(&f.allowedPermissions, "allowed-provider-permissions", "", "YAML `FILE` with a list of RBAC PolicyRules that v1-style providers may request with spec.controller.permissionRequests (default: none)")
+	registerMRDFlag(fl, &f.mrds)
 }
 
 // load reads --dir through the snapshot stage (internal/snapshot),
@@ -59,6 +62,7 @@ func (f *renderFlags) load(ctx context.Context, warn io.Writer, namespace string
 		snapshot.WithNamespace(namespace),
 		snapshot.WithInstance(f.instance),
 		snapshot.WithAllowedProviderPermissions(allowed),
+		snapshot.WithMRDs(f.mrds),
 	}, extra...)
 	s, err := snapshot.LoadDir(ctx, f.dir, opts...)
 	var stale *snapshot.StaleLockError

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 )
@@ -14,7 +15,6 @@ func newRenderCommand() *cobra.Command {
 		out       string
 		packages  []string
 		namespace string
-		mrds      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "render",
@@ -32,13 +32,13 @@ With --` + mrdFlag + ` a Crossplane v2 lock's provider CRDs are
 rendered as ManagedResourceDefinitions, activated by the declared
 ManagedResourceActivationPolicies (and those Configurations ship), and the
 CRDs of the active ones are printed: exactly the CRDs that will exist
-(docs/design.md#managed-resource-activation). apply does not install them yet.`,
+(docs/design.md#managed-resource-activation).`,
 		Example: `  lockstep render --dir clusters/prod            # the YAML stream on stdout
   lockstep render --dir clusters/prod -o out/    # one file per package
   lockstep render --package provider-nop`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			only := []snapshot.Option{snapshot.WithMRDs(mrds)}
+			var only []snapshot.Option
 			if len(packages) > 0 {
 				only = append(only, snapshot.Only(packages...))
 			}
@@ -71,7 +71,6 @@ CRDs of the active ones are printed: exactly the CRDs that will exist
 	cmd.Flags().StringVarP(&out, "output", "o", "-", "`DIR` for one file per package, or - for one YAML stream on stdout")
 	cmd.Flags().StringArrayVar(&packages, "package", nil, "render only the package `NAME` (repeatable)")
 	cmd.Flags().StringVar(&namespace, "namespace", "crossplane-system", "the Crossplane namespace: runtimes and TLS Secrets live there")
-	registerMRDFlag(cmd, &mrds)
 	return cmd
 }
 
@@ -80,9 +79,11 @@ CRDs of the active ones are printed: exactly the CRDs that will exist
 // flag.
 const mrdFlag = "enable-custom-to-managed-resource-conversion"
 
-// registerMRDFlag registers mrdFlag on cmd, a command that does not apply:
-// apply does not install the CRDs of active MRDs yet (issue 17), so it
-// does not offer the flag.
-func registerMRDFlag(cmd *cobra.Command, v *bool) {
-	cmd.Flags().BoolVar(v, mrdFlag, false, "render a Crossplane v2 lock's provider CRDs as ManagedResourceDefinitions and evaluate the ManagedResourceActivationPolicies, as Crossplane v2 does (preview: apply does not install MRDs yet)")
+// registerMRDFlag registers mrdFlag on fl, for every command that renders
+// (render, diff, apply, agent). It is off by default: with it, apply
+// installs MRDs and the CRDs of the active ones, a change of what a
+// Crossplane v2 cluster gets from a lock that not every user wants at once
+// (docs/design.md#managed-resource-activation).
+func registerMRDFlag(fl *pflag.FlagSet, v *bool) {
+	fl.BoolVar(v, mrdFlag, false, "for a Crossplane v2 lock, render and install provider CRDs as ManagedResourceDefinitions and evaluate the ManagedResourceActivationPolicies, as Crossplane v2 does: only the CRDs of active MRDs are installed")
 }

@@ -184,7 +184,4 @@ spec:
 			}
 		})
 	}
-	if _, err := run(t, "apply", "--dir", dir, "--enable-custom-to-managed-resource-conversion"); err == nil || !strings.Contains(err.Error(), "unknown flag") {
-		t.Errorf("apply --enable-custom-to-managed-resource-conversion: got %v, want an unknown flag", err)
-	}
 }

@@ -43,6 +43,11 @@ type Config struct {
 	// AllowedProviderPermissions is render's allow list for v1-style
 	// permissionRequests.
 	AllowedProviderPermissions []rbacv1.PolicyRule
+	// MRDs turns on the conversion of a Crossplane v2 lock's provider CRDs
+	// to ManagedResourceDefinitions and the evaluation of activation
+	// policies (snapshot.WithMRDs; lockstep agent
+	// --enable-custom-to-managed-resource-conversion).
+	MRDs bool
 	// Apply are the apply options; Namespace and Instance also name the
 	// Sync object (in Namespace, named Instance).
 	Apply apply.Options
@@ -461,7 +466,8 @@ func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered,
 		snapshot.WithInsecureRegistries(r.cfg.Registry.InsecureRegistries),
 		snapshot.WithNamespace(r.cfg.Apply.Namespace),
 		snapshot.WithInstance(r.cfg.Apply.Instance),
-		snapshot.WithAllowedProviderPermissions(r.cfg.AllowedProviderPermissions))
+		snapshot.WithAllowedProviderPermissions(r.cfg.AllowedProviderPermissions),
+		snapshot.WithMRDs(r.cfg.MRDs))
 	if r.metrics != nil && client != nil {
 		st := client.Stats()
 		for kind, n := range map[string]int{"HEAD": st.Head, "tags": st.Tags, "manifest": st.Manifests, "blob": st.Blobs, "other": st.Other} {

@@ -77,7 +77,7 @@ func (p *pkgRun) intended() []inventory.Entry {
 	if !p.activation.Active {
 		return out
 	}
-	for _, o := range rev.Payload {
+	for _, o := range append(append([]*render.Object(nil), rev.Payload...), rev.ManagedCRDs...) {
 		out = append(out, entry(o, inventory.RolePayload, ""))
 	}
 	for _, o := range append(append([]*render.Object(nil), rev.Runtime...), rev.RBAC...) {

@@ -68,7 +68,14 @@ func (p *pkgRun) payloadStep(ctx context.Context) error {
 		r.crds.Start()
 	}
 	for i, stage := range stages {
+		var managed []*desired
+		if i == 0 {
+			stage, managed = splitManaged(stage)
+		}
 		if err := p.writeAll(ctx, stage); err != nil {
+			return err
+		}
+		if err := p.writeManaged(ctx, stage, managed); err != nil {
 			return err
 		}
 		if i != 0 || r.opts.DryRun {
@@ -85,6 +92,19 @@ func (p *pkgRun) payloadStep(ctx context.Context) error {
 	}
 	p.objectRefs = objectRefs(p.payload)
 	return nil
+}
+
+// splitManaged returns the objects of objs that are not managed CRDs,
+// then those that are.
+func splitManaged(objs []*desired) (rest, managed []*desired) {
+	for _, d := range objs {
+		if d.managed {
+			managed = append(managed, d)
+		} else {
+			rest = append(rest, d)
+		}
+	}
+	return rest, managed
 }
 
 // writeAll writes objs, Concurrency at a time, and joins the errors.
@@ -267,7 +287,7 @@ func objectRefs(objs []*desired) []any {
 	}
 	var refs []ref
 	for _, d := range objs {
-		if d.result == nil {
+		if d.result == nil || d.managed {
 			continue
 		}
 		gvk := d.u.GroupVersionKind()

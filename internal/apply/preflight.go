@@ -69,7 +69,11 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.payload = payload
+	managed, err := p.bindManaged(payload, rev.ManagedCRDs)
+	if err != nil {
+		return err
+	}
+	p.payload = append(payload, managed...)
 	for _, group := range [][]*render.Object{rev.Runtime, rev.RBAC} {
 		for _, o := range group {
 			d, err := p.bind(o, inventory.RoleRuntime, p.runtimeRevision(o))
@@ -92,9 +96,11 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 		}
 		d.foreign = r.live.foreignOf(d.id)
 	}
-	// Bind once more now that foreign owner references are known.
+	// Bind once more now that foreign owner references (and the UIDs of
+	// foreign MRDs) are known.
+	p.setMRDUIDs(p.payload)
 	for _, d := range all {
-		if d.foreign != nil && d.role == inventory.RolePayload {
+		if (d.foreign != nil || d.managed) && d.role == inventory.RolePayload {
 			if err := p.rebind(d); err != nil {
 				return err
 			}
@@ -228,7 +234,11 @@ func (p *pkgRun) rebind(d *desired) error {
 	}
 	if d.role == inventory.RolePayload {
 		refs := u.GetOwnerReferences()
-		u.SetOwnerReferences(append(refs, p.extraOwners(d.liveRefs(), refs)...))
+		refs = append(refs, p.extraOwners(d.liveRefs(), refs)...)
+		if d.managed {
+			refs = crossplaneOwners(refs)
+		}
+		u.SetOwnerReferences(refs)
 	}
 	h, err := setAppliedHash(u)
 	if err != nil {

@@ -124,6 +124,11 @@ type desired struct {
 	handOff *unstructured.Unstructured
 	action  ssa.Action
 	result  *unstructured.Unstructured
+	// managed marks the CRD of an Active MRD
+	// (render.RevisionOutput.ManagedCRDs): written after its MRD, owned as
+	// Crossplane's MRD controller owns it (crossplaneOwners), and not in
+	// the revision's objectRefs.
+	managed bool
 }
 
 // full returns the whole object lockstep applies: u, or for a payload

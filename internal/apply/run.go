@@ -219,7 +219,7 @@ func (r *run) finish(ctx context.Context) {
 	inOutput := map[pkgKey]bool{}
 	for _, po := range r.out.Packages {
 		inOutput[pkgKey{po.Kind, po.Name}] = true
-		for _, o := range po.Objects() {
+		for _, o := range append(po.Objects(), po.Revision.ManagedCRDs...) {
 			desiredIDs[renderedID(o)] = true
 		}
 	}

@@ -154,7 +154,8 @@ type RevisionOutput struct {
 	// ManagedCRDs are the CRDs of the Active MRDs, shaped as Crossplane's
 	// MRD controller creates them: the MRD's spec without state, controlled
 	// by the revision and owned by the MRD. They are not part of Objects:
-	// apply does not install them yet (issue 17); render and diff show them.
+	// apply writes each after its MRD, whose UID the owner reference needs
+	// (docs/design.md#managed-resource-activation).
 	ManagedCRDs []*Object
 	// AwaitingActivation says the provider is safe-start, has MRDs and none
 	// is Active: its Deployment has 0 replicas, and its status is

@@ -120,7 +120,6 @@ func Only(names ...string) Option { return func(o *options) { o.only = names } }
 // to ManagedResourceDefinitions when the lock's crossplaneVersion has them
 // and evaluate the declared ManagedResourceActivationPolicies
 // (render.MRDConversionAuto; docs/design.md#managed-resource-activation).
-// Without it conversion is off: lockstep's apply does not yet install the
-// CRDs of active MRDs, so only commands that do not apply (render, diff)
-// offer it.
+// Without it conversion is off (the CLI's and the agent's default,
+// --enable-custom-to-managed-resource-conversion).
 func WithMRDs(enabled bool) Option { return func(o *options) { o.mrds = enabled } }

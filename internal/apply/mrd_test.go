@@ -1,0 +1,165 @@
+package apply_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/render"
+)
+
+// renderMRDs renders pkgs for the fixture as for a Crossplane v2.3.4 lock
+// with MRD conversion on and the policies, one per name, activating
+// patterns.
+func (f *fixture) renderMRDs(t *testing.T, policies map[string][]string, pkgs ...render.Package) *render.Output {
+	t.Helper()
+	in := render.Input{Namespace: f.namespace, Instance: f.instance, Packages: pkgs, CrossplaneVersion: "v2.3.4", MRDConversion: render.MRDConversionAuto}
+	for name, activate := range policies {
+		in.ActivationPolicies = append(in.ActivationPolicies, declarations.ActivationPolicy{
+			TypeMeta:   metav1.TypeMeta{APIVersion: render.MRDAPIVersion, Kind: crossplane.GroupKindMRAP.Kind},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       declarations.ActivationPolicySpec{Activate: activate},
+		})
+	}
+	out, err := render.Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// crdsOfGroup returns the names of the CRDs whose name ends in "."+group.
+func (f *fixture) crdsOfGroup(t *testing.T, group string) []string {
+	t.Helper()
+	var out []string
+	for _, u := range f.list(t, "apiextensions.k8s.io/v1", "CustomResourceDefinition") {
+		if strings.HasSuffix(u.GetName(), "."+group) {
+			out = append(out, u.GetName())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// replicas returns the Deployment's spec.replicas, -1 when unset or
+// missing.
+func (f *fixture) replicas(t *testing.T, name string) int64 {
+	t.Helper()
+	d := f.get(t, "apps/v1", "Deployment", f.namespace, name)
+	if d == nil {
+		return -1
+	}
+	n, ok, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
+	if !ok {
+		return -1
+	}
+	return n
+}
+
+// TestMRDActivation installs provider-aws-ec2 v2.6.0 (safe-start, 208
+// CRDs) and its family provider as Crossplane v2 does, through
+// ManagedResourceDefinitions (docs/design.md#managed-resource-activation):
+// without a policy no ec2 CRD exists, every MRD is Inactive and the
+// runtime Deployment has 0 replicas; with a policy activating 5 kinds
+// exactly those 5 CRDs exist, Established, owned as Crossplane's MRD
+// controller owns them (the MRD, then the controlling revision), the
+// revision is healthy and the Deployment has 1 replica. A second apply
+// sends no mutating request.
+func TestMRDActivation(t *testing.T) {
+	testdata(t)
+	f := newFixture(t)
+	f.uninstallAtEnd(t, true)
+	m := f.manager(t, nil)
+	family := build(t, upstream(t, crossplane.KindProvider, "upbound-provider-family-aws", "provider-family-aws-v2.6.0", "xpkg.upbound.io/upbound/provider-family-aws", "v2.6.0", false))
+	ec2 := build(t, upstream(t, crossplane.KindProvider, "provider-aws-ec2", "provider-aws-ec2-v2.6.0", "xpkg.upbound.io/upbound/provider-aws-ec2", "v2.6.0", true))
+	revName := render.RevisionName(ec2.Name, ec2.Digest)
+	const group = "ec2.aws.upbound.io"
+
+	// Safe-start, no policy.
+	out := f.renderMRDs(t, nil, family, ec2)
+	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	if got := f.crdsOfGroup(t, group); len(got) != 0 {
+		t.Errorf("without a policy: %d ec2 CRDs, want none: %v", len(got), got)
+	}
+	mrds := f.list(t, render.MRDAPIVersion, crossplane.GroupKindMRD.Kind)
+	ec2MRDs := 0
+	for _, u := range mrds {
+		if strings.HasSuffix(u.GetName(), "."+group) {
+			ec2MRDs++
+			if st, _, _ := unstructured.NestedString(u.Object, "spec", "state"); st != "Inactive" {
+				t.Errorf("MRD %s: state %q, want Inactive", u.GetName(), st)
+			}
+		}
+	}
+	t.Logf("safe-start: %d ec2 MRDs, 0 ec2 CRDs", ec2MRDs)
+	if ec2MRDs < 100 {
+		t.Errorf("%d ec2 MRDs installed, want the provider's (over 100)", ec2MRDs)
+	}
+	if got := f.replicas(t, revName); got != 0 {
+		t.Errorf("safe-start Deployment replicas: %d, want 0", got)
+	}
+	rev := f.revision(t, crossplane.KindProvider, revName)
+	if got := cond(rev, "RevisionHealthy"); got != "True/HealthyPackageRevision" {
+		t.Errorf("safe-start RevisionHealthy: %s (inactive MRDs count as healthy)", got)
+	}
+
+	// A policy activates 5 kinds.
+	kinds := []string{"instances", "internetgateways", "securitygroups", "subnets", "vpcs"}
+	var want []string
+	for _, k := range kinds {
+		want = append(want, k+"."+group)
+	}
+	out = f.renderMRDs(t, map[string][]string{"ec2-five": want}, family, ec2)
+	f.reqs.reset()
+	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	_, mutating := f.reqs.snapshot()
+	t.Logf("activation of 5 kinds: %d mutating requests", len(mutating))
+	if diff := cmp.Diff(want, f.crdsOfGroup(t, group)); diff != "" {
+		t.Errorf("ec2 CRDs: -want +got\n%s", diff)
+	}
+	for _, name := range want {
+		crd := f.crd(t, name)
+		mrd := f.get(t, render.MRDAPIVersion, crossplane.GroupKindMRD.Kind, "", name)
+		if crd == nil || mrd == nil {
+			t.Fatalf("%s: CRD or MRD missing", name)
+		}
+		if got := cond(crd, "Established"); !strings.HasPrefix(got, "True") {
+			t.Errorf("CRD %s: Established %s", name, got)
+		}
+		wantRefs := []metav1.OwnerReference{
+			{APIVersion: render.MRDAPIVersion, Kind: crossplane.GroupKindMRD.Kind, Name: name, UID: mrd.GetUID()},
+			{APIVersion: "pkg.crossplane.io/v1", Kind: "ProviderRevision", Name: revName, UID: rev.GetUID(), Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true)},
+		}
+		if diff := cmp.Diff(wantRefs, crd.GetOwnerReferences()); diff != "" {
+			t.Errorf("CRD %s owner references (as Crossplane's MRD controller writes them): -want +got\n%s", name, diff)
+		}
+	}
+	for _, name := range []string{"providerconfigs.aws.upbound.io", "providerconfigusages.aws.upbound.io"} {
+		if f.crd(t, name) == nil {
+			t.Errorf("ProviderConfig-type CRD %s missing", name)
+		}
+	}
+	if got := f.replicas(t, revName); got != 1 {
+		t.Errorf("Deployment replicas after activation: %d, want 1", got)
+	}
+	rev = f.revision(t, crossplane.KindProvider, revName)
+	if got := cond(rev, "RevisionHealthy"); got != "True/HealthyPackageRevision" {
+		t.Errorf("RevisionHealthy with 5 active MRDs: %s", got)
+	}
+
+	// A second apply of the same input sends no mutating request.
+	f.reqs.reset()
+	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	if _, mutating := f.reqs.snapshot(); len(mutating) != 0 {
+		t.Errorf("the no-op apply sent %d mutating requests: %v", len(mutating), mutating)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
