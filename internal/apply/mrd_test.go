@@ -109,6 +109,13 @@ func TestMRDActivation(t *testing.T) {
 	if got := cond(rev, "RevisionHealthy"); got != "True/HealthyPackageRevision" {
 		t.Errorf("safe-start RevisionHealthy: %s (inactive MRDs count as healthy)", got)
 	}
+	if got := cond(rev, "RuntimeActive"); got != "False/AwaitingActivation" {
+		t.Errorf("safe-start RuntimeActive: %s, want False/AwaitingActivation", got)
+	}
+	pkg := f.get(t, "pkg.crossplane.io/v1", "Provider", "", ec2.Name)
+	if got := cond(pkg, "Healthy"); strings.HasPrefix(got, "False") {
+		t.Errorf("safe-start Provider Healthy: %s; awaiting activation is not unhealthy", got)
+	}
 
 	// A policy activates 5 kinds.
 	kinds := []string{"instances", "internetgateways", "securitygroups", "subnets", "vpcs"}
@@ -152,6 +159,9 @@ func TestMRDActivation(t *testing.T) {
 	rev = f.revision(t, crossplane.KindProvider, revName)
 	if got := cond(rev, "RevisionHealthy"); got != "True/HealthyPackageRevision" {
 		t.Errorf("RevisionHealthy with 5 active MRDs: %s", got)
+	}
+	if got := cond(rev, "RuntimeActive"); got != "" {
+		t.Errorf("RuntimeActive after activation: %s, want none", got)
 	}
 
 	// A second apply of the same input sends no mutating request.

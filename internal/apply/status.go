@@ -99,7 +99,7 @@ func (p *pkgRun) statusStep(ctx context.Context) error {
 }
 
 func (p *pkgRun) managedRevisionConds() []string {
-	return []string{crossplane.ConditionRevisionHealthy, crossplane.ConditionRuntimeHealthy}
+	return []string{crossplane.ConditionRevisionHealthy, crossplane.ConditionRuntimeHealthy, crossplane.ConditionRuntimeActive}
 }
 
 // hasRuntime reports whether the package's revisions run a Deployment.
@@ -111,7 +111,8 @@ func (p *pkgRun) hasRuntime() bool {
 // RevisionHealthy False with the error when a step before the runtime
 // failed; True otherwise, with RuntimeHealthy (for an active Provider or
 // Function revision) from the Deployment, or False with the runtime
-// error.
+// error; and RuntimeActive False with reason AwaitingActivation while a
+// safe-start provider has no Active MRD (render's AwaitingActivation).
 func (p *pkgRun) revisionConditions() []condition {
 	var conds []condition
 	switch p.res.Step {
@@ -133,6 +134,10 @@ func (p *pkgRun) revisionConditions() []condition {
 		conds = append(conds, *p.runtimeHealth)
 	default:
 		conds = append(conds, condition{Type: crossplane.ConditionRuntimeHealthy, Status: "Unknown", Reason: crossplane.ReasonUnknownHealth, Message: "the runtime was not applied"})
+	}
+	if p.po.Revision.AwaitingActivation {
+		conds = append(conds, condition{Type: crossplane.ConditionRuntimeActive, Status: "False", Reason: crossplane.ReasonAwaitingActivation,
+			Message: "no ManagedResourceDefinition of this safe-start provider is Active: its Deployment has 0 replicas until a ManagedResourceActivationPolicy activates one"})
 	}
 	return conds
 }
@@ -281,7 +286,7 @@ func (p *pkgRun) packageHealth() condition {
 	}
 	conds := p.revisionConditions()
 	for _, c := range conds {
-		if c.Status == "True" {
+		if c.Status == "True" || c.Type == crossplane.ConditionRuntimeActive {
 			continue
 		}
 		what := "revision"

@@ -17,6 +17,13 @@ const (
 	// ConditionRuntimeHealthy is the health of an active revision's
 	// Deployment (packages with a runtime only).
 	ConditionRuntimeHealthy = "RuntimeHealthy"
+	// ConditionRuntimeActive is False, with ReasonAwaitingActivation, on
+	// the active revision of a safe-start Provider none of whose
+	// ManagedResourceDefinitions is Active: its Deployment has 0 replicas
+	// (Crossplane's main branch, PR #7586;
+	// docs/crossplane-behaviour.md#safe-start). It is not health: the
+	// package stays Healthy.
+	ConditionRuntimeActive = "RuntimeActive"
 )
 
 // Condition reasons Crossplane uses with those types (crossplane/crossplane
@@ -34,6 +41,10 @@ const (
 	// ReasonUnknownHealth is health not known yet, such as a Deployment
 	// still rolling out. On a package it means progress, not failure.
 	ReasonUnknownHealth = "UnknownPackageRevisionHealth"
+	// ReasonAwaitingActivation is RuntimeActive False: a safe-start
+	// provider waits for a ManagedResourceActivationPolicy to activate one
+	// of its MRDs.
+	ReasonAwaitingActivation = "AwaitingActivation"
 )
 
 // Condition statuses, the values of a condition's status field
