@@ -204,7 +204,7 @@ func (r *run) load(ctx context.Context) error {
 	keys := map[listKey]bool{}
 	for _, po := range r.out.Packages {
 		rev := po.Revision
-		for _, group := range [][]*render.Object{rev.Payload, rev.Runtime, rev.RBAC} {
+		for _, group := range [][]*render.Object{rev.Payload, rev.ManagedCRDs, rev.Runtime, rev.RBAC} {
 			for _, o := range group {
 				keys[listKeyFor(o.APIVersion, o.Kind, o.Namespace)] = true
 			}

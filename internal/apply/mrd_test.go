@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +14,8 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/render"
+	"github.com/lockstep-gitops/lockstep/test/envtest"
+	"github.com/lockstep-gitops/lockstep/test/xpstate"
 )
 
 // renderMRDs renders pkgs for the fixture as for a Crossplane v2.3.4 lock
@@ -173,3 +176,50 @@ func TestMRDActivation(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestMRDControllerNoFight runs a STAND-IN for Crossplane's MRD controller
+// (xpstate.StartMRDController: it server-side applies, with force, the CRD
+// of every Active MRD, as the capture's managers show) beside lockstep,
+// which installs provider-nop v0.4.0 through MRDs (not safe-start: its one
+// MRD is Active). lockstep writes the CRD with the content and owner list
+// the controller writes, so the controller's applies change nothing (the
+// CRD's resourceVersion stays), no write of either side fails, and a
+// second lockstep apply sends no mutating request.
+func TestMRDControllerNoFight(t *testing.T) {
+	testdata(t)
+	f := newFixture(t)
+	f.uninstallAtEnd(t, true)
+	ctx := envtest.Context(t, 5*time.Minute)
+	mrdc := xpstate.StartMRDController(ctx, t, f.env.Config)
+	m := f.manager(t, nil)
+	nop := build(t, upstream(t, crossplane.KindProvider, "crossplane-contrib-provider-nop", "provider-nop-v0.4.0", "xpkg.upbound.io/crossplane-contrib/provider-nop", "v0.4.0", true))
+	out := f.renderMRDs(t, nil, nop)
+	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	const name = "nopresources.nop.crossplane.io"
+	// Let the stand-in apply at least twice after lockstep's write.
+	time.Sleep(3 * xpstate.StandInInterval)
+	crd := f.crd(t, name)
+	if crd == nil {
+		t.Fatalf("CRD %s missing", name)
+	}
+	rv, writes := crd.GetResourceVersion(), mrdc.Writes()
+	time.Sleep(5 * xpstate.StandInInterval)
+	if got := f.crd(t, name).GetResourceVersion(); got != rv {
+		t.Errorf("the MRD controller stand-in changed lockstep's CRD (resourceVersion %s→%s)", rv, got)
+	}
+	if mrdc.Writes() <= writes {
+		t.Errorf("the MRD controller stand-in did not apply during the check (%d→%d writes): the test proves nothing", writes, mrdc.Writes())
+	}
+	if errs := mrdc.Errors(); len(errs) != 0 {
+		t.Errorf("the MRD controller stand-in's applies failed: %v", errs)
+	}
+	t.Logf("stand-in applies while watched: %d, CRD resourceVersion unchanged: %t", mrdc.Writes()-writes, f.crd(t, name).GetResourceVersion() == rv)
+	f.reqs.reset()
+	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	if _, mutating := f.reqs.snapshot(); len(mutating) != 0 {
+		t.Errorf("the second apply beside the MRD controller sent %d mutating requests: %v", len(mutating), mutating)
+	}
+	if got := f.crd(t, name).GetResourceVersion(); got != rv {
+		t.Errorf("the CRD changed after the second apply (resourceVersion %s→%s)", rv, got)
+	}
+}

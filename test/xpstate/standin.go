@@ -120,8 +120,10 @@ func StartMRDController(ctx context.Context, tb testing.TB, cfg *rest.Config) *S
 			spec, _, _ := unstructured.NestedMap(mrd.Object, "spec")
 			delete(spec, "state")
 			delete(spec, "connectionDetails")
-			f := false
-			refs := []metav1.OwnerReference{{APIVersion: mrd.GetAPIVersion(), Kind: mrd.GetKind(), Name: mrd.GetName(), UID: mrd.GetUID(), Controller: &f}}
+			// The MRD as a plain owner without controller or
+			// blockOwnerDeletion fields, as every captured CRD made from an
+			// MRD has it (S1, S2, S3).
+			refs := []metav1.OwnerReference{{APIVersion: mrd.GetAPIVersion(), Kind: mrd.GetKind(), Name: mrd.GetName(), UID: mrd.GetUID()}}
 			for _, r := range mrd.GetOwnerReferences() {
 				if r.Controller != nil && *r.Controller {
 					refs = append(refs, r)
