@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -75,10 +76,16 @@ func (p *pkgRun) adoptionStep(ctx context.Context) error {
 	for _, m := range mrds {
 		in.MRDs = append(in.MRDs, m.Name)
 	}
+	for _, m := range p.po.Revision.MRDs {
+		in.Rendered = append(in.Rendered, m.Name)
+	}
 	a := plan.Adopt(in)
 	if !a.Needed() {
 		return nil
 	}
+	// Only the MRDs the plan deletes: those lockstep renders are applied
+	// by the payload step (plan.Adoption.KeepMRDs).
+	mrds = slices.DeleteFunc(mrds, func(m *metav1.PartialObjectMetadata) bool { return !slices.Contains(a.MRDs, m.Name) })
 	p.adoption = &adoptionState{plan: a, originals: originals, mrds: mrds}
 	p.res.Plan = append(p.res.Plan, a.Decisions()...)
 	return nil

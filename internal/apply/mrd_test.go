@@ -78,7 +78,10 @@ func (f *fixture) replicas(t *testing.T, name string) int64 {
 func TestMRDActivation(t *testing.T) {
 	testdata(t)
 	f := newFixture(t)
-	f.uninstallAtEnd(t, true)
+	// No wait for the CRDs to go, as in TestMonolithRefused: no other test
+	// installs the ec2 CRDs, and a CRD deleted seconds after its creation
+	// can wait minutes on the API server's "storage is (re)initializing".
+	f.uninstallAtEnd(t, false)
 	m := f.manager(t, nil)
 	family := build(t, upstream(t, crossplane.KindProvider, "upbound-provider-family-aws", "provider-family-aws-v2.6.0", "xpkg.upbound.io/upbound/provider-family-aws", "v2.6.0", false))
 	ec2 := build(t, upstream(t, crossplane.KindProvider, "provider-aws-ec2", "provider-aws-ec2-v2.6.0", "xpkg.upbound.io/upbound/provider-aws-ec2", "v2.6.0", true))
@@ -221,5 +224,64 @@ func TestMRDControllerNoFight(t *testing.T) {
 	}
 	if got := f.crd(t, name).GetResourceVersion(); got != rv {
 		t.Errorf("the CRD changed after the second apply (resourceVersion %s→%s)", rv, got)
+	}
+}
+
+// TestAdoptKeepsMRDs adopts the captured S1 state (provider-nop v0.4.0,
+// whose one MRD Crossplane made Active, and function-auto-ready v0.7.0)
+// with MRD conversion on: lockstep renders the same MRD, so the adoption
+// takes it over (same UID, now labelled with the instance) instead of
+// deleting it, the CRD made from it keeps its owners, and a second apply,
+// with the stand-ins of Crossplane's MRD and runtime controllers running,
+// writes nothing.
+func TestAdoptKeepsMRDs(t *testing.T) {
+	f, s := xpFixture(t, xpstate.S1)
+	ctx := envtest.Context(t, 5*time.Minute)
+	xpstate.StartMRDController(ctx, t, f.env.Config)
+	rtc := xpstate.StartRuntimeController(ctx, t, f.env.Config, s)
+	nop := captured(t, crossplane.KindProvider, "provider-nop-v0.4.0")
+	ready := captured(t, crossplane.KindFunction, "function-auto-ready-v0.7.0")
+	const name = "nopresources.nop.crossplane.io"
+	before := f.get(t, render.MRDAPIVersion, crossplane.GroupKindMRD.Kind, "", name)
+	if before == nil {
+		t.Fatalf("the captured MRD %s is missing", name)
+	}
+	out := f.renderMRDs(t, nil, nop, ready)
+	m := f.manager(t, nil)
+	res := f.apply(t, m, out, apply.ApplyMeta{Commit: "adopt"})
+	mustSucceed(t, res)
+	var plans []string
+	for _, p := range res.Packages {
+		for _, d := range p.Plan {
+			if strings.HasPrefix(d.Subject, "ManagedResourceDefinition") {
+				plans = append(plans, d.Action+" "+d.Subject)
+			}
+		}
+	}
+	if diff := cmp.Diff([]string{"take-over ManagedResourceDefinition " + name}, plans); diff != "" {
+		t.Errorf("adoption plan for MRDs: -want +got\n%s", diff)
+	}
+	after := f.get(t, render.MRDAPIVersion, crossplane.GroupKindMRD.Kind, "", name)
+	if after == nil || after.GetUID() != before.GetUID() {
+		t.Fatalf("the MRD was deleted or recreated by the adoption")
+	}
+	if got := after.GetLabels()[render.LabelInstance]; got != f.instance {
+		t.Errorf("the adopted MRD's instance label is %q, want %q", got, f.instance)
+	}
+	crd := f.crd(t, name)
+	if crd == nil {
+		t.Fatalf("CRD %s missing", name)
+	}
+	var mrdOwner bool
+	for _, r := range crd.GetOwnerReferences() {
+		mrdOwner = mrdOwner || r.UID == before.GetUID()
+	}
+	if !mrdOwner {
+		t.Errorf("the CRD lost its owner reference to the adopted MRD: %v", ownerRefs(crd))
+	}
+	rv := crd.GetResourceVersion()
+	f.quietSecondApply(t, m, out, rtc)
+	if got := f.crd(t, name).GetResourceVersion(); got != rv {
+		t.Errorf("the CRD changed after the adoption (resourceVersion %s→%s): lockstep and the MRD controller stand-in disagree", rv, got)
 	}
 }

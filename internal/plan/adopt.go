@@ -33,6 +33,10 @@ type AdoptionInput struct {
 	// the package's CRDs
 	// (crossplane/crossplane internal/controller/pkg/revision/establisher.go).
 	MRDs []string
+	// Rendered are the names of the MRDs lockstep renders for the package
+	// (MRD conversion on, docs/design.md#managed-resource-activation):
+	// those of MRDs are taken over, not deleted.
+	Rendered []string
 }
 
 // Adoption is the plan to take over a package that another manager
@@ -42,7 +46,8 @@ type AdoptionInput struct {
 // label with the instance; then the revision of the locked digest is taken
 // over when it exists (TakeOver), the others are retired (Retire: Inactive,
 // their Deployments deleted by the runtime step, as Crossplane's
-// deactivation does), and the package's MRDs are removed once nothing owns
+// deactivation does), and the package's MRDs lockstep does not render
+// (all of them without MRD conversion) are removed once nothing owns
 // the CRDs through them (MRDs): lockstep applies the CRDs itself, and an
 // MRD left behind would make Crossplane's MRD controller write the CRD
 // again (crossplane/crossplane internal/controller/apiextensions/managed).
@@ -56,6 +61,10 @@ type Adoption struct {
 	Retire []string
 	// MRDs are the MRDs of the package to delete.
 	MRDs []string
+	// KeepMRDs are the MRDs of the package that lockstep renders itself
+	// (AdoptionInput.Rendered): the payload step applies them, labelling
+	// them with the instance, and the CRDs made from them stay.
+	KeepMRDs []string
 }
 
 // Needed reports whether the package must be adopted: a record to pause,
@@ -85,8 +94,19 @@ func Adopt(in AdoptionInput) Adoption {
 			a.Retire = append(a.Retire, r.Name)
 		}
 	}
-	a.MRDs = append(a.MRDs, in.MRDs...)
+	rendered := map[string]bool{}
+	for _, n := range in.Rendered {
+		rendered[n] = true
+	}
+	for _, n := range in.MRDs {
+		if rendered[n] {
+			a.KeepMRDs = append(a.KeepMRDs, n)
+		} else {
+			a.MRDs = append(a.MRDs, n)
+		}
+	}
 	sort.Strings(a.MRDs)
+	sort.Strings(a.KeepMRDs)
 	return a
 }
 
@@ -105,6 +125,9 @@ func (a Adoption) Decisions() []Decision {
 	}
 	for _, n := range a.MRDs {
 		out = append(out, Decision{Action: "delete", Subject: "ManagedResourceDefinition " + n, Reason: "made by the adopted package's revision; lockstep applies the CRD itself, the CRD is kept"})
+	}
+	for _, n := range a.KeepMRDs {
+		out = append(out, Decision{Action: "take-over", Subject: "ManagedResourceDefinition " + n, Reason: "made by the adopted package's revision; lockstep renders it too (MRD conversion on) and applies it, the CRD made from it is kept"})
 	}
 	return out
 }

@@ -38,6 +38,11 @@ func TestAdopt(t *testing.T) {
 			in:     AdoptionInput{Instance: "lockstep", Current: "p-new", Package: &Record{Kind: "Provider", Name: "p"}, Revisions: []Record{xp("ProviderRevision", "p-old2"), xp("ProviderRevision", "p-old1")}},
 			want:   Adoption{Pause: []Record{xp("Provider", "p"), xp("ProviderRevision", "p-old1"), xp("ProviderRevision", "p-old2")}, Retire: []string{"p-old1", "p-old2"}},
 		},
+		"KeepRenderedMRDs": {
+			reason: "with MRD conversion on lockstep renders the package's MRDs: those are taken over, an MRD it does not render still goes",
+			in:     AdoptionInput{Instance: "lockstep", Current: "p-a", Package: &Record{Kind: "Provider", Name: "p"}, Revisions: []Record{xp("ProviderRevision", "p-a")}, MRDs: []string{"m2", "old", "m1"}, Rendered: []string{"m1", "m2", "m3"}},
+			want:   Adoption{Pause: []Record{xp("Provider", "p"), xp("ProviderRevision", "p-a")}, TakeOver: "p-a", MRDs: []string{"old"}, KeepMRDs: []string{"m1", "m2"}},
+		},
 		"HalfAdopted": {
 			reason: "a revision Crossplane made after lockstep took the package (or an adoption before this rule) is still adopted",
 			in:     AdoptionInput{Instance: "lockstep", Current: "p-a", Package: &Record{Kind: "Provider", Name: "p", Instance: "lockstep"}, Revisions: []Record{mine("ProviderRevision", "p-a"), xp("ProviderRevision", "p-b")}},
