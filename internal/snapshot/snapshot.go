@@ -169,7 +169,7 @@ func (l *loader) declarations() error {
 		return err
 	}
 	l.s.Declarations = set
-	return nil
+	return set.CheckVerification()
 }
 
 // lock is the lock step: read, digest, parse.
