@@ -17,6 +17,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/git"
 	"github.com/lockstep-gitops/lockstep/internal/health"
+	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/writelock"
 )
@@ -106,6 +107,17 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	opts.DeletionProtection = f.protect
 	if err := opts.Validate(); err != nil {
 		return usageError(err)
+	}
+	f.render.clusterKeys = func(ctx context.Context, secret, key string) ([]byte, error) {
+		cfg, err := f.cluster.restConfig()
+		if err != nil {
+			return nil, err
+		}
+		c, err := f.cluster.client(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return oci.SecretKeys(c, f.cluster.namespace)(ctx, secret, key)
 	}
 	snap, err := f.render.load(ctx, cmd.ErrOrStderr(), f.cluster.namespace)
 	if err != nil {

@@ -25,6 +25,9 @@ type renderFlags struct {
 	dir                string
 	instance           string
 	allowedPermissions string
+	// clusterKeys, when set (apply), reads the verification keys that no
+	// --verification-key names from the cluster's Secrets.
+	clusterKeys oci.KeySource
 }
 
 func (f *renderFlags) register(fl *pflag.FlagSet) {
@@ -53,7 +56,12 @@ func (f *renderFlags) load(ctx context.Context, warn io.Writer, namespace string
 	if err != nil {
 		return nil, err
 	}
+	keys, err := f.reg.keys(f.clusterKeys)
+	if err != nil {
+		return nil, err
+	}
 	opts := append([]snapshot.Option{
+		snapshot.WithVerificationKeys(keys),
 		snapshot.WithFetcher(snapshot.Registry(f.reg.options(), cache)),
 		snapshot.WithInsecureRegistries(f.reg.insecure),
 		snapshot.WithNamespace(namespace),

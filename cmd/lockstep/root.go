@@ -26,13 +26,25 @@ type registryFlags struct {
 	insecure       []string
 	registryConfig string
 	timeout        time.Duration
+	keyFiles       []string
 }
 
 func (f *registryFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "directory of the content-addressed package cache")
 	cmd.Flags().StringArrayVar(&f.insecure, "insecure-registry", nil, "registry `HOST` (host or host:port) reached over plain HTTP; repeatable")
 	cmd.Flags().StringVar(&f.registryConfig, "registry-config", "", "Docker config `FILE` with registry credentials (default: the Docker and Podman default locations)")
+	cmd.Flags().StringArrayVar(&f.keyFiles, "verification-key", nil, "`SECRET[/KEY]=FILE`: the cosign public key (PEM) that an ImageConfig spec.verification key authority names by secretRef, read from FILE instead of the cluster; repeatable")
 	cmd.Flags().DurationVar(&f.timeout, "registry-timeout", oci.DefaultTimeout, "longest wait for any progress of one registry request (connect, TLS, answer, each read of a layer); a timed-out request is retried twice; 0: no bound")
+}
+
+// keys returns the signature verification keys of --verification-key,
+// asking fallback (nil: none) for a Secret no flag names.
+func (f *registryFlags) keys(fallback oci.KeySource) (oci.KeySource, error) {
+	files, err := oci.ParseKeyFlags(f.keyFiles)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	return oci.FileKeys(files, fallback), nil
 }
 
 func (f *registryFlags) options() oci.Options {

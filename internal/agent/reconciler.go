@@ -461,7 +461,8 @@ func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered,
 		snapshot.WithInsecureRegistries(r.cfg.Registry.InsecureRegistries),
 		snapshot.WithNamespace(r.cfg.Apply.Namespace),
 		snapshot.WithInstance(r.cfg.Apply.Instance),
-		snapshot.WithAllowedProviderPermissions(r.cfg.AllowedProviderPermissions))
+		snapshot.WithAllowedProviderPermissions(r.cfg.AllowedProviderPermissions),
+		snapshot.WithVerificationKeys(oci.SecretKeys(r.c, r.cfg.Apply.Namespace)))
 	if r.metrics != nil && client != nil {
 		st := client.Stats()
 		for kind, n := range map[string]int{"HEAD": st.Head, "tags": st.Tags, "manifest": st.Manifests, "blob": st.Blobs, "other": st.Other} {
@@ -509,6 +510,8 @@ func stepError(err error) *StepError {
 		return &StepError{Step: StepPackages, Reason: ReasonRegistryConfig, Stalled: true, Err: se.Err}
 	case snapshot.StepFetch:
 		return &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Err: se.Err}
+	case snapshot.StepVerify:
+		return &StepError{Step: StepPayload, Reason: ReasonSignatureRefused, Err: se.Err}
 	case snapshot.StepPayload:
 		return &StepError{Step: StepPayload, Reason: ReasonPayloadRefused, Stalled: true, Err: se.Err}
 	case snapshot.StepInput:

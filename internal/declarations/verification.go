@@ -1,25 +1,32 @@
 package declarations
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 )
 
-// errVerificationUnsupported is the refusal of spec.verification: lockstep
-// does not check package signatures yet, and a security setting that is
-// accepted but does nothing would let an unsigned package install as if it
-// had been verified (issue 18).
-var errVerificationUnsupported = errors.New("signature verification is not supported by lockstep yet; " +
-	"it refuses the setting rather than install unverified packages as if they were verified: " +
-	"remove spec.verification from this ImageConfig to proceed without verification")
+// errKeylessUnsupported and errAttestationsUnsupported refuse the parts of
+// spec.verification lockstep does not check yet: accepting them would let
+// a package install as if it had been verified (issue 18).
+var (
+	errKeylessUnsupported = errors.New("keyless verification is not supported by lockstep yet; " +
+		"it refuses the setting rather than install packages it has not verified: use a key authority (key.secretRef)")
+	errAttestationsUnsupported = errors.New("attestation verification is not supported by lockstep yet; " +
+		"it refuses the setting rather than install packages whose attestations it has not checked: remove attestations")
+)
 
 // CheckVerification returns an *Error, joined and sorted like Load's, for
-// every ImageConfig that sets spec.verification, naming its file and line,
-// the ImageConfig and the field; nil when none does. Crossplane verifies
-// package signatures when an ImageConfig asks for it
-// (crossplane/crossplane-runtime pkg/xpkg/signature/validate.go,
-// docs/crossplane-behaviour.md); every command and the agent call this
-// before they lock, render or install, so the setting is never accepted and
-// ignored.
+// every part of an ImageConfig's spec.verification that lockstep cannot
+// enforce: a keyless authority (spec.verification.cosign.authorities[i].keyless)
+// and attestations (authorities[i].attestations). Each names the file and
+// line, the ImageConfig and the field; nil when every authority is a key
+// authority, which internal/oci's Client.VerifySignature checks.
+// Crossplane verifies all three (crossplane/crossplane-runtime
+// pkg/xpkg/signature/validate.go, docs/crossplane-behaviour.md); every
+// command and the agent call this (the snapshot's declarations step)
+// before they lock, render or install, so no part of the setting is ever
+// accepted and ignored.
 func (s *Set) CheckVerification() error {
 	var errs []*Error
 	for i := range s.ImageConfigs {
@@ -27,7 +34,20 @@ func (s *Set) CheckVerification() error {
 		if ic.Spec.Verification == nil {
 			continue
 		}
-		errs = append(errs, &Error{Location: ic.Location, Object: "ImageConfig " + ic.Name, Field: "spec.verification", Err: errVerificationUnsupported})
+		var v imageVerification
+		if err := json.Unmarshal(ic.Spec.Verification, &v); err != nil || v.Cosign == nil {
+			errs = append(errs, &Error{Location: ic.Location, Object: "ImageConfig " + ic.Name, Field: "spec.verification", Err: fmt.Errorf("cannot read: %v", err)})
+			continue
+		}
+		for j, a := range v.Cosign.Authorities {
+			p := fmt.Sprintf("spec.verification.cosign.authorities[%d]", j)
+			if a.Keyless != nil {
+				errs = append(errs, &Error{Location: ic.Location, Object: "ImageConfig " + ic.Name, Field: p + ".keyless", Err: errKeylessUnsupported})
+			}
+			if len(a.Attestations) > 0 {
+				errs = append(errs, &Error{Location: ic.Location, Object: "ImageConfig " + ic.Name, Field: p + ".attestations", Err: errAttestationsUnsupported})
+			}
+		}
 	}
 	return joinSorted(errs)
 }

@@ -108,6 +108,23 @@ type Entry struct {
 	// Package"): apply deactivates the packages installed
 	// from them, and dependencies on them are satisfied by this package.
 	Replaces []string `yaml:"replaces,omitempty"`
+	// Verification records how the package passed cosign signature
+	// verification when it was locked; nil when no ImageConfig's
+	// spec.verification matches it (and in locks written before lockstep
+	// verified signatures). Install-time verification (the snapshot's
+	// verify step) checks the signature again whatever it says.
+	Verification *Verification `yaml:"verification,omitempty"`
+}
+
+// Verification is how a locked package passed signature verification at
+// lock time (internal/oci Client.VerifySignature).
+type Verification struct {
+	// ImageConfig names the ImageConfig whose spec.verification applied.
+	ImageConfig string `yaml:"imageConfig"`
+	// Authority names its authority that verified the package.
+	Authority string `yaml:"authority"`
+	// Signature is the digest of the cosign signature manifest, sha256:<hex>.
+	Signature string `yaml:"signature"`
 }
 
 // Request is one reason a package is in the lock: a declaration or a

@@ -61,6 +61,8 @@ type loader struct {
 	// fetched are the fetch step's packages with their layer digests;
 	// nil for New, whose contents come without them.
 	fetched map[string]*lockfile.Fetched
+	// fetcher is the registry step's Fetcher.
+	fetcher Fetcher
 }
 
 // Load reads the commit presented by fsys (os.DirFS for a directory,
@@ -123,6 +125,7 @@ func (l *loader) run(ctx context.Context) (*Snapshot, error) {
 		{StepLock, l.lock},
 		{StepCheck, l.check},
 		{StepFetch, func() error { return l.fetch(ctx) }}, // and the registry step
+		{StepVerify, func() error { return l.verify(ctx) }},
 		{StepPayload, l.payload},
 		{StepInput, l.input},
 	}
@@ -210,6 +213,7 @@ func (l *loader) fetch(ctx context.Context) error {
 	if err != nil {
 		return &StepError{Step: StepRegistry, Err: err}
 	}
+	l.fetcher = f
 	fetched, err := lockfile.Fetch(ctx, l.s.Lock, f, lockfile.Options{InsecureRegistries: l.opts.insecure})
 	if err != nil {
 		return err
@@ -220,6 +224,52 @@ func (l *loader) fetch(ctx context.Context) error {
 		l.s.Contents[src] = fp.Package
 	}
 	return nil
+}
+
+// verify is the verify step: every locked package that an ImageConfig's
+// spec.verification matches has its cosign signature checked again
+// (oci.Client.VerifySignature) on every Load, whether the package came
+// from the cache or the registry — unlike Crossplane, which verifies only
+// on a cache miss (docs/crossplane-behaviour.md). The error names each
+// refused package, its ImageConfig and every authority tried; the verify
+// step fails before anything is rendered, so nothing of the commit is
+// applied and the last applied one keeps running.
+func (l *loader) verify(ctx context.Context) error {
+	if l.s.Lock == nil {
+		return nil
+	}
+	v, ok := l.fetcher.(SignatureVerifier)
+	if !ok {
+		if anyVerification(l.s.Declarations.ImageConfigs) {
+			return fmt.Errorf("an ImageConfig sets spec.verification but this package fetcher cannot verify signatures")
+		}
+		return nil
+	}
+	var errs []error
+	for i := range l.s.Lock.Packages {
+		e := &l.s.Lock.Packages[i]
+		if v.VerificationImageConfig(e.Source) == nil {
+			continue
+		}
+		ref, err := e.Ref(l.opts.insecure)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", e, err))
+			continue
+		}
+		if _, err := v.VerifySignature(ctx, ref, l.opts.keys); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", e, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func anyVerification(ics []declarations.ImageConfig) bool {
+	for _, ic := range ics {
+		if ic.Spec.Verification != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // payload is the payload step: every fetched package holds what its lock
