@@ -61,6 +61,7 @@ type options struct {
 	allowed      []rbacv1.PolicyRule
 	only         []string
 	keys         oci.KeySource
+	mrds         bool
 }
 
 func newOptions(opts []Option) *options {
@@ -133,3 +134,12 @@ func WithVerificationKeys(keys oci.KeySource) Option { return func(o *options) {
 // (lockstep render --package); the input step fails when none matches.
 // Nothing else changes: the lock is still checked and fetched whole.
 func Only(names ...string) Option { return func(o *options) { o.only = names } }
+
+// WithMRDs makes the render step convert Providers' managed-resource CRDs
+// to ManagedResourceDefinitions when the lock's crossplaneVersion has them
+// and evaluate the declared ManagedResourceActivationPolicies
+// (render.MRDConversionAuto; docs/design.md#managed-resource-activation).
+// Without it conversion is off: lockstep's apply does not yet install the
+// CRDs of active MRDs, so only commands that do not apply (render, diff)
+// offer it.
+func WithMRDs(enabled bool) Option { return func(o *options) { o.mrds = enabled } }
