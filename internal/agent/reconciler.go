@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -340,6 +341,10 @@ type rendered struct {
 	commit, lockDigest string
 	out                *render.Output
 	replaces           map[string][]string
+	// lock and imageConfigs are the commit's, for the signature
+	// verification each reconcile repeats (verifyAgain).
+	lock         *lockfile.Lock
+	imageConfigs []declarations.ImageConfig
 }
 
 func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
@@ -363,6 +368,10 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 			r.reapply(ctx, out)
 			return out, err
 		}
+	} else if err := r.verifyAgain(ctx, rd); err != nil {
+		// The commit applied before no longer verifies (a signature or
+		// key changed): nothing is written; what is installed stays.
+		return out, err
 	}
 	err = r.applyRendered(ctx, rd, out)
 	var se *StepError
@@ -376,6 +385,29 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	r.last = rd
 	return out, err
 }
+
+// verifyAgain verifies the cosign signatures of rd's locked packages once
+// more (snapshot.VerifySignatures), for a commit whose render is reused:
+// the snapshot's verify step ran when it was rendered, and verification
+// must hold on every reconcile, cache hit or not (issue 18). A refusal is
+// the verify step's StepError (SignatureRefused, retried).
+func (r *Reconciler) verifyAgain(ctx context.Context, rd *rendered) error {
+	if rd.lock == nil || !slices.ContainsFunc(rd.imageConfigs, func(ic declarations.ImageConfig) bool { return ic.Spec.Verification != nil }) {
+		return nil
+	}
+	c, err := oci.NewClient(r.cfg.Registry, r.cache, rd.imageConfigs)
+	if err != nil {
+		return stepError(&snapshot.StepError{Step: snapshot.StepRegistry, Err: err})
+	}
+	if err := snapshot.VerifySignatures(ctx, rd.lock, c, r.keys(), r.cfg.Registry.InsecureRegistries); err != nil {
+		return stepError(&snapshot.StepError{Step: snapshot.StepVerify, Err: err})
+	}
+	return nil
+}
+
+// keys reads signature verification keys from the Secrets in the
+// Crossplane namespace (oci.SecretKeys).
+func (r *Reconciler) keys() oci.KeySource { return oci.SecretKeys(r.c, r.cfg.Apply.Namespace) }
 
 // reapply applies the last render again while out.Commit is refused, and
 // records in out what it did (Reapplied, or reapplyErr). Without a render
@@ -462,7 +494,7 @@ func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered,
 		snapshot.WithNamespace(r.cfg.Apply.Namespace),
 		snapshot.WithInstance(r.cfg.Apply.Instance),
 		snapshot.WithAllowedProviderPermissions(r.cfg.AllowedProviderPermissions),
-		snapshot.WithVerificationKeys(oci.SecretKeys(r.c, r.cfg.Apply.Namespace)))
+		snapshot.WithVerificationKeys(r.keys()))
 	if r.metrics != nil && client != nil {
 		st := client.Stats()
 		for kind, n := range map[string]int{"HEAD": st.Head, "tags": st.Tags, "manifest": st.Manifests, "blob": st.Blobs, "other": st.Other} {
@@ -488,7 +520,8 @@ func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered,
 	if err != nil {
 		return nil, warnings, stepError(err)
 	}
-	return &rendered{commit: art.Commit, lockDigest: snap.LockDigest, out: ro, replaces: snap.Replaces}, warnings, nil
+	return &rendered{commit: art.Commit, lockDigest: snap.LockDigest, out: ro, replaces: snap.Replaces,
+		lock: snap.Lock, imageConfigs: snap.Declarations.ImageConfigs}, warnings, nil
 }
 
 // stepError maps a snapshot step's error to the agent's step, Sync reason

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
+	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -226,14 +227,12 @@ func (l *loader) fetch(ctx context.Context) error {
 	return nil
 }
 
-// verify is the verify step: every locked package that an ImageConfig's
-// spec.verification matches has its cosign signature checked again
-// (oci.Client.VerifySignature) on every Load, whether the package came
-// from the cache or the registry — unlike Crossplane, which verifies only
-// on a cache miss (docs/crossplane-behaviour.md). The error names each
-// refused package, its ImageConfig and every authority tried; the verify
-// step fails before anything is rendered, so nothing of the commit is
-// applied and the last applied one keeps running.
+// verify is the verify step (VerifySignatures): every locked package that
+// an ImageConfig's spec.verification matches has its cosign signature
+// checked again on every Load, whether the package came from the cache or
+// the registry — unlike Crossplane, which verifies only on a cache miss
+// (docs/crossplane-behaviour.md). It fails before anything is rendered, so
+// nothing of the commit is applied and the last applied one keeps running.
 func (l *loader) verify(ctx context.Context) error {
 	if l.s.Lock == nil {
 		return nil
@@ -245,18 +244,29 @@ func (l *loader) verify(ctx context.Context) error {
 		}
 		return nil
 	}
+	return VerifySignatures(ctx, l.s.Lock, v, l.opts.keys, l.opts.insecure)
+}
+
+// VerifySignatures verifies the cosign signature of every package of lock
+// that an ImageConfig's spec.verification matches, with v and keys
+// (oci.Client.VerifySignature); hosts in insecure are reached over plain
+// HTTP. The error joins one error per refused package, naming its lock
+// entry, its ImageConfig and every authority tried. The verify step runs
+// it; the agent runs it again before re-applying a commit it rendered
+// earlier, so every reconcile verifies.
+func VerifySignatures(ctx context.Context, lock *lockfile.Lock, v SignatureVerifier, keys oci.KeySource, insecure []string) error {
 	var errs []error
-	for i := range l.s.Lock.Packages {
-		e := &l.s.Lock.Packages[i]
+	for i := range lock.Packages {
+		e := &lock.Packages[i]
 		if v.VerificationImageConfig(e.Source) == nil {
 			continue
 		}
-		ref, err := e.Ref(l.opts.insecure)
+		ref, err := e.Ref(insecure)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", e, err))
 			continue
 		}
-		if _, err := v.VerifySignature(ctx, ref, l.opts.keys); err != nil {
+		if _, err := v.VerifySignature(ctx, ref, keys); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", e, err))
 		}
 	}
