@@ -136,8 +136,12 @@ func TestLockAndRenderVerifySignatures(t *testing.T) {
 	for _, p := range lockedPackages {
 		sigs[p] = reg.Sign(t, "lockstep-examples/"+p, release).String()
 	}
-	if out, err := run(t, lock...); err != nil {
+	out, err := run(t, lock...)
+	if err != nil {
 		t.Fatalf("lock of signed packages: %v\n%s", err, out)
+	}
+	if w := "  signature verified: Provider lockstep-examples-provider-demo by ImageConfig signed authority release-key (signature " + sigs["provider-demo:v0.2.0"] + ")"; !strings.Contains(out, w) {
+		t.Errorf("lock output lacks %q:\n%s", w, out)
 	}
 	l, err := lockfile.ReadFile(lockPath)
 	if err != nil {

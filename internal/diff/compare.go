@@ -251,6 +251,15 @@ func (c *comparer) pkg(a, b *pkgState) (*PackageChange, error) {
 	return pc, nil
 }
 
+// verificationString describes how a lock entry's signature was verified
+// (lockfile.Entry.Verification), "" when it was not.
+func verificationString(v *lockfile.Verification) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprintf("ImageConfig %s authority %s", v.ImageConfig, v.Authority)
+}
+
 func pin(p *pkgState) *Pin {
 	out := &Pin{Version: p.entry.Version, Digest: p.entry.Digest, Declared: p.entry.Declared()}
 	if p.out != nil {
@@ -313,6 +322,9 @@ func settings(a, b *pkgState) []FieldChange {
 	}
 	if a.entry.CrossplaneConstraint != b.entry.CrossplaneConstraint {
 		out = append(out, FieldChange{Field: "crossplaneConstraint", Base: a.entry.CrossplaneConstraint, Head: b.entry.CrossplaneConstraint})
+	}
+	if va, vb := verificationString(a.entry.Verification), verificationString(b.entry.Verification); va != vb {
+		out = append(out, FieldChange{Field: "verification", Base: va, Head: vb})
 	}
 	if a.entry.IgnoreCrossplaneConstraints != b.entry.IgnoreCrossplaneConstraints {
 		out = append(out, FieldChange{Field: "ignoreCrossplaneConstraints", Base: strconv.FormatBool(a.entry.IgnoreCrossplaneConstraints), Head: strconv.FormatBool(b.entry.IgnoreCrossplaneConstraints)})

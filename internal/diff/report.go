@@ -157,8 +157,10 @@ type PackageChange struct {
 	// (spec.revisionActivationPolicy, spec.revisionHistoryLimit,
 	// spec.runtimeConfigRef.name, spec.packagePullPolicy, ...), whether it
 	// is declared or only a dependency ("declared"), its Crossplane version
-	// constraint ("crossplaneConstraint"), capabilities ("capabilities") and
-	// package metadata labels ("packageLabels").
+	// constraint ("crossplaneConstraint"), capabilities ("capabilities"),
+	// package metadata labels ("packageLabels") and how its signature was
+	// verified at lock time ("verification": ImageConfig and authority, ""
+	// when not verified; losing it is breaking).
 	Settings []FieldChange `json:"settings,omitempty"`
 	// Dependencies are the dependency edges gained, lost or re-constrained.
 	Dependencies []DependencyChange `json:"dependencies,omitempty"`
