@@ -35,9 +35,12 @@ func (s *Set) CheckVerification() error {
 			continue
 		}
 		var v imageVerification
-		if err := json.Unmarshal(ic.Spec.Verification, &v); err != nil || v.Cosign == nil {
-			errs = append(errs, &Error{Location: ic.Location, Object: "ImageConfig " + ic.Name, Field: "spec.verification", Err: fmt.Errorf("cannot read: %v", err)})
+		if err := json.Unmarshal(ic.Spec.Verification, &v); err != nil {
+			errs = append(errs, &Error{Location: ic.Location, Object: "ImageConfig " + ic.Name, Field: "spec.verification", Err: fmt.Errorf("cannot read: %w", err)})
 			continue
+		}
+		if v.Cosign == nil {
+			continue // Load refuses a verification without cosign
 		}
 		for j, a := range v.Cosign.Authorities {
 			p := fmt.Sprintf("spec.verification.cosign.authorities[%d]", j)

@@ -111,8 +111,11 @@ func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeyS
 		return nil, nil
 	}
 	var spec verificationSpec
-	if err := json.Unmarshal(ic.Spec.Verification, &spec); err != nil || spec.Cosign == nil {
-		return nil, fmt.Errorf("package %s: ImageConfig %s: spec.verification: cannot read: %v", ref, ic.Name, err)
+	if err := json.Unmarshal(ic.Spec.Verification, &spec); err != nil {
+		return nil, fmt.Errorf("package %s: ImageConfig %s: spec.verification: cannot read: %w", ref, ic.Name, err)
+	}
+	if spec.Cosign == nil {
+		return nil, fmt.Errorf("package %s: ImageConfig %s: spec.verification.cosign: %w: no cosign authorities", ref, ic.Name, ErrSignature)
 	}
 	d, err := v1.NewHash(ref.DigestStr())
 	if err != nil {

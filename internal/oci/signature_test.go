@@ -33,7 +33,7 @@ func verifyingImageConfig(t testing.TB, n, rewrite, prefix string, secrets ...st
 // keysOf is a KeySource holding each SigningKey's public key under its
 // Secret name.
 func keysOf(keys map[string]*registry.SigningKey) oci.KeySource {
-	return func(_ context.Context, secret, key string) ([]byte, error) {
+	return func(_ context.Context, secret, _ string) ([]byte, error) {
 		k, ok := keys[secret]
 		if !ok {
 			return nil, fmt.Errorf("Secret %s not found", secret)
