@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/agent"
 	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/update"
 )
@@ -111,8 +112,13 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	if err := agent.Prepare(ctx, c, counted, opts.Namespace); err != nil {
 		return err
 	}
+	keys, err := f.render.reg.keys(oci.SecretKeys(c, opts.Namespace))
+	if err != nil {
+		return err
+	}
 	r, err := agent.NewReconciler(c, agent.Config{
-		Source: src, Interval: f.interval, Registry: f.render.reg.options(), CacheDir: f.render.reg.cacheDir,
+		VerificationKeys: keys,
+		Source:           src, Interval: f.interval, Registry: f.render.reg.options(), CacheDir: f.render.reg.cacheDir,
 		AllowedProviderPermissions: allowed, Apply: opts, REST: counted, ReconcileTimeout: f.reconcileTO,
 	}, metrics)
 	if err != nil {
@@ -128,6 +134,7 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 		if err != nil {
 			return err
 		}
+		uopts.VerificationKeys = keys
 		u, err := update.New(src, uopts)
 		if err != nil {
 			return err

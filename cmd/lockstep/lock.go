@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -243,7 +242,7 @@ func (f *lockFlags) runLock(cmd *cobra.Command, packages []string) error {
 	if err != nil {
 		return err
 	}
-	if err := verifySignatures(cmd.Context(), res.Lock, client, keys, f.reg.insecure); err != nil {
+	if err := snapshot.RecordVerifications(cmd.Context(), res.Lock, client, keys, f.reg.insecure); err != nil {
 		return fmt.Errorf("cannot lock %s:\n%w", f.dir, err)
 	}
 	out := cmd.OutOrStdout()
@@ -325,32 +324,4 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-// verifySignatures checks the cosign signature of every locked package that
-// an ImageConfig's spec.verification matches (oci.Client.VerifySignature)
-// and records in its entry which ImageConfig and authority verified it and
-// the signature manifest's digest. Any failure fails the lock, naming each
-// refused package, its ImageConfig and every authority tried; nothing is
-// written.
-func verifySignatures(ctx context.Context, lock *lockfile.Lock, client *oci.Client, keys oci.KeySource, insecure []string) error {
-	var errs []error
-	for i := range lock.Packages {
-		e := &lock.Packages[i]
-		e.Verification = nil
-		ref, err := e.Ref(insecure)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", e, err))
-			continue
-		}
-		v, err := client.VerifySignature(ctx, ref, keys)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", e, err))
-			continue
-		}
-		if v != nil {
-			e.Verification = &lockfile.Verification{ImageConfig: v.ImageConfig, Authority: v.Authority, Signature: v.Signature}
-		}
-	}
-	return errors.Join(errs...)
 }

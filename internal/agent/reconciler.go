@@ -63,6 +63,10 @@ type Config struct {
 	// they honour their context (every Git, registry and API request
 	// does); the liveness check of Run covers the rest.
 	ReconcileTimeout time.Duration
+	// VerificationKeys gives the public keys of ImageConfig
+	// spec.verification key authorities; nil means the Secrets they name
+	// in Apply.Namespace (oci.SecretKeys), read on every reconcile.
+	VerificationKeys oci.KeySource
 }
 
 // DefaultReconcileTimeout is Config.ReconcileTimeout's default: ten
@@ -399,15 +403,20 @@ func (r *Reconciler) verifyAgain(ctx context.Context, rd *rendered) error {
 	if err != nil {
 		return stepError(&snapshot.StepError{Step: snapshot.StepRegistry, Err: err})
 	}
-	if err := snapshot.VerifySignatures(ctx, rd.lock, c, r.keys(), r.cfg.Registry.InsecureRegistries); err != nil {
+	if _, err := snapshot.VerifySignatures(ctx, rd.lock, c, r.keys(), r.cfg.Registry.InsecureRegistries); err != nil {
 		return stepError(&snapshot.StepError{Step: snapshot.StepVerify, Err: err})
 	}
 	return nil
 }
 
-// keys reads signature verification keys from the Secrets in the
-// Crossplane namespace (oci.SecretKeys).
-func (r *Reconciler) keys() oci.KeySource { return oci.SecretKeys(r.c, r.cfg.Apply.Namespace) }
+// keys returns Config.VerificationKeys, or the Secrets in the Crossplane
+// namespace (oci.SecretKeys).
+func (r *Reconciler) keys() oci.KeySource {
+	if r.cfg.VerificationKeys != nil {
+		return r.cfg.VerificationKeys
+	}
+	return oci.SecretKeys(r.c, r.cfg.Apply.Namespace)
+}
 
 // reapply applies the last render again while out.Commit is refused, and
 // records in out what it did (Reapplied, or reapplyErr). Without a render

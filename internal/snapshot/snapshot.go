@@ -244,18 +244,22 @@ func (l *loader) verify(ctx context.Context) error {
 		}
 		return nil
 	}
-	return VerifySignatures(ctx, l.s.Lock, v, l.opts.keys, l.opts.insecure)
+	_, err := VerifySignatures(ctx, l.s.Lock, v, l.opts.keys, l.opts.insecure)
+	return err
 }
 
 // VerifySignatures verifies the cosign signature of every package of lock
 // that an ImageConfig's spec.verification matches, with v and keys
 // (oci.Client.VerifySignature); hosts in insecure are reached over plain
-// HTTP. The error joins one error per refused package, naming its lock
-// entry, its ImageConfig and every authority tried. The verify step runs
-// it; the agent runs it again before re-applying a commit it rendered
-// earlier, so every reconcile verifies.
-func VerifySignatures(ctx context.Context, lock *lockfile.Lock, v SignatureVerifier, keys oci.KeySource, insecure []string) error {
+// HTTP. It returns how each verified package passed, by its index in
+// lock.Packages, and an error joining one error per refused package,
+// naming its lock entry, its ImageConfig and every authority tried. The
+// verify step runs it; the agent runs it again before re-applying a
+// commit it rendered earlier, so every reconcile verifies; lock and update
+// record its result in each entry (RecordVerifications).
+func VerifySignatures(ctx context.Context, lock *lockfile.Lock, v SignatureVerifier, keys oci.KeySource, insecure []string) (map[int]*oci.Verification, error) {
 	var errs []error
+	out := map[int]*oci.Verification{}
 	for i := range lock.Packages {
 		e := &lock.Packages[i]
 		if v.VerificationImageConfig(e.Source) == nil {
@@ -266,11 +270,31 @@ func VerifySignatures(ctx context.Context, lock *lockfile.Lock, v SignatureVerif
 			errs = append(errs, fmt.Errorf("%s: %w", e, err))
 			continue
 		}
-		if _, err := v.VerifySignature(ctx, ref, keys); err != nil {
+		got, err := v.VerifySignature(ctx, ref, keys)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", e, err))
+			continue
+		}
+		out[i] = got
+	}
+	return out, errors.Join(errs...)
+}
+
+// RecordVerifications runs VerifySignatures on a lock being written and
+// sets each entry's Verification to how it passed (nil for a package no
+// ImageConfig asks to verify). On error the lock must not be written.
+func RecordVerifications(ctx context.Context, lock *lockfile.Lock, v SignatureVerifier, keys oci.KeySource, insecure []string) error {
+	got, err := VerifySignatures(ctx, lock, v, keys, insecure)
+	if err != nil {
+		return err
+	}
+	for i := range lock.Packages {
+		lock.Packages[i].Verification = nil
+		if g := got[i]; g != nil {
+			lock.Packages[i].Verification = &lockfile.Verification{ImageConfig: g.ImageConfig, Authority: g.Authority, Signature: g.Signature}
 		}
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 func anyVerification(ics []declarations.ImageConfig) bool {
