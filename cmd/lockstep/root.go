@@ -153,6 +153,7 @@ Exit codes:
 	}
 	root.AddCommand(
 		newXpkgCommand(),
+		newBundleCommand(),
 		newLockCommand(),
 		newUpdateCommand(),
 		newRenderCommand(),
