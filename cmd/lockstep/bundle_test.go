@@ -8,8 +8,20 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/lockstep-gitops/lockstep/test/envtest"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
+
+// configurationDemo declares the example Configuration at version, with
+// extra lines appended to its spec.
+func configurationDemo(version, extra string) string {
+	return `apiVersion: pkg.crossplane.io/v1
+kind: Configuration
+metadata:
+  name: configuration-demo
+spec:
+  package: lockstep.example/lockstep-examples/configuration-demo:` + version + "\n" + extra
+}
 
 // TestBundleAirGapped is issue 18's air-gapped install: lock against the
 // in-process registry, bundle create, stop the registry, then apply with
@@ -22,14 +34,7 @@ func TestBundleAirGapped(t *testing.T) {
 	reg := registry.New(t)
 	pushExamples(t, reg)
 	dir := declarationsDir(t, reg, "v0.1.0")
-	decl := `apiVersion: pkg.crossplane.io/v1
-kind: Configuration
-metadata:
-  name: configuration-demo
-spec:
-  package: lockstep.example/lockstep-examples/configuration-demo:v0.1.0
-  packagePullPolicy: Never
-`
+	decl := configurationDemo("v0.1.0", "  packagePullPolicy: Never\n")
 	if err := os.WriteFile(filepath.Join(dir, "platform.yaml"), []byte(decl), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +53,9 @@ spec:
 	mirror := registry.New(t)
 	reg.Close() // from here on the cluster has no registry
 
-	env, kubeconfig := cluster(t, "xp-airgap")
+	// A control plane of its own: the shared one may hold the same
+	// packages under another instance (TestApplyStatusActivate).
+	env, kubeconfig := clusterOn(t, envtest.Dedicated(t), "xp-airgap")
 	cache := t.TempDir()
 	apply := []string{"apply", "--instance", "airgap", "--dir", dir, "--cache-dir", cache, "--insecure-registry", reg.Host,
 		"--kubeconfig", kubeconfig, "--namespace", "xp-airgap", "--registry-timeout", "2s"}

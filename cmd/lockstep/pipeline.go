@@ -25,6 +25,9 @@ type renderFlags struct {
 	dir                string
 	instance           string
 	allowedPermissions string
+	// pullSecrets, set by commands that have a cluster (apply), reads the
+	// packages' and ImageConfigs' pull secrets from it (oci.Options).
+	pullSecrets oci.PullSecretReader
 }
 
 func (f *renderFlags) register(fl *pflag.FlagSet) {
@@ -54,7 +57,7 @@ func (f *renderFlags) load(ctx context.Context, warn io.Writer, namespace string
 		return nil, err
 	}
 	opts := append([]snapshot.Option{
-		snapshot.WithFetcher(snapshot.Registry(f.reg.options(), cache)),
+		snapshot.WithFetcher(snapshot.Registry(f.reg.clusterOptions(f.pullSecrets), cache)),
 		snapshot.WithInsecureRegistries(f.reg.insecure),
 		snapshot.WithNamespace(namespace),
 		snapshot.WithInstance(f.instance),

@@ -43,6 +43,16 @@ func (f *registryFlags) options() oci.Options {
 	return oci.Options{InsecureRegistries: f.insecure, RegistryConfig: f.registryConfig, UserAgent: "lockstep/" + version, Timeout: timeout}
 }
 
+// clusterOptions are options with the pull secrets of a command that has a
+// cluster: its packages' packagePullSecrets and its ImageConfigs' pull
+// secrets are read from there and tried before the Docker config
+// (oci.Options.PullSecrets); nil reads none.
+func (f *registryFlags) clusterOptions(secrets oci.PullSecretReader) oci.Options {
+	o := f.options()
+	o.PullSecrets = secrets
+	return o
+}
+
 // clusterFlags are the flags of every command that talks to a cluster.
 type clusterFlags struct {
 	kubeconfig string

@@ -97,7 +97,7 @@ func (c *Client) appendBundle(ctx context.Context, p layout.Path, r string) (Bun
 	}
 	desc, err := puller.Get(ctx, src.ref)
 	if err != nil {
-		return BundleEntry{}, fmt.Errorf("cannot pull %s%s: %w", src, triedSecrets(c.opts.PullSecrets, tried), redact.Error(err))
+		return BundleEntry{}, fmt.Errorf("cannot pull %s%s: %w", src, triedSecrets(c.opts.PullSecrets, tried, err), redact.Error(err))
 	}
 	if desc.Digest.String() != dref.DigestStr() {
 		return BundleEntry{}, fmt.Errorf("got %s: %w", desc.Digest, ErrDigestMismatch)

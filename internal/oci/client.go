@@ -44,10 +44,10 @@ type Fetched struct {
 // request goes where the ImageConfigs' rewriteImage sends it
 // (docs/crossplane-behaviour.md#imageconfig-rewrite), while
 // callers keep using, and recording, the original reference. Credentials
-// come from Options' keychain (the Docker config) for the registry actually
-// contacted. An ImageConfig's pull secret
-// (docs/crossplane-behaviour.md#imageconfig-pull-secrets) is only reported
-// (ImageConfig); reading that Secret from the cluster is left to the agent.
+// for the registry actually contacted come from Options.PullSecrets, when
+// set (the package's packagePullSecrets and the ImageConfig's pull secret,
+// docs/crossplane-behaviour.md#imageconfig-pull-secrets), then from
+// Options' keychain (the Docker config).
 //
 // A Client never sends the same request twice: Digest and Tags results are
 // kept per reference and Package results per digest for the Client's life,
@@ -73,6 +73,7 @@ type Client struct {
 	digests    memo[v1.Hash]
 	tags       memo[[]string]
 	packages   memo[*Fetched]
+	keychains  memo[clusterKeychain]
 
 	mu sync.Mutex
 	// pulls are the declared packages' pull settings by repository
@@ -168,11 +169,11 @@ func (c *Client) Digest(ctx context.Context, ref name.Tag) (v1.Hash, error) {
 		}
 		var timeout *TimeoutError
 		if canceled(headErr) || errors.Is(headErr, ErrPlainHTTP) || errors.As(headErr, &timeout) {
-			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s%s: %w", src, triedSecrets(c.opts.PullSecrets, tried), redact.Error(headErr))
+			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s%s: %w", src, triedSecrets(c.opts.PullSecrets, tried, headErr), redact.Error(headErr))
 		}
 		got, err := puller.Get(ctx, src.ref)
 		if err != nil {
-			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s%s: HEAD failed (%v), and GET: %w", src, triedSecrets(c.opts.PullSecrets, tried), redact.Error(headErr), redact.Error(err)) //nolint:errorlint // the GET failed last; HEAD's error is context, not the cause
+			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s%s: HEAD failed (%v), and GET: %w", src, triedSecrets(c.opts.PullSecrets, tried, err), redact.Error(headErr), redact.Error(err)) //nolint:errorlint // the GET failed last; HEAD's error is context, not the cause
 		}
 		// go-containerregistry hashed the body it read, so the bytes match
 		// the digest; keep them for a pull of that digest.
@@ -205,7 +206,7 @@ func (c *Client) Tags(ctx context.Context, repo name.Repository) ([]string, erro
 		}
 		tags, err := puller.List(ctx, target)
 		if err != nil {
-			return nil, fmt.Errorf("cannot list the tags of %s%s: %w", describe(m), triedSecrets(c.opts.PullSecrets, tried), redact.Error(err))
+			return nil, fmt.Errorf("cannot list the tags of %s%s: %w", describe(m), triedSecrets(c.opts.PullSecrets, tried, err), redact.Error(err))
 		}
 		return tags, nil
 	})
@@ -252,7 +253,7 @@ func (c *Client) Package(ctx context.Context, ref name.Digest) (*Fetched, error)
 				return nil, err
 			}
 			if tried, err := c.pull(ctx, ref.Context().String(), src, d); err != nil {
-				return nil, fmt.Errorf("cannot pull package %s%s: %w", src, triedSecrets(c.opts.PullSecrets, tried), err)
+				return nil, fmt.Errorf("cannot pull package %s%s: %w", src, triedSecrets(c.opts.PullSecrets, tried, err), err)
 			}
 			f, err = c.cache.load(d, c.isVerified)
 		}

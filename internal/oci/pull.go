@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	kauth "github.com/google/go-containerregistry/pkg/authn/kubernetes"
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -92,10 +94,10 @@ type PullSecretReader interface {
 // them into a keychain with go-containerregistry's Kubernetes keychain
 // (pkg/authn/kubernetes NewFromPullSecrets), which reads
 // kubernetes.io/dockerconfigjson and kubernetes.io/dockercfg Secrets the
-// way the kubelet does. A named Secret that does not exist is an error
-// naming it (Crossplane fails the pull the same way); a ServiceAccount or
-// one of its imagePullSecrets that does not exist is skipped, as the
-// kubelet does.
+// way the kubelet does. A Secret or ServiceAccount that does not exist is
+// skipped, as the kubelet and go-containerregistry's kubernetes.New do, and
+// listed as "(not found)" among the Secrets tried, which a failed pull
+// names.
 type ClusterPullSecrets struct {
 	// Reader reads Secrets and ServiceAccounts; its requests carry the
 	// caller's API server timeout (--kube-timeout).
@@ -114,17 +116,18 @@ func (s ClusterPullSecrets) Keychain(ctx context.Context, names []string) (authn
 		secrets []corev1.Secret
 		tried   []string
 	)
-	read := func(ns, n string, optional bool) error {
+	read := func(ns, n string) error {
 		id := ns + "/" + n
-		if slices.Contains(tried, id) {
+		if slices.Contains(tried, id) || slices.Contains(tried, id+" (not found)") {
+			return nil
+		}
+		var sec corev1.Secret
+		err := s.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: n}, &sec)
+		if apierrors.IsNotFound(err) {
+			tried = append(tried, id+" (not found)")
 			return nil
 		}
 		tried = append(tried, id)
-		var sec corev1.Secret
-		err := s.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: n}, &sec)
-		if optional && apierrors.IsNotFound(err) {
-			return nil
-		}
 		if err != nil {
 			return fmt.Errorf("pull secret Secret %s: %w", id, err)
 		}
@@ -136,7 +139,7 @@ func (s ClusterPullSecrets) Keychain(ctx context.Context, names []string) (authn
 		return nil
 	}
 	for _, n := range names {
-		if err := read(s.Namespace, n, false); err != nil {
+		if err := read(s.Namespace, n); err != nil {
 			return nil, tried, err
 		}
 	}
@@ -145,11 +148,12 @@ func (s ClusterPullSecrets) Keychain(ctx context.Context, names []string) (authn
 		err := s.Reader.Get(ctx, sa, &obj)
 		switch {
 		case apierrors.IsNotFound(err):
+			tried = append(tried, "ServiceAccount "+sa.String()+" (not found)")
 		case err != nil:
 			return nil, tried, fmt.Errorf("ServiceAccount %s: %w", sa, err)
 		default:
 			for _, ref := range obj.ImagePullSecrets {
-				if err := read(sa.Namespace, ref.Name, true); err != nil {
+				if err := read(sa.Namespace, ref.Name); err != nil {
 					return nil, tried, err
 				}
 			}
@@ -187,21 +191,42 @@ func (c *Client) keychainFor(ctx context.Context, ref string) (authn.Keychain, [
 	if c.opts.PullSecrets == nil {
 		return c.keychain, nil, nil
 	}
-	kc, tried, err := c.opts.PullSecrets.Keychain(ctx, c.pullSecretNames(ref))
+	names := c.pullSecretNames(ref)
+	got, err := c.keychains.do(ctx, strings.Join(names, "\x00"), func(ctx context.Context) (clusterKeychain, error) {
+		kc, tried, err := c.opts.PullSecrets.Keychain(ctx, names)
+		return clusterKeychain{kc: kc, tried: tried}, err
+	})
 	if err != nil {
-		return nil, tried, fmt.Errorf("registry credentials for %s: %w", ref, err)
+		return nil, got.tried, fmt.Errorf("registry credentials for %s: %w", ref, err)
 	}
-	return authn.NewMultiKeychain(kc, c.keychain), tried, nil
+	return authn.NewMultiKeychain(got.kc, c.keychain), got.tried, nil
 }
 
-// triedSecrets describes the Secrets tried, appended to a failed request's
-// error; empty when the Client reads no Secrets.
-func triedSecrets(reader PullSecretReader, tried []string) string {
+// clusterKeychain is what a PullSecretReader returned for one set of
+// Secret names, kept for the Client's life.
+type clusterKeychain struct {
+	kc    authn.Keychain
+	tried []string
+}
+
+// triedSecrets describes a failed request for a message: the HTTP status
+// when the registry refused the credentials (401 or 403) and the Secrets
+// tried, by namespace and name only; empty when neither applies.
+func triedSecrets(reader PullSecretReader, tried []string, err error) string {
+	var parts []string
+	var terr *transport.Error
+	if errors.As(err, &terr) && (terr.StatusCode == http.StatusUnauthorized || terr.StatusCode == http.StatusForbidden) {
+		parts = append(parts, fmt.Sprintf("registry answered %d %s", terr.StatusCode, http.StatusText(terr.StatusCode)))
+	}
 	switch {
 	case reader == nil:
-		return ""
 	case len(tried) == 0:
-		return " (no pull secret applies: no packagePullSecrets, ImageConfig pull secret or ServiceAccount imagePullSecrets)"
+		parts = append(parts, "no pull secret applies: no packagePullSecrets, ImageConfig pull secret or ServiceAccount imagePullSecrets")
+	default:
+		parts = append(parts, "pull secrets tried: "+strings.Join(tried, ", "))
 	}
-	return " (pull secrets tried: " + strings.Join(tried, ", ") + ")"
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
 }
