@@ -240,7 +240,7 @@ func (b *Bundle) Push(ctx context.Context, opts Options, prefix string) ([]strin
 	prefix = strings.TrimSuffix(prefix, "/")
 	var out []string
 	for _, e := range b.Entries {
-		to, err := b.push(ctx, opts, ropts, prefix, e)
+		to, err := b.push(opts, ropts, prefix, e)
 		if err != nil {
 			return out, fmt.Errorf("bundle: package %s: %w", e.Ref, err)
 		}
@@ -249,7 +249,7 @@ func (b *Bundle) Push(ctx context.Context, opts Options, prefix string) ([]strin
 	return out, nil
 }
 
-func (b *Bundle) push(ctx context.Context, opts Options, ropts []remote.Option, prefix string, e BundleEntry) (string, error) {
+func (b *Bundle) push(opts Options, ropts []remote.Option, prefix string, e BundleEntry) (string, error) {
 	src, err := name.ParseReference(e.Ref)
 	if err != nil {
 		return "", err
