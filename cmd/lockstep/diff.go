@@ -37,6 +37,7 @@ type diffFlags struct {
 	fullReport       string
 	jsonOut          string
 	maxFields        int
+	mrds             bool
 }
 
 func newDiffCommand() *cobra.Command {
@@ -88,6 +89,7 @@ Errors exit 1.`,
 	fl.StringVar(&f.fullReport, "full-report", "", "where the full report is (for example a CI artifact URL), named at the end of the markdown")
 	fl.StringVar(&f.jsonOut, "json-output", "", "also write the full JSON report to `FILE`")
 	fl.IntVar(&f.maxFields, "max-field-changes", diff.DefaultMaxFieldChanges, "changed fields listed per runtime or config object (-1: all)")
+	registerMRDFlag(cmd, &f.mrds)
 	cmd.MarkFlagsRequiredTogether("base-dir", "head-dir")
 	cmd.MarkFlagsMutuallyExclusive("base-dir", "base")
 	cmd.MarkFlagsMutuallyExclusive("base-dir", "head")
@@ -150,6 +152,7 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 		snapshot.AllowMissingLock(), snapshot.AllowStale(),
 		snapshot.WithNamespace(f.namespace), snapshot.WithInstance(f.render.instance),
 		snapshot.WithAllowedProviderPermissions(allowed),
+		snapshot.WithMRDs(f.mrds),
 	}
 	hs, err := head.state(cmd.Context(), opts)
 	if err != nil {

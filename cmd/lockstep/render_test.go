@@ -119,3 +119,72 @@ spec:
 		t.Errorf("render output has a ClusterRole for a provider without CRDs:\n%s", out)
 	}
 }
+
+// TestRenderMRDs: with --enable-custom-to-managed-resource-conversion a
+// Crossplane v2 lock's provider CRDs are rendered as Active MRDs (the
+// example provider is not safe-start), each followed by the CRD Crossplane's
+// MRD controller makes of it; without the flag the CRDs stay plain, and a
+// declared ManagedResourceActivationPolicy is reported as not evaluated.
+// apply does not take the flag.
+func TestRenderMRDs(t *testing.T) {
+	reg := registry.New(t)
+	pushExamples(t, reg)
+	dir := declarationsDir(t, reg, "v0.1.0")
+	flags := []string{"--dir", dir, "--cache-dir", t.TempDir(), "--insecure-registry", reg.Host}
+	if out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0"}, flags...)...); err != nil {
+		t.Fatalf("lock: %v\n%s", err, out)
+	}
+	// A policy does not make the lock stale: it changes no version.
+	if err := os.WriteFile(filepath.Join(dir, "activation.yaml"), []byte(`apiVersion: apiextensions.crossplane.io/v1alpha1
+kind: ManagedResourceActivationPolicy
+metadata:
+  name: all
+spec:
+  activate: ["*"]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, reason string
+		args         []string
+		want, absent []string
+	}{
+		{
+			name:   "off",
+			reason: "Without the flag the CRD is installed as it is and the policy is not evaluated.",
+			want: []string{"kind: CustomResourceDefinition\n", "name: buckets.demo.lockstep.io\n",
+				"warning: ManagedResourceActivationPolicy all (activation.yaml:1): not evaluated"},
+			absent: []string{"kind: ManagedResourceDefinition\n"},
+		},
+		{
+			name:   "on",
+			reason: "With the flag the CRD becomes an Active MRD and the CRD of the active MRD is shown.",
+			args:   []string{"--enable-custom-to-managed-resource-conversion"},
+			want: []string{"kind: ManagedResourceDefinition\n", "  state: Active\n", "#   MRDs:     4 (4 active, 0 inactive)\n",
+				"# the CRD of an active MRD, as Crossplane's MRD controller makes it (not applied by lockstep yet)\n# controller: ProviderRevision/",
+				"# owners: ManagedResourceDefinition/buckets.demo.lockstep.io\n"},
+			absent: []string{"not evaluated"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := run(t, append(append([]string{"render"}, flags...), tc.args...)...)
+			if err != nil {
+				t.Fatalf("render: %v\n%s", err, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("%s\noutput lacks %q", tc.reason, w)
+				}
+			}
+			for _, a := range tc.absent {
+				if strings.Contains(out, a) {
+					t.Errorf("%s\noutput has %q", tc.reason, a)
+				}
+			}
+		})
+	}
+	if _, err := run(t, "apply", "--dir", dir, "--enable-custom-to-managed-resource-conversion"); err == nil || !strings.Contains(err.Error(), "unknown flag") {
+		t.Errorf("apply --enable-custom-to-managed-resource-conversion: got %v, want an unknown flag", err)
+	}
+}

@@ -99,6 +99,7 @@ func printReport(w io.Writer, rep *inspect.Report) {
 			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%d\t%s\n", name, r.Number, state, r.RevisionHealthy, r.RuntimeHealthy, r.Objects, runtime)
 		}
 		_ = tw.Flush()
+		printMRDs(w, p.MRDs)
 		if len(p.Retained) > 0 {
 			fmt.Fprintf(w, "  kept, no longer shipped by the current revision (owned by the package until it is pruned):\n")
 			for _, o := range p.Retained {
@@ -126,4 +127,27 @@ func shortHash(s string) string {
 		s = s[:12]
 	}
 	return prefix + s
+}
+
+// printMRDs lists a package's ManagedResourceDefinitions with their state
+// and Established condition, after a count line.
+func printMRDs(w io.Writer, mrds []inspect.MRDReport) {
+	if len(mrds) == 0 {
+		return
+	}
+	active, inactive := inspect.MRDCounts(mrds)
+	fmt.Fprintf(w, "  MRDs:      %d (%d active, %d inactive)\n", len(mrds), active, inactive)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "    MRD\tSTATE\tESTABLISHED")
+	for _, m := range mrds {
+		state := m.State
+		switch {
+		case m.Missing:
+			state = "missing"
+		case state == "":
+			state = "-"
+		}
+		fmt.Fprintf(tw, "    %s\t%s\t%s\n", m.Name, state, m.Established)
+	}
+	_ = tw.Flush()
 }

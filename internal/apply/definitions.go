@@ -113,6 +113,10 @@ func (p *pkgRun) checkDefinitionOwner(ctx context.Context, o *render.Object) err
 		return nil
 	case owner != nil && p.isReplaced(owner):
 		return nil
+	case owner != nil && p.adopting(owner):
+		// A definition Crossplane's package manager installed for the
+		// package lockstep adopts (docs/migrating.md).
+		return nil
 	case owner == nil && labelled != nil && isRevisionRef(*c):
 		return nil
 	}

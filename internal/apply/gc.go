@@ -76,6 +76,10 @@ func (p *pkgRun) collectGarbage(ctx context.Context, old *inventory.Package, des
 			deleted[e.ID] = true
 			p.res.Changes.Add(entry(obj, ssa.DeletedAction))
 		}
+		if err := r.releaseRevisionFinalizer(ctx, metaOf(rev)); err != nil {
+			p.res.Step, p.res.Err = "gc", fmt.Errorf("cannot garbage collect old package revision %s: %w", rev.GetName(), err)
+			continue
+		}
 		if err := r.deleteObject(ctx, rev, rev.GetUID()); err != nil {
 			p.res.Step, p.res.Err = "gc", fmt.Errorf("cannot garbage collect old package revision %s: %w", rev.GetName(), err)
 			continue

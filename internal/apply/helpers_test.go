@@ -3,6 +3,7 @@ package apply_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -54,6 +55,9 @@ type requests struct {
 	cancelAfterPath string
 	cancel          func()
 	mutating        atomic.Int64
+	// fail, when set, answers a request it returns true for with a 500
+	// Internal Server Error instead of sending it.
+	fail func(*http.Request) bool
 }
 
 type countingTransport struct {
@@ -74,6 +78,11 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		if n := t.r.mutating.Add(1); t.r.cancelAfter > 0 && n == t.r.cancelAfter && t.r.cancel != nil {
 			t.r.cancel()
 		}
+	}
+	if t.r.fail != nil && t.r.fail(req) {
+		body := `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected by the test","reason":"InternalError","code":500}`
+		return &http.Response{StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: req}, nil
 	}
 	resp, err := t.next.RoundTrip(req)
 	if p := t.r.cancelAfterPath; p != "" && err == nil && resp.StatusCode < 300 && isMutating(req.Method) && !dry &&

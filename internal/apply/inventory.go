@@ -62,6 +62,18 @@ func (p *pkgRun) intended() []inventory.Entry {
 		return inventory.Entry{ID: renderedID(o), Version: gv.Version, Role: role, Revision: revision}
 	}
 	out := []inventory.Entry{entry(p.po.Record, inventory.RoleRecord, ""), entry(rev.Record, inventory.RoleRecord, rev.Name)}
+	if p.adoption != nil {
+		// The records the adopt step pauses and labels: a lockstep killed
+		// right after the pause still prunes them once the package is gone
+		// from Git.
+		for _, o := range p.adoption.originals {
+			revision := ""
+			if o.GetKind() != string(p.key.Kind) {
+				revision = o.GetName()
+			}
+			out = append(out, inventory.Entry{ID: objectID(o), Version: o.GroupVersionKind().Version, Role: inventory.RoleRecord, Revision: revision})
+		}
+	}
 	if !p.activation.Active {
 		return out
 	}

@@ -70,8 +70,10 @@ type cluster struct {
 	// instance's label, found only when a desired object was missing from
 	// objects; only their metadata is read.
 	foreign map[string]*metav1.PartialObjectMetadata
-	// metaListed records the kinds whose foreign objects were listed.
-	metaListed map[listKey]bool
+	// metaListed records the kinds whose foreign objects are listed: the
+	// channel closes when the LIST is done, so a package that needs the
+	// kind while another package's LIST of it runs waits for it.
+	metaListed map[listKey]chan struct{}
 	// listed records the kinds whose labelled objects were listed.
 	listed map[listKey]bool
 	// inventory is the instance's inventory, empty when there is none.
@@ -179,7 +181,7 @@ func (r *run) load(ctx context.Context) error {
 		objects:    map[string]*unstructured.Unstructured{},
 		raw:        map[string][]byte{},
 		foreign:    map[string]*metav1.PartialObjectMetadata{},
-		metaListed: map[listKey]bool{},
+		metaListed: map[listKey]chan struct{}{},
 		listed:     map[listKey]bool{},
 	}
 	inv, exists, err := inventory.ReadExisting(ctx, r.c, r.opts.Namespace, r.opts.Instance)
@@ -356,12 +358,21 @@ func (r *run) loadRecords(ctx context.Context) error {
 // lockstep is about to apply that exist without this instance's label.
 func (r *run) listForeign(ctx context.Context, k listKey) error {
 	r.live.mu.Lock()
-	done := r.live.metaListed[k]
-	r.live.metaListed[k] = true
-	r.live.mu.Unlock()
-	if done {
-		return nil
+	listing, started := r.live.metaListed[k]
+	if !started {
+		listing = make(chan struct{})
+		r.live.metaListed[k] = listing
 	}
+	r.live.mu.Unlock()
+	if started {
+		select {
+		case <-listing:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	defer close(listing)
 	cont := ""
 	for {
 		list := &metav1.PartialObjectMetadataList{}

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
 	"sync/atomic"
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
 	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,6 +47,11 @@ const (
 	// ActivateFieldManager is the field manager of `lockstep activate`,
 	// which activates a revision the way a user's kubectl patch would.
 	ActivateFieldManager = "lockstep-activate"
+	// AdoptFieldManager writes the pause annotation and the instance label
+	// on the records of a package lockstep adopts from another package
+	// manager, and takes them back when the adoption is rolled back
+	// (docs/migrating.md).
+	AdoptFieldManager = "lockstep-adopt"
 )
 
 // Options configure a Manager. Start from DefaultOptions.
@@ -451,6 +458,11 @@ type run struct {
 	invMu  sync.Mutex
 
 	writes atomic.Int64
+	// mrdOnce lists the ManagedResourceDefinitions once per apply, for
+	// adoption and prune (mrdsOwnedBy): mrds, or mrdErr.
+	mrdOnce sync.Once
+	mrds    []metav1.PartialObjectMetadata
+	mrdErr  error
 }
 
 // wrote counts one mutating request, unless the run is a dry run.

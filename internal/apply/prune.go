@@ -2,8 +2,11 @@ package apply
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/fluxcd/pkg/ssa/utils"
@@ -22,10 +25,32 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
+// FinalizerWaitError says that an object lockstep deleted still exists
+// because finalizers of other controllers keep it: the deletion goes on
+// once they removed them, and lockstep's inventory keeps listing the
+// object until it is gone.
+type FinalizerWaitError struct {
+	// Object is "Kind/name" or "Kind/namespace/name".
+	Object string
+	// Finalizers are the finalizers left.
+	Finalizers []string
+}
+
+// Error is "OBJECT is being deleted, waiting for finalizer X[, Y]".
+func (e *FinalizerWaitError) Error() string {
+	s := "finalizer"
+	if len(e.Finalizers) > 1 {
+		s = "finalizers"
+	}
+	return fmt.Sprintf("%s is being deleted, waiting for %s %s", e.Object, s, strings.Join(e.Finalizers, ", "))
+}
+
 // deleteOwned deletes the object stub names when it still carries this
 // instance's label (Flux prunes only what it still owns, gitops-reference
 // docs/design.md#flux-kustomize), with a UID precondition. A missing object counts as deleted;
-// one without the label is skipped.
+// one without the label is skipped. A package revision first loses
+// Crossplane's finalizer (releaseRevisionFinalizer). When finalizers still
+// keep the object after the delete, it returns a *FinalizerWaitError.
 func (r *run) deleteOwned(ctx context.Context, stub *unstructured.Unstructured) (ssa.Action, error) {
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(stub.GroupVersionKind())
@@ -38,10 +63,65 @@ func (r *run) deleteOwned(ctx context.Context, stub *unstructured.Unstructured) 
 	case obj.Labels[render.LabelInstance] != r.opts.Instance:
 		return ssa.SkippedAction, nil
 	}
+	if err := r.releaseRevisionFinalizer(ctx, obj); err != nil {
+		return ssa.UnknownAction, fmt.Errorf("%s: %w", utils.FmtUnstructured(stub), err)
+	}
 	if err := r.deleteObject(ctx, obj, obj.UID); err != nil {
 		return ssa.UnknownAction, fmt.Errorf("%s: delete failed: %w", utils.FmtUnstructured(stub), err)
 	}
+	if r.opts.DryRun {
+		return ssa.DeletedAction, nil
+	}
+	left := &metav1.PartialObjectMetadata{}
+	left.SetGroupVersionKind(stub.GroupVersionKind())
+	if err := r.c.Get(ctx, client.ObjectKeyFromObject(stub), left); err == nil && left.UID == obj.UID && len(left.Finalizers) > 0 {
+		return ssa.SkippedAction, &FinalizerWaitError{Object: utils.FmtUnstructured(stub), Finalizers: left.Finalizers}
+	}
 	return ssa.DeletedAction, nil
+}
+
+// releaseRevisionFinalizer removes Crossplane's finalizer
+// revision.pkg.crossplane.io (crossplane.RevisionFinalizer) from a package
+// revision lockstep is about to delete. Crossplane's revision controller
+// removes it only after its own deactivation, and never from a paused
+// revision (crossplane/crossplane
+// internal/controller/pkg/revision/reconciler.go checks the pause before
+// the deletion), so a revision lockstep adopted would otherwise stay
+// deleting forever. Other objects, and other finalizers, are left alone.
+// The patch tests the resourceVersion it read.
+func (r *run) releaseRevisionFinalizer(ctx context.Context, obj *metav1.PartialObjectMetadata) error {
+	gvk := obj.GroupVersionKind()
+	if _, ok := crossplane.RevisionKindFor(gvk.Kind); !ok || gvk.Group != crossplane.Group {
+		return nil
+	}
+	i := slices.Index(obj.Finalizers, crossplane.RevisionFinalizer)
+	if i < 0 {
+		return nil
+	}
+	// The test guards the one entry removed: other finalizers may come
+	// and go meanwhile.
+	path := fmt.Sprintf("/metadata/finalizers/%d", i)
+	ops := []jsonPatchOp{
+		{Op: "test", Path: path, Value: crossplane.RevisionFinalizer},
+		{Op: "remove", Path: path},
+	}
+	b, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	opts := []client.PatchOption{client.FieldOwner(FieldManager)}
+	if r.opts.DryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	target := &unstructured.Unstructured{}
+	target.SetGroupVersionKind(gvk)
+	target.SetName(obj.Name)
+	if err := r.c.Patch(ctx, target, client.RawPatch(types.JSONPatchType, b), opts...); err != nil {
+		return fmt.Errorf("cannot remove finalizer %s: %w", crossplane.RevisionFinalizer, err)
+	}
+	r.wrote()
+	obj.Finalizers = slices.Delete(slices.Clone(obj.Finalizers), i, i+1)
+	return nil
 }
 
 // prunePackage executes the prune plan of a package that is in the
@@ -66,6 +146,21 @@ func (r *run) prunePackage(ctx context.Context, pp plan.PackagePrune) (*PackageR
 	}
 
 	var errs []error
+	// The package's MRDs go first: Crossplane's MRD controller writes the
+	// CRD of every MRD left, and would recreate a CRD pruned below
+	// (issue 16). Their CRDs lose the MRD's owner reference and follow
+	// --prune-crds like every definition.
+	mrds, err := r.mrdsOwnedBy(ctx, uids)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, m := range mrds {
+		if err := r.removeMRD(ctx, m); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res.Changes.Add(entry(&unstructured.Unstructured{Object: map[string]any{"apiVersion": m.APIVersion, "kind": m.Kind, "metadata": map[string]any{"name": m.Name}}}, ssa.DeletedAction))
+	}
 	for _, e := range pp.HandOffs {
 		// Another package of the output applies it now (it replaced this
 		// one): only this package's owner references go.
@@ -106,6 +201,12 @@ func (r *run) prunePackage(ctx context.Context, pp plan.PackagePrune) (*PackageR
 			continue
 		}
 		a, err := r.deleteOwned(ctx, stub)
+		var wait *FinalizerWaitError
+		if errors.As(err, &wait) {
+			// Listed in the inventory until it is gone.
+			r.warn(res, "%v", wait)
+			continue
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -248,4 +349,13 @@ func (r *run) orphan(ctx context.Context, e inventory.Entry, owners map[types.UI
 		return fmt.Errorf("%s: cannot remove the owner references of the pruned package: %w", utils.FmtUnstructured(stub), err)
 	}
 	return nil
+}
+
+// metaOf returns u's metadata as a PartialObjectMetadata of its kind.
+func metaOf(u *unstructured.Unstructured) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(u.GroupVersionKind())
+	m.Name, m.Namespace, m.UID = u.GetName(), u.GetNamespace(), u.GetUID()
+	m.ResourceVersion, m.Finalizers = u.GetResourceVersion(), u.GetFinalizers()
+	return m
 }

@@ -44,6 +44,9 @@ type pkgRun struct {
 	// replacedBy is set when another package of the output replaces this
 	// one: it is kept deactivated (docs/crossplane-behaviour.md#moving-package-dependencies).
 	replacedBy string
+	// adoption is the adoption of a package another package manager
+	// installed (adoptionStep), nil when there is none.
+	adoption *adoptionState
 	// replaced are the installed packages this one replaces.
 	replaced []*replacedPkg
 	// deactivated are the revisions this apply set Inactive.
@@ -249,7 +252,7 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 		d.action = ssa.ConfiguredAction
 		return nil
 	}
-	dry, err := r.applyDesired(ctx, d, true, !sameHash)
+	dry, err := r.dryRun(ctx, d, !sameHash)
 	if err != nil {
 		return ssaerrors.NewDryRunErr(err, d.u)
 	}
@@ -262,6 +265,38 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 		d.action = ssa.CreatedAction
 	}
 	return nil
+}
+
+// dryRun sends d as a server-side dry-run. When d has controller
+// references to release before its apply (see desired.release), the
+// dry-run sends them as references that are not controllers: the live
+// object still holds them, and the API server would otherwise refuse two
+// controllers that the real apply, after the release, never shows.
+func (r *run) dryRun(ctx context.Context, d *desired, metaOnly bool) (*unstructured.Unstructured, error) {
+	if len(d.release) == 0 {
+		return r.applyDesired(ctx, d, true, metaOnly)
+	}
+	full, err := d.full()
+	if err != nil {
+		return nil, err
+	}
+	u := full.DeepCopy()
+	f := false
+	refs := u.GetOwnerReferences()
+	for _, ref := range d.release {
+		ref.Controller = &f
+		refs = append(refs, ref)
+	}
+	u.SetOwnerReferences(refs)
+	cp := *d
+	cp.u, cp.body = u, nil
+	if d.body != nil {
+		if cp.body, err = json.Marshal(u.Object); err != nil {
+			return nil, err
+		}
+		cp.u = header(u)
+	}
+	return r.applyDesired(ctx, &cp, true, metaOnly)
 }
 
 // write applies d when plan decided so (planning it first when its dry-run
@@ -463,6 +498,24 @@ func soleOwner(u *unstructured.Unstructured, manager string, path ...string) boo
 		}
 	}
 	return mine && owners == 1
+}
+
+// ownsField reports whether manager, with operation Apply, owns the field
+// at path (FieldsV1 keys) of u's subresource ("" for the object itself).
+func ownsField(u *unstructured.Unstructured, manager, subresource string, path ...string) bool {
+	for _, mf := range u.GetManagedFields() {
+		if mf.Subresource != subresource || mf.FieldsV1 == nil || mf.Manager != manager || mf.Operation != metav1.ManagedFieldsOperationApply {
+			continue
+		}
+		var fields map[string]any
+		if err := json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields); err != nil {
+			continue
+		}
+		if hasFieldPath(fields, path) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasFieldPath(fields map[string]any, path []string) bool {

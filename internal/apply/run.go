@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -123,7 +124,9 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 		fn   func(context.Context) error
 	}{
 		{"preflight", func(context.Context) error { return p.checkCrossplaneVersion() }},
+		{"adoption", p.adoptionStep},
 		{"definitions", p.definitionsStep},
+		{"adopt", p.adoptStep},
 		{"records", p.recordsStep},
 		{"preflight", p.preflightStep},
 		{"replaces", p.replacesStep},
@@ -135,6 +138,18 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 		if err := s.fn(ctx); err != nil {
 			p.res.Step, p.res.Err = s.name, err
 			break
+		}
+	}
+	switch p.res.Step {
+	case "adopt", "records", "preflight", "replaces":
+		// Nothing of the payload was written: an adopted package goes back
+		// to the package manager that installed it, never paused and
+		// orphaned (docs/migrating.md).
+		wrote := p.adoption != nil && p.adoption.paused
+		if err := p.rollbackAdoption(ctx); err != nil {
+			p.res.Err = errors.Join(p.res.Err, err)
+		} else if wrote {
+			p.res.Err = fmt.Errorf("%w; the adoption was rolled back, its package manager is in charge again", p.res.Err)
 		}
 	}
 	var before string

@@ -217,7 +217,12 @@ func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
 		m, _ := c.(map[string]any)
 		switch m["type"] {
 		case crossplane.ConditionRuntimeHealthy:
-			hasRuntime = true
+			// Only lockstep's own RuntimeHealthy can go: Crossplane keeps
+			// one on its inactive revisions (captured S2-after), and an
+			// apply of the status cannot drop a condition another field
+			// manager wrote, so on a revision lockstep adopted it stays
+			// and no apply tries again (issue 16).
+			hasRuntime = ownsField(rev, StatusFieldManager, "status", "f:status", "f:conditions", `k:{"type":"`+crossplane.ConditionRuntimeHealthy+`"}`)
 		case crossplane.ConditionRevisionHealthy:
 			healthy = m["status"] == "True"
 		}

@@ -165,7 +165,23 @@ func (r *run) deleteObject(ctx context.Context, obj client.Object, uid types.UID
 	if uid != "" {
 		opts = append(opts, client.Preconditions{UID: &uid})
 	}
-	err := r.c.Delete(ctx, obj, opts...)
+	// Deleted as unstructured: when a finalizer keeps the object, the API
+	// server answers with it, and controller-runtime decodes a typed or
+	// metadata object's answer with its scheme, which holds no Crossplane
+	// kind ("no kind \"ProviderRevision\" is registered", issue 16).
+	target := &unstructured.Unstructured{}
+	target.SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
+	target.SetName(obj.GetName())
+	target.SetNamespace(obj.GetNamespace())
+	if target.GetKind() == "" {
+		target = nil
+	}
+	var err error
+	if target != nil {
+		err = r.c.Delete(ctx, target, opts...)
+	} else {
+		err = r.c.Delete(ctx, obj, opts...)
+	}
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -117,6 +117,11 @@ type PackageKind struct {
 	// MetaController is true when v1.x metadata's spec.controller
 	// (image and permissionRequests) applies to the runtime.
 	MetaController bool
+	// ManagedResources is true when the package's CRDs define managed
+	// resources, which Crossplane v2 installs as ManagedResourceDefinitions
+	// (crossplane/crossplane internal/controller/pkg/revision/reconciler.go,
+	// the CRD-to-MRD conversion for providers).
+	ManagedResources bool
 	// DefaultCapabilities are the capabilities a revision gets when the
 	// metadata declares none.
 	DefaultCapabilities []string
@@ -127,16 +132,17 @@ type PackageKind struct {
 // compositions call), then configurations.
 var packageKinds = []PackageKind{
 	{
-		Kind:            KindProvider,
-		RevisionKind:    "ProviderRevision",
-		Versions:        []string{PackageVersion},
-		MetaVersions:    []string{"v1alpha1", "v1"},
-		HasRuntime:      true,
-		InstallsPayload: true,
-		AllowedPayload:  []schema.GroupKind{GroupKindCRD, GroupKindMRD, GroupKindValidatingWebhookConfiguration, GroupKindMutatingWebhookConfiguration},
-		TLSClient:       true,
-		RBAC:            true,
-		MetaController:  true,
+		Kind:             KindProvider,
+		RevisionKind:     "ProviderRevision",
+		Versions:         []string{PackageVersion},
+		MetaVersions:     []string{"v1alpha1", "v1"},
+		HasRuntime:       true,
+		InstallsPayload:  true,
+		AllowedPayload:   []schema.GroupKind{GroupKindCRD, GroupKindMRD, GroupKindValidatingWebhookConfiguration, GroupKindMutatingWebhookConfiguration},
+		TLSClient:        true,
+		RBAC:             true,
+		MetaController:   true,
+		ManagedResources: true,
 	},
 	{
 		Kind:                KindFunction,
@@ -266,3 +272,8 @@ func (k PackageKind) ServesMeta(version string) bool {
 // pkg.crossplane.io/function; crossplane/crossplane
 // internal/controller/pkg/revision/runtime.go).
 func (k PackageKind) LabelKey() string { return Group + "/" + k.Kind.Lower() }
+
+// MRDStateActive is the spec.state of a ManagedResourceDefinition whose CRD
+// is to exist; the other value, and the default, is Inactive
+// (apiextensions.crossplane.io_managedresourcedefinitions.yaml).
+const MRDStateActive = "Active"

@@ -27,4 +27,12 @@ const (
 	// "true" Crossplane's controllers skip the object
 	// (crossplane/crossplane-runtime pkg/meta IsPaused).
 	AnnotationPaused = "crossplane.io/paused"
+
+	// RevisionFinalizer is the finalizer Crossplane's revision controller
+	// puts on every package revision it reconciles and removes only after
+	// deactivating it, never while the revision is paused
+	// (crossplane/crossplane internal/controller/pkg/revision/reconciler.go,
+	// finalizer "revision.pkg.crossplane.io"; on every revision of the
+	// captured states in $LOCKSTEP_TESTDATA/crossplane-installed).
+	RevisionFinalizer = "revision.pkg.crossplane.io"
 )

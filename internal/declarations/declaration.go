@@ -113,6 +113,10 @@ type Set struct {
 	RuntimeConfigs []DeploymentRuntimeConfig
 	// ImageConfigs are the ImageConfigs, sorted by name.
 	ImageConfigs []ImageConfig
+	// ActivationPolicies are the ManagedResourceActivationPolicies, sorted
+	// by name. They decide which MRDs render makes Active; they do not take
+	// part in Digest, since they change no version the lock resolves.
+	ActivationPolicies []ActivationPolicy
 	// Ignored counts the other objects by "apiVersion/Kind" (for example
 	// "v1/ConfigMap" or "apps/v1/Deployment"). They are not errors. Never nil
 	// in a Set returned by Load.

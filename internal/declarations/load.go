@@ -55,7 +55,11 @@ func Load(dir string) (*Set, error) {
 // item by item.
 //
 // It collects pkg.crossplane.io/v1 Provider, Configuration and Function,
-// pkg.crossplane.io/v1beta1 DeploymentRuntimeConfig and ImageConfig.
+// pkg.crossplane.io/v1beta1 DeploymentRuntimeConfig and ImageConfig, and
+// apiextensions.crossplane.io/v1alpha1 ManagedResourceActivationPolicy
+// (ActivationPolicy; another version of it is an error, and so is an
+// activate list that is empty or has a '*' elsewhere than as the whole first
+// label).
 // pkg.crossplane.io/v1beta1 Function, which Crossplane still serves with the
 // same schema as v1, is read as a v1 Function. Other versions of these kinds,
 // and pkg.crossplane.io/v1alpha1 ControllerConfig (removed in Crossplane
@@ -130,6 +134,7 @@ func LoadFS(fsys fs.FS) (*Set, error) {
 	s.Packages = sortedCopy(s.Packages, func(d Declaration) string { return d.PackageRef().String() })
 	s.RuntimeConfigs = sortedCopy(s.RuntimeConfigs, func(r DeploymentRuntimeConfig) string { return r.Name })
 	s.ImageConfigs = sortedCopy(s.ImageConfigs, func(i ImageConfig) string { return i.Name })
+	s.ActivationPolicies = sortedCopy(s.ActivationPolicies, func(p ActivationPolicy) string { return p.Name })
 	return s, nil
 }
 
@@ -251,6 +256,14 @@ func (l *loader) document(file string, doc document) {
 	}
 	if apiVersion == "v1" && kind == "List" {
 		l.list(o)
+		return
+	}
+	if isActivationPolicy(gv.Group, kind) {
+		if gv.Version != ActivationPolicyVersion {
+			l.fail(o, "apiVersion", fmt.Errorf("%s %s is not served by Crossplane; use %s/%s", apiVersion, kind, gv.Group, ActivationPolicyVersion))
+			return
+		}
+		l.activationPolicy(o)
 		return
 	}
 	if gv.Group != crossplane.Group {

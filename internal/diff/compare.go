@@ -122,6 +122,9 @@ func Compare(base, head *State, opts Options) (*Report, error) {
 	if r.ImageConfigs, err = c.imageConfigs(); err != nil {
 		return nil, err
 	}
+	if r.ActivationPolicies, err = c.activationPolicies(); err != nil {
+		return nil, err
+	}
 	summarize(r)
 	return r, nil
 }
@@ -226,6 +229,7 @@ func (c *comparer) pkg(a, b *pkgState) (*PackageChange, error) {
 	if pc.RBAC, err = c.rbac(a, b); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", pc.Kind, pc.Name, err)
 	}
+	pc.Activation = activation(a, b)
 	if b != nil && b.out != nil && b.out.Revision.Problem != nil {
 		c.warnings = append(c.warnings, fmt.Sprintf("%s %s: %s", pc.Kind, pc.Name, b.out.Revision.Problem))
 	}
@@ -244,7 +248,7 @@ func (c *comparer) pkg(a, b *pkgState) (*PackageChange, error) {
 		}
 	}
 	if pc.Change == "" {
-		if len(pc.Settings) == 0 && len(pc.Dependencies) == 0 && pc.Payload == nil && pc.Runtime == nil && len(pc.RBAC) == 0 {
+		if len(pc.Settings) == 0 && len(pc.Dependencies) == 0 && pc.Payload == nil && pc.Runtime == nil && len(pc.RBAC) == 0 && pc.Activation == nil {
 			return nil, nil
 		}
 		pc.Change = Configured
@@ -449,6 +453,19 @@ func (c *comparer) runtimeConfigs() ([]ConfigChange, error) {
 		return out
 	}
 	return c.configs(get(c.base), get(c.head), usedBy)
+}
+
+// activationPolicies compares the declared ManagedResourceActivationPolicies.
+func (c *comparer) activationPolicies() ([]ConfigChange, error) {
+	get := func(s *State) map[string]any {
+		out := map[string]any{}
+		for i := range s.Declarations.ActivationPolicies {
+			p := &s.Declarations.ActivationPolicies[i]
+			out[p.Name] = p
+		}
+		return out
+	}
+	return c.configs(get(c.base), get(c.head), nil)
 }
 
 // imageConfigs compares the declared ImageConfigs.

@@ -91,7 +91,8 @@
 //	summary            (Summary) {verdict: "none"|"changes"|"breaking",
 //	                     added, removed, upgraded, downgraded, repinned,
 //	                     replaced, configured, unchanged, breaking,
-//	                     storageMigrations, permissionsGained}
+//	                     storageMigrations, permissionsGained,
+//	                     crdsActivated?, crdsDeactivated?}
 //	lock?              [FieldChange] crossplaneVersion, defaultRegistry
 //	packages           [PackageChange], Providers, Functions, then
 //	                   Configurations, each by name:
@@ -144,8 +145,12 @@
 //	                   resource, resourceName?, verbs}],
 //	                   nonResourceURLsAdded?: ["verb url"], and the same
 //	                   four ...Removed}
+//	  activation?      (ActivationChange) {activated?: [MRD name],
+//	                   deactivated?: [MRD name], mrds, active,
+//	                   awaitingActivation?, note?}
 //	runtimeConfigs?,   [ConfigChange] {name, change, fields?, moreFields?,
-//	imageConfigs?      usedBy?}
+//	imageConfigs?,     usedBy?}; activationPolicies are the declared
+//	activationPolicies? ManagedResourceActivationPolicies
 //	warnings?          [string]: stale locks, refused permission requests,
 //	                   Compositions calling functions the head lock lacks
 //

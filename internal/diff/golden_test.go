@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ with the current reports")
@@ -183,6 +185,52 @@ func goldenCases() []goldenCase {
 					return strings.HasPrefix(w, "head: lockstep.lock is stale") && strings.Contains(w, "provider-nop")
 				}) {
 					t.Errorf("warnings %q do not say the head lock's provider-nop stand-in misses its constraint", r.Warnings)
+				}
+			},
+		},
+		{
+			name:   "mrd-activation",
+			reason: "provider-aws-ec2 v2.6.0 (safe-start) with MRDs: the ManagedResourceActivationPolicy grows from 5 to 15 kinds, so the head makes 10 more CRDs; the package's digest and payload do not change.",
+			base: func(t testing.TB) *State {
+				return testState(t, "5 kinds", ec2Family(t), map[string]string{"policy.yaml": activationPolicy(ec2Kinds[:5])}, snapshot.WithMRDs(true))
+			},
+			head: func(t testing.TB) *State {
+				return testState(t, "15 kinds", ec2Family(t), map[string]string{"policy.yaml": activationPolicy(ec2Kinds)}, snapshot.WithMRDs(true))
+			},
+			check: func(t *testing.T, r *Report) {
+				p := mustPackage(t, r, "provider-aws-ec2")
+				if p.Change != Configured || p.Payload != nil || p.Activation == nil {
+					t.Fatalf("provider-aws-ec2: change %s, payload %+v, activation %+v; want configured with only an activation change", p.Change, p.Payload, p.Activation)
+				}
+				want := slices.Clone(ec2Kinds[5:])
+				slices.Sort(want)
+				if diff := cmp.Diff(want, p.Activation.Activated); diff != "" || len(p.Activation.Deactivated) != 0 || p.Activation.Active != 15 || p.Activation.MRDs != 208 {
+					t.Errorf("activation %+v; activated (-want +got):\n%s", p.Activation, diff)
+				}
+				if r.Summary.CRDsActivated != 10 || r.Summary.Breaking != 0 {
+					t.Errorf("summary %+v, want 10 CRDs activated and nothing breaking", r.Summary)
+				}
+			},
+		},
+		{
+			name:   "mrd-deactivation",
+			reason: "The policy is removed: the 5 CRDs are reported deactivated (kept, since an MRD once Active stays so), the safe-start provider awaits activation and its Deployment goes to 0 replicas.",
+			base: func(t testing.TB) *State {
+				return testState(t, "5 kinds", ec2Family(t), map[string]string{"policy.yaml": activationPolicy(ec2Kinds[:5])}, snapshot.WithMRDs(true))
+			},
+			head: func(t testing.TB) *State {
+				return testState(t, "no policy", ec2Family(t), nil, snapshot.WithMRDs(true))
+			},
+			check: func(t *testing.T, r *Report) {
+				p := mustPackage(t, r, "provider-aws-ec2")
+				if p.Activation == nil || len(p.Activation.Deactivated) != 5 || len(p.Activation.Activated) != 0 || !p.Activation.AwaitingActivation || p.Activation.Note == "" {
+					t.Fatalf("activation %+v, want 5 deactivated, awaiting activation, with a note", p.Activation)
+				}
+				if p.Runtime == nil {
+					t.Errorf("the Deployment's replicas change is not reported")
+				}
+				if r.Summary.CRDsDeactivated != 5 {
+					t.Errorf("summary %+v, want 5 CRDs deactivated", r.Summary)
 				}
 			},
 		},
@@ -427,4 +475,28 @@ func TestGoldenDeterministic(t *testing.T) {
 	if !bytes.Equal(j1, j2) {
 		t.Errorf("two comparisons of the same states differ")
 	}
+}
+
+// ec2Kinds are 15 MRD names of provider-aws-ec2 v2.6.0.
+var ec2Kinds = []string{
+	"vpcs.ec2.aws.upbound.io", "subnets.ec2.aws.upbound.io", "securitygroups.ec2.aws.upbound.io",
+	"routetables.ec2.aws.upbound.io", "instances.ec2.aws.m.upbound.io",
+	"internetgateways.ec2.aws.upbound.io", "natgateways.ec2.aws.upbound.io", "eips.ec2.aws.upbound.io",
+	"routes.ec2.aws.upbound.io", "routetableassociations.ec2.aws.upbound.io", "securitygrouprules.ec2.aws.upbound.io",
+	"vpcendpoints.ec2.aws.upbound.io", "launchtemplates.ec2.aws.upbound.io", "keypairs.ec2.aws.upbound.io",
+	"networkinterfaces.ec2.aws.upbound.io",
+}
+
+// ec2Family is provider-aws-ec2 v2.6.0 declared, with its family provider.
+func ec2Family(t testing.TB) []spec {
+	return []spec{
+		{kind: "Provider", name: "provider-aws-ec2", source: upbound + "provider-aws-ec2", tag: "v2.6.0", dir: upstream(t, "provider-aws-ec2-v2.6.0")},
+		{kind: "Provider", source: upbound + "provider-family-aws", tag: "v2.6.0", dir: upstream(t, "provider-family-aws-v2.6.0")},
+	}
+}
+
+// activationPolicy is a ManagedResourceActivationPolicy activating names.
+func activationPolicy(names []string) string {
+	return "apiVersion: apiextensions.crossplane.io/v1alpha1\nkind: ManagedResourceActivationPolicy\nmetadata:\n  name: platform\nspec:\n  activate:\n  - " +
+		strings.Join(names, "\n  - ") + "\n"
 }

@@ -90,7 +90,7 @@ type spec struct {
 // YAML, the lock is assembled from the built packages' metadata the way
 // lockstep lock records it (dependencies qualified, requesters, Crossplane
 // constraints, payload summary), and the state is rendered with NewState.
-func testState(tb testing.TB, name string, specs []spec, files map[string]string) *State {
+func testState(tb testing.TB, name string, specs []spec, files map[string]string, opts ...snapshot.Option) *State {
 	tb.Helper()
 	fsys := fstest.MapFS{}
 	var decls strings.Builder
@@ -155,7 +155,7 @@ func testState(tb testing.TB, name string, specs []spec, files map[string]string
 		lock.Packages = append(lock.Packages, e)
 	}
 	lock.Sort()
-	snap, err := snapshot.New(set, lock, contents, snapshot.AllowStale())
+	snap, err := snapshot.New(set, lock, contents, append([]snapshot.Option{snapshot.AllowStale()}, opts...)...)
 	if err != nil {
 		tb.Fatalf("%s: %v", name, err)
 	}

@@ -108,7 +108,7 @@ func (r *Report) WriteMarkdown(w io.Writer, opts MarkdownOptions) error {
 	var body strings.Builder
 	budget := limit - head.Len() - len(footer) - 400
 	shortened, omitted := 0, 0
-	sections := make([]section, 0, len(r.Packages)+2)
+	sections := make([]section, 0, len(r.Packages)+3)
 	for i := range r.Packages {
 		sections = append(sections, section{outline: packageOutline(&r.Packages[i])})
 	}
@@ -123,6 +123,13 @@ func (r *Report) WriteMarkdown(w io.Writer, opts MarkdownOptions) error {
 		n := &node{sev: sevChanged, text: fmt.Sprintf("ImageConfigs (%d changed)", len(r.ImageConfigs))}
 		for i := range r.ImageConfigs {
 			configOutline(n, crossplane.KindImageConfig, &r.ImageConfigs[i])
+		}
+		sections = append(sections, section{outline: n})
+	}
+	if len(r.ActivationPolicies) > 0 {
+		n := &node{sev: sevChanged, text: fmt.Sprintf("ManagedResourceActivationPolicies (%d changed)", len(r.ActivationPolicies))}
+		for i := range r.ActivationPolicies {
+			configOutline(n, crossplane.GroupKindMRAP.Kind, &r.ActivationPolicies[i])
 		}
 		sections = append(sections, section{outline: n})
 	}

@@ -171,6 +171,9 @@ func packageOutline(pc *PackageChange) *node {
 	if pc.Payload != nil {
 		payloadOutline(n, pc.Payload)
 	}
+	if pc.Activation != nil {
+		activationOutline(n, pc.Activation)
+	}
 	if pc.Runtime != nil {
 		runtimeOutline(n, pc.Runtime)
 	}
@@ -680,6 +683,12 @@ func verdictLine(r *Report) string {
 	}
 	if s.PermissionsGained > 0 {
 		line += fmt.Sprintf("; %d RBAC %s gained", s.PermissionsGained, plural(s.PermissionsGained, "grant"))
+	}
+	if s.CRDsActivated > 0 {
+		line += fmt.Sprintf("; +%d %s activated", s.CRDsActivated, plural(s.CRDsActivated, "CRD"))
+	}
+	if s.CRDsDeactivated > 0 {
+		line += fmt.Sprintf("; −%d %s deactivated", s.CRDsDeactivated, plural(s.CRDsDeactivated, "CRD"))
 	}
 	return line
 }

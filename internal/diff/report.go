@@ -42,6 +42,10 @@ type Report struct {
 	RuntimeConfigs []ConfigChange `json:"runtimeConfigs,omitempty"`
 	// ImageConfigs are the ImageConfigs added, removed or changed, by name.
 	ImageConfigs []ConfigChange `json:"imageConfigs,omitempty"`
+	// ActivationPolicies are the declared ManagedResourceActivationPolicies
+	// added, removed or changed, by name; their effect on each provider is
+	// PackageChange.Activation.
+	ActivationPolicies []ConfigChange `json:"activationPolicies,omitempty"`
 	// Warnings are problems found while comparing that do not stop it, such
 	// as a stale lock, a permission request the allow list refuses, or a
 	// warning of the head's declarations (an object in a near-miss group
@@ -100,6 +104,10 @@ type Summary struct {
 	// runtime gains: new API groups, new resources in known groups and new
 	// verbs on known resources, over all packages.
 	PermissionsGained int `json:"permissionsGained"`
+	// CRDsActivated and CRDsDeactivated count the CRDs of MRDs activated
+	// and deactivated over all packages (ActivationChange).
+	CRDsActivated   int `json:"crdsActivated,omitempty"`
+	CRDsDeactivated int `json:"crdsDeactivated,omitempty"`
 }
 
 // PackageChangeType says how a package's pin changes.
@@ -169,6 +177,10 @@ type PackageChange struct {
 	// RBAC is what changes in the provider's ClusterRoles and binding, nil
 	// when nothing does.
 	RBAC []RoleChange `json:"rbac,omitempty"`
+	// Activation is what changes in which CRDs of the provider's
+	// ManagedResourceDefinitions exist, nil when nothing does or no side
+	// renders MRDs.
+	Activation *ActivationChange `json:"activation,omitempty"`
 }
 
 // Pin is one side's pin of a package.

@@ -86,11 +86,15 @@ func summarize(r *Report) {
 		for _, rc := range pc.RBAC {
 			s.PermissionsGained += rc.Rules.gained()
 		}
+		if ac := pc.Activation; ac != nil {
+			s.CRDsActivated += len(ac.Activated)
+			s.CRDsDeactivated += len(ac.Deactivated)
+		}
 	}
 	switch {
 	case s.Breaking > 0:
 		s.Verdict = VerdictBreaking
-	case len(r.Packages) > 0 || len(r.Lock) > 0 || len(r.RuntimeConfigs) > 0 || len(r.ImageConfigs) > 0:
+	case len(r.Packages) > 0 || len(r.Lock) > 0 || len(r.RuntimeConfigs) > 0 || len(r.ImageConfigs) > 0 || len(r.ActivationPolicies) > 0:
 		s.Verdict = VerdictChanges
 	default:
 		s.Verdict = VerdictNone

@@ -82,6 +82,14 @@ func (r *Report) WriteText(w io.Writer, opts TextOptions) error {
 		}
 		t.node(0, n, true)
 	}
+	if len(r.ActivationPolicies) > 0 {
+		t.blank()
+		n := &node{text: "ManagedResourceActivationPolicies"}
+		for i := range r.ActivationPolicies {
+			configOutline(n, crossplane.GroupKindMRAP.Kind, &r.ActivationPolicies[i])
+		}
+		t.node(0, n, true)
+	}
 	if t.err != nil {
 		return t.err
 	}

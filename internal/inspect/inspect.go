@@ -65,6 +65,10 @@ type PackageReport struct {
 	Health *health.PackageHealth
 	// Missing says the inventory lists the package but its object is gone.
 	Missing bool
+	// MRDs are the ManagedResourceDefinitions the current revision's
+	// status.objectRefs lists, by name, with their state; nil for a
+	// package without MRDs.
+	MRDs []MRDReport
 }
 
 // RevisionReport is one revision.
@@ -185,6 +189,11 @@ func inspectPackage(ctx context.Context, c client.Client, namespace string, p *u
 		refs, _, _ := unstructured.NestedSlice(rev.Object, "status", "objectRefs")
 		rr.Objects = len(refs)
 		if rev.GetName() == pr.CurrentRevision {
+			mrds, err := mrdReports(ctx, c, mrdNames(refs))
+			if err != nil {
+				return pr, err
+			}
+			pr.MRDs = mrds
 			for _, ref := range refs {
 				m, _ := ref.(map[string]any)
 				gv, _ := schema.ParseGroupVersion(str(m["apiVersion"]))

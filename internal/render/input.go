@@ -45,6 +45,20 @@ type Input struct {
 	// allows nothing, like Crossplane
 	// without the flag.
 	AllowedProviderPermissions []rbacv1.PolicyRule
+	// CrossplaneVersion is the lock's crossplaneVersion. With
+	// MRDConversionAuto a version 2.0.0 or later renders a Provider's
+	// managed-resource CRDs as ManagedResourceDefinitions (Converts); ""
+	// keeps plain CRDs.
+	CrossplaneVersion string
+	// MRDConversion turns the conversion off (MRDConversionOff), like
+	// Crossplane's --enable-custom-to-managed-resource-conversion=false.
+	MRDConversion MRDConversion
+	// ActivationPolicies are the declared ManagedResourceActivationPolicies;
+	// with those Configurations ship, they decide which MRDs of a
+	// safe-start provider are Active
+	// (docs/crossplane-behaviour.md#managed-resource-activation). Without
+	// conversion each is an Output warning ("not evaluated").
+	ActivationPolicies []declarations.ActivationPolicy
 }
 
 // Package is one locked package.

@@ -33,6 +33,8 @@ type Output struct {
 	// Packages are sorted by kind (Providers, then Functions, then
 	// Configurations, the order a first install needs) and then by name.
 	Packages []*PackageOutput
+
+	warnings []string // see Warnings
 }
 
 // PackageOutput is what lockstep applies for one package.
@@ -148,7 +150,22 @@ type RevisionOutput struct {
 	// Problem is set when something of the revision could not be rendered
 	// while the rest could: a *PermissionError when a permission request is
 	// not allowed, in which case RBAC is empty.
-	Problem error // Warnings are what a user should know about the rendered revision that
+	Problem error
+	// MRDs are the revision's ManagedResourceDefinitions, sorted by name,
+	// with the activation render decided; nil without conversion
+	// (Input.Converts).
+	MRDs []MRDActivation
+	// ManagedCRDs are the CRDs of the Active MRDs, shaped as Crossplane's
+	// MRD controller creates them: the MRD's spec without state, controlled
+	// by the revision and owned by the MRD. They are not part of Objects:
+	// apply does not install them yet (issue 17); render and diff show them.
+	ManagedCRDs []*Object
+	// AwaitingActivation says the provider is safe-start, has MRDs and none
+	// is Active: its Deployment has 0 replicas, and its status is
+	// RuntimeActive=False with reason AwaitingActivation
+	// (docs/crossplane-behaviour.md#safe-start).
+	AwaitingActivation bool
+	// Warnings are what a user should know about the rendered revision that
 	// is not an error (Output.Warnings prefixes the package): permissionRequests that no
 	// ClusterRole holds because the provider has no CRDs (see rbac). The CLI
 	// prints them, apply adds them to its Result.Warnings, and the agent
@@ -269,10 +286,13 @@ func (o *Output) Err() error {
 	return errors.Join(errs...)
 }
 
-// Warnings returns the revisions' warnings (RevisionOutput.Warnings) in
-// package order, each prefixed with "Kind name: ", nil when there are none.
+// Warnings returns the output's own warnings (a declared
+// ManagedResourceActivationPolicy that is not evaluated because MRD
+// conversion is off), then the revisions' warnings (RevisionOutput.Warnings)
+// in package order, each prefixed with "Kind name: ", nil when there are
+// none.
 func (o *Output) Warnings() []string {
-	var out []string
+	out := append([]string(nil), o.warnings...)
 	for _, p := range o.Packages {
 		for _, w := range p.Revision.Warnings {
 			out = append(out, fmt.Sprintf("%s %s: %s", p.Kind, p.Name, w))

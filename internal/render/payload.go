@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 
@@ -37,19 +38,96 @@ func (r *renderer) payload(p *Package, d *declarations.Declaration, po *PackageO
 	annotations := d.Spec.CommonAnnotations
 
 	rev, pkg := po.revisionRef(), po.packageRef()
+	converts := r.converts && p.Kind.Descriptor().ManagedResources
+	safeStart := capabilityMatch(p.Contents.Meta.Capabilities, "safe-start")
 	out := make([]*Object, 0, len(p.Contents.Objects))
 	for i := range p.Contents.Objects {
 		src := &p.Contents.Objects[i]
+		fail := func(err error) error {
+			return fmt.Errorf("%s: %s document %d (%s %s): %w", p, xpkg.StreamFile, src.Index, src.Kind, src.Name, err)
+		}
+		if gk := src.GroupKind(); converts && (gk == crossplane.GroupKindCRD || gk == crossplane.GroupKindMRD) {
+			mrd, err := r.convert(p, src, safeStart, po, labels, annotations)
+			if err != nil {
+				return nil, fail(err)
+			}
+			if mrd != nil {
+				out = append(out, mrd)
+				continue
+			}
+		}
 		o, err := r.payloadObject(p, src, labels, annotations)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s document %d (%s %s): %w", p, xpkg.StreamFile, src.Index, src.Kind, src.Name, err)
+			return nil, fail(err)
 		}
 		o.Controller = &rev
 		o.Owners = []Reference{pkg}
 		out = append(out, o)
 	}
 	sortObjects(out)
+	if converts {
+		finishActivation(po.Revision, safeStart)
+	}
 	return out, nil
+}
+
+// convert renders the MRD of a provider CRD (convertCRD), or an MRD the
+// provider ships itself (nativeMRD), with its activation, and for an Active
+// MRD the CRD Crossplane's MRD controller makes of it into the revision's
+// ManagedCRDs. It returns nil for the provider-configuration kinds, which
+// stay plain CRDs.
+func (r *renderer) convert(p *Package, src *xpkg.Object, safeStart bool, po *PackageOutput, labels, annotations map[string]string) (*Object, error) {
+	var (
+		conv     *xpkg.Object
+		kind, by string
+		err      error
+	)
+	if src.GroupKind() == crossplane.GroupKindMRD {
+		if conv, kind, by, err = nativeMRD(src, r.policies); err != nil {
+			return nil, err
+		}
+	} else {
+		by = "default"
+		if safeStart {
+			by = activate(r.policies, src.Name)
+		}
+		var ok bool
+		if conv, kind, ok, err = convertCRD(src, by != ""); err != nil || !ok {
+			return nil, err
+		}
+	}
+	active := by != ""
+	rev := po.Revision
+	mrd, err := r.payloadObject(p, conv, labels, annotations)
+	if err != nil {
+		return nil, err
+	}
+	revRef := po.revisionRef()
+	mrd.Controller, mrd.Owners = &revRef, []Reference{po.packageRef()}
+	rev.MRDs = append(rev.MRDs, MRDActivation{Name: src.Name, Kind: kind, Active: active, By: by})
+	if !active {
+		return mrd, nil
+	}
+	crdSrc, err := managedCRD(conv)
+	if err != nil {
+		return nil, err
+	}
+	crd, err := r.payloadObject(p, crdSrc, r.labels, nil)
+	if err != nil {
+		return nil, err
+	}
+	crd.Controller = &revRef
+	crd.Owners = []Reference{{APIVersion: MRDAPIVersion, Kind: crossplane.GroupKindMRD.Kind, Name: src.Name}}
+	rev.ManagedCRDs = append(rev.ManagedCRDs, crd)
+	return mrd, nil
+}
+
+// finishActivation sorts the revision's MRDs and managed CRDs and marks a
+// safe-start revision with MRDs and none Active as AwaitingActivation.
+func finishActivation(rev *RevisionOutput, safeStart bool) {
+	slices.SortFunc(rev.MRDs, func(a, b MRDActivation) int { return strings.Compare(a.Name, b.Name) })
+	sortObjects(rev.ManagedCRDs)
+	rev.AwaitingActivation = safeStart && len(rev.MRDs) > 0 && len(rev.ManagedCRDs) == 0
 }
 
 func (r *renderer) payloadObject(p *Package, src *xpkg.Object, labels, annotations map[string]string) (*Object, error) {

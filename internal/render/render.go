@@ -8,6 +8,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 )
 
@@ -19,6 +20,8 @@ type renderer struct {
 	runtimeConfigs map[string]*declarations.DeploymentRuntimeConfig
 	providers      []*Package // every Provider, for family RBAC
 	allowed        []rbacv1.PolicyRule
+	converts       bool     // render MRDs (Input.Converts)
+	policies       []policy // activation patterns, sorted by policy name
 }
 
 // Render renders every object lockstep applies for in: per package its
@@ -60,6 +63,14 @@ func Render(in Input) (*Output, error) {
 		allowed:        in.AllowedProviderPermissions,
 	}
 	var err error
+	if r.converts, err = in.Converts(); err != nil {
+		return nil, err
+	}
+	if r.converts {
+		if r.policies, err = activationPolicies(&in); err != nil {
+			return nil, err
+		}
+	}
 	if r.images, err = newImageConfigs(in.ImageConfigs); err != nil {
 		return nil, err
 	}
@@ -89,6 +100,12 @@ func Render(in Input) (*Output, error) {
 	}
 
 	out := &Output{Namespace: in.Namespace, Instance: in.Instance, Packages: make([]*PackageOutput, 0, len(pkgs))}
+	if !r.converts {
+		for _, p := range in.ActivationPolicies {
+			out.warnings = append(out.warnings, fmt.Sprintf("%s %s (%s): not evaluated: MRD conversion is off or the lock's Crossplane version %q has no MRDs, so every provider CRD is installed",
+				crossplane.GroupKindMRAP.Kind, p.Name, p.Location, in.CrossplaneVersion))
+		}
+	}
 	for _, p := range pkgs {
 		po, err := r.renderPackage(p)
 		if err != nil {
@@ -196,7 +213,7 @@ func checkIdentities(out *Output) error {
 		groups := []struct {
 			objs    []*Object
 			payload bool
-		}{{[]*Object{p.Record, r.Record}, false}, {r.Payload, true}, {r.Runtime, false}, {r.RBAC, false}}
+		}{{[]*Object{p.Record, r.Record}, false}, {r.Payload, true}, {r.ManagedCRDs, true}, {r.Runtime, false}, {r.RBAC, false}}
 		for _, g := range groups {
 			for _, o := range g.objs {
 				id := o.ID()

@@ -291,10 +291,10 @@ func (r *renderer) serviceAccount(ri *runtimeInputs) *corev1.ServiceAccount {
 //     and WEBHOOK_TLS_CERT_DIR; a Function's grpc port, FUNCTION_NAME,
 //     REVISION_NAME, REVISION_UID and the image unless set.
 //
-// Safe-start's scale to zero (docs/crossplane-behaviour.md#safe-start) does not
-// apply: it waits on MRDs
-// the revision controls, and lockstep installs a provider's CRDs as they
-// are, without converting them to MRDs.
+// Safe-start's scale to zero (docs/crossplane-behaviour.md#safe-start):
+// when the revision is AwaitingActivation (a safe-start provider whose MRDs
+// are all inactive) the Deployment has 0 replicas, as on Crossplane's main
+// branch (PR #7586); Crossplane v2.3.4 still runs 1.
 func (r *renderer) deployment(ri *runtimeInputs, saName string) *appsv1.Deployment {
 	p, revName := ri.p, ri.po.Revision.Name
 	d := &appsv1.Deployment{}
@@ -333,6 +333,11 @@ func (r *renderer) deployment(ri *runtimeInputs, saName string) *appsv1.Deployme
 	// 3. Defaults.
 	if d.Name == "" {
 		d.Name = revName
+	}
+	if ri.po.Revision.AwaitingActivation {
+		// Safe-start with no active MRD: no replica, whatever the
+		// DeploymentRuntimeConfig says (docs/crossplane-behaviour.md#safe-start).
+		d.Spec.Replicas = ptr.To(int32(0))
 	}
 	if d.Spec.Replicas == nil {
 		d.Spec.Replicas = ptr.To(int32(1))

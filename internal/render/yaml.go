@@ -108,8 +108,19 @@ func (p *PackageOutput) writeYAML(w *bufio.Writer) error {
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(w, "#   warning:  %s\n", oneLine(warn))
 	}
+	if len(r.MRDs) > 0 {
+		fmt.Fprintf(w, "#   MRDs:     %d (%d active, %d inactive)\n", len(r.MRDs), len(r.ManagedCRDs), len(r.MRDs)-len(r.ManagedCRDs))
+	}
+	if r.AwaitingActivation {
+		w.WriteString("#   awaiting activation: safe-start and no MRD is active; the Deployment has 0 replicas\n")
+	}
 	for _, o := range p.Objects() {
 		if err := o.writeYAML(w, p.namespace); err != nil {
+			return err
+		}
+	}
+	for _, o := range r.ManagedCRDs {
+		if err := o.writeYAMLNote(w, p.namespace, "the CRD of an active MRD, as Crossplane's MRD controller makes it (not applied by lockstep yet)"); err != nil {
 			return err
 		}
 	}
@@ -118,7 +129,16 @@ func (p *PackageOutput) writeYAML(w *bufio.Writer) error {
 
 // writeYAML writes one document: comments with the intents, then the object.
 func (o *Object) writeYAML(w *bufio.Writer, ns string) error {
+	return o.writeYAMLNote(w, ns, "")
+}
+
+// writeYAMLNote is writeYAML with a first comment line, none when note is
+// "".
+func (o *Object) writeYAMLNote(w *bufio.Writer, ns, note string) error {
 	w.WriteString("---\n")
+	if note != "" {
+		fmt.Fprintf(w, "# %s\n", note)
+	}
 	if o.Controller != nil {
 		fmt.Fprintf(w, "# controller: %s\n", o.Controller)
 	}

@@ -49,6 +49,7 @@ type options struct {
 	instance     string
 	allowed      []rbacv1.PolicyRule
 	only         []string
+	mrds         bool
 }
 
 func newOptions(opts []Option) *options {
@@ -114,3 +115,12 @@ func WithAllowedProviderPermissions(rules []rbacv1.PolicyRule) Option {
 // (lockstep render --package); the input step fails when none matches.
 // Nothing else changes: the lock is still checked and fetched whole.
 func Only(names ...string) Option { return func(o *options) { o.only = names } }
+
+// WithMRDs makes the render step convert Providers' managed-resource CRDs
+// to ManagedResourceDefinitions when the lock's crossplaneVersion has them
+// and evaluate the declared ManagedResourceActivationPolicies
+// (render.MRDConversionAuto; docs/design.md#managed-resource-activation).
+// Without it conversion is off: lockstep's apply does not yet install the
+// CRDs of active MRDs, so only commands that do not apply (render, diff)
+// offer it.
+func WithMRDs(enabled bool) Option { return func(o *options) { o.mrds = enabled } }

@@ -283,6 +283,12 @@ func (l *loader) input() error {
 		RuntimeConfigs:             set.RuntimeConfigs,
 		ImageConfigs:               set.ImageConfigs,
 		AllowedProviderPermissions: l.opts.allowed,
+		CrossplaneVersion:          l.s.Lock.CrossplaneVersion,
+		MRDConversion:              render.MRDConversionOff,
+		ActivationPolicies:         set.ActivationPolicies,
+	}
+	if l.opts.mrds {
+		l.s.Input.MRDConversion = render.MRDConversionAuto
 	}
 	l.s.Replaces = l.s.Input.Replaces()
 	return nil

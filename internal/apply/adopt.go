@@ -1,0 +1,329 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/fluxcd/pkg/ssa"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/live"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
+	"github.com/lockstep-gitops/lockstep/internal/render"
+)
+
+// mrdVersion is the API version of Crossplane's ManagedResourceDefinition
+// (apiextensions.crossplane.io/v1alpha1 in Crossplane v2.3).
+const mrdVersion = "v1alpha1"
+
+// adoptionState is what the adopt step changed, to hand the package back
+// to its previous manager when a later step fails (rollback).
+type adoptionState struct {
+	plan plan.Adoption
+	// originals are the records as read before the adopt step paused them.
+	originals []*unstructured.Unstructured
+	// paused says the adopt step wrote.
+	paused bool
+	// mrds are the MRDs of the package, as listed.
+	mrds []*metav1.PartialObjectMetadata
+}
+
+// adoptionStep plans the adoption of a package another package manager
+// installed (plan.Adopt, docs/migrating.md): its package record or
+// revisions exist without this instance's label. It reads the package's
+// MRDs and writes nothing; the definitions step then accepts the
+// definitions those records control, and the adopt step executes the
+// plan.
+func (p *pkgRun) adoptionStep(ctx context.Context) error {
+	r := p.r
+	in := plan.AdoptionInput{Instance: r.opts.Instance, Current: p.po.Revision.Name}
+	uids := map[types.UID]bool{}
+	var originals []*unstructured.Unstructured
+	if pkg := r.live.pkg(p.key); pkg != nil {
+		rec := recordOf(pkg)
+		in.Package = &rec
+		uids[pkg.GetUID()] = true
+		if rec.Instance == "" {
+			originals = append(originals, pkg)
+		}
+	}
+	for _, rev := range r.live.revisionsOf(p.key) {
+		rec := recordOf(rev)
+		in.Revisions = append(in.Revisions, rec)
+		uids[rev.GetUID()] = true
+		if rec.Instance == "" {
+			originals = append(originals, rev)
+		}
+	}
+	if len(uids) == 0 {
+		return nil
+	}
+	// MRDs are looked for even when every record is lockstep's: an
+	// adoption interrupted after the pause leaves them.
+	mrds, err := r.mrdsOwnedBy(ctx, uids)
+	if err != nil {
+		return err
+	}
+	for _, m := range mrds {
+		in.MRDs = append(in.MRDs, m.Name)
+	}
+	a := plan.Adopt(in)
+	if !a.Needed() {
+		return nil
+	}
+	p.adoption = &adoptionState{plan: a, originals: originals, mrds: mrds}
+	p.res.Plan = append(p.res.Plan, a.Decisions()...)
+	return nil
+}
+
+// recordOf returns what plan.Adopt reads of a package or revision.
+func recordOf(u *unstructured.Unstructured) plan.Record {
+	return plan.Record{
+		Kind: u.GetKind(), Name: u.GetName(),
+		Instance:     u.GetLabels()[render.LabelInstance],
+		Paused:       u.GetAnnotations()[crossplane.AnnotationPaused] == "true",
+		DesiredState: live.DesiredState(u),
+	}
+}
+
+// mrdsOwnedBy returns the metadata of the ManagedResourceDefinitions
+// without this instance's label that have an owner reference to one of
+// uids: MRDs Crossplane's revision made. A cluster without the MRD kind
+// has none. The MRDs are listed once per apply (metadata only).
+func (r *run) mrdsOwnedBy(ctx context.Context, uids map[types.UID]bool) ([]*metav1.PartialObjectMetadata, error) {
+	r.mrdOnce.Do(func() {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(crossplane.GroupKindMRD.WithVersion(mrdVersion).GroupVersion().WithKind(crossplane.GroupKindMRD.Kind + "List"))
+		if err := r.c.List(ctx, list); err != nil {
+			if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+				r.mrdErr = fmt.Errorf("cannot list ManagedResourceDefinitions: %w", err)
+			}
+			return
+		}
+		r.mrds = list.Items
+	})
+	if r.mrdErr != nil {
+		return nil, r.mrdErr
+	}
+	var out []*metav1.PartialObjectMetadata
+	for i := range r.mrds {
+		m := r.mrds[i].DeepCopy()
+		if m.Labels[render.LabelInstance] == r.opts.Instance {
+			continue
+		}
+		for _, ref := range m.OwnerReferences {
+			if uids[ref.UID] {
+				m.SetGroupVersionKind(crossplane.GroupKindMRD.WithVersion(mrdVersion))
+				out = append(out, m)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// adopting reports whether u is one of the records the adoption takes
+// over: the package record or a revision of the package that another
+// package manager wrote.
+func (p *pkgRun) adopting(u *unstructured.Unstructured) bool {
+	if p.adoption == nil || u == nil {
+		return false
+	}
+	for _, o := range p.adoption.originals {
+		if o.GetUID() == u.GetUID() {
+			return true
+		}
+	}
+	return false
+}
+
+// adoptStep executes the adoption plan, before the records step writes
+// anything for the package. First it checks what the package's
+// preflight would check, with the records as they are (preflightStep with
+// the live package and revision, writing nothing), so an adoption that
+// would fail leaves the other package manager in charge without a single
+// write. Then it lists the adopted records in the inventory
+// (recordIntent) and pauses every adopted record (crossplane.io/paused, so
+// Crossplane's package, revision and runtime controllers stop recreating
+// TLS Secrets, Services and Deployments) and labels it with the instance,
+// in one merge patch per record as AdoptFieldManager; and it deletes the
+// package's MRDs, then their owner references on the CRDs they made, so
+// that Crossplane's MRD controller
+// (crossplane/crossplane internal/controller/apiextensions/managed) no
+// longer writes the CRDs lockstep now applies. The revisions that are not
+// the locked digest are retired by the activation and runtime steps
+// (Inactive once the current revision's payload is in, Deployment
+// deleted), as for lockstep's own upgrades.
+func (p *pkgRun) adoptStep(ctx context.Context) error {
+	a := p.adoption
+	if a == nil {
+		return nil
+	}
+	if err := p.adoptPreflight(ctx); err != nil {
+		return fmt.Errorf("cannot adopt %s %s, nothing was changed and its package manager stays in charge: %w", p.key.Kind, p.key.Name, err)
+	}
+	r := p.r
+	// The inventory lists the records before they carry the instance's
+	// label: nothing lockstep labels is ever forgotten.
+	if err := p.recordIntent(ctx); err != nil {
+		return err
+	}
+	for _, o := range a.originals {
+		patch := map[string]any{"metadata": map[string]any{
+			"annotations": map[string]any{crossplane.AnnotationPaused: "true"},
+			"labels":      map[string]any{render.LabelInstance: r.opts.Instance},
+		}}
+		a.paused = true
+		if err := r.mergePatch(ctx, o, patch, AdoptFieldManager); err != nil {
+			return fmt.Errorf("cannot pause %s %s to adopt it: %w", o.GetKind(), o.GetName(), err)
+		}
+		p.res.Changes.Add(entry(o, ssa.ConfiguredAction))
+	}
+	for _, m := range a.mrds {
+		if err := r.removeMRD(ctx, m); err != nil {
+			return err
+		}
+		p.res.Changes.Add(entry(&unstructured.Unstructured{Object: map[string]any{"apiVersion": m.APIVersion, "kind": m.Kind, "metadata": map[string]any{"name": m.Name}}}, ssa.DeletedAction))
+	}
+	return nil
+}
+
+// adoptPreflight runs the preflight step against the records as another
+// package manager left them: the live package record and, when it exists,
+// the revision of the locked digest (a placeholder UID otherwise). It
+// writes nothing and leaves p as it found it.
+func (p *pkgRun) adoptPreflight(ctx context.Context) error {
+	pkg := p.r.live.pkg(p.key)
+	var cur *unstructured.Unstructured
+	for _, rev := range p.r.live.revisionsOf(p.key) {
+		if rev.GetName() == p.po.Revision.Name && rev.GetKind() == p.revRef().Kind {
+			cur = rev
+		}
+	}
+	if pkg == nil {
+		return nil
+	}
+	savedUIDs, savedActivation, savedOthers := p.uids, p.activation, p.others
+	defer func() {
+		p.uids, p.activation, p.others = savedUIDs, savedActivation, savedOthers
+		p.payload, p.runtime, p.doomed, p.tls = nil, nil, nil, nil
+	}()
+	p.uids = map[render.Reference]types.UID{p.pkgRef(): pkg.GetUID()}
+	p.uids[p.revRef()] = types.UID("00000000-0000-0000-0000-000000000000")
+	if cur != nil {
+		p.uids[p.revRef()] = cur.GetUID()
+	}
+	p.activation = plan.Activation{Active: true}
+	return p.preflightStep(ctx)
+}
+
+// removeMRD deletes the MRD m with a UID precondition, then removes its
+// owner reference from the CRD of the same name, which its other owners
+// (the package's revisions) keep. The MRD goes first: while it exists,
+// Crossplane's MRD controller writes the reference back. A conflict (the
+// garbage collector removing the dangling reference meanwhile) is retried
+// on a fresh read.
+func (r *run) removeMRD(ctx context.Context, m *metav1.PartialObjectMetadata) error {
+	if err := r.deleteObject(ctx, m, m.UID); err != nil {
+		return fmt.Errorf("ManagedResourceDefinition %s: delete failed: %w", m.Name, err)
+	}
+	var err error
+	for range 3 {
+		crd := &metav1.PartialObjectMetadata{}
+		crd.SetGroupVersionKind(crossplane.GroupKindCRD.WithVersion("v1"))
+		if err = r.c.Get(ctx, client.ObjectKey{Name: m.Name}, crd); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("CustomResourceDefinition %s: %w", m.Name, err)
+		}
+		var keep []metav1.OwnerReference
+		for _, ref := range crd.OwnerReferences {
+			if ref.UID != m.UID {
+				keep = append(keep, ref)
+			}
+		}
+		if len(keep) == len(crd.OwnerReferences) {
+			return nil
+		}
+		if err = r.patchOwnerReferences(ctx, crd, keep); err == nil || !(apierrors.IsConflict(err) || apierrors.IsInvalid(err)) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("CustomResourceDefinition %s: cannot remove the owner reference of its deleted ManagedResourceDefinition: %w", m.Name, err)
+	}
+	return nil
+}
+
+// mergePatch sends a JSON merge patch of u as manager.
+func (r *run) mergePatch(ctx context.Context, u *unstructured.Unstructured, patch map[string]any, manager string) error {
+	b, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	opts := []client.PatchOption{client.FieldOwner(manager)}
+	if r.opts.DryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	target := &unstructured.Unstructured{}
+	target.SetGroupVersionKind(u.GroupVersionKind())
+	target.SetName(u.GetName())
+	target.SetNamespace(u.GetNamespace())
+	if err := r.c.Patch(ctx, target, client.RawPatch(types.MergePatchType, b), opts...); err != nil {
+		return err
+	}
+	r.wrote()
+	return nil
+}
+
+// rollbackAdoption hands a package whose adoption failed before its
+// payload was written back to the package manager that installed it: every
+// adopted record loses the pause annotation and the instance label and
+// gets back the spec it had (the package record's spec.package, a
+// revision's desiredState), and a revision the records step created is
+// deleted. Crossplane then manages the package as before. Its errors are
+// joined: the caller reports them with the failure that caused the
+// rollback.
+func (p *pkgRun) rollbackAdoption(ctx context.Context) error {
+	a := p.adoption
+	if a == nil || !a.paused || p.r.opts.DryRun {
+		return nil
+	}
+	r := p.r
+	var errs []error
+	for _, o := range a.originals {
+		md := map[string]any{
+			"annotations": map[string]any{crossplane.AnnotationPaused: o.GetAnnotations()[crossplane.AnnotationPaused]},
+			"labels":      map[string]any{render.LabelInstance: nil},
+		}
+		if _, ok := o.GetAnnotations()[crossplane.AnnotationPaused]; !ok {
+			md["annotations"] = map[string]any{crossplane.AnnotationPaused: nil}
+		}
+		patch := map[string]any{"metadata": md}
+		if spec, ok := o.Object["spec"].(map[string]any); ok {
+			patch["spec"] = spec
+		}
+		if err := r.mergePatch(ctx, o, patch, AdoptFieldManager); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("cannot hand %s %s back: %w", o.GetKind(), o.GetName(), err))
+		}
+	}
+	for _, d := range p.records {
+		if d.revision == "" || d.action != ssa.CreatedAction || d.result == nil || p.adopting(d.result) {
+			continue
+		}
+		if err := r.deleteObject(ctx, d.result, d.result.GetUID()); err != nil {
+			errs = append(errs, fmt.Errorf("cannot delete %s %s, created for the failed adoption: %w", d.result.GetKind(), d.result.GetName(), err))
+		}
+	}
+	a.paused = false
+	return errors.Join(errs...)
+}

@@ -1,0 +1,86 @@
+package declarations
+
+import (
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+)
+
+// ActivationPolicyVersion is the one version of
+// ManagedResourceActivationPolicy Crossplane serves (cluster/crds
+// apiextensions.crossplane.io_managedresourceactivationpolicies.yaml).
+const ActivationPolicyVersion = "v1alpha1"
+
+// ActivationPolicySpec is the spec of a ManagedResourceActivationPolicy.
+type ActivationPolicySpec struct {
+	// Activate lists ManagedResourceDefinition names to activate: an exact
+	// name (buckets.s3.aws.upbound.io), a name with a wildcard prefix
+	// (*.s3.aws.upbound.io) or "*" for all. The CRD requires at least one.
+	Activate []string `json:"activate"`
+}
+
+// ActivationPolicy is an apiextensions.crossplane.io/v1alpha1
+// ManagedResourceActivationPolicy (MRAP) declared beside the packages
+// (docs/crossplane-behaviour.md#managed-resource-activation): render
+// evaluates every declared policy, and those Configurations ship, to decide
+// which ManagedResourceDefinitions are Active. Location is where it was
+// declared and is not part of the object.
+type ActivationPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              ActivationPolicySpec `json:"spec"`
+
+	Location Location `json:"-"`
+}
+
+// ValidActivation returns an error when pattern is not an activation
+// Crossplane's MRAP controller can match: it must be non-empty and may hold
+// '*' only as its first character ("*", "*.s3.aws.upbound.io"), which
+// matches every name ending in the rest, as the CRD describes ("Supports
+// wildcard prefixes ... but not full regular expressions"). A '*' elsewhere
+// would be compared literally and never match an MRD name, so it is
+// refused rather than silently activating nothing.
+func ValidActivation(pattern string) error {
+	if pattern == "" {
+		return fmt.Errorf("must not be empty")
+	}
+	if strings.Contains(strings.TrimPrefix(pattern, "*"), "*") {
+		return fmt.Errorf("%q: '*' is allowed only as the first character (\"*\" or \"*.<group>\")", pattern)
+	}
+	return nil
+}
+
+// activationPolicy loads a ManagedResourceActivationPolicy.
+func (l *loader) activationPolicy(o object) {
+	var p ActivationPolicy
+	decoded := l.decodeStrict(o, o.doc.value, "", &p)
+	named := l.name(o, p.ObjectMeta)
+	if !decoded || !named {
+		return
+	}
+	if len(p.Spec.Activate) == 0 {
+		l.fail(o, "spec.activate", fmt.Errorf("required: list at least one ManagedResourceDefinition name, \"*.<group>\" or \"*\""))
+		return
+	}
+	ok := true
+	for i, a := range p.Spec.Activate {
+		if err := ValidActivation(a); err != nil {
+			l.fail(o, fmt.Sprintf("spec.activate[%d]", i), err)
+			ok = false
+		}
+	}
+	if !ok {
+		return
+	}
+	p.Location = o.location()
+	l.set.ActivationPolicies = append(l.set.ActivationPolicies, p)
+}
+
+// isActivationPolicy reports whether group and kind name a
+// ManagedResourceActivationPolicy.
+func isActivationPolicy(group, kind string) bool {
+	return group == crossplane.GroupKindMRAP.Group && kind == crossplane.GroupKindMRAP.Kind
+}
