@@ -89,6 +89,16 @@ func (f *clusterFlags) client(cfg *rest.Config) (client.Client, error) {
 	return newClient(bounded)
 }
 
+// connect returns the client of a command that needs nothing but it:
+// restConfig, then client.
+func (f *clusterFlags) connect() (client.Client, error) {
+	cfg, err := f.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	return f.client(cfg)
+}
+
 // kubeTimeout names the API server and --kube-timeout in the error of a
 // request whose deadline passed (client-go reports a bare "context deadline
 // exceeded").
@@ -171,6 +181,8 @@ Exit codes:
 		newApplyCommand(),
 		newStatusCommand(),
 		newActivateCommand(),
+		newSuspendCommand(true),
+		newSuspendCommand(false),
 		newAgentCommand(),
 	)
 	// -v is apply's --verbose; --version keeps no shorthand so that -v
