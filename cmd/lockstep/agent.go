@@ -3,10 +3,12 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -34,6 +36,7 @@ type agentFlags struct {
 	update      updateFlags
 	schedule    string
 	allowEmpty  bool
+	pullSA      string
 }
 
 func newAgentCommand() *cobra.Command {
@@ -72,6 +75,7 @@ declarations' warnings are logged and sent as Warning Events on the Sync.`,
 	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists), never, always")
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "apply a commit whose lock has no packages even when this instance installed some, uninstalling them all (without it such a commit stalls the Sync and the last good commit stays applied)")
 	fl.BoolVar(&f.protect, "deletion-protection", true, "let only lockstep's own user (and the garbage collector) delete this instance's package and revision records, CRDs, MRDs and XRDs, with a ValidatingAdmissionPolicy (docs/design.md#deletion-protection); false removes the policy")
+	fl.StringVar(&f.pullSA, "pull-service-account", "", "`NAMESPACE/NAME` of a ServiceAccount (the agent's own) whose imagePullSecrets are tried for every package pull, after the package's packagePullSecrets and the ImageConfig's pull secret; empty: none")
 	fl.BoolVar(&f.once, "once", false, "reconcile once and exit (non-zero when the reconcile failed)")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader among replicas with a Lease in --namespace; only the leader reconciles")
 	fl.StringVar(&f.leaseName, "lease-name", "", "name of the leader-election Lease (default: lockstep-<instance>)")
@@ -84,6 +88,14 @@ declarations' warnings are logged and sent as Warning Events on the Sync.`,
 
 func (f *agentFlags) run(cmd *cobra.Command) error {
 	ctx := cmd.Context()
+	var pullSA types.NamespacedName
+	if f.pullSA != "" {
+		ns, n, ok := strings.Cut(f.pullSA, "/")
+		if !ok || ns == "" || n == "" || strings.Contains(n, "/") {
+			return usageError(fmt.Errorf("--pull-service-account %q: want NAMESPACE/NAME", f.pullSA))
+		}
+		pullSA = types.NamespacedName{Namespace: ns, Name: n}
+	}
 	src, err := f.git.source(f.render.reg.cacheDir)
 	if err != nil {
 		return err
@@ -116,9 +128,10 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	secrets := oci.ClusterPullSecrets{Reader: c, Namespace: opts.Namespace, ServiceAccount: pullSA}
 	r, err := agent.NewReconciler(c, agent.Config{
 		VerificationKeys: keys,
-		Source:           src, Interval: f.interval, Registry: f.render.reg.options(), CacheDir: f.render.reg.cacheDir,
+		Source:           src, Interval: f.interval, Registry: f.render.reg.clusterOptions(secrets), CacheDir: f.render.reg.cacheDir,
 		AllowedProviderPermissions: allowed, Apply: opts, REST: counted, ReconcileTimeout: f.reconcileTO,
 	}, metrics)
 	if err != nil {

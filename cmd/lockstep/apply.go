@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/spf13/cobra"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
@@ -108,12 +110,16 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err := opts.Validate(); err != nil {
 		return usageError(err)
 	}
-	f.render.clusterKeys = func(ctx context.Context, secret, key string) ([]byte, error) {
+	lazyClient := sync.OnceValues(func() (client.Client, error) {
 		cfg, err := f.cluster.restConfig()
 		if err != nil {
 			return nil, err
 		}
-		c, err := f.cluster.client(cfg)
+		return f.cluster.client(cfg)
+	})
+	f.render.pullSecrets = lazyPullSecrets{namespace: f.cluster.namespace, client: lazyClient}
+	f.render.clusterKeys = func(ctx context.Context, secret, key string) ([]byte, error) {
+		c, err := lazyClient()
 		if err != nil {
 			return nil, err
 		}
@@ -280,4 +286,22 @@ func checkHealth(ctx context.Context, w io.Writer, c client.Reader, res *apply.R
 	}
 	fmt.Fprintln(w, line)
 	printHealth(w, rep)
+}
+
+// lazyPullSecrets reads pull secrets (oci.ClusterPullSecrets) with a
+// cluster client made on the first pull that needs one, so a command that
+// fails before any pull (a stale lock) or pulls nothing (a warm cache) does
+// not read the kubeconfig for it.
+type lazyPullSecrets struct {
+	namespace string
+	client    func() (client.Client, error)
+}
+
+// Keychain implements oci.PullSecretReader.
+func (l lazyPullSecrets) Keychain(ctx context.Context, names []string) (authn.Keychain, []string, error) {
+	c, err := l.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	return oci.ClusterPullSecrets{Reader: c, Namespace: l.namespace}.Keychain(ctx, names)
 }

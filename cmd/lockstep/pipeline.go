@@ -28,6 +28,9 @@ type renderFlags struct {
 	// clusterKeys, when set (apply), reads the verification keys that no
 	// --verification-key names from the cluster's Secrets.
 	clusterKeys oci.KeySource
+	// pullSecrets, set by commands that have a cluster (apply), reads the
+	// packages' and ImageConfigs' pull secrets from it (oci.Options).
+	pullSecrets oci.PullSecretReader
 }
 
 func (f *renderFlags) register(fl *pflag.FlagSet) {
@@ -62,7 +65,7 @@ func (f *renderFlags) load(ctx context.Context, warn io.Writer, namespace string
 	}
 	opts := append([]snapshot.Option{
 		snapshot.WithVerificationKeys(keys),
-		snapshot.WithFetcher(snapshot.Registry(f.reg.options(), cache)),
+		snapshot.WithFetcher(snapshot.Registry(f.reg.clusterOptions(f.pullSecrets), cache)),
 		snapshot.WithInsecureRegistries(f.reg.insecure),
 		snapshot.WithNamespace(namespace),
 		snapshot.WithInstance(f.instance),

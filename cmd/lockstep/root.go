@@ -55,6 +55,16 @@ func (f *registryFlags) options() oci.Options {
 	return oci.Options{InsecureRegistries: f.insecure, RegistryConfig: f.registryConfig, UserAgent: "lockstep/" + version, Timeout: timeout}
 }
 
+// clusterOptions are options with the pull secrets of a command that has a
+// cluster: its packages' packagePullSecrets and its ImageConfigs' pull
+// secrets are read from there and tried before the Docker config
+// (oci.Options.PullSecrets); nil reads none.
+func (f *registryFlags) clusterOptions(secrets oci.PullSecretReader) oci.Options {
+	o := f.options()
+	o.PullSecrets = secrets
+	return o
+}
+
 // clusterFlags are the flags of every command that talks to a cluster.
 type clusterFlags struct {
 	kubeconfig string
@@ -89,6 +99,16 @@ func (f *clusterFlags) client(cfg *rest.Config) (client.Client, error) {
 		bounded.Wrap(func(rt http.RoundTripper) http.RoundTripper { return kubeTimeout{next: rt, after: f.timeout} })
 	}
 	return newClient(bounded)
+}
+
+// connect returns the client of a command that needs nothing but it:
+// restConfig, then client.
+func (f *clusterFlags) connect() (client.Client, error) {
+	cfg, err := f.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	return f.client(cfg)
 }
 
 // kubeTimeout names the API server and --kube-timeout in the error of a
@@ -165,6 +185,7 @@ Exit codes:
 	}
 	root.AddCommand(
 		newXpkgCommand(),
+		newBundleCommand(),
 		newLockCommand(),
 		newUpdateCommand(),
 		newRenderCommand(),
@@ -172,6 +193,8 @@ Exit codes:
 		newApplyCommand(),
 		newStatusCommand(),
 		newActivateCommand(),
+		newSuspendCommand(true),
+		newSuspendCommand(false),
 		newAgentCommand(),
 	)
 	// -v is apply's --verbose; --version keeps no shorthand so that -v

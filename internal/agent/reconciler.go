@@ -133,6 +133,9 @@ type Outcome struct {
 	Warnings []string
 
 	lockDigest string
+	// suspended is set when the Sync's spec.suspend stopped the reconcile
+	// before the source step.
+	suspended bool
 	// refused is set when Commit was refused before apply; reapplyErr is
 	// why the re-apply of the last render failed.
 	refused    bool
@@ -149,14 +152,17 @@ type Reconciler struct {
 	last *rendered
 	// warned is the last commit whose declarations' warnings a reconcile
 	// reported (Outcome.Warnings).
-	warned  string
-	updater *update.Updater
-	cfg     Config
-	src     Source
-	c       client.Client
-	mgr     *apply.Manager
-	cache   *oci.Cache
-	metrics *Metrics
+	warned string
+	// lastResult is the result of the last apply without a failed
+	// package, whose health a suspended reconcile reads again.
+	lastResult *apply.Result
+	updater    *update.Updater
+	cfg        Config
+	src        Source
+	c          client.Client
+	mgr        *apply.Manager
+	cache      *oci.Cache
+	metrics    *Metrics
 	// red scrubs the credentials of the Git source from every error a
 	// reconcile returns, and so from the status, Events and logs.
 	red redact.Redactor
@@ -253,7 +259,9 @@ func NewReconciler(c client.Client, cfg Config, metrics *Metrics, opts ...Option
 func (r *Reconciler) SetUpdater(u *update.Updater) { r.updater = u }
 
 // Reconcile runs one reconcile: source, declarations, lock, packages,
-// render, apply, health, then the Sync status. A step that fails stops the
+// render, apply, health, then the Sync status. While the Sync's
+// spec.suspend is true it only reads the health of what the last apply
+// installed and writes the status (Reconciling=False, reason Suspended). A step that fails stops the
 // reconcile and leaves the cluster as the last good commit left it. The
 // returned error is a *StepError; the Sync status says the same. The steps
 // run under Config.ReconcileTimeout; the status is written under ctx.
@@ -353,6 +361,11 @@ type rendered struct {
 
 func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	out := &Outcome{}
+	if suspended, err := r.suspended(ctx); err != nil {
+		return out, &StepError{Step: StepSource, Reason: ReasonApplyFailed, Err: err}
+	} else if suspended {
+		return r.reconcileSuspended(ctx)
+	}
 	art, err := r.src.Checkout(ctx)
 	if err != nil {
 		return out, &StepError{Step: StepSource, Reason: ReasonGitOperationFailed, Err: err}
@@ -589,6 +602,7 @@ func (r *Reconciler) applyRendered(ctx context.Context, rd *rendered, out *Outco
 		return &StepError{Step: StepApply, Reason: ReasonApplyFailed, Stalled: true, Err: perr}
 	}
 	out.Applied = true
+	r.lastResult = res
 	if err := r.readHealth(ctx, res, out); err != nil {
 		return &StepError{Step: StepHealth, Reason: ReasonHealthCheckFailed, Err: err}
 	}

@@ -241,6 +241,12 @@ func (c *comparer) pkg(a, b *pkgState) (*PackageChange, error) {
 	if b != nil && pc.Change != Removed {
 		c.checkFunctions(pc, b)
 	}
+	if b != nil && b.out != nil && b.out.Paused {
+		pc.Paused = true
+		if pc.Change != "" || len(pc.Settings) > 0 || len(pc.Dependencies) > 0 || pc.Payload != nil || pc.Runtime != nil || len(pc.RBAC) > 0 {
+			c.warnings = append(c.warnings, fmt.Sprintf("%s %s: paused (lockstep.io/paused: \"true\"): apply keeps its installed state; these changes are not applied until the annotation is removed", pc.Kind, pc.Name))
+		}
+	}
 	if pc.Change == "" {
 		if len(pc.Settings) == 0 && len(pc.Dependencies) == 0 && pc.Payload == nil && pc.Runtime == nil && len(pc.RBAC) == 0 && pc.Activation == nil {
 			return nil, nil

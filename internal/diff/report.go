@@ -152,6 +152,11 @@ type PackageChange struct {
 	Head *Pin `json:"head,omitempty"`
 	// Breaking is true when any change of this package is breaking.
 	Breaking bool `json:"breaking"`
+	// Paused is true when the head declares the package with
+	// lockstep.io/paused: "true": apply keeps its installed state, so
+	// none of the changes below is applied until the annotation is
+	// removed (docs/design.md#pausing).
+	Paused bool `json:"paused,omitempty"`
 	// Settings are changes of the package's declared settings and metadata:
 	// the rendered package record's metadata and spec
 	// (spec.revisionActivationPolicy, spec.revisionHistoryLimit,

@@ -101,6 +101,13 @@ type Entry struct {
 	// spec.ignoreCrossplaneConstraints, so CrossplaneConstraint was not
 	// checked against Lock.CrossplaneVersion.
 	IgnoreCrossplaneConstraints bool `yaml:"ignoreCrossplaneConstraints,omitempty"`
+	// SkipDependencyResolution records that the declaration set
+	// spec.skipDependencyResolution: Dependencies are what the package
+	// asks for, but they were neither resolved nor required, as Crossplane
+	// skips a revision's dependency resolution
+	// (docs/crossplane-behaviour.md#dependency-resolution). What the lock
+	// holds of them is checked by SkippedDependencies, as warnings.
+	SkipDependencyResolution bool `yaml:"skipDependencyResolution,omitempty"`
 	// Payload summarises what the package installs.
 	Payload Payload `yaml:"payload"`
 	// Replaces are the sources this package replaces (its spec.replaces,
@@ -178,6 +185,11 @@ type Payload struct {
 	XRDs         int `yaml:"xrds"`
 	Compositions int `yaml:"compositions"`
 	Other        int `yaml:"other,omitempty"`
+	// CRDNames are the names of the package's CustomResourceDefinitions,
+	// sorted, so `lockstep lock --check` finds two packages shipping one
+	// CRD without the network (CRDConflicts). A lock written before this
+	// field has none; the next `lockstep lock` records them.
+	CRDNames []string `yaml:"crdNames,omitempty"`
 }
 
 // String names an entry as "Kind name (source)".

@@ -161,7 +161,7 @@ func (c *Client) signatures(ctx context.Context, src string, d v1.Hash) ([]cosig
 	}
 	defer release()
 	repo := s.ref.Context()
-	puller, err := c.puller(ctx, repo)
+	puller, _, err := c.puller(ctx, src, repo)
 	if err != nil {
 		return nil, v1.Hash{}, err
 	}

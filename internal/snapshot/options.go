@@ -30,6 +30,15 @@ type SignatureVerifier interface {
 	VerifySignature(ctx context.Context, ref name.Digest, keys oci.KeySource) (*oci.Verification, error)
 }
 
+// PullConfigurer is implemented by a Fetcher that honours each declared
+// package's packagePullPolicy and packagePullSecrets (*oci.Client,
+// oci.Client.SetPackagePulls): the fetch step gives it those of every
+// locked package a declaration names before the first fetch.
+type PullConfigurer interface {
+	// SetPackagePulls sets the pull settings, keyed by package source.
+	SetPackagePulls(pulls map[string]oci.PackagePull)
+}
+
 // NewFetcher returns the Fetcher for a commit, given the commit's
 // ImageConfigs (Crossplane's pkg.crossplane.io/v1beta1 ImageConfig, whose
 // spec.rewriteImage changes where a package is pulled from; upstream

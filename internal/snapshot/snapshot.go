@@ -12,6 +12,8 @@ import (
 	"slices"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
@@ -215,6 +217,9 @@ func (l *loader) fetch(ctx context.Context) error {
 		return &StepError{Step: StepRegistry, Err: err}
 	}
 	l.fetcher = f
+	if pc, ok := f.(PullConfigurer); ok {
+		pc.SetPackagePulls(packagePulls(l.s.Declarations, l.s.Lock))
+	}
 	fetched, err := lockfile.Fetch(ctx, l.s.Lock, f, lockfile.Options{InsecureRegistries: l.opts.insecure})
 	if err != nil {
 		return err
@@ -304,6 +309,26 @@ func anyVerification(ics []declarations.ImageConfig) bool {
 		}
 	}
 	return false
+}
+
+// packagePulls returns the pull settings of every locked package that a
+// declaration names (same kind and name): its packagePullPolicy Never and
+// packagePullSecrets, keyed by the lock's source. Dependencies get none.
+func packagePulls(set *declarations.Set, lock *lockfile.Lock) map[string]oci.PackagePull {
+	out := map[string]oci.PackagePull{}
+	for _, d := range set.Packages {
+		for _, e := range lock.Packages {
+			if e.Kind != d.Kind || e.Name != d.Name {
+				continue
+			}
+			p := oci.PackagePull{Package: d.String(), Never: d.Spec.PackagePullPolicy == corev1.PullNever}
+			for _, s := range d.Spec.PackagePullSecrets {
+				p.PullSecrets = append(p.PullSecrets, s.Name)
+			}
+			out[e.Source] = p
+		}
+	}
+	return out
 }
 
 // payload is the payload step: every fetched package holds what its lock
