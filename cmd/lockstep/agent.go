@@ -3,16 +3,19 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/lockstep-gitops/lockstep/internal/agent"
 	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/update"
 )
@@ -33,6 +36,7 @@ type agentFlags struct {
 	update      updateFlags
 	schedule    string
 	allowEmpty  bool
+	pullSA      string
 }
 
 func newAgentCommand() *cobra.Command {
@@ -71,6 +75,7 @@ declarations' warnings are logged and sent as Warning Events on the Sync.`,
 	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists), never, always")
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "apply a commit whose lock has no packages even when this instance installed some, uninstalling them all (without it such a commit stalls the Sync and the last good commit stays applied)")
 	fl.BoolVar(&f.protect, "deletion-protection", true, "let only lockstep's own user (and the garbage collector) delete this instance's package and revision records, CRDs, MRDs and XRDs, with a ValidatingAdmissionPolicy (docs/design.md#deletion-protection); false removes the policy")
+	fl.StringVar(&f.pullSA, "pull-service-account", "", "`NAMESPACE/NAME` of a ServiceAccount (the agent's own) whose imagePullSecrets are tried for every package pull, after the package's packagePullSecrets and the ImageConfig's pull secret; empty: none")
 	fl.BoolVar(&f.once, "once", false, "reconcile once and exit (non-zero when the reconcile failed)")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader among replicas with a Lease in --namespace; only the leader reconciles")
 	fl.StringVar(&f.leaseName, "lease-name", "", "name of the leader-election Lease (default: lockstep-<instance>)")
@@ -83,6 +88,14 @@ declarations' warnings are logged and sent as Warning Events on the Sync.`,
 
 func (f *agentFlags) run(cmd *cobra.Command) error {
 	ctx := cmd.Context()
+	var pullSA types.NamespacedName
+	if f.pullSA != "" {
+		ns, n, ok := strings.Cut(f.pullSA, "/")
+		if !ok || ns == "" || n == "" || strings.Contains(n, "/") {
+			return usageError(fmt.Errorf("--pull-service-account %q: want NAMESPACE/NAME", f.pullSA))
+		}
+		pullSA = types.NamespacedName{Namespace: ns, Name: n}
+	}
 	src, err := f.git.source(f.render.reg.cacheDir)
 	if err != nil {
 		return err
@@ -111,8 +124,14 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	if err := agent.Prepare(ctx, c, counted, opts.Namespace); err != nil {
 		return err
 	}
+	keys, err := f.render.reg.keys(oci.SecretKeys(c, opts.Namespace))
+	if err != nil {
+		return err
+	}
+	secrets := oci.ClusterPullSecrets{Reader: c, Namespace: opts.Namespace, ServiceAccount: pullSA}
 	r, err := agent.NewReconciler(c, agent.Config{
-		Source: src, Interval: f.interval, Registry: f.render.reg.options(), CacheDir: f.render.reg.cacheDir,
+		VerificationKeys: keys,
+		Source:           src, Interval: f.interval, Registry: f.render.reg.clusterOptions(secrets), CacheDir: f.render.reg.cacheDir,
 		AllowedProviderPermissions: allowed, MRDs: f.render.mrds, Apply: opts, REST: counted, ReconcileTimeout: f.reconcileTO,
 	}, metrics)
 	if err != nil {
@@ -128,6 +147,7 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 		if err != nil {
 			return err
 		}
+		uopts.VerificationKeys = keys
 		u, err := update.New(src, uopts)
 		if err != nil {
 			return err

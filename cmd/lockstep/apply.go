@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/spf13/cobra"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
@@ -17,6 +19,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/git"
 	"github.com/lockstep-gitops/lockstep/internal/health"
+	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/writelock"
 )
@@ -106,6 +109,21 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	opts.DeletionProtection = f.protect
 	if err := opts.Validate(); err != nil {
 		return usageError(err)
+	}
+	lazyClient := sync.OnceValues(func() (client.Client, error) {
+		cfg, err := f.cluster.restConfig()
+		if err != nil {
+			return nil, err
+		}
+		return f.cluster.client(cfg)
+	})
+	f.render.pullSecrets = lazyPullSecrets{namespace: f.cluster.namespace, client: lazyClient}
+	f.render.clusterKeys = func(ctx context.Context, secret, key string) ([]byte, error) {
+		c, err := lazyClient()
+		if err != nil {
+			return nil, err
+		}
+		return oci.SecretKeys(c, f.cluster.namespace)(ctx, secret, key)
 	}
 	snap, err := f.render.load(ctx, cmd.ErrOrStderr(), f.cluster.namespace)
 	if err != nil {
@@ -268,4 +286,22 @@ func checkHealth(ctx context.Context, w io.Writer, c client.Reader, res *apply.R
 	}
 	fmt.Fprintln(w, line)
 	printHealth(w, rep)
+}
+
+// lazyPullSecrets reads pull secrets (oci.ClusterPullSecrets) with a
+// cluster client made on the first pull that needs one, so a command that
+// fails before any pull (a stale lock) or pulls nothing (a warm cache) does
+// not read the kubeconfig for it.
+type lazyPullSecrets struct {
+	namespace string
+	client    func() (client.Client, error)
+}
+
+// Keychain implements oci.PullSecretReader.
+func (l lazyPullSecrets) Keychain(ctx context.Context, names []string) (authn.Keychain, []string, error) {
+	c, err := l.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	return oci.ClusterPullSecrets{Reader: c, Namespace: l.namespace}.Keychain(ctx, names)
 }

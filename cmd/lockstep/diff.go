@@ -132,6 +132,10 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	keys, err := f.render.reg.keys(nil)
+	if err != nil {
+		return err
+	}
 	cache, err := oci.NewCache(f.render.reg.cacheDir)
 	if err != nil {
 		return err
@@ -149,7 +153,7 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 		snapshot.WithFetcher(newFetcher), snapshot.WithInsecureRegistries(f.render.reg.insecure),
 		snapshot.AllowMissingLock(), snapshot.AllowStale(),
 		snapshot.WithNamespace(f.namespace), snapshot.WithInstance(f.render.instance),
-		snapshot.WithAllowedProviderPermissions(allowed),
+		snapshot.WithAllowedProviderPermissions(allowed), snapshot.WithVerificationKeys(keys),
 		snapshot.WithMRDs(f.render.mrds),
 	}
 	hs, err := head.state(cmd.Context(), opts)
@@ -319,6 +323,23 @@ func (s sharedFetcher) Package(ctx context.Context, ref name.Digest) (*oci.Fetch
 	s.shared.byRef[ref.String()] = p
 	s.shared.mu.Unlock()
 	return p, nil
+}
+
+// VerificationImageConfig forwards to the wrapped Fetcher when it verifies
+// signatures (snapshot.SignatureVerifier), so diff checks them like render.
+func (s sharedFetcher) VerificationImageConfig(source string) *declarations.ImageConfig {
+	if v, ok := s.next.(snapshot.SignatureVerifier); ok {
+		return v.VerificationImageConfig(source)
+	}
+	return nil
+}
+
+// VerifySignature forwards to the wrapped Fetcher's.
+func (s sharedFetcher) VerifySignature(ctx context.Context, ref name.Digest, keys oci.KeySource) (*oci.Verification, error) {
+	if v, ok := s.next.(snapshot.SignatureVerifier); ok {
+		return v.VerifySignature(ctx, ref, keys)
+	}
+	return nil, fmt.Errorf("package %s: this fetcher cannot verify signatures", ref)
 }
 
 func writeJSONReport(path string, r *diff.Report) error {

@@ -116,6 +116,7 @@ func (f *lockFlags) runCheck(cmd *cobra.Command) error {
 		return err
 	}
 	path := s.LockName
+	printLockWarnings(cmd.ErrOrStderr(), lockfile.SkippedDependencies(s.Lock))
 	if len(s.Problems) == 0 {
 		fmt.Fprintf(out, "%s is up to date: %d packages for %d declarations, Crossplane %s\n", path, len(s.Lock.Packages), len(s.Declarations.Packages), s.Lock.CrossplaneVersion)
 		return nil
@@ -197,6 +198,14 @@ func (f *lockFlags) runVerify(cmd *cobra.Command) error {
 	return &exitError{code: exitVerify, err: err}
 }
 
+// printLockWarnings prints the lock's warnings (lockfile.SkippedDependencies)
+// as "warning:" lines on w.
+func printLockWarnings(w io.Writer, warnings []string) {
+	for _, m := range warnings {
+		fmt.Fprintf(w, "warning: %s: %s\n", lockfile.FileName, m)
+	}
+}
+
 // orDigest names an entry's pin: its version, or its digest when pinned by
 // digest only.
 func orDigest(e *lockfile.Entry) string {
@@ -238,6 +247,14 @@ func (f *lockFlags) runLock(cmd *cobra.Command, packages []string) error {
 	if err != nil {
 		return fmt.Errorf("cannot lock %s:\n%w", f.dir, err)
 	}
+	printLockWarnings(cmd.ErrOrStderr(), res.Warnings)
+	keys, err := f.reg.keys(nil)
+	if err != nil {
+		return err
+	}
+	if err := snapshot.RecordVerifications(cmd.Context(), res.Lock, client, keys, f.reg.insecure); err != nil {
+		return fmt.Errorf("cannot lock %s:\n%w", f.dir, err)
+	}
 	out := cmd.OutOrStdout()
 	changes := describeChanges(prev, res.Lock)
 	b, err := lockfile.Marshal(res.Lock)
@@ -260,6 +277,11 @@ func (f *lockFlags) runLock(cmd *cobra.Command, packages []string) error {
 			path, len(res.Lock.Packages), declared, len(res.Lock.Packages)-declared, res.Lock.CrossplaneVersion)
 		for _, c := range changes {
 			fmt.Fprintf(out, "  %s\n", c)
+		}
+	}
+	for _, e := range res.Lock.Packages {
+		if v := e.Verification; v != nil {
+			fmt.Fprintf(out, "  signature verified: %s %s by ImageConfig %s authority %s (signature %s)\n", e.Kind, e.Name, v.ImageConfig, v.Authority, v.Signature)
 		}
 	}
 	fmt.Fprintf(out, "%d %s kept from the lock; %s\n", res.Kept, plural(res.Kept, "pin", "pins"), client.Stats())

@@ -27,6 +27,12 @@ type renderFlags struct {
 	allowedPermissions string
 	// mrds is mrdFlag (snapshot.WithMRDs).
 	mrds bool
+	// clusterKeys, when set (apply), reads the verification keys that no
+	// --verification-key names from the cluster's Secrets.
+	clusterKeys oci.KeySource
+	// pullSecrets, set by commands that have a cluster (apply), reads the
+	// packages' and ImageConfigs' pull secrets from it (oci.Options).
+	pullSecrets oci.PullSecretReader
 }
 
 func (f *renderFlags) register(fl *pflag.FlagSet) {
@@ -56,8 +62,13 @@ func (f *renderFlags) load(ctx context.Context, warn io.Writer, namespace string
 	if err != nil {
 		return nil, err
 	}
+	keys, err := f.reg.keys(f.clusterKeys)
+	if err != nil {
+		return nil, err
+	}
 	opts := append([]snapshot.Option{
-		snapshot.WithFetcher(snapshot.Registry(f.reg.options(), cache)),
+		snapshot.WithVerificationKeys(keys),
+		snapshot.WithFetcher(snapshot.Registry(f.reg.clusterOptions(f.pullSecrets), cache)),
 		snapshot.WithInsecureRegistries(f.reg.insecure),
 		snapshot.WithNamespace(namespace),
 		snapshot.WithInstance(f.instance),

@@ -26,13 +26,25 @@ type registryFlags struct {
 	insecure       []string
 	registryConfig string
 	timeout        time.Duration
+	keyFiles       []string
 }
 
 func (f *registryFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "directory of the content-addressed package cache")
 	cmd.Flags().StringArrayVar(&f.insecure, "insecure-registry", nil, "registry `HOST` (host or host:port) reached over plain HTTP; repeatable")
 	cmd.Flags().StringVar(&f.registryConfig, "registry-config", "", "Docker config `FILE` with registry credentials (default: the Docker and Podman default locations)")
+	cmd.Flags().StringArrayVar(&f.keyFiles, "verification-key", nil, "`SECRET[/KEY]=FILE`: the cosign public key (PEM) that an ImageConfig spec.verification key authority names by secretRef, read from FILE instead of the cluster; repeatable")
 	cmd.Flags().DurationVar(&f.timeout, "registry-timeout", oci.DefaultTimeout, "longest wait for any progress of one registry request (connect, TLS, answer, each read of a layer); a timed-out request is retried twice; 0: no bound")
+}
+
+// keys returns the signature verification keys of --verification-key,
+// asking fallback (nil: none) for a Secret no flag names.
+func (f *registryFlags) keys(fallback oci.KeySource) (oci.KeySource, error) {
+	files, err := oci.ParseKeyFlags(f.keyFiles)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	return oci.FileKeys(files, fallback), nil
 }
 
 func (f *registryFlags) options() oci.Options {
@@ -41,6 +53,16 @@ func (f *registryFlags) options() oci.Options {
 		timeout = -1 // --registry-timeout 0: no bound, as negative values
 	}
 	return oci.Options{InsecureRegistries: f.insecure, RegistryConfig: f.registryConfig, UserAgent: "lockstep/" + version, Timeout: timeout}
+}
+
+// clusterOptions are options with the pull secrets of a command that has a
+// cluster: its packages' packagePullSecrets and its ImageConfigs' pull
+// secrets are read from there and tried before the Docker config
+// (oci.Options.PullSecrets); nil reads none.
+func (f *registryFlags) clusterOptions(secrets oci.PullSecretReader) oci.Options {
+	o := f.options()
+	o.PullSecrets = secrets
+	return o
 }
 
 // clusterFlags are the flags of every command that talks to a cluster.
@@ -77,6 +99,16 @@ func (f *clusterFlags) client(cfg *rest.Config) (client.Client, error) {
 		bounded.Wrap(func(rt http.RoundTripper) http.RoundTripper { return kubeTimeout{next: rt, after: f.timeout} })
 	}
 	return newClient(bounded)
+}
+
+// connect returns the client of a command that needs nothing but it:
+// restConfig, then client.
+func (f *clusterFlags) connect() (client.Client, error) {
+	cfg, err := f.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	return f.client(cfg)
 }
 
 // kubeTimeout names the API server and --kube-timeout in the error of a
@@ -153,6 +185,7 @@ Exit codes:
 	}
 	root.AddCommand(
 		newXpkgCommand(),
+		newBundleCommand(),
 		newLockCommand(),
 		newUpdateCommand(),
 		newRenderCommand(),
@@ -160,6 +193,8 @@ Exit codes:
 		newApplyCommand(),
 		newStatusCommand(),
 		newActivateCommand(),
+		newSuspendCommand(true),
+		newSuspendCommand(false),
 		newAgentCommand(),
 	)
 	// -v is apply's --verbose; --version keeps no shorthand so that -v

@@ -28,11 +28,7 @@ package keeps although its current revision no longer ships them.`,
 		Example: `  lockstep status --kubeconfig ~/.kube/prod`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := cl.restConfig()
-			if err != nil {
-				return err
-			}
-			c, err := cl.client(cfg)
+			c, err := cl.connect()
 			if err != nil {
 				return err
 			}

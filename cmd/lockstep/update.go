@@ -177,6 +177,9 @@ func (f *updateFlags) options(reg registryFlags, jobs int) (update.Options, erro
 	if opts.Cache, err = oci.NewCache(reg.cacheDir); err != nil {
 		return update.Options{}, err
 	}
+	if opts.VerificationKeys, err = reg.keys(nil); err != nil {
+		return update.Options{}, err
+	}
 	return opts, nil
 }
 

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
-	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
 
@@ -16,19 +14,7 @@ import (
 // as crossplane-contrib/provider-nop:<tag> and returns its digest.
 func pushNop(t *testing.T, reg *registry.Registry, version, tag string) string {
 	t.Helper()
-	td := os.Getenv("LOCKSTEP_TESTDATA")
-	if td == "" {
-		t.Skip("LOCKSTEP_TESTDATA is not set: provider-nop v0.2.1 and v0.4.0 come from $LOCKSTEP_TESTDATA/packages")
-	}
-	img, err := xpkg.Build(filepath.Join(td, "packages", "provider-nop-"+version))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := xpkg.Push(context.Background(), img, reg.Ref(t, "crossplane-contrib/provider-nop:"+tag), reg.RemoteOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d.String()
+	return pushUpstream(t, reg, "provider-nop-"+version, "crossplane-contrib/provider-nop", tag)
 }
 
 // TestLockSwappedDigest is issue 15 item 8's scenario: provider-nop v0.4.0

@@ -37,6 +37,14 @@ type fixture struct {
 	repo *gittest.Remote
 	dir  string // a working copy of the declarations the test edits
 	ns   string
+	// pull reads pull secrets from the cluster for lock and the agent;
+	// nil reads none.
+	pull oci.PullSecretReader
+}
+
+// regOptions are the registry options of the fixture's lock and agent.
+func (f *fixture) regOptions() oci.Options {
+	return oci.Options{InsecureRegistries: []string{f.reg.Host}, PullSecrets: f.pull}
 }
 
 func newFixture(t *testing.T, ns string) *fixture {
@@ -116,7 +124,7 @@ func (f *fixture) lock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := oci.NewClient(oci.Options{InsecureRegistries: []string{f.reg.Host}}, cache, set.ImageConfigs)
+	c, err := oci.NewClient(f.regOptions(), cache, set.ImageConfigs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +177,7 @@ func (f *fixture) reconciler(t *testing.T) *agent.Reconciler {
 	r, err := agent.NewReconciler(f.env.Client, agent.Config{
 		Source:   f.source(t),
 		Interval: time.Second,
-		Registry: oci.Options{InsecureRegistries: []string{f.reg.Host}},
+		Registry: f.regOptions(),
 		CacheDir: t.TempDir(),
 		REST:     f.env.Config,
 		Apply:    opts,
@@ -178,6 +186,16 @@ func (f *fixture) reconciler(t *testing.T) *agent.Reconciler {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// configurationDemo declares the example Configuration at version.
+func configurationDemo(version string) string {
+	return `apiVersion: pkg.crossplane.io/v1
+kind: Configuration
+metadata:
+  name: configuration-demo
+spec:
+  package: lockstep.example/lockstep-examples/configuration-demo:` + version + "\n"
 }
 
 // reconcileUntilHealthy reconciles, as the agent's loop does while packages
@@ -236,13 +254,7 @@ func activeRevision(t *testing.T, c client.Client, kind, name string) string {
 // what a commit removes.
 func TestAgentFollowsGit(t *testing.T) {
 	f := newFixture(t, "agent-e2e")
-	f.write(t, "platform.yaml", `apiVersion: pkg.crossplane.io/v1
-kind: Configuration
-metadata:
-  name: configuration-demo
-spec:
-  package: lockstep.example/lockstep-examples/configuration-demo:v0.1.0
-`)
+	f.write(t, "platform.yaml", configurationDemo("v0.1.0"))
 	f.write(t, "provider.yaml", `apiVersion: pkg.crossplane.io/v1
 kind: Provider
 metadata:
@@ -305,13 +317,7 @@ spec:
 
 	// A commit that changes a declaration without re-locking: stalled, and
 	// the last good state stays.
-	f.write(t, "platform.yaml", `apiVersion: pkg.crossplane.io/v1
-kind: Configuration
-metadata:
-  name: configuration-demo
-spec:
-  package: lockstep.example/lockstep-examples/configuration-demo:v0.2.0
-`)
+	f.write(t, "platform.yaml", configurationDemo("v0.2.0"))
 	third := f.commit(t, "forget to lock")
 	_, err = r.Reconcile(context.Background())
 	var se *agent.StepError

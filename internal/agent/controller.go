@@ -52,7 +52,7 @@ func requeueAfter(out *Outcome, err error, interval, progress time.Duration) tim
 	if progress <= 0 {
 		progress = defaultProgressInterval
 	}
-	if err == nil && out != nil && out.Health.Status != status.CurrentStatus {
+	if err == nil && out != nil && !out.suspended && out.Health.Status != status.CurrentStatus {
 		return min(progress, interval)
 	}
 	return interval
@@ -93,7 +93,17 @@ func specEdited(want v1alpha1.SyncSpec) predicate.Funcs {
 		CreateFunc: func(event.CreateEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			s, ok := e.ObjectNew.(*v1alpha1.Sync)
-			return !ok || s.Spec != want
+			if !ok {
+				return true
+			}
+			// spec.suspend is the user's (lockstep suspend|resume): a
+			// change of it reconciles at once, its value is no edit.
+			if old, ok := e.ObjectOld.(*v1alpha1.Sync); ok && old.Spec.Suspend != s.Spec.Suspend {
+				return true
+			}
+			spec := s.Spec
+			spec.Suspend = false
+			return spec != want
 		},
 	}
 }

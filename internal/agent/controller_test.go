@@ -7,7 +7,9 @@ import (
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/lockstep-gitops/lockstep/internal/agent/api/v1alpha1"
 	"github.com/lockstep-gitops/lockstep/internal/health"
 )
 
@@ -51,6 +53,38 @@ func TestRequeueAfter(t *testing.T) {
 			got := requeueAfter(tc.out, tc.err, tc.interval, tc.progress)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\nrequeueAfter(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestSpecEdited(t *testing.T) {
+	want := v1alpha1.SyncSpec{URL: "https://git.example/p.git", Ref: "main", Path: "dev", Interval: "1m0s"}
+	with := func(mutate func(*v1alpha1.SyncSpec)) *v1alpha1.Sync {
+		s := &v1alpha1.Sync{Spec: want}
+		if mutate != nil {
+			mutate(&s.Spec)
+		}
+		return s
+	}
+	suspended := func(s *v1alpha1.SyncSpec) { s.Suspend = true }
+	cases := map[string]struct {
+		reason   string
+		old, new *v1alpha1.Sync
+		want     bool
+	}{
+		"StatusWrite":    {"The agent's own status write is no reason to reconcile.", with(nil), with(nil), false},
+		"StillSuspended": {"A status write while suspended is none either: spec.suspend is not an edit.", with(suspended), with(suspended), false},
+		"Suspended":      {"lockstep suspend reconciles at once, so the status says Suspended.", with(nil), with(suspended), true},
+		"Resumed":        {"lockstep resume reconciles at once.", with(suspended), with(nil), true},
+		"SourceEdited":   {"An edit of the source fields is written back.", with(nil), with(func(s *v1alpha1.SyncSpec) { s.Ref = "other" }), true},
+	}
+	p := specEdited(want)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := p.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new})
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nUpdate: -want +got\n%s", tc.reason, diff)
 			}
 		})
 	}

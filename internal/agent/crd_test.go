@@ -129,7 +129,7 @@ func fullSync(ns string) *v1alpha1.Sync {
 	t := metav1.NewTime(time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC))
 	return &v1alpha1.Sync{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ns},
-		Spec:       v1alpha1.SyncSpec{URL: "https://git.example/platform.git", Ref: "main", Path: "clusters/dev", Interval: "1m0s"},
+		Spec:       v1alpha1.SyncSpec{URL: "https://git.example/platform.git", Ref: "main", Path: "clusters/dev", Interval: "1m0s", Suspend: true},
 		Status: v1alpha1.SyncStatus{
 			ObservedGeneration: 1,
 			Conditions: []metav1.Condition{{

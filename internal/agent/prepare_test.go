@@ -52,6 +52,12 @@ func TestStepError(t *testing.T) {
 			want:   &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Err: cause},
 		},
 		{
+			name:   "Verify",
+			reason: "a package whose signature does not verify is refused under the payload step and retried, since a key Secret or a signature may be added",
+			err:    &snapshot.StepError{Step: snapshot.StepVerify, Err: cause},
+			want:   &StepError{Step: StepPayload, Reason: ReasonSignatureRefused, Err: cause},
+		},
+		{
 			name:   "Payload",
 			reason: "a package whose payload defines types in a protected API group is refused at the payload step, not reported as a render failure, and stalls",
 			err:    &snapshot.StepError{Step: snapshot.StepPayload, Err: cause},

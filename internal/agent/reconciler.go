@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,10 @@ type Config struct {
 	// they honour their context (every Git, registry and API request
 	// does); the liveness check of Run covers the rest.
 	ReconcileTimeout time.Duration
+	// VerificationKeys gives the public keys of ImageConfig
+	// spec.verification key authorities; nil means the Secrets they name
+	// in Apply.Namespace (oci.SecretKeys), read on every reconcile.
+	VerificationKeys oci.KeySource
 }
 
 // DefaultReconcileTimeout is Config.ReconcileTimeout's default: ten
@@ -133,6 +138,9 @@ type Outcome struct {
 	Warnings []string
 
 	lockDigest string
+	// suspended is set when the Sync's spec.suspend stopped the reconcile
+	// before the source step.
+	suspended bool
 	// refused is set when Commit was refused before apply; reapplyErr is
 	// why the re-apply of the last render failed.
 	refused    bool
@@ -149,14 +157,17 @@ type Reconciler struct {
 	last *rendered
 	// warned is the last commit whose declarations' warnings a reconcile
 	// reported (Outcome.Warnings).
-	warned  string
-	updater *update.Updater
-	cfg     Config
-	src     Source
-	c       client.Client
-	mgr     *apply.Manager
-	cache   *oci.Cache
-	metrics *Metrics
+	warned string
+	// lastResult is the result of the last apply without a failed
+	// package, whose health a suspended reconcile reads again.
+	lastResult *apply.Result
+	updater    *update.Updater
+	cfg        Config
+	src        Source
+	c          client.Client
+	mgr        *apply.Manager
+	cache      *oci.Cache
+	metrics    *Metrics
 	// red scrubs the credentials of the Git source from every error a
 	// reconcile returns, and so from the status, Events and logs.
 	red redact.Redactor
@@ -253,7 +264,9 @@ func NewReconciler(c client.Client, cfg Config, metrics *Metrics, opts ...Option
 func (r *Reconciler) SetUpdater(u *update.Updater) { r.updater = u }
 
 // Reconcile runs one reconcile: source, declarations, lock, packages,
-// render, apply, health, then the Sync status. A step that fails stops the
+// render, apply, health, then the Sync status. While the Sync's
+// spec.suspend is true it only reads the health of what the last apply
+// installed and writes the status (Reconciling=False, reason Suspended). A step that fails stops the
 // reconcile and leaves the cluster as the last good commit left it. The
 // returned error is a *StepError; the Sync status says the same. The steps
 // run under Config.ReconcileTimeout; the status is written under ctx.
@@ -345,10 +358,19 @@ type rendered struct {
 	commit, lockDigest string
 	out                *render.Output
 	replaces           map[string][]string
+	// lock and imageConfigs are the commit's, for the signature
+	// verification each reconcile repeats (verifyAgain).
+	lock         *lockfile.Lock
+	imageConfigs []declarations.ImageConfig
 }
 
 func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	out := &Outcome{}
+	if suspended, err := r.suspended(ctx); err != nil {
+		return out, &StepError{Step: StepSource, Reason: ReasonApplyFailed, Err: err}
+	} else if suspended {
+		return r.reconcileSuspended(ctx)
+	}
 	art, err := r.src.Checkout(ctx)
 	if err != nil {
 		return out, &StepError{Step: StepSource, Reason: ReasonGitOperationFailed, Err: err}
@@ -368,6 +390,10 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 			r.reapply(ctx, out)
 			return out, err
 		}
+	} else if err := r.verifyAgain(ctx, rd); err != nil {
+		// The commit applied before no longer verifies (a signature or
+		// key changed): nothing is written; what is installed stays.
+		return out, err
 	}
 	err = r.applyRendered(ctx, rd, out)
 	var se *StepError
@@ -380,6 +406,34 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	}
 	r.last = rd
 	return out, err
+}
+
+// verifyAgain verifies the cosign signatures of rd's locked packages once
+// more (snapshot.VerifySignatures), for a commit whose render is reused:
+// the snapshot's verify step ran when it was rendered, and verification
+// must hold on every reconcile, cache hit or not (issue 18). A refusal is
+// the verify step's StepError (SignatureRefused, retried).
+func (r *Reconciler) verifyAgain(ctx context.Context, rd *rendered) error {
+	if rd.lock == nil || !slices.ContainsFunc(rd.imageConfigs, func(ic declarations.ImageConfig) bool { return ic.Spec.Verification != nil }) {
+		return nil
+	}
+	c, err := oci.NewClient(r.cfg.Registry, r.cache, rd.imageConfigs)
+	if err != nil {
+		return stepError(&snapshot.StepError{Step: snapshot.StepRegistry, Err: err})
+	}
+	if _, err := snapshot.VerifySignatures(ctx, rd.lock, c, r.keys(), r.cfg.Registry.InsecureRegistries); err != nil {
+		return stepError(&snapshot.StepError{Step: snapshot.StepVerify, Err: err})
+	}
+	return nil
+}
+
+// keys returns Config.VerificationKeys, or the Secrets in the Crossplane
+// namespace (oci.SecretKeys).
+func (r *Reconciler) keys() oci.KeySource {
+	if r.cfg.VerificationKeys != nil {
+		return r.cfg.VerificationKeys
+	}
+	return oci.SecretKeys(r.c, r.cfg.Apply.Namespace)
 }
 
 // reapply applies the last render again while out.Commit is refused, and
@@ -467,7 +521,8 @@ func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered,
 		snapshot.WithNamespace(r.cfg.Apply.Namespace),
 		snapshot.WithInstance(r.cfg.Apply.Instance),
 		snapshot.WithAllowedProviderPermissions(r.cfg.AllowedProviderPermissions),
-		snapshot.WithMRDs(r.cfg.MRDs))
+		snapshot.WithMRDs(r.cfg.MRDs),
+		snapshot.WithVerificationKeys(r.keys()))
 	if r.metrics != nil && client != nil {
 		st := client.Stats()
 		for kind, n := range map[string]int{"HEAD": st.Head, "tags": st.Tags, "manifest": st.Manifests, "blob": st.Blobs, "other": st.Other} {
@@ -493,7 +548,8 @@ func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered,
 	if err != nil {
 		return nil, warnings, stepError(err)
 	}
-	return &rendered{commit: art.Commit, lockDigest: snap.LockDigest, out: ro, replaces: snap.Replaces}, warnings, nil
+	return &rendered{commit: art.Commit, lockDigest: snap.LockDigest, out: ro, replaces: snap.Replaces,
+		lock: snap.Lock, imageConfigs: snap.Declarations.ImageConfigs}, warnings, nil
 }
 
 // stepError maps a snapshot step's error to the agent's step, Sync reason
@@ -515,6 +571,8 @@ func stepError(err error) *StepError {
 		return &StepError{Step: StepPackages, Reason: ReasonRegistryConfig, Stalled: true, Err: se.Err}
 	case snapshot.StepFetch:
 		return &StepError{Step: StepPackages, Reason: ReasonArtifactFailed, Err: se.Err}
+	case snapshot.StepVerify:
+		return &StepError{Step: StepPayload, Reason: ReasonSignatureRefused, Err: se.Err}
 	case snapshot.StepPayload:
 		return &StepError{Step: StepPayload, Reason: ReasonPayloadRefused, Stalled: true, Err: se.Err}
 	case snapshot.StepInput:
@@ -550,6 +608,7 @@ func (r *Reconciler) applyRendered(ctx context.Context, rd *rendered, out *Outco
 		return &StepError{Step: StepApply, Reason: ReasonApplyFailed, Stalled: true, Err: perr}
 	}
 	out.Applied = true
+	r.lastResult = res
 	if err := r.readHealth(ctx, res, out); err != nil {
 		return &StepError{Step: StepHealth, Reason: ReasonHealthCheckFailed, Err: err}
 	}

@@ -146,6 +146,17 @@ func nextStatus(prev *v1alpha1.SyncStatus, o *Outcome, rerr error, generation in
 	}
 	var se *StepError
 	switch {
+	case o.suspended && rerr == nil:
+		// Flux's kustomize-controller: a suspended object is not
+		// reconciled; Ready and Stalled keep what the last reconcile said.
+		if o.Report != nil {
+			st.Packages = o.Packages
+		}
+		msg := "Reconciliation is suspended (spec.suspend): nothing is applied until lockstep resume"
+		if st.LastAppliedCommit != "" {
+			msg += fmt.Sprintf("; commit %s stays applied", short(st.LastAppliedCommit))
+		}
+		set(ConditionReconciling, metav1.ConditionFalse, ReasonSuspended, msg)
 	case errors.As(rerr, &se):
 		msg := fmt.Sprintf("%s failed at commit %s%s: %s", se.Step, short(o.Commit), reapplyNote(st.LastAppliedCommit, o), oneLine(se.Err.Error()))
 		set(ConditionReady, metav1.ConditionFalse, se.Reason, msg)

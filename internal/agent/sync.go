@@ -57,9 +57,14 @@ const (
 	ReasonRegistryConfig     = "RegistryConfigInvalid"
 	ReasonArtifactFailed     = "ArtifactFailed"
 	ReasonPayloadRefused     = "PayloadRefused"
-	ReasonInputInvalid       = "RenderInputInvalid"
-	ReasonRenderFailed       = "RenderFailed"
-	ReasonApplyFailed        = "ApplyFailed"
+	// ReasonSignatureRefused: a locked package's cosign signature did not
+	// verify against its ImageConfig's spec.verification (the snapshot's
+	// verify step); nothing of the commit is applied, and the reconcile is
+	// retried at the next interval (a key Secret or a signature may come).
+	ReasonSignatureRefused = "SignatureRefused"
+	ReasonInputInvalid     = "RenderInputInvalid"
+	ReasonRenderFailed     = "RenderFailed"
+	ReasonApplyFailed      = "ApplyFailed"
 	// ReasonWriteLockHeld: another apply (`lockstep apply`) holds the
 	// instance's write Lease (internal/writelock); the reconcile is
 	// retried at the next interval.

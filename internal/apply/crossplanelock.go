@@ -148,6 +148,13 @@ func (r *run) lockPackages(have []any) []any {
 		}
 		switch {
 		case active == "":
+		case p.res.Paused:
+			// A paused package keeps its entry as it is, like everything
+			// else of it (docs/design.md#pausing).
+			if byName[active] != nil {
+				want[active] = byName[active]
+				order = append(order, active)
+			}
 		case active == p.po.Revision.Name:
 			want[active] = p.po.Lock.Object()
 			order = append(order, active)

@@ -308,6 +308,11 @@ type PackageResult struct {
 	// reasons (internal/plan): its revision's activation, the revisions
 	// it garbage collected, or the prune of a package gone from Git.
 	Plan []plan.Decision
+	// Paused is set for a package whose declaration carries
+	// lockstep.io/paused: "true": nothing of it was written, pruned or
+	// garbage collected, and its inventory entry is kept as it was
+	// (docs/design.md#pausing).
+	Paused bool
 	// Health names the objects that decide the package's health (its
 	// record, current revision and runtime Deployment) for health.Check;
 	// it has no objects for a pruned package.
@@ -400,6 +405,10 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 	for _, group := range packageGroups(out, r.replacedBy, meta.Replaces) {
 		g.Go(func() error {
 			for _, i := range group {
+				if out.Packages[i].Paused {
+					pkgs[i] = r.pausedPackage(out.Packages[i])
+					continue
+				}
 				pkgs[i] = r.applyPackage(ctx, out.Packages[i])
 			}
 			return nil

@@ -226,9 +226,9 @@ func (r *run) finish(ctx context.Context) {
 
 	inv := &inventory.Inventory{Instance: r.opts.Instance}
 	for _, p := range r.pkgs {
-		if p.res.Err != nil && !p.recorded {
-			// Refused before its first write: it keeps the entry of what
-			// it installed before, unchanged, or gets none.
+		if p.res.Paused || p.res.Err != nil && !p.recorded {
+			// Paused, or refused before its first write: it keeps the
+			// entry of what it installed before, unchanged, or gets none.
 			if prev := old.Package(p.key.Kind, p.key.Name); prev != nil {
 				keep := *prev
 				keep.Entries = slices.Clone(prev.Entries)

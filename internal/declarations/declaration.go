@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -52,6 +53,19 @@ type Declaration struct {
 	// Ref is spec.package parsed with name.StrictValidation: a name.Tag, or a
 	// name.Digest when the reference carries a digest.
 	Ref name.Reference
+}
+
+// AnnotationPaused on a package declaration, set to "true", freezes the
+// package's installed state (docs/design.md#pausing): apply neither
+// upgrades, re-applies nor prunes it, and diff says so. It does not
+// change Set.Digest, so pausing or resuming a package needs no new lock.
+// Flux's kustomize-controller has the same switch for a whole
+// Kustomization (spec.suspend); this one is per package.
+const AnnotationPaused = "lockstep.io/paused"
+
+// Paused reports whether the declaration carries AnnotationPaused "true".
+func (d Declaration) Paused() bool {
+	return d.Object.Annotations[AnnotationPaused] == "true"
 }
 
 // PackageRef returns the declaration's kind and name as a
@@ -136,7 +150,7 @@ type digestContent struct {
 // Digest returns "sha256:<hex>" of a canonical JSON encoding of the set's
 // packages (kind, metadata, defaulted spec and runtimeConfigRef),
 // DeploymentRuntimeConfigs and ImageConfigs, each sorted by kind and name.
-// Locations, Ref and Ignored are left out.
+// Locations, Ref, Ignored and the AnnotationPaused annotation are left out.
 //
 // The lockfile records it to tell, without the network, whether the
 // declarations changed since the last lock: moving, renaming or reordering
@@ -153,7 +167,17 @@ func (s *Set) Digest() string {
 		ImageConfigs:   sortedCopy(s.ImageConfigs, func(i ImageConfig) string { return i.Name }),
 	}
 	for _, d := range sortedCopy(s.Packages, func(d Declaration) string { return d.PackageRef().String() }) {
-		c.Packages = append(c.Packages, digestPackage{Kind: string(d.Kind), Metadata: d.Object, Spec: d.Spec, RuntimeConfigRef: d.RuntimeConfigRef})
+		meta := d.Object
+		if _, ok := meta.Annotations[AnnotationPaused]; ok {
+			// Pausing is not resolved: it needs no new lock. Without the
+			// annotation the encoding is what it always was.
+			meta.Annotations = maps.Clone(meta.Annotations)
+			delete(meta.Annotations, AnnotationPaused)
+			if len(meta.Annotations) == 0 {
+				meta.Annotations = nil
+			}
+		}
+		c.Packages = append(c.Packages, digestPackage{Kind: string(d.Kind), Metadata: meta, Spec: d.Spec, RuntimeConfigRef: d.RuntimeConfigRef})
 	}
 	b, err := json.Marshal(c)
 	if err != nil {

@@ -174,6 +174,15 @@ func TestDigestStable(t *testing.T) {
 					"key: cosign.pub}}", "key: cosign.pub}, hashAlgorithm: sha256}"),
 			},
 		},
+		"PausedAnnotation": {
+			reason: "Pausing a package (lockstep.io/paused) needs no new lock: the annotation is left out (docs/design.md#pausing).",
+			files: func() map[string]string {
+				f := digestBase()
+				f["platform/conf.yaml"] = replaceOnce(digestConfiguration, "name: platform-ref\n", "name: platform-ref\n  annotations: {lockstep.io/paused: \"true\"}\n")
+				f["providers.yaml"] = replaceOnce(f["providers.yaml"], "labels: {team: platform}\n", "labels: {team: platform}\n  annotations: {lockstep.io/paused: \"false\"}\n")
+				return f
+			}(),
+		},
 		"IgnoredObjectsAdded": {
 			reason: "Objects lockstep does not manage are not part of the digest.",
 			files: func() map[string]string {

@@ -241,6 +241,12 @@ func (c *comparer) pkg(a, b *pkgState) (*PackageChange, error) {
 	if b != nil && pc.Change != Removed {
 		c.checkFunctions(pc, b)
 	}
+	if b != nil && b.out != nil && b.out.Paused {
+		pc.Paused = true
+		if pc.Change != "" || len(pc.Settings) > 0 || len(pc.Dependencies) > 0 || pc.Payload != nil || pc.Runtime != nil || len(pc.RBAC) > 0 {
+			c.warnings = append(c.warnings, fmt.Sprintf("%s %s: paused (lockstep.io/paused: \"true\"): apply keeps its installed state; these changes are not applied until the annotation is removed", pc.Kind, pc.Name))
+		}
+	}
 	if pc.Change == "" {
 		if len(pc.Settings) == 0 && len(pc.Dependencies) == 0 && pc.Payload == nil && pc.Runtime == nil && len(pc.RBAC) == 0 && pc.Activation == nil {
 			return nil, nil
@@ -249,6 +255,15 @@ func (c *comparer) pkg(a, b *pkgState) (*PackageChange, error) {
 	}
 	pc.Breaking = countBreaking(pc) > 0
 	return pc, nil
+}
+
+// verificationString describes how a lock entry's signature was verified
+// (lockfile.Entry.Verification), "" when it was not.
+func verificationString(v *lockfile.Verification) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprintf("ImageConfig %s authority %s", v.ImageConfig, v.Authority)
 }
 
 func pin(p *pkgState) *Pin {
@@ -313,6 +328,9 @@ func settings(a, b *pkgState) []FieldChange {
 	}
 	if a.entry.CrossplaneConstraint != b.entry.CrossplaneConstraint {
 		out = append(out, FieldChange{Field: "crossplaneConstraint", Base: a.entry.CrossplaneConstraint, Head: b.entry.CrossplaneConstraint})
+	}
+	if va, vb := verificationString(a.entry.Verification), verificationString(b.entry.Verification); va != vb {
+		out = append(out, FieldChange{Field: "verification", Base: va, Head: vb})
 	}
 	if a.entry.IgnoreCrossplaneConstraints != b.entry.IgnoreCrossplaneConstraints {
 		out = append(out, FieldChange{Field: "ignoreCrossplaneConstraints", Base: strconv.FormatBool(a.entry.IgnoreCrossplaneConstraints), Head: strconv.FormatBool(b.entry.IgnoreCrossplaneConstraints)})

@@ -211,3 +211,57 @@ func TestPinChange(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareVerification: the lock's record of how a package's signature
+// was verified is a setting; losing it (verified at base, not at head) is
+// breaking, gaining it is not (issue 18).
+func TestCompareVerification(t *testing.T) {
+	const provider = "lockstep-examples-provider-demo"
+	verified := &lockfile.Verification{ImageConfig: "signed", Authority: "release-key", Signature: "sha256:" + strings.Repeat("a", 64)}
+	cases := map[string]struct {
+		reason       string
+		base, head   *lockfile.Verification
+		want         []FieldChange
+		wantBreaking bool
+	}{
+		"Lost": {
+			reason: "a package that was verified and now is not is breaking",
+			base:   verified,
+			want:   []FieldChange{{Field: "verification", Base: "ImageConfig signed authority release-key"}},
+
+			wantBreaking: true,
+		},
+		"Gained": {
+			reason: "a package now verified is a change, not a breaking one",
+			head:   verified,
+			want:   []FieldChange{{Field: "verification", Head: "ImageConfig signed authority release-key"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			base := testState(t, "base", exampleSpecs(t, "v0.2.0", "v0.2.0"), nil)
+			head := testState(t, "head", exampleSpecs(t, "v0.2.0", "v0.2.0"), nil)
+			for _, s := range []struct {
+				st *State
+				v  *lockfile.Verification
+			}{{base, tc.base}, {head, tc.head}} {
+				for i := range s.st.Lock.Packages {
+					if s.st.Lock.Packages[i].Name == provider {
+						s.st.Lock.Packages[i].Verification = s.v
+					}
+				}
+			}
+			r, err := Compare(base, head, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := mustPackage(t, r, provider)
+			if diff := cmp.Diff(tc.want, p.Settings); diff != "" {
+				t.Errorf("%s\nsettings: -want +got:\n%s", tc.reason, diff)
+			}
+			if p.Breaking != tc.wantBreaking || r.Failed(FailOnBreaking) != tc.wantBreaking {
+				t.Errorf("%s\nbreaking %v, --fail-on breaking fails %v, want %v", tc.reason, p.Breaking, r.Failed(FailOnBreaking), tc.wantBreaking)
+			}
+		})
+	}
+}

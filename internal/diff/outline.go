@@ -129,6 +129,9 @@ func packageOutline(pc *PackageChange) *node {
 		n.text += fmt.Sprintf(" (%d breaking)", countBreaking(pc))
 	}
 	n.add(0, sevPlain, "source "+code(pc.Source))
+	if pc.Paused {
+		n.add('!', sevAttention, "PAUSED (lockstep.io/paused: \"true\"): apply keeps the installed state; nothing here is applied until the annotation is removed")
+	}
 	switch {
 	case pc.Change == Repinned:
 		n.add('!', sevAttention, fmt.Sprintf("RE-PINNED: tag %s was pushed again with other content: digest %s; ask the publisher why before merging",

@@ -152,13 +152,20 @@ type PackageChange struct {
 	Head *Pin `json:"head,omitempty"`
 	// Breaking is true when any change of this package is breaking.
 	Breaking bool `json:"breaking"`
+	// Paused is true when the head declares the package with
+	// lockstep.io/paused: "true": apply keeps its installed state, so
+	// none of the changes below is applied until the annotation is
+	// removed (docs/design.md#pausing).
+	Paused bool `json:"paused,omitempty"`
 	// Settings are changes of the package's declared settings and metadata:
 	// the rendered package record's metadata and spec
 	// (spec.revisionActivationPolicy, spec.revisionHistoryLimit,
 	// spec.runtimeConfigRef.name, spec.packagePullPolicy, ...), whether it
 	// is declared or only a dependency ("declared"), its Crossplane version
-	// constraint ("crossplaneConstraint"), capabilities ("capabilities") and
-	// package metadata labels ("packageLabels").
+	// constraint ("crossplaneConstraint"), capabilities ("capabilities"),
+	// package metadata labels ("packageLabels") and how its signature was
+	// verified at lock time ("verification": ImageConfig and authority, ""
+	// when not verified; losing it is breaking).
 	Settings []FieldChange `json:"settings,omitempty"`
 	// Dependencies are the dependency edges gained, lost or re-constrained.
 	Dependencies []DependencyChange `json:"dependencies,omitempty"`

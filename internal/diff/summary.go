@@ -5,6 +5,12 @@ package diff
 // dropped objects deleted with their data.
 func countBreaking(pc *PackageChange) int {
 	n := 0
+	for _, f := range pc.Settings {
+		// A package whose signature was verified and no longer is.
+		if f.Field == "verification" && f.Base != "" && f.Head == "" {
+			n++
+		}
+	}
 	if p := pc.Payload; p != nil {
 		for _, d := range p.Definitions {
 			n += definitionBreaking(&d)

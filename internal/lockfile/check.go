@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/Masterminds/semver/v3"
 
@@ -31,6 +32,9 @@ const (
 	// Unsatisfied: an entry no longer satisfies its declaration, a
 	// dependent's constraint or kind, or the Crossplane version.
 	Unsatisfied ProblemKind = "Unsatisfied"
+	// Conflict: two locked packages ship the same CustomResourceDefinition
+	// (CRDConflicts).
+	Conflict ProblemKind = "Conflict"
 )
 
 // Problem is one way a lock does not match its declarations.
@@ -57,7 +61,8 @@ func (p Problem) String() string { return p.Subject + ": " + p.Message }
 // satisfies its constraint; an entry that no declaration reaches; an entry
 // whose spec.crossplane.version excludes the Crossplane version (unless its
 // current declaration ignores it); and a declared source that a locked
-// package replaces. The lock's dependency edges are trusted: they come from
+// package replaces; and two entries that ship the same CRD (CRDConflicts).
+// The lock's dependency edges are trusted: they come from
 // package metadata, which a digest pins.
 func Check(set *declarations.Set, lock *Lock, opts Options) []Problem {
 	if lock == nil {
@@ -124,6 +129,9 @@ func Check(set *declarations.Set, lock *Lock, opts Options) []Problem {
 		if ref.digest != "" && ref.digest != e.Digest {
 			add(Unsatisfied, subject, "declares digest %s, but the lock pins %s", ref.digest, e.Digest)
 		}
+		if d.Spec.SkipDependencyResolution != e.SkipDependencyResolution {
+			add(Unsatisfied, subject, "declares skipDependencyResolution: %t, but the lock records %t", d.Spec.SkipDependencyResolution, e.SkipDependencyResolution)
+		}
 	}
 
 	var cv *semver.Version
@@ -145,6 +153,9 @@ func Check(set *declarations.Set, lock *Lock, opts Options) []Problem {
 			if rd := declaredBy[r]; rd != nil {
 				add(Unsatisfied, fmt.Sprintf("%s %s (%s)", rd.Kind, rd.Name, rd.Location), "%s is replaced by the locked %s", r, e.Source)
 			}
+		}
+		if d != nil && d.Spec.SkipDependencyResolution {
+			continue // reported by SkippedDependencies, as warnings
 		}
 		for _, dep := range e.Dependencies {
 			target := orElse(dep.ReplacedBy, dep.Source)
@@ -171,6 +182,9 @@ func Check(set *declarations.Set, lock *Lock, opts Options) []Problem {
 			}
 		}
 	}
+	for _, m := range CRDConflicts(lock) {
+		add(Conflict, FileName, "%s", m)
+	}
 	for i := range lock.Packages {
 		e := &lock.Packages[i]
 		if !reached[e.Source] {
@@ -181,6 +195,111 @@ func Check(set *declarations.Set, lock *Lock, opts Options) []Problem {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Subject, b.Subject), cmp.Compare(a.Message, b.Message))
 	})
 	return slices.Compact(ps)
+}
+
+// CRDConflicts returns one message for every two packages of lock that
+// ship a CustomResourceDefinition of the same name (Payload.CRDNames),
+// naming both packages and every such CRD, unless one replaces the other
+// (Entry.Replaces, docs/crossplane-behaviour.md#moving-package-dependencies):
+// Kubernetes has one CRD per name, and a revision controls it, so the
+// second package's apply fails with "already controlled by" (Crossplane's
+// establisher, crossplane/crossplane
+// internal/controller/pkg/revision/establisher.go, fails the same way).
+// Entries without CRDNames (a lock written before the field) are not
+// compared. lockstep lock, lock --check and the snapshot's check step
+// report them.
+func CRDConflicts(lock *Lock) []string {
+	if lock == nil {
+		return nil
+	}
+	type pair struct{ a, b int }
+	shipped := map[string][]int{}
+	for i := range lock.Packages {
+		for _, n := range lock.Packages[i].Payload.CRDNames {
+			shipped[n] = append(shipped[n], i)
+		}
+	}
+	byPair := map[pair][]string{}
+	for n, is := range shipped {
+		for x := 0; x < len(is); x++ {
+			for y := x + 1; y < len(is); y++ {
+				a, b := &lock.Packages[is[x]], &lock.Packages[is[y]]
+				if slices.Contains(a.Replaces, b.Source) || slices.Contains(b.Replaces, a.Source) {
+					continue
+				}
+				byPair[pair{is[x], is[y]}] = append(byPair[pair{is[x], is[y]}], n)
+			}
+		}
+	}
+	var msgs []string
+	for p, names := range byPair {
+		slices.Sort(names)
+		a, b := &lock.Packages[p.a], &lock.Packages[p.b]
+		msgs = append(msgs, fmt.Sprintf("%s %s (%s %s) and %s %s (%s %s) both ship %s %s: Kubernetes has one CustomResourceDefinition per name, so the second would fail at apply; "+
+			"keep one of them, or let one replace the other (spec.replaces)",
+			a.Kind, a.Name, a.Source, orElse(a.Version, a.Digest), b.Kind, b.Name, b.Source, orElse(b.Version, b.Digest),
+			plural(len(names), "CustomResourceDefinition", "CustomResourceDefinitions"), strings.Join(names, ", ")))
+	}
+	slices.Sort(msgs)
+	return msgs
+}
+
+// plural returns one when n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// SkippedDependencies returns a warning for every dependency of a package
+// locked with skipDependencyResolution (Entry.SkipDependencyResolution)
+// that lock does not hold, holds as another kind, or holds at a version
+// its constraint excludes, sorted. Crossplane neither installs nor
+// requires such dependencies (docs/crossplane-behaviour.md#skipping-dependency-resolution),
+// so they never fail a lock; the warnings say what the package asks for
+// and the lock does not give it. It reads no package: lock, lock --check
+// and the snapshot print the same.
+func SkippedDependencies(lock *Lock) []string {
+	if lock == nil {
+		return nil
+	}
+	bySource := map[string]*Entry{}
+	for i := range lock.Packages {
+		bySource[lock.Packages[i].Source] = &lock.Packages[i]
+	}
+	var ws []string
+	for i := range lock.Packages {
+		e := &lock.Packages[i]
+		if !e.SkipDependencyResolution {
+			continue
+		}
+		for _, dep := range e.Dependencies {
+			who := fmt.Sprintf("%s %s (skipDependencyResolution) depends on %s %s %q", e.Kind, e.Name, dep.Kind, dep.Source, dep.Constraint)
+			target := bySource[orElse(dep.ReplacedBy, dep.Source)]
+			if target == nil {
+				for j := range lock.Packages {
+					if slices.Contains(lock.Packages[j].Replaces, dep.Source) {
+						target = &lock.Packages[j]
+					}
+				}
+			}
+			switch {
+			case target == nil:
+				ws = append(ws, who+", which is not in the lock: declare it, or the package will lack it")
+			case target.Kind != dep.Kind:
+				ws = append(ws, fmt.Sprintf("%s, but the lock has %s as a %s", who, target.Source, target.Kind))
+			case target.Source != dep.Source:
+				// Satisfied by a package that replaces it.
+			default:
+				if msg := satisfies(target, dep.Constraint); msg != "" {
+					ws = append(ws, fmt.Sprintf("%s, but the lock pins %s", who, msg))
+				}
+			}
+		}
+	}
+	slices.Sort(ws)
+	return ws
 }
 
 // satisfies returns "" when the entry satisfies constraint, else what the

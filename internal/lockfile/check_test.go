@@ -55,6 +55,23 @@ func TestCheck(t *testing.T) {
 			reason: "A lock just written has no problem.",
 			files:  base,
 		},
+		"CRDConflict": {
+			reason: "Two entries whose payload summaries name one CRD conflict; lock --check finds it without the network (issue 19 item 4).",
+			files:  base,
+			edit: func(l *Lock) {
+				l.Entry(reg + "/org/provider-b").Payload.CRDNames = slices.Clone(l.Entry(reg + "/org/provider-a").Payload.CRDNames)
+			},
+			want: []Problem{{Kind: Conflict, Subject: FileName, Message: "Provider b (" + reg + "/org/provider-b v1.0.0) and Provider org-provider-a (" + reg + "/org/provider-a v1.0.0) both ship CustomResourceDefinition things0.provider-a.lockstep.io"}},
+		},
+		"CRDConflictReplaced": {
+			reason: "A package that replaces the other may ship its CRDs: apply hands them over.",
+			files:  base,
+			edit: func(l *Lock) {
+				b := l.Entry(reg + "/org/provider-b")
+				b.Payload.CRDNames = slices.Clone(l.Entry(reg + "/org/provider-a").Payload.CRDNames)
+				b.Replaces = []string{reg + "/org/provider-a"}
+			},
+		},
 		"NoLock": {
 			reason: "A missing lock is stale.",
 			files:  base,

@@ -40,7 +40,7 @@ func ContentOf(source string, f *Fetched) Content {
 	c := Content{
 		Kind:                 meta.Kind,
 		CrossplaneConstraint: meta.CrossplaneVersion,
-		Payload:              Payload{CRDs: sum.CRDs, XRDs: sum.XRDs, Compositions: sum.Compositions, Other: sum.Other},
+		Payload:              Payload{CRDs: sum.CRDs, XRDs: sum.XRDs, Compositions: sum.Compositions, Other: sum.Other, CRDNames: sum.CRDNames},
 	}
 	if f.LayerDigest.Hex != "" {
 		c.Payload.Layer = f.LayerDigest.String()
@@ -152,6 +152,10 @@ func CheckContent(lockName string, e *Entry, pulled Content) error {
 	add("payload.xrds", strconv.Itoa(pulled.Payload.XRDs), strconv.Itoa(rec.Payload.XRDs))
 	add("payload.compositions", strconv.Itoa(pulled.Payload.Compositions), strconv.Itoa(rec.Payload.Compositions))
 	add("payload.other", strconv.Itoa(pulled.Payload.Other), strconv.Itoa(rec.Payload.Other))
+	// A lock written before payload.crdNames existed records none.
+	if len(rec.Payload.CRDNames) > 0 || rec.Payload.CRDs == 0 {
+		add("payload.crdNames", orElse(strings.Join(pulled.Payload.CRDNames, ", "), "none"), orElse(strings.Join(rec.Payload.CRDNames, ", "), "none"))
+	}
 	add("replaces", orElse(strings.Join(pulled.Replaces, ", "), "none"), orElse(strings.Join(rec.Replaces, ", "), "none"))
 	if len(fs) == 0 {
 		return nil

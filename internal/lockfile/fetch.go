@@ -11,6 +11,16 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 )
 
+// Ref returns the entry's pinned reference, source@digest, parsed for plain
+// HTTP when its registry host is one of insecure (--insecure-registry).
+func (e *Entry) Ref(insecure []string) (name.Digest, error) {
+	var nopts []name.Option
+	if host, _, _ := strings.Cut(e.Source, "/"); slices.Contains(insecure, host) {
+		nopts = append(nopts, name.Insecure)
+	}
+	return name.NewDigest(e.Source+"@"+e.Digest, nopts...)
+}
+
 // Fetch returns the contents of every locked package, keyed by Entry.Source,
 // read by its pinned digest through reg: from the cache when present,
 // otherwise pulled once. It never resolves a tag: what is installed is what
@@ -31,11 +41,7 @@ func Fetch(ctx context.Context, lock *Lock, reg PackageReader, opts Options) (ma
 	)
 	for i := range lock.Packages {
 		e := &lock.Packages[i]
-		var nopts []name.Option
-		if host, _, _ := strings.Cut(e.Source, "/"); slices.Contains(opts.InsecureRegistries, host) {
-			nopts = append(nopts, name.Insecure)
-		}
-		ref, err := name.NewDigest(e.Source+"@"+e.Digest, nopts...)
+		ref, err := e.Ref(opts.InsecureRegistries)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", e, err))
 			continue

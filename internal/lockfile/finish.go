@@ -35,6 +35,14 @@ func (u *run) finish(g *graph) (*Result, error) {
 		res.Lock.Packages = append(res.Lock.Packages, u.entry(n))
 	}
 	res.Lock.Sort()
+	if cs := CRDConflicts(res.Lock); len(cs) > 0 {
+		errs := make([]error, len(cs))
+		for i, c := range cs {
+			errs[i] = errors.New(c)
+		}
+		return nil, errors.Join(errs...)
+	}
+	res.Warnings = SkippedDependencies(res.Lock)
 	return res, nil
 }
 
@@ -55,6 +63,7 @@ func (u *run) entry(n *node) Entry {
 	if n.decl != nil {
 		e.RequestedBy = append(e.RequestedBy, Request{Declaration: n.decl.Location.File, Reference: n.decl.Spec.Package})
 		e.IgnoreCrossplaneConstraints = n.decl.Spec.IgnoreCrossplaneConstraints
+		e.SkipDependencyResolution = n.decl.Spec.SkipDependencyResolution
 	}
 	for _, q := range n.reqs {
 		e.RequestedBy = append(e.RequestedBy, Request{Dependent: q.from.source, Constraint: q.constraint})
@@ -332,7 +341,7 @@ func cycles(g *graph) []error {
 		stack = append(stack, src)
 		for _, e := range g.nodes[src].edges {
 			t := e.target
-			if t == "" || g.nodes[t] == nil {
+			if t == "" || e.skipped || g.nodes[t] == nil {
 				continue
 			}
 			switch state[t] {

@@ -101,6 +101,13 @@ type Entry struct {
 	// spec.ignoreCrossplaneConstraints, so CrossplaneConstraint was not
 	// checked against Lock.CrossplaneVersion.
 	IgnoreCrossplaneConstraints bool `yaml:"ignoreCrossplaneConstraints,omitempty"`
+	// SkipDependencyResolution records that the declaration set
+	// spec.skipDependencyResolution: Dependencies are what the package
+	// asks for, but they were neither resolved nor required, as Crossplane
+	// skips a revision's dependency resolution
+	// (docs/crossplane-behaviour.md#dependency-resolution). What the lock
+	// holds of them is checked by SkippedDependencies, as warnings.
+	SkipDependencyResolution bool `yaml:"skipDependencyResolution,omitempty"`
 	// Payload summarises what the package installs.
 	Payload Payload `yaml:"payload"`
 	// Replaces are the sources this package replaces (its spec.replaces,
@@ -108,6 +115,23 @@ type Entry struct {
 	// Package"): apply deactivates the packages installed
 	// from them, and dependencies on them are satisfied by this package.
 	Replaces []string `yaml:"replaces,omitempty"`
+	// Verification records how the package passed cosign signature
+	// verification when it was locked; nil when no ImageConfig's
+	// spec.verification matches it (and in locks written before lockstep
+	// verified signatures). Install-time verification (the snapshot's
+	// verify step) checks the signature again whatever it says.
+	Verification *Verification `yaml:"verification,omitempty"`
+}
+
+// Verification is how a locked package passed signature verification at
+// lock time (internal/oci Client.VerifySignature).
+type Verification struct {
+	// ImageConfig names the ImageConfig whose spec.verification applied.
+	ImageConfig string `yaml:"imageConfig"`
+	// Authority names its authority that verified the package.
+	Authority string `yaml:"authority"`
+	// Signature is the digest of the cosign signature manifest, sha256:<hex>.
+	Signature string `yaml:"signature"`
 }
 
 // Request is one reason a package is in the lock: a declaration or a
@@ -161,6 +185,11 @@ type Payload struct {
 	XRDs         int `yaml:"xrds"`
 	Compositions int `yaml:"compositions"`
 	Other        int `yaml:"other,omitempty"`
+	// CRDNames are the names of the package's CustomResourceDefinitions,
+	// sorted, so `lockstep lock --check` finds two packages shipping one
+	// CRD without the network (CRDConflicts). A lock written before this
+	// field has none; the next `lockstep lock` records them.
+	CRDNames []string `yaml:"crdNames,omitempty"`
 }
 
 // String names an entry as "Kind name (source)".

@@ -73,6 +73,10 @@ type Result struct {
 	TagLists, Digests, Packages int
 	// Kept counts the packages whose pin was kept from the previous lock.
 	Kept int
+	// Warnings are SkippedDependencies of Lock: the dependencies of
+	// packages declared with skipDependencyResolution that the lock does
+	// not hold or does not satisfy.
+	Warnings []string
 }
 
 // Resolve resolves set into a lock. previous is the current lock or nil.
@@ -114,7 +118,8 @@ type Result struct {
 // declaration sets ignoreCrossplaneConstraints; dependencies are always
 // checked, as Crossplane checks every revision), two sources that want the
 // same package name, a dependency cycle (with its path), a declared source
-// that another package replaces, and two packages replacing one source.
+// that another package replaces, two packages replacing one source, and
+// two packages shipping a CRD of the same name (CRDConflicts).
 func (r *Resolver) Resolve(ctx context.Context, set *declarations.Set, previous *Lock) (*Result, error) {
 	run, err := r.newRun(ctx, set, previous)
 	if err != nil {
@@ -322,6 +327,9 @@ type edge struct {
 	replacedBy string
 	constraint string
 	err        error
+	// skipped marks the dependency of a declaration with
+	// skipDependencyResolution: recorded, neither resolved nor required.
+	skipped bool
 }
 
 // requirement is one dependent's constraint on a node.
@@ -468,6 +476,14 @@ func (u *run) traverse() *graph {
 			e.target = e.source
 			if rep, ok := u.replacedBy[e.source]; ok && u.decls[e.source] == nil {
 				e.target, e.replacedBy = rep, rep
+			}
+			if n.decl != nil && n.decl.Spec.SkipDependencyResolution {
+				// Crossplane skips the revision's dependency resolution
+				// (docs/crossplane-behaviour.md#dependency-resolution): the
+				// dependency is recorded, not followed and not required.
+				e.skipped = true
+				n.edges = append(n.edges, e)
+				continue
 			}
 			n.edges = append(n.edges, e)
 			m := g.nodes[e.target]

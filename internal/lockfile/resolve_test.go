@@ -803,3 +803,35 @@ func TestSemverTags(t *testing.T) {
 		})
 	}
 }
+
+// TestResolveCRDConflict is issue 19 item 4: two declared providers that
+// ship CRDs of the same names fail lock, naming both packages and the
+// CRDs, instead of failing at apply.
+func TestResolveCRDConflict(t *testing.T) {
+	m := newMemRegistry()
+	same := pkgSpec{kind: crossplane.KindProvider, name: "provider-x", crds: 2}
+	m.push(t, reg+"/upbound/provider-x", "v1.0.0", same)
+	m.push(t, reg+"/contrib/provider-x", "v1.0.0", same)
+	m.push(t, reg+"/org/provider-b", "v1.0.0", pkgSpec{kind: crossplane.KindProvider, name: "provider-b", crds: 1})
+	set := declare(t, map[string]string{
+		"a.yaml": decl("Provider", "provider-x", reg+"/upbound/provider-x:v1.0.0"),
+		"b.yaml": decl("Provider", "contrib-provider-x", reg+"/contrib/provider-x:v1.0.0"),
+		"c.yaml": decl("Provider", "provider-b", reg+"/org/provider-b:v1.0.0"),
+	})
+	_, err := resolve(t, m, set, nil, Options{})
+	want := "Provider contrib-provider-x (" + reg + "/contrib/provider-x v1.0.0) and Provider provider-x (" + reg + "/upbound/provider-x v1.0.0) both ship CustomResourceDefinitions things0.provider-x.lockstep.io, things1.provider-x.lockstep.io"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("lock of two providers with the same CRDs: got %v, want an error containing %q", err, want)
+	}
+	if strings.Contains(err.Error(), "provider-b") {
+		t.Errorf("provider-b ships no CRD of another package, but the error names it: %v", err)
+	}
+	// Without the second provider the lock records the CRD names.
+	res, err := resolve(t, m, declare(t, map[string]string{"a.yaml": decl("Provider", "provider-x", reg+"/upbound/provider-x:v1.0.0")}), nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"things0.provider-x.lockstep.io", "things1.provider-x.lockstep.io"}, res.Lock.Packages[0].Payload.CRDNames); diff != "" {
+		t.Errorf("payload.crdNames: -want +got\n%s", diff)
+	}
+}

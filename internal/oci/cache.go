@@ -290,6 +290,44 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
+// manifestBlob is the digest and verified bytes of a manifest or index.
+type manifestBlob struct {
+	digest v1.Hash
+	raw    []byte
+}
+
+// packageManifest reads the manifest of the package d with get: d itself,
+// or for a platform index the linux/amd64 manifest it lists
+// (platformManifest). It returns the parsed image manifest and the blobs
+// read, in the order a cache writes them: the child first, the root d last.
+func packageManifest(d v1.Hash, get func(v1.Hash) ([]byte, error)) (*v1.Manifest, []manifestBlob, error) {
+	root, err := get(d)
+	if err != nil {
+		return nil, nil, err
+	}
+	blobs := []manifestBlob{{d, root}}
+	raw := root
+	index, err := isIndex(root)
+	if err != nil {
+		return nil, nil, fmt.Errorf("manifest %s: %w", d, err)
+	}
+	if index {
+		child, err := platformManifest(root)
+		if err != nil {
+			return nil, nil, fmt.Errorf("index %s: %w", d, err)
+		}
+		if raw, err = get(child.Digest); err != nil {
+			return nil, nil, err
+		}
+		blobs = append([]manifestBlob{{child.Digest, raw}}, blobs...)
+	}
+	m, err := v1.ParseManifest(bytes.NewReader(raw))
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot parse manifest: %w", err)
+	}
+	return m, blobs, nil
+}
+
 // isIndex reports whether the manifest bytes b are an image index (OCI
 // index or Docker manifest list) rather than an image manifest: by its
 // mediaType, or, when mediaType is absent as OCI allows, by the presence of

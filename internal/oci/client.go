@@ -44,10 +44,10 @@ type Fetched struct {
 // request goes where the ImageConfigs' rewriteImage sends it
 // (docs/crossplane-behaviour.md#imageconfig-rewrite), while
 // callers keep using, and recording, the original reference. Credentials
-// come from Options' keychain (the Docker config) for the registry actually
-// contacted. An ImageConfig's pull secret
-// (docs/crossplane-behaviour.md#imageconfig-pull-secrets) is only reported
-// (ImageConfig); reading that Secret from the cluster is left to the agent.
+// for the registry actually contacted come from Options.PullSecrets, when
+// set (the package's packagePullSecrets and the ImageConfig's pull secret,
+// docs/crossplane-behaviour.md#imageconfig-pull-secrets), then from
+// Options' keychain (the Docker config).
 //
 // A Client never sends the same request twice: Digest and Tags results are
 // kept per reference and Package results per digest for the Client's life,
@@ -73,8 +73,12 @@ type Client struct {
 	digests    memo[v1.Hash]
 	tags       memo[[]string]
 	packages   memo[*Fetched]
+	keychains  memo[clusterKeychain]
 
 	mu sync.Mutex
+	// pulls are the declared packages' pull settings by repository
+	// (SetPackagePulls).
+	pulls map[string]PackagePull
 	// fetched holds every package read in this run, by digest.
 	fetched map[v1.Hash]*Fetched
 	// manifests holds verified manifest bytes that Digest's GET fallback
@@ -155,7 +159,7 @@ func (c *Client) Digest(ctx context.Context, ref name.Tag) (v1.Hash, error) {
 		}
 		defer release()
 
-		puller, err := c.puller(ctx, src.ref.Context())
+		puller, tried, err := c.puller(ctx, ref.String(), src.ref.Context())
 		if err != nil {
 			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s: %w", src, err)
 		}
@@ -165,11 +169,11 @@ func (c *Client) Digest(ctx context.Context, ref name.Tag) (v1.Hash, error) {
 		}
 		var timeout *TimeoutError
 		if canceled(headErr) || errors.Is(headErr, ErrPlainHTTP) || errors.As(headErr, &timeout) {
-			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s: %w", src, redact.Error(headErr))
+			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s%s: %w", src, triedSecrets(c.opts.PullSecrets, tried, headErr), redact.Error(headErr))
 		}
 		got, err := puller.Get(ctx, src.ref)
 		if err != nil {
-			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s: HEAD failed (%v), and GET: %w", src, redact.Error(headErr), redact.Error(err)) //nolint:errorlint // the GET failed last; HEAD's error is context, not the cause
+			return v1.Hash{}, fmt.Errorf("cannot resolve the digest of %s%s: HEAD failed (%v), and GET: %w", src, triedSecrets(c.opts.PullSecrets, tried, err), redact.Error(headErr), redact.Error(err)) //nolint:errorlint // the GET failed last; HEAD's error is context, not the cause
 		}
 		// go-containerregistry hashed the body it read, so the bytes match
 		// the digest; keep them for a pull of that digest.
@@ -196,13 +200,13 @@ func (c *Client) Tags(ctx context.Context, repo name.Repository) ([]string, erro
 			return nil, err
 		}
 		defer release()
-		puller, err := c.puller(ctx, target)
+		puller, tried, err := c.puller(ctx, repo.String(), target)
 		if err != nil {
 			return nil, fmt.Errorf("cannot list the tags of %s: %w", describe(m), err)
 		}
 		tags, err := puller.List(ctx, target)
 		if err != nil {
-			return nil, fmt.Errorf("cannot list the tags of %s: %w", describe(m), redact.Error(err))
+			return nil, fmt.Errorf("cannot list the tags of %s%s: %w", describe(m), triedSecrets(c.opts.PullSecrets, tried, err), redact.Error(err))
 		}
 		return tags, nil
 	})
@@ -241,12 +245,15 @@ func (c *Client) Package(ctx context.Context, ref name.Digest) (*Fetched, error)
 		}
 		f, err := c.cache.load(d, c.isVerified)
 		if err != nil && (errors.Is(err, ErrNotCached) || errors.Is(err, ErrCorrupt)) {
+			if p := c.packagePull(ref.Context()); p.Never {
+				return nil, &NotCachedError{Package: p.Package, Ref: ref.Context().Name() + "@" + d.String(), CacheDir: c.cache.Dir()}
+			}
 			var src source
 			if src, err = c.source(ref.Context().String() + "@" + d.String()); err != nil {
 				return nil, err
 			}
-			if err = c.pull(ctx, src, d); err != nil {
-				return nil, fmt.Errorf("cannot pull package %s: %w", src, err)
+			if tried, err := c.pull(ctx, ref.Context().String(), src, d); err != nil {
+				return nil, fmt.Errorf("cannot pull package %s%s: %w", src, triedSecrets(c.opts.PullSecrets, tried, err), err)
 			}
 			f, err = c.cache.load(d, c.isVerified)
 		}
@@ -261,47 +268,28 @@ func (c *Client) Package(ctx context.Context, ref name.Digest) (*Fetched, error)
 }
 
 // pull fetches what the cache lacks of the package d from src and writes it
-// there, the blob d last.
-func (c *Client) pull(ctx context.Context, src source, d v1.Hash) error {
+// there, the blob d last. orig is the repository as given, before any
+// rewrite, which selects the pull secrets; it also returns the Secrets
+// tried.
+func (c *Client) pull(ctx context.Context, orig string, src source, d v1.Hash) ([]string, error) {
 	release, err := c.acquire(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer release()
 	repo := src.ref.Context()
-	puller, err := c.puller(ctx, repo)
+	puller, tried, err := c.puller(ctx, orig, repo)
 	if err != nil {
-		return err
+		return tried, err
 	}
+	return tried, c.pullWith(ctx, puller, repo, d)
+}
 
-	type blob struct {
-		digest v1.Hash
-		raw    []byte
-	}
-	var manifests []blob // written after the layers, root last
-	root, err := c.manifest(ctx, puller, repo, d)
+// pullWith is pull's work with puller.
+func (c *Client) pullWith(ctx context.Context, puller *remote.Puller, repo name.Repository, d v1.Hash) error {
+	m, manifests, err := packageManifest(d, func(h v1.Hash) ([]byte, error) { return c.manifest(ctx, puller, repo, h) })
 	if err != nil {
 		return err
-	}
-	manifests = append(manifests, blob{d, root})
-	raw := root
-	index, err := isIndex(root)
-	if err != nil {
-		return fmt.Errorf("manifest %s: %w", d, err)
-	}
-	if index {
-		child, err := platformManifest(root)
-		if err != nil {
-			return fmt.Errorf("index %s: %w", d, err)
-		}
-		if raw, err = c.manifest(ctx, puller, repo, child.Digest); err != nil {
-			return err
-		}
-		manifests = append([]blob{{child.Digest, raw}}, manifests...)
-	}
-	m, err := v1.ParseManifest(bytes.NewReader(raw))
-	if err != nil {
-		return fmt.Errorf("cannot parse manifest: %w", err)
 	}
 	_, layers := packageLayers(m)
 	for _, l := range layers {
@@ -373,7 +361,9 @@ func (c *Client) pullLayer(ctx context.Context, puller *remote.Puller, repo name
 
 // puller returns the go-containerregistry Puller for repo, with the
 // credentials the keychain gives for repo (a Docker config may hold
-// credentials per repository).
+// credentials per repository): the cluster's pull secrets for orig (the
+// reference or repository as given, before any rewrite; keychainFor) before
+// the Docker config. It also returns the Secrets tried.
 //
 // go-containerregistry pings a registry (GET /v2/) for its auth scheme
 // before it talks to each repository. The Client pings each registry once
@@ -384,8 +374,18 @@ func (c *Client) pullLayer(ctx context.Context, puller *remote.Puller, repo name
 // scoped to it), exactly as go-containerregistry does: a shared bearer
 // transport would widen one token to every repository and could hand a
 // request a token fetched for another one.
-func (c *Client) puller(ctx context.Context, repo name.Repository) (*remote.Puller, error) {
-	auth, err := authn.Resolve(ctx, c.keychain, repo)
+func (c *Client) puller(ctx context.Context, orig string, repo name.Repository) (*remote.Puller, []string, error) {
+	kc, tried, err := c.keychainFor(ctx, orig)
+	if err != nil {
+		return nil, tried, err
+	}
+	p, err := c.pullerWith(ctx, kc, repo)
+	return p, tried, err
+}
+
+// pullerWith is puller with the keychain kc.
+func (c *Client) pullerWith(ctx context.Context, kc authn.Keychain, repo name.Repository) (*remote.Puller, error) {
+	auth, err := authn.Resolve(ctx, kc, repo)
 	if err != nil {
 		return nil, fmt.Errorf("registry credentials: %w", redact.Error(err))
 	}

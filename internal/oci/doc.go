@@ -23,8 +23,13 @@
 // #digest-resolution, #imageconfig-matching, #package-cache), with the
 // differences each identifier's documentation states.
 //
-// Pull secrets named by ImageConfigs (spec.registry.authentication) are
-// reported by MatchImageConfigs but not read: the CLI's credentials come from
-// the Docker config. Reading the named Secret belongs to the in-cluster
-// agent and is not implemented yet.
+// Credentials come from the Docker config (Options.RegistryConfig) and,
+// for the agent and lockstep apply, from the cluster (Options.PullSecrets,
+// ClusterPullSecrets with go-containerregistry's Kubernetes keychain): a
+// declared package's packagePullSecrets (Client.SetPackagePulls), the
+// best-matching ImageConfig's pullSecretRef, which also reaches
+// dependencies, and a ServiceAccount's imagePullSecrets, tried before the
+// Docker config. A package with packagePullPolicy Never is read from the
+// cache only (NotCachedError); bundle.go moves locked packages into the
+// cache or a mirror without a registry (WriteBundle, OpenBundle).
 package oci

@@ -231,3 +231,15 @@ func (f *fault) tamper(match func(*http.Request) bool, change func([]byte) []byt
 
 // isManifest reports whether r is for a manifest.
 func isManifest(r *http.Request) bool { return strings.Contains(r.URL.Path, "/manifests/") }
+
+// copyTag copies the manifest src to the tag dst in reg (both under reg).
+func copyTag(t testing.TB, reg *registry.Registry, src, dst string) {
+	t.Helper()
+	img, err := remote.Image(reg.Ref(t, src), reg.RemoteOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(reg.Ref(t, dst), img, reg.RemoteOptions()...); err != nil {
+		t.Fatal(err)
+	}
+}

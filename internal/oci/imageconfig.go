@@ -29,9 +29,9 @@ type ImageConfigMatch struct {
 	// none does.
 	PullSecretImageConfig string
 	// PullSecret is the name of the Secret that PullSecretImageConfig names,
-	// in the Crossplane namespace. The CLI does not read it: its credentials
-	// come from the Docker config (Options.RegistryConfig). Reading the
-	// Secret is for the in-cluster agent, which does not exist yet.
+	// in the Crossplane namespace. It is read when Options.PullSecrets is
+	// set (the agent and lockstep apply); other commands use the Docker
+	// config (Options.RegistryConfig).
 	PullSecret string
 }
 

@@ -59,6 +59,15 @@ type Options struct {
 	// no bound (only the caller's context ends a request).
 	// README.md "Timeouts" lists every bound lockstep sets.
 	Timeout time.Duration
+	// PullSecrets, when set, reads registry credentials from the cluster
+	// for every request (the agent and lockstep apply): the declared
+	// package's packagePullSecrets (Client.SetPackagePulls), the
+	// best-matching ImageConfig's pull secret, and what the reader always
+	// adds (ClusterPullSecrets.ServiceAccount), tried before the Docker
+	// config. Nil means the Docker config alone (the CLI without a
+	// cluster). The API server reads are bounded by the reader's client,
+	// the registry requests by Timeout.
+	PullSecrets PullSecretReader
 }
 
 // DefaultJobs is the default bound on concurrent registry operations

@@ -75,7 +75,10 @@ func (l *LockPackage) Object() map[string]any {
 // every dependency names a package in the Lock, and Crossplane's resolver,
 // which installs a dependency whose package no entry has as its source
 // (docs/crossplane-behaviour.md#dependency-resolution), has nothing to
-// install.
+// install. A package declared with skipDependencyResolution gets no
+// dependencies: Crossplane does not resolve them
+// (docs/crossplane-behaviour.md#skipping-dependency-resolution), and the
+// lock may not hold them, so its resolver must find none missing.
 func lockPackage(p *Package, rev string, all []Package) *LockPackage {
 	l := &LockPackage{
 		APIVersion: crossplane.PackageAPIVersion,
@@ -86,6 +89,9 @@ func lockPackage(p *Package, rev string, all []Package) *LockPackage {
 	}
 	if l.Version == "" {
 		l.Version = p.Digest
+	}
+	if p.Declaration != nil && p.Declaration.Spec.SkipDependencyResolution {
+		return l
 	}
 	for _, d := range p.Contents.Meta.DependsOn {
 		ld := LockDependency{Constraints: d.Version}

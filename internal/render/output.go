@@ -76,6 +76,10 @@ type PackageOutput struct {
 	// the package has none or its declaration sets
 	// ignoreCrossplaneConstraints.
 	CrossplaneConstraint string
+	// Paused is set when the declaration carries lockstep.io/paused: "true"
+	// (declarations.AnnotationPaused): apply keeps the package's installed
+	// state and writes none of these objects (docs/design.md#pausing).
+	Paused bool
 
 	namespace string // the Crossplane namespace, for comments in WriteYAML
 }

@@ -133,6 +133,7 @@ func (r *renderer) renderPackage(p *Package) (*PackageOutput, error) {
 		},
 	}
 	rev := po.Revision
+	po.Paused = p.Declaration != nil && p.Declaration.Paused()
 	po.Lock = lockPackage(p, rev.Name, r.in.Packages)
 	if !d.Spec.IgnoreCrossplaneConstraints {
 		po.CrossplaneConstraint = p.Contents.Meta.CrossplaneVersion

@@ -16,7 +16,10 @@
 //  4. registry: the package fetcher for the declarations' ImageConfigs
 //     (which rewrite where packages are pulled from).
 //  5. fetch: every locked package by its pinned digest (lockfile.Fetch).
-//  6. payload: every fetched package holds what its lock entry records
+//  6. verify: every locked package that an ImageConfig's spec.verification
+//     matches has its cosign signature verified (oci.Client.VerifySignature,
+//     keys from WithVerificationKeys), on every Load, cache hit or not.
+//  7. payload: every fetched package holds what its lock entry records
 //     about it (lockfile.CheckContent: kind, dependencies, Crossplane
 //     constraint, replaces, payload layer and counts), so a digest edited
 //     by hand is refused, naming the lock, the package and each field,
@@ -24,16 +27,18 @@
 //     definitions (CRDs, XRDs, MRDs) define types only in API groups a
 //     package may own: never in Crossplane's or Kubernetes' own
 //     (xpkg.Package.CheckGroups, crossplane.ProtectedGroup).
-//  7. input: the render.Input for the lock (render.PackagesFromLock with
+//  8. input: the render.Input for the lock (render.PackagesFromLock with
 //     the namespace, instance and provider permission allow list given as
 //     options) and the spec.replaces map apply records.
-//  8. render: render.Render, run on the first call to Snapshot.Output.
+//  9. render: render.Render, run on the first call to Snapshot.Output.
 //
 // Every command that reads a commit goes through here: lockstep render,
 // apply, lock (--check), diff (one Snapshot per side), the agent, the
 // lockfile updater and the benchmarks. A step added here (signature
 // verification, activation policies, protected groups) applies to all of
-// them. Without a fetcher (WithFetcher) Load stops after the check, which is
+// them. The declarations step also refuses the parts of ImageConfig
+// spec.verification that are not implemented
+// (declarations.Set.CheckVerification). Without a fetcher (WithFetcher) Load stops after the check, which is
 // all `lockstep lock --check` and the updater need.
 //
 // The design of the pipeline is in docs/design.md and issue 14 ("A snapshot

@@ -18,6 +18,7 @@ const (
 	StepCheck        Step = "check"
 	StepRegistry     Step = "registry"
 	StepFetch        Step = "fetch"
+	StepVerify       Step = "verify"
 	StepPayload      Step = "payload"
 	StepInput        Step = "input"
 	StepRender       Step = "render"

@@ -19,6 +19,26 @@ type Fetcher interface {
 	Package(ctx context.Context, ref name.Digest) (*oci.Fetched, error)
 }
 
+// SignatureVerifier is a Fetcher that checks package signatures; the verify
+// step refuses a package whose ImageConfig asks for verification when the
+// Fetcher is not one. *oci.Client is.
+type SignatureVerifier interface {
+	// VerificationImageConfig returns the ImageConfig whose
+	// spec.verification applies to the source, nil when none does.
+	VerificationImageConfig(source string) *declarations.ImageConfig
+	// VerifySignature verifies ref's signature (oci.Client.VerifySignature).
+	VerifySignature(ctx context.Context, ref name.Digest, keys oci.KeySource) (*oci.Verification, error)
+}
+
+// PullConfigurer is implemented by a Fetcher that honours each declared
+// package's packagePullPolicy and packagePullSecrets (*oci.Client,
+// oci.Client.SetPackagePulls): the fetch step gives it those of every
+// locked package a declaration names before the first fetch.
+type PullConfigurer interface {
+	// SetPackagePulls sets the pull settings, keyed by package source.
+	SetPackagePulls(pulls map[string]oci.PackagePull)
+}
+
 // NewFetcher returns the Fetcher for a commit, given the commit's
 // ImageConfigs (Crossplane's pkg.crossplane.io/v1beta1 ImageConfig, whose
 // spec.rewriteImage changes where a package is pulled from; upstream
@@ -49,6 +69,7 @@ type options struct {
 	instance     string
 	allowed      []rbacv1.PolicyRule
 	only         []string
+	keys         oci.KeySource
 	mrds         bool
 }
 
@@ -110,6 +131,13 @@ func WithInstance(instance string) Option { return func(o *options) { o.instance
 func WithAllowedProviderPermissions(rules []rbacv1.PolicyRule) Option {
 	return func(o *options) { o.allowed = rules }
 }
+
+// WithVerificationKeys gives the verify step the public keys that
+// ImageConfig spec.verification key authorities name by Secret
+// (oci.KeySource): the agent reads them from the cluster, the CLI from
+// --verification-key files. Without it a package whose ImageConfig asks for
+// verification fails the verify step, saying no key is available.
+func WithVerificationKeys(keys oci.KeySource) Option { return func(o *options) { o.keys = keys } }
 
 // Only keeps in the render input only the locked packages with these names
 // (lockstep render --package); the input step fails when none matches.

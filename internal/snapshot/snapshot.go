@@ -12,8 +12,11 @@ import (
 	"slices"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
+	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -61,6 +64,8 @@ type loader struct {
 	// fetched are the fetch step's packages with their layer digests;
 	// nil for New, whose contents come without them.
 	fetched map[string]*lockfile.Fetched
+	// fetcher is the registry step's Fetcher.
+	fetcher Fetcher
 }
 
 // Load reads the commit presented by fsys (os.DirFS for a directory,
@@ -123,6 +128,7 @@ func (l *loader) run(ctx context.Context) (*Snapshot, error) {
 		{StepLock, l.lock},
 		{StepCheck, l.check},
 		{StepFetch, func() error { return l.fetch(ctx) }}, // and the registry step
+		{StepVerify, func() error { return l.verify(ctx) }},
 		{StepPayload, l.payload},
 		{StepInput, l.input},
 	}
@@ -169,7 +175,7 @@ func (l *loader) declarations() error {
 		return err
 	}
 	l.s.Declarations = set
-	return nil
+	return set.CheckVerification()
 }
 
 // lock is the lock step: read, digest, parse.
@@ -210,6 +216,10 @@ func (l *loader) fetch(ctx context.Context) error {
 	if err != nil {
 		return &StepError{Step: StepRegistry, Err: err}
 	}
+	l.fetcher = f
+	if pc, ok := f.(PullConfigurer); ok {
+		pc.SetPackagePulls(packagePulls(l.s.Declarations, l.s.Lock))
+	}
 	fetched, err := lockfile.Fetch(ctx, l.s.Lock, f, lockfile.Options{InsecureRegistries: l.opts.insecure})
 	if err != nil {
 		return err
@@ -220,6 +230,105 @@ func (l *loader) fetch(ctx context.Context) error {
 		l.s.Contents[src] = fp.Package
 	}
 	return nil
+}
+
+// verify is the verify step (VerifySignatures): every locked package that
+// an ImageConfig's spec.verification matches has its cosign signature
+// checked again on every Load, whether the package came from the cache or
+// the registry — unlike Crossplane, which verifies only on a cache miss
+// (docs/crossplane-behaviour.md). It fails before anything is rendered, so
+// nothing of the commit is applied and the last applied one keeps running.
+func (l *loader) verify(ctx context.Context) error {
+	if l.s.Lock == nil {
+		return nil
+	}
+	v, ok := l.fetcher.(SignatureVerifier)
+	if !ok {
+		if anyVerification(l.s.Declarations.ImageConfigs) {
+			return fmt.Errorf("an ImageConfig sets spec.verification but this package fetcher cannot verify signatures")
+		}
+		return nil
+	}
+	_, err := VerifySignatures(ctx, l.s.Lock, v, l.opts.keys, l.opts.insecure)
+	return err
+}
+
+// VerifySignatures verifies the cosign signature of every package of lock
+// that an ImageConfig's spec.verification matches, with v and keys
+// (oci.Client.VerifySignature); hosts in insecure are reached over plain
+// HTTP. It returns how each verified package passed, by its index in
+// lock.Packages, and an error joining one error per refused package,
+// naming its lock entry, its ImageConfig and every authority tried. The
+// verify step runs it; the agent runs it again before re-applying a
+// commit it rendered earlier, so every reconcile verifies; lock and update
+// record its result in each entry (RecordVerifications).
+func VerifySignatures(ctx context.Context, lock *lockfile.Lock, v SignatureVerifier, keys oci.KeySource, insecure []string) (map[int]*oci.Verification, error) {
+	var errs []error
+	out := map[int]*oci.Verification{}
+	for i := range lock.Packages {
+		e := &lock.Packages[i]
+		if v.VerificationImageConfig(e.Source) == nil {
+			continue
+		}
+		ref, err := e.Ref(insecure)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", e, err))
+			continue
+		}
+		got, err := v.VerifySignature(ctx, ref, keys)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", e, err))
+			continue
+		}
+		out[i] = got
+	}
+	return out, errors.Join(errs...)
+}
+
+// RecordVerifications runs VerifySignatures on a lock being written and
+// sets each entry's Verification to how it passed (nil for a package no
+// ImageConfig asks to verify). On error the lock must not be written.
+func RecordVerifications(ctx context.Context, lock *lockfile.Lock, v SignatureVerifier, keys oci.KeySource, insecure []string) error {
+	got, err := VerifySignatures(ctx, lock, v, keys, insecure)
+	if err != nil {
+		return err
+	}
+	for i := range lock.Packages {
+		lock.Packages[i].Verification = nil
+		if g := got[i]; g != nil {
+			lock.Packages[i].Verification = &lockfile.Verification{ImageConfig: g.ImageConfig, Authority: g.Authority, Signature: g.Signature}
+		}
+	}
+	return nil
+}
+
+func anyVerification(ics []declarations.ImageConfig) bool {
+	for _, ic := range ics {
+		if ic.Spec.Verification != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// packagePulls returns the pull settings of every locked package that a
+// declaration names (same kind and name): its packagePullPolicy Never and
+// packagePullSecrets, keyed by the lock's source. Dependencies get none.
+func packagePulls(set *declarations.Set, lock *lockfile.Lock) map[string]oci.PackagePull {
+	out := map[string]oci.PackagePull{}
+	for _, d := range set.Packages {
+		for _, e := range lock.Packages {
+			if e.Kind != d.Kind || e.Name != d.Name {
+				continue
+			}
+			p := oci.PackagePull{Package: d.String(), Never: d.Spec.PackagePullPolicy == corev1.PullNever}
+			for _, s := range d.Spec.PackagePullSecrets {
+				p.PullSecrets = append(p.PullSecrets, s.Name)
+			}
+			out[e.Source] = p
+		}
+	}
+	return out
 }
 
 // payload is the payload step: every fetched package holds what its lock

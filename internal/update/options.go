@@ -139,6 +139,12 @@ type Options struct {
 	// Cache is the package cache; required. Packages already in it are not
 	// pulled again.
 	Cache *oci.Cache
+	// VerificationKeys gives the public keys ImageConfig spec.verification
+	// key authorities name: a proposed lock is verified and records how,
+	// as `lockstep lock` does (snapshot.RecordVerifications). The agent
+	// reads them from the cluster's Secrets, the CLI from
+	// --verification-key files; nil means none.
+	VerificationKeys oci.KeySource
 	// Jobs bounds concurrent registry calls; 0 means lockfile.DefaultJobs.
 	Jobs int
 	// Attempts bounds the pushes of one poll when the watched ref keeps

@@ -521,6 +521,9 @@ func (p *poll) propose(ctx context.Context, set *declarations.Set, lock *lockfil
 	if err != nil {
 		return nil, fmt.Errorf("cannot resolve the updated lock: %w", err)
 	}
+	if err := snapshot.RecordVerifications(ctx, res.Lock, p.client, p.u.opts.VerificationKeys, p.u.opts.Registry.InsecureRegistries); err != nil {
+		return nil, fmt.Errorf("the updated lock does not verify: %w", err)
+	}
 	return lockfile.Marshal(res.Lock)
 }
 

@@ -3,6 +3,7 @@ package xpkg
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -84,6 +85,9 @@ func (p *Package) CheckGroups() error {
 // index (INDEX.md): CRDs, XRDs, Compositions and all other objects.
 type Summary struct {
 	CRDs, XRDs, Compositions, Other int
+	// CRDNames are the metadata.name of every CustomResourceDefinition,
+	// sorted: two packages that ship one name cannot both be installed.
+	CRDNames []string
 }
 
 // Summary counts the payload objects of p by category.
@@ -93,6 +97,7 @@ func (p *Package) Summary() Summary {
 		switch p.Objects[i].GroupKind() {
 		case crossplane.GroupKindCRD:
 			s.CRDs++
+			s.CRDNames = append(s.CRDNames, p.Objects[i].Name)
 		case crossplane.GroupKindXRD:
 			s.XRDs++
 		case crossplane.GroupKindComposition:
@@ -101,5 +106,7 @@ func (p *Package) Summary() Summary {
 			s.Other++
 		}
 	}
+	slices.Sort(s.CRDNames)
+	s.CRDNames = slices.Compact(s.CRDNames)
 	return s
 }

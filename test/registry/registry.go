@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -41,6 +42,7 @@ type Registry struct {
 	server     *httptest.Server
 	latency    time.Duration
 	middleware func(http.Handler) http.Handler
+	user, pass string
 
 	mu       sync.Mutex
 	requests []Request
@@ -66,6 +68,14 @@ func WithMiddleware(mw func(next http.Handler) http.Handler) Option {
 	return func(r *Registry) { r.middleware = mw }
 }
 
+// WithBasicAuth makes the registry answer every request without these
+// HTTP Basic credentials with 401 Unauthorized and a
+// `WWW-Authenticate: Basic` challenge, as a private registry does (the
+// distribution spec's "basic" auth). RemoteOptions sends them.
+func WithBasicAuth(user, password string) Option {
+	return func(r *Registry) { r.user, r.pass = user, password }
+}
+
 // New starts a registry and stops it when tb ends.
 func New(tb testing.TB, opts ...Option) *Registry {
 	tb.Helper()
@@ -82,6 +92,19 @@ func New(tb testing.TB, opts ...Option) *Registry {
 	})
 	if r.middleware != nil {
 		served = r.middleware(served)
+	}
+	if r.user != "" {
+		open := served
+		served = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if u, p, ok := req.BasicAuth(); !ok || u != r.user || p != r.pass {
+				w.Header().Set("WWW-Authenticate", `Basic realm="test/registry"`)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
+				return
+			}
+			open.ServeHTTP(w, req)
+		})
 	}
 	counted := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
@@ -114,8 +137,16 @@ func (r *Registry) Transport() http.RoundTripper {
 // RemoteOptions are the go-containerregistry remote options a test client
 // needs to talk to this registry.
 func (r *Registry) RemoteOptions() []remote.Option {
-	return []remote.Option{remote.WithTransport(r.Transport())}
+	opts := []remote.Option{remote.WithTransport(r.Transport())}
+	if r.user != "" {
+		opts = append(opts, remote.WithAuth(&authn.Basic{Username: r.user, Password: r.pass}))
+	}
+	return opts
 }
+
+// Close stops the registry: every later request fails to connect, as for
+// a registry that cannot be reached (an air-gapped cluster).
+func (r *Registry) Close() { r.server.Close() }
 
 // Ref parses "repo:tag" or "repo@sha256:..." under this registry's host, e.g.
 // Ref("crossplane-contrib/provider-nop:v0.4.0"). Plain-HTTP registries are

@@ -36,7 +36,8 @@ type SyncList struct {
 }
 
 // SyncSpec is the agent's source, as its flags set it: informational, the
-// agent reads its flags, not this spec.
+// agent reads its flags, not this spec; except Suspend, which the agent
+// reads on every reconcile.
 type SyncSpec struct {
 	// URL is the Git repository (--git-url).
 	// +optional
@@ -51,6 +52,15 @@ type SyncSpec struct {
 	// as a Go duration such as 1m0s.
 	// +optional
 	Interval string `json:"interval,omitempty"`
+	// Suspend stops the agent from applying (Flux's spec.suspend,
+	// fluxcd/kustomize-controller api/v1/kustomization_types.go): while
+	// true, each reconcile neither checks out Git nor applies, and only
+	// reads the health of what is installed into the status, with the
+	// condition Reconciling=False, reason Suspended. The agent never sets
+	// it; `lockstep suspend` and `lockstep resume` do (field manager
+	// lockstep-suspend), and so may kubectl.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // SyncStatus is the status of a Sync: what the agent applied, from which

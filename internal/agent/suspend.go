@@ -1,0 +1,78 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// SuspendFieldManager is the field manager of `lockstep suspend` and
+// `lockstep resume`, which own the Sync's spec.suspend.
+const SuspendFieldManager = "lockstep-suspend"
+
+// ReasonSuspended is the reason of the Sync's Reconciling condition (False)
+// while spec.suspend is true, Flux's word for it.
+const ReasonSuspended = "Suspended"
+
+// SetSuspend sets spec.suspend of the Sync namespace/name to suspend with a
+// JSON merge patch under SuspendFieldManager: true stops the agent from
+// applying at its next reconcile, false (the field removed) lets it apply
+// again (docs/design.md#pausing; Flux's `flux suspend` and `flux resume`
+// patch spec.suspend the same way). The Sync's watch wakes the agent at
+// once. It fails when the Sync does not exist (naming the instance and
+// namespace the agent must run with) or the patch is refused.
+func SetSuspend(ctx context.Context, c client.Client, namespace, name string, suspend bool) error {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(SyncGVK)
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	value := "null"
+	if suspend {
+		value = "true"
+	}
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":`+value+`}}`))
+	if err := c.Patch(ctx, u, patch, client.FieldOwner(SuspendFieldManager)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("Sync %s/%s not found: no agent runs with --instance %s --namespace %s", namespace, name, name, namespace)
+		}
+		return fmt.Errorf("Sync %s/%s: set spec.suspend: %w", namespace, name, err)
+	}
+	return nil
+}
+
+// suspended reads the Sync's spec.suspend; a missing Sync, or a Sync
+// kind the client does not know yet (a CRD just established), is not
+// suspended.
+func (r *Reconciler) suspended(ctx context.Context) (bool, error) {
+	u, _, err := ReadSync(ctx, r.c, r.cfg.Apply.Namespace, r.cfg.Apply.Instance)
+	if meta.IsNoMatchError(err) {
+		return false, nil
+	}
+	if err != nil || u == nil {
+		return false, err
+	}
+	s, _, err := unstructured.NestedBool(u.Object, "spec", "suspend")
+	if err != nil {
+		return false, fmt.Errorf("Sync %s/%s: spec.suspend: %w", r.cfg.Apply.Namespace, r.cfg.Apply.Instance, err)
+	}
+	return s, nil
+}
+
+// reconcileSuspended is a reconcile while spec.suspend is true: nothing is
+// checked out or applied; the health of what the last apply of this
+// process installed is read again, so the status keeps reporting.
+func (r *Reconciler) reconcileSuspended(ctx context.Context) (*Outcome, error) {
+	out := &Outcome{suspended: true}
+	if r.lastResult == nil {
+		return out, nil
+	}
+	if err := r.readHealth(ctx, r.lastResult, out); err != nil {
+		return out, &StepError{Step: StepHealth, Reason: ReasonHealthCheckFailed, Err: err}
+	}
+	return out, nil
+}

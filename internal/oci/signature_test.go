@@ -1,0 +1,146 @@
+package oci_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/oci"
+	"github.com/lockstep-gitops/lockstep/test/registry"
+)
+
+// verifyingImageConfig is an ImageConfig named n for prefix, rewriting it
+// to rewrite, whose spec.verification lists one key authority per Secret
+// name in secrets (authority i is named "a<i>", key cosign.pub, sha256).
+func verifyingImageConfig(t testing.TB, n, rewrite, prefix string, secrets ...string) declarations.ImageConfig {
+	t.Helper()
+	ic := imageConfig(n, rewrite, prefix)
+	var auth []string
+	for i, s := range secrets {
+		auth = append(auth, fmt.Sprintf(`{"name":"a%d","key":{"secretRef":{"name":%q,"key":"cosign.pub"},"hashAlgorithm":"sha256"}}`, i, s))
+	}
+	ic.Spec.Verification = json.RawMessage(`{"provider":"Cosign","cosign":{"authorities":[` + strings.Join(auth, ",") + `]}}`)
+	return ic
+}
+
+// keysOf is a KeySource holding each SigningKey's public key under its
+// Secret name.
+func keysOf(keys map[string]*registry.SigningKey) oci.KeySource {
+	return func(_ context.Context, secret, _ string) ([]byte, error) {
+		k, ok := keys[secret]
+		if !ok {
+			return nil, fmt.Errorf("Secret %s not found", secret)
+		}
+		return k.PublicPEM, nil
+	}
+}
+
+// TestVerifySignature signs real packages in-process with generated keys,
+// pushes their cosign signature images to the in-process registry, and
+// checks Crossplane's semantics: a package passes when any authority
+// passes; unsigned, signed by another key, or a signature of another image
+// fails naming the package, the ImageConfig and every authority tried.
+func TestVerifySignature(t *testing.T) {
+	reg := registry.New(t)
+	release, other := registry.NewSigningKey(t), registry.NewSigningKey(t)
+	signed := push(t, reg, "org/provider-demo:v0.1.0", example(t, provider))
+	reg.Sign(t, "org/provider-demo:v0.1.0", release)
+	unsigned := push(t, reg, "org/provider-demo:v0.2.0", example(t, "provider-demo/v0.2.0"))
+	resigned := push(t, reg, "org/function-demo:v0.1.0", example(t, "function-demo/v0.1.0"))
+	reg.Sign(t, "org/function-demo:v0.1.0", other)
+	// A signature image moved to another image's tag: it verifies with the
+	// key but signs another digest.
+	copied := push(t, reg, "org/configuration-demo:v0.1.0", example(t, "configuration-demo/v0.1.0"))
+	sig := reg.Sign(t, "org/provider-demo:v0.1.0", release)
+	copyTag(t, reg, "org/provider-demo@"+sig.String(), "org/configuration-demo:sha256-"+copied.Hex+".sig")
+
+	const source = "xpkg.example.com/org"
+	keys := keysOf(map[string]*registry.SigningKey{"release": release, "other-team": other})
+	cases := map[string]struct {
+		reason  string
+		ics     []declarations.ImageConfig
+		pkg     string
+		digest  v1.Hash
+		keys    oci.KeySource
+		want    *oci.Verification
+		wantErr []string
+	}{
+		"Signed": {
+			reason: "a package signed with the authority's key passes, through the ImageConfig rewrite",
+			ics:    []declarations.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release")},
+			pkg:    "provider-demo", digest: signed, keys: keys,
+			want: &oci.Verification{ImageConfig: "signed", Authority: "a0", Signature: sig.String()},
+		},
+		"AnyAuthority": {
+			reason: "the package passes when any authority passes; the first that does is recorded",
+			ics:    []declarations.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "other-team", "release")},
+			pkg:    "provider-demo", digest: signed, keys: keys,
+			want: &oci.Verification{ImageConfig: "signed", Authority: "a1", Signature: sig.String()},
+		},
+		"NoVerification": {
+			reason: "no ImageConfig with spec.verification matches: nothing to verify",
+			ics:    []declarations.ImageConfig{imageConfig("mirror", reg.Host+"/org", source)},
+			pkg:    "provider-demo", digest: unsigned, keys: keys,
+		},
+		"Unsigned": {
+			reason: "an unsigned package is refused, naming the package, the ImageConfig and the authority",
+			ics:    []declarations.ImageConfig{imageConfig("mirror", reg.Host+"/org", source), verifyingImageConfig(t, "signed", "", source, "release")},
+			pkg:    "provider-demo", digest: unsigned, keys: keys,
+			wantErr: []string{"package " + source + "/provider-demo@" + unsigned.String(), "ImageConfig signed requires a cosign signature", `authority "a0"`, "no signature image"},
+		},
+		"OtherKey": {
+			reason: "a package signed with another key than the authority's is refused",
+			ics:    []declarations.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release")},
+			pkg:    "function-demo", digest: resigned, keys: keys,
+			wantErr: []string{"ImageConfig signed", `authority "a0" (key release/cosign.pub): no signature verifies with this key`},
+		},
+		"OtherImage": {
+			reason: "a valid signature of another image, copied to this image's signature tag, is refused",
+			ics:    []declarations.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release")},
+			pkg:    "configuration-demo", digest: copied, keys: keys,
+			wantErr: []string{"signs another image than " + copied.String()},
+		},
+		"NoKey": {
+			reason: "an authority whose key cannot be read fails, saying why",
+			ics:    []declarations.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "missing")},
+			pkg:    "provider-demo", digest: signed, keys: keys,
+			wantErr: []string{`authority "a0" (key missing/cosign.pub): Secret missing not found`},
+		},
+		"NoKeySource": {
+			reason: "without a key source nothing passes",
+			ics:    []declarations.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release")},
+			pkg:    "provider-demo", digest: signed,
+			wantErr: []string{"no public key source for Secret release"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := client(t, options(reg), "", tc.ics...)
+			got, err := c.VerifySignature(context.Background(), digestRef(t, source+"/"+tc.pkg, tc.digest), tc.keys)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nVerifySignature: -want +got:\n%s", tc.reason, diff)
+			}
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Errorf("%s\nVerifySignature: unexpected error %v", tc.reason, err)
+				}
+				return
+			}
+			if !errors.Is(err, oci.ErrSignature) {
+				t.Errorf("%s\nVerifySignature: got %v, want an ErrSignature", tc.reason, err)
+			}
+			for _, w := range tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("%s\nVerifySignature: got %v, want an error containing %q", tc.reason, err, w)
+				}
+			}
+		})
+	}
+}
