@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -162,8 +163,8 @@ func (p *pkgRun) adopting(u *unstructured.Unstructured) bool {
 // Crossplane's package, revision and runtime controllers stop recreating
 // TLS Secrets, Services and Deployments) and labels it with the instance,
 // in one merge patch per record as AdoptFieldManager; and it deletes the
-// package's MRDs, then their owner references on the CRDs they made, so
-// that Crossplane's MRD controller
+// package's MRDs (their owner references on the CRDs they made go in the
+// payload step, dropDeletedMRDRefs), so that Crossplane's MRD controller
 // (crossplane/crossplane internal/controller/apiextensions/managed) no
 // longer writes the CRDs lockstep now applies. The revisions that are not
 // the locked digest are retired by the activation and runtime steps
@@ -232,29 +233,80 @@ func (p *pkgRun) adoptPreflight(ctx context.Context) error {
 	return p.preflightStep(ctx)
 }
 
-// removeMRD deletes the MRD m with a UID precondition, then removes its
-// owner reference from the CRD of the same name, which its other owners
-// (the package's revisions) keep. The MRD goes first: while it exists,
-// Crossplane's MRD controller writes the reference back. A conflict (the
-// garbage collector removing the dangling reference meanwhile) is retried
-// on a fresh read.
+// removeMRD deletes the MRD m with a UID precondition. Its owner
+// reference on the CRD of the same name is removed later, by
+// dropDeletedMRDRefs in the payload step, not here: Crossplane's MRD
+// controller reconciles from a cache, so a reconcile that read the MRD
+// before the delete can server-side apply the CRD with the MRD as owner
+// after it (issue 16: removing the reference right after the delete lost
+// that race, and the CRD kept an owner reference to an MRD that no longer
+// exists, as no garbage collector removed it).
 func (r *run) removeMRD(ctx context.Context, m *metav1.PartialObjectMetadata) error {
 	if err := r.deleteObject(ctx, m, m.UID); err != nil {
 		return fmt.Errorf("ManagedResourceDefinition %s: delete failed: %w", m.Name, err)
 	}
+	return nil
+}
+
+// dropDeletedMRDRefs removes, from each live CRD of the package's payload,
+// the owner references to ManagedResourceDefinitions that no longer exist
+// (or are being deleted, or are another object of the same name): the MRDs
+// the adoption deleted (removeMRD), whose reference Crossplane's MRD
+// controller may have written back after the delete. It runs on every
+// apply, so a reference written back after one apply is removed by the
+// next; a CRD that has no MRD owner reference costs no request. The
+// garbage collector of kube-controller-manager removes such dangling
+// references too (kubernetes/kubernetes pkg/controller/garbagecollector
+// garbagecollector.go, attemptToDeleteItem), but lockstep does not rely
+// on one running. A conflict is retried on a fresh read.
+func (p *pkgRun) dropDeletedMRDRefs(ctx context.Context) error {
+	r := p.r
+	if r.opts.DryRun {
+		return nil
+	}
+	deleted := map[string]bool{}
+	if p.adoption != nil {
+		for _, m := range p.adoption.mrds {
+			deleted[m.Name] = true
+		}
+	}
+	for _, d := range p.payload {
+		if d.u.GroupVersionKind().GroupKind() != crossplane.GroupKindCRD {
+			continue
+		}
+		if !deleted[d.u.GetName()] && (d.result == nil || len(mrdRefs(d.result.GetOwnerReferences())) == 0) {
+			continue
+		}
+		if err := r.dropDeletedMRDRefsOf(ctx, d.u.GetName()); err != nil {
+			return fmt.Errorf("CustomResourceDefinition %s: cannot remove the owner reference of its deleted ManagedResourceDefinition: %w", d.u.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// dropDeletedMRDRefsOf reads the CRD name and removes its owner
+// references to MRDs that do not exist as referenced; see
+// dropDeletedMRDRefs.
+func (r *run) dropDeletedMRDRefsOf(ctx context.Context, name string) error {
 	var err error
 	for range 3 {
 		crd := &metav1.PartialObjectMetadata{}
 		crd.SetGroupVersionKind(crossplane.GroupKindCRD.WithVersion("v1"))
-		if err = r.c.Get(ctx, client.ObjectKey{Name: m.Name}, crd); err != nil {
+		if err = r.c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			return fmt.Errorf("CustomResourceDefinition %s: %w", m.Name, err)
+			return err
 		}
 		var keep []metav1.OwnerReference
 		for _, ref := range crd.OwnerReferences {
-			if ref.UID != m.UID {
+			gone := false
+			if len(mrdRefs([]metav1.OwnerReference{ref})) == 1 {
+				if gone, err = r.mrdGone(ctx, ref); err != nil {
+					return err
+				}
+			}
+			if !gone {
 				keep = append(keep, ref)
 			}
 		}
@@ -262,13 +314,37 @@ func (r *run) removeMRD(ctx context.Context, m *metav1.PartialObjectMetadata) er
 			return nil
 		}
 		if err = r.patchOwnerReferences(ctx, crd, keep); err == nil || !(apierrors.IsConflict(err) || apierrors.IsInvalid(err)) {
-			break
+			return err
 		}
 	}
-	if err != nil {
-		return fmt.Errorf("CustomResourceDefinition %s: cannot remove the owner reference of its deleted ManagedResourceDefinition: %w", m.Name, err)
+	return err
+}
+
+// mrdGone reports whether the MRD ref points to is missing, being
+// deleted, or replaced by another object of the same name.
+func (r *run) mrdGone(ctx context.Context, ref metav1.OwnerReference) (bool, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(crossplane.GroupKindMRD.WithVersion(mrdVersion))
+	err := r.c.Get(ctx, client.ObjectKey{Name: ref.Name}, m)
+	switch {
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("ManagedResourceDefinition %s: %w", ref.Name, err)
 	}
-	return nil
+	return m.UID != ref.UID || m.DeletionTimestamp != nil, nil
+}
+
+// mrdRefs returns the owner references of refs to ManagedResourceDefinitions.
+func mrdRefs(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	var out []metav1.OwnerReference
+	for _, ref := range refs {
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err == nil && ref.Kind == crossplane.GroupKindMRD.Kind && gv.Group == crossplane.GroupKindMRD.Group {
+			out = append(out, ref)
+		}
+	}
+	return out
 }
 
 // mergePatch sends a JSON merge patch of u as manager.

@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -108,4 +111,45 @@ func TestAdoptOtherVersions(t *testing.T) {
 	}
 
 	f.quietSecondApply(t, m, out, mrdc, rtc)
+}
+
+// TestAdoptDropsLateMRDOwner adopts the captured S2 state as
+// TestAdoptOtherVersions does, then writes what a reconcile of
+// Crossplane's MRD controller that read the MRD before the adoption
+// deleted it writes after the delete (its cache lags): the CRD with the
+// deleted MRD as owner, as MRDManager. The next apply removes that
+// dangling owner reference, which no garbage collector removes here
+// (issue 16: lockstep removed the reference only once, right after the
+// delete, and lost this race).
+func TestAdoptDropsLateMRDOwner(t *testing.T) {
+	f, _ := xpFixture(t, xpstate.S2BeforeUpgrade)
+	ctx := envtest.Context(t, 5*time.Minute)
+	const (
+		prov, name = "crossplane-contrib-provider-kubernetes", "objects.kubernetes.crossplane.io"
+		oldProv    = prov + "-9a0a3cd84f1f"
+		newProv    = prov + "-e70334b7798e"
+	)
+	mrd := f.get(t, "apiextensions.crossplane.io/v1alpha1", "ManagedResourceDefinition", "", name)
+	if mrd == nil {
+		t.Fatalf("the capture has no MRD %s", name)
+	}
+	out := f.render(t, captured(t, crossplane.KindProvider, "provider-kubernetes-v1.2.1"), captured(t, crossplane.KindFunction, "function-patch-and-transform-v0.10.8"))
+	m := f.manager(t, nil)
+	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{Commit: "adopt"}))
+	if f.get(t, "apiextensions.crossplane.io/v1alpha1", "ManagedResourceDefinition", "", name) != nil {
+		t.Fatalf("the adoption left the MRD %s", name)
+	}
+
+	no := false
+	late := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": map[string]any{"name": name}}}
+	late.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: mrd.GetAPIVersion(), Kind: mrd.GetKind(), Name: name, UID: mrd.GetUID(), Controller: &no}})
+	if err := f.env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(late), client.FieldOwner(xpstate.MRDManager), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{Commit: "again"}))
+
+	want := []string{"Provider/" + prov + " controller=false", "ProviderRevision/" + oldProv + " controller=false", "ProviderRevision/" + newProv + " controller=true"}
+	if diff := cmp.Diff(want, ownerRefs(f.crd(t, name))); diff != "" {
+		t.Errorf("CRD %s owner references after the late write of the deleted MRD: -want +got\n%s", name, diff)
+	}
 }

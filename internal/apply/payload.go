@@ -90,6 +90,9 @@ func (p *pkgRun) payloadStep(ctx context.Context) error {
 			return fmt.Errorf("waiting for CustomResourceDefinitions to be Established: %w", err)
 		}
 	}
+	if err := p.dropDeletedMRDRefs(ctx); err != nil {
+		return err
+	}
 	p.objectRefs = objectRefs(p.payload)
 	return nil
 }

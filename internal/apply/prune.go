@@ -159,6 +159,10 @@ func (r *run) prunePackage(ctx context.Context, pp plan.PackagePrune) (*PackageR
 			errs = append(errs, err)
 			continue
 		}
+		if err := r.dropDeletedMRDRefsOf(ctx, m.Name); err != nil {
+			errs = append(errs, fmt.Errorf("CustomResourceDefinition %s: cannot remove the owner reference of its deleted ManagedResourceDefinition: %w", m.Name, err))
+			continue
+		}
 		res.Changes.Add(entry(&unstructured.Unstructured{Object: map[string]any{"apiVersion": m.APIVersion, "kind": m.Kind, "metadata": map[string]any{"name": m.Name}}}, ssa.DeletedAction))
 	}
 	for _, e := range pp.HandOffs {
