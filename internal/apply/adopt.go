@@ -2,7 +2,6 @@ package apply
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -349,23 +348,7 @@ func mrdRefs(refs []metav1.OwnerReference) []metav1.OwnerReference {
 
 // mergePatch sends a JSON merge patch of u as manager.
 func (r *run) mergePatch(ctx context.Context, u *unstructured.Unstructured, patch map[string]any, manager string) error {
-	b, err := json.Marshal(patch)
-	if err != nil {
-		return err
-	}
-	opts := []client.PatchOption{client.FieldOwner(manager)}
-	if r.opts.DryRun {
-		opts = append(opts, client.DryRunAll)
-	}
-	target := &unstructured.Unstructured{}
-	target.SetGroupVersionKind(u.GroupVersionKind())
-	target.SetName(u.GetName())
-	target.SetNamespace(u.GetNamespace())
-	if err := r.c.Patch(ctx, target, client.RawPatch(types.MergePatchType, b), opts...); err != nil {
-		return err
-	}
-	r.wrote()
-	return nil
+	return r.rawPatch(ctx, u.GroupVersionKind(), u.GetNamespace(), u.GetName(), types.MergePatchType, patch, manager)
 }
 
 // rollbackAdoption hands a package whose adoption failed before its

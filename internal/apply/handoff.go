@@ -68,19 +68,9 @@ func ownedByOthers(u *unstructured.Unstructured, manager string, ref metav1.Owne
 		return false
 	}
 	path := []string{"f:metadata", "f:ownerReferences", "k:" + string(key)}
-	for _, mf := range u.GetManagedFields() {
-		if mf.Subresource != "" || mf.FieldsV1 == nil || (mf.Manager == manager && mf.Operation == metav1.ManagedFieldsOperationApply) {
-			continue
-		}
-		var fields map[string]any
-		if err := json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields); err != nil {
-			continue
-		}
-		if hasFieldPath(fields, path) {
-			return true
-		}
-	}
-	return false
+	return anyManagerOwns(u, "", path, func(mf metav1.ManagedFieldsEntry) bool {
+		return mf.Manager != manager || mf.Operation != metav1.ManagedFieldsOperationApply
+	})
 }
 
 // handOver writes d's hand-off: one JSON patch, preconditioned on the

@@ -2,7 +2,6 @@ package apply
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -105,21 +104,9 @@ func (r *run) releaseRevisionFinalizer(ctx context.Context, obj *metav1.PartialO
 		{Op: "test", Path: path, Value: crossplane.RevisionFinalizer},
 		{Op: "remove", Path: path},
 	}
-	b, err := json.Marshal(ops)
-	if err != nil {
-		return err
-	}
-	opts := []client.PatchOption{client.FieldOwner(FieldManager)}
-	if r.opts.DryRun {
-		opts = append(opts, client.DryRunAll)
-	}
-	target := &unstructured.Unstructured{}
-	target.SetGroupVersionKind(gvk)
-	target.SetName(obj.Name)
-	if err := r.c.Patch(ctx, target, client.RawPatch(types.JSONPatchType, b), opts...); err != nil {
+	if err := r.rawPatch(ctx, gvk, "", obj.Name, types.JSONPatchType, ops, FieldManager); err != nil {
 		return fmt.Errorf("cannot remove finalizer %s: %w", crossplane.RevisionFinalizer, err)
 	}
-	r.wrote()
 	obj.Finalizers = slices.Delete(slices.Clone(obj.Finalizers), i, i+1)
 	return nil
 }

@@ -508,8 +508,17 @@ func soleOwner(u *unstructured.Unstructured, manager string, path ...string) boo
 // ownsField reports whether manager, with operation Apply, owns the field
 // at path (FieldsV1 keys) of u's subresource ("" for the object itself).
 func ownsField(u *unstructured.Unstructured, manager, subresource string, path ...string) bool {
+	return anyManagerOwns(u, subresource, path, func(mf metav1.ManagedFieldsEntry) bool {
+		return mf.Manager == manager && mf.Operation == metav1.ManagedFieldsOperationApply
+	})
+}
+
+// anyManagerOwns reports whether a managedFields entry of u's subresource
+// ("" for the object itself) for which match is true owns the field at
+// path (FieldsV1 keys).
+func anyManagerOwns(u *unstructured.Unstructured, subresource string, path []string, match func(metav1.ManagedFieldsEntry) bool) bool {
 	for _, mf := range u.GetManagedFields() {
-		if mf.Subresource != subresource || mf.FieldsV1 == nil || mf.Manager != manager || mf.Operation != metav1.ManagedFieldsOperationApply {
+		if mf.Subresource != subresource || mf.FieldsV1 == nil || !match(mf) {
 			continue
 		}
 		var fields map[string]any

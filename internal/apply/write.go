@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fluxcd/pkg/ssa/utils"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -134,19 +135,28 @@ func (r *run) patchOwnerReferences(ctx context.Context, obj client.Object, refs 
 	} else {
 		ops = append(ops, jsonPatchOp{Op: "replace", Path: "/metadata/ownerReferences", Value: refs})
 	}
-	b, err := json.Marshal(ops)
+	return r.rawPatch(ctx, obj.GetObjectKind().GroupVersionKind(), obj.GetNamespace(), obj.GetName(), types.JSONPatchType, ops, FieldManager)
+}
+
+// rawPatch sends patch, encoded as JSON, as a patch of type pt (a JSON
+// patch or a JSON merge patch) to the object gvk namespace/name, as field
+// manager manager, and counts the write. A dry-run Manager sends it as a
+// server-side dry-run. The error is the API server's, unwrapped, so
+// callers can test it with apierrors.
+func (r *run) rawPatch(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, pt types.PatchType, patch any, manager string) error {
+	b, err := json.Marshal(patch)
 	if err != nil {
 		return err
 	}
-	opts := []client.PatchOption{client.FieldOwner(FieldManager)}
+	opts := []client.PatchOption{client.FieldOwner(manager)}
 	if r.opts.DryRun {
 		opts = append(opts, client.DryRunAll)
 	}
 	target := &unstructured.Unstructured{}
-	target.SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
-	target.SetName(obj.GetName())
-	target.SetNamespace(obj.GetNamespace())
-	if err := r.c.Patch(ctx, target, client.RawPatch(types.JSONPatchType, b), opts...); err != nil {
+	target.SetGroupVersionKind(gvk)
+	target.SetName(name)
+	target.SetNamespace(namespace)
+	if err := r.c.Patch(ctx, target, client.RawPatch(pt, b), opts...); err != nil {
 		return err
 	}
 	r.wrote()
