@@ -115,8 +115,10 @@ func (c *Client) remoteSignatures(ctx context.Context, src string, d v1.Hash) ([
 		if err != nil {
 			return nil, fmt.Errorf("signature manifest %s@%s: %w", repo, desc.Digest, err)
 		}
-		if _, err := c.cache.writeBlob(desc.Digest, int64(len(desc.Manifest)), bytes.NewReader(desc.Manifest)); err != nil {
-			return nil, fmt.Errorf("signature manifest %s@%s: %w", repo, desc.Digest, err)
+		if !c.cache.has(desc.Digest) {
+			if _, err := c.cache.writeBlob(desc.Digest, int64(len(desc.Manifest)), bytes.NewReader(desc.Manifest)); err != nil {
+				return nil, fmt.Errorf("signature manifest %s@%s: %w", repo, desc.Digest, err)
+			}
 		}
 		out = append(out, sigs...)
 		digests = append(digests, desc.Digest)
@@ -259,7 +261,7 @@ func (c *Cache) signatureIndexPath(d v1.Hash) (string, error) {
 
 // writeSignatureIndex records that the signature manifests digests (whose
 // blobs are already in the cache) sign the image d, replacing an earlier
-// record, through a temporary file renamed into place.
+// different record, through a temporary file renamed into place.
 func (c *Cache) writeSignatureIndex(d v1.Hash, digests []v1.Hash) error {
 	p, err := c.signatureIndexPath(d)
 	if err != nil {
@@ -268,6 +270,9 @@ func (c *Cache) writeSignatureIndex(d v1.Hash, digests []v1.Hash) error {
 	var b strings.Builder
 	for _, h := range digests {
 		b.WriteString(h.String() + "\n")
+	}
+	if old, err := os.ReadFile(p); err == nil && string(old) == b.String() {
+		return nil
 	}
 	dir := filepath.Dir(p)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
