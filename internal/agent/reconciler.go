@@ -377,7 +377,11 @@ func (r *Reconciler) Reconcile(ctx context.Context) (*Outcome, error) {
 		}
 	}
 	if out.Idle && err == nil && !r.updatesChanged() {
-		// Nothing changed since the status was last written.
+		// Nothing changed since the status was last written; the commit
+		// is still applied, which the metric says without a request.
+		if r.metrics != nil {
+			r.metrics.LastAppliedTimestamp.Set(float64(now().Unix()))
+		}
 		return out, nil
 	}
 	if serr := r.writeStatus(ctx, out, err); serr != nil && err == nil {

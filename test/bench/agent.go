@@ -104,7 +104,12 @@ func runAgentSteady(ctx context.Context, spec *childSpec, cfg *rest.Config, coun
 			outcomes <- o
 		}})
 	}()
-	defer func() { stop(); <-done }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			logf("  agent: %v", err)
+		}
+	}()
 
 	fig := &AgentFigures{IntervalSeconds: agentInterval.Seconds()}
 	m.Agent = fig
