@@ -176,9 +176,18 @@ func TestMRDActivation(t *testing.T) {
 	// A second apply of the same input sends no mutating request.
 	f.reqs.reset()
 	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
-	if _, mutating := f.reqs.snapshot(); len(mutating) != 0 {
+	all, mutating := f.reqs.snapshot()
+	if len(mutating) != 0 {
 		t.Errorf("the no-op apply sent %d mutating requests: %v", len(mutating), mutating)
 	}
+	// Nor does it read the CRDs of the active MRDs one by one: their MRD
+	// owner references name MRDs the apply listed, with those UIDs.
+	for _, req := range all {
+		if strings.Contains(req, "/customresourcedefinitions/") || strings.Contains(req, "/managedresourcedefinitions/") {
+			t.Errorf("the no-op apply read a single definition: %s", req)
+		}
+	}
+	t.Logf("no-op apply: %d requests", len(all))
 }
 
 func ptrTo[T any](v T) *T { return &v }
