@@ -210,3 +210,29 @@ func (p *pkgRun) mrdRefsKnown(refs []metav1.OwnerReference) bool {
 	}
 	return true
 }
+
+// ReasonMRDsActive is the reason of RuntimeActive True that lockstep
+// writes on the active revision of a provider with at least one Active
+// ManagedResourceDefinition: its Deployment runs. Crossplane's main
+// branch sets RuntimeActive True too, with a reason not known here (only
+// AwaitingActivation, the False reason, was studied), so lockstep names
+// its own (docs/design.md#managed-resource-activation).
+const ReasonMRDsActive = "ManagedResourceDefinitionsActive"
+
+// runtimeActive returns the RuntimeActive condition of a provider revision
+// rendered with MRDs (render.RevisionOutput.MRDs), nil for one without:
+// False with reason AwaitingActivation while a safe-start provider has no
+// Active MRD (its Deployment has 0 replicas), True with ReasonMRDsActive
+// once one is Active.
+func (p *pkgRun) runtimeActive() *condition {
+	rev := p.po.Revision
+	switch {
+	case rev.AwaitingActivation:
+		return &condition{Type: crossplane.ConditionRuntimeActive, Status: "False", Reason: crossplane.ReasonAwaitingActivation,
+			Message: "no ManagedResourceDefinition of this safe-start provider is Active: its Deployment has 0 replicas until a ManagedResourceActivationPolicy activates one"}
+	case len(rev.MRDs) > 0 && len(rev.ManagedCRDs) > 0:
+		return &condition{Type: crossplane.ConditionRuntimeActive, Status: "True", Reason: ReasonMRDsActive,
+			Message: fmt.Sprintf("%d of %d ManagedResourceDefinitions are Active: the Deployment runs", len(rev.ManagedCRDs), len(rev.MRDs))}
+	}
+	return nil
+}

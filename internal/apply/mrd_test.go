@@ -169,8 +169,11 @@ func TestMRDActivation(t *testing.T) {
 	if got := cond(rev, "RevisionHealthy"); got != "True/HealthyPackageRevision" {
 		t.Errorf("RevisionHealthy with 5 active MRDs: %s", got)
 	}
-	if got := cond(rev, "RuntimeActive"); got != "" {
-		t.Errorf("RuntimeActive after activation: %s, want none", got)
+	if got := cond(rev, "RuntimeActive"); got != "True/"+apply.ReasonMRDsActive {
+		t.Errorf("RuntimeActive after activation: %s, want True/%s", got, apply.ReasonMRDsActive)
+	}
+	if got, want := condMessage(rev, "RuntimeActive"), "5 of 208 ManagedResourceDefinitions are Active: the Deployment runs"; got != want {
+		t.Errorf("RuntimeActive message: %q, want %q", got, want)
 	}
 
 	// A second apply of the same input sends no mutating request.
