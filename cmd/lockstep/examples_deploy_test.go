@@ -157,6 +157,17 @@ func TestExampleDeployRBAC(t *testing.T) {
 			got:    granted(ex.clusterRole.Rules, "pkg.crossplane.io", "locks", "lock", "get", "create", "update"),
 			want:   []string{"get", "create", "update"},
 		},
+		"CrossplaneLockWatched": {
+			reason: "the agent watches Crossplane's Lock/lock by name (docs/design.md#the-agents-steady-state)",
+			got:    granted(ex.clusterRole.Rules, "pkg.crossplane.io", "locks", "lock", "list", "watch"),
+			want:   []string{"list", "watch"},
+		},
+		"DeletionProtectionWatched": {
+			reason: "the agent watches the instance's deletion protection objects (docs/design.md#the-agents-steady-state)",
+			got: append(granted(ex.clusterRole.Rules, "admissionregistration.k8s.io", "validatingadmissionpolicies", render.DeletionProtectionName(ex.instance), "list", "watch"),
+				granted(ex.clusterRole.Rules, "admissionregistration.k8s.io", "validatingadmissionpolicybindings", render.DeletionProtectionName(ex.instance), "list", "watch")...),
+			want: []string{"list", "watch", "list", "watch"},
+		},
 		"CrossplaneDeployment": {
 			reason: "every apply reads Crossplane's core Deployment for the version Crossplane constraints are checked against",
 			got:    granted(ex.role.Rules, "apps", "deployments", "crossplane", "get", "list"),
