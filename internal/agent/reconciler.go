@@ -537,7 +537,10 @@ func (r *Reconciler) keys() oci.KeySource {
 // reapply applies the last render again while out.Commit is refused, and
 // records in out what it did (Reapplied, or reapplyErr). Without a render
 // (the agent restarted) it first renders the Sync's lastAppliedCommit, when
-// the Source can check it out (CommitSource).
+// the Source can check it out (CommitSource), which verifies its
+// signatures; a kept render is verified again first (verifyAgain), since
+// verification must hold before every install in the agent (issue 18): a
+// last good commit whose package no longer verifies is not re-applied.
 func (r *Reconciler) reapply(ctx context.Context, out *Outcome) {
 	r.verified = nil
 	if r.last == nil {
@@ -545,6 +548,9 @@ func (r *Reconciler) reapply(ctx context.Context, out *Outcome) {
 			out.reapplyErr = err
 			return
 		}
+	} else if err := r.verifyAgain(ctx, r.last); err != nil {
+		out.reapplyErr = fmt.Errorf("re-applying commit %s refused: %w", short(r.last.commit), err)
+		return
 	}
 	if r.last == nil {
 		return

@@ -45,6 +45,9 @@ type childSpec struct {
 	CacheDir string `json:"cacheDir,omitempty"`
 	// Insecure are the registry hosts reached over plain HTTP (lockstep).
 	Insecure []string `json:"insecure,omitempty"`
+	// MRDs turns on Crossplane v2's CRD-to-MRD conversion (lockstep's
+	// --enable-custom-to-managed-resource-conversion).
+	MRDs bool `json:"mrds,omitempty"`
 	// Objects is a JSON-lines file of the objects to apply or delete
 	// (floor, flux).
 	Objects string `json:"objects,omitempty"`

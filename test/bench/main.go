@@ -36,6 +36,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,7 +60,8 @@ func main() {
 	var (
 		child     = flag.String("child", "", "internal: run the child spec in this file")
 		out       = flag.String("out", "", "write results under `DIR`/bench (default: a new temp dir)")
-		names     = flag.String("workloads", "monolith,family,small", "comma-separated workloads to run")
+		names     = flag.String("workloads", "monolith,family,small", "comma-separated workloads to run: monolith, family, small, and the managed resource activation ones, "+mrd10Key+" (10 kinds activated) and "+mrdAllKey+" (all)")
+		scens     = flag.String("scenarios", strings.Join(scenarios, ","), "comma-separated scenarios to run, in this order; a scenario left out is skipped (those after it start from the state it would have left)")
 		reps      = flag.Int("reps", 1, "repetitions of the monolith and family workloads")
 		smallReps = flag.Int("small-reps", 3, "repetitions of the small workload")
 		interval  = flag.Duration("wait-interval", apply.DefaultOptions().WaitInterval, "polling interval of Flux's wait for CRDs (and lockstep's without a REST config)")
@@ -89,7 +91,14 @@ func main() {
 		return
 	}
 	h := &harness{testdata: *testdata, interval: *interval, concurrency: *conc, profile: *profile, keep: *keep,
-		reps: map[string]int{"monolith": *reps, "family": *reps, "small": *smallReps}, scenarios: scenarios}
+		reps: map[string]int{"monolith": *reps, "family": *reps, "small": *smallReps, mrd10Key: *reps, mrdAllKey: *reps}}
+	for _, s := range strings.Split(*scens, ",") {
+		if s = strings.TrimSpace(s); !slices.Contains(scenarios, s) {
+			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (%s)\n", s, strings.Join(scenarios, ", "))
+			os.Exit(2)
+		}
+		h.scenarios = append(h.scenarios, s)
+	}
 	if *agentMode {
 		h.agent, h.edits, h.window, h.scenarios, *only = true, *edits, *window, []string{"cold install", scenarioAgent}, toolLockstep
 	}
@@ -126,8 +135,9 @@ type harness struct {
 	concurrency int
 	reps        map[string]int
 	tools       []string
-	// scenarios are the scenarios each tool runs; agent and edits are
-	// -agent and -agent-edits.
+	// scenarios are the scenarios each tool runs, in order: -scenarios,
+	// or with -agent the cold install and the agent; agent, edits and
+	// window are -agent, -agent-edits and -agent-window.
 	scenarios []string
 	agent     bool
 	edits     int
@@ -206,10 +216,12 @@ func (h *harness) run(out string, names []string) error {
 			}
 		case "small":
 			w, err = smallWorkload(filepath.Join(root, "examples", "packages"), h.tmp)
+		case mrd10Key, mrdAllKey:
+			w, err = monolithMRDWorkload(strings.TrimSpace(name), h.testdata, h.tmp)
 		case "":
 			continue
 		default:
-			return fmt.Errorf("unknown workload %q (monolith, family, small)", name)
+			return fmt.Errorf("unknown workload %q (monolith, family, small, %s, %s)", name, mrd10Key, mrdAllKey)
 		}
 		if err != nil {
 			return err
@@ -392,7 +404,7 @@ func (h *harness) runTool(ctx context.Context, p *prepared, tool string, rep int
 		state := map[string]string{"cold install": stateInstall, "no-op": stateInstall, "upgrade": stateUpgrade, "uninstall": stateUninstall, scenarioAgent: stateInstall}[sc]
 		switch tool {
 		case toolLockstep:
-			spec.DeclDir, spec.CacheDir, spec.Insecure = p.DeclDirs[state], filepath.Join(dir, "cache"), []string{h.reg.Host}
+			spec.DeclDir, spec.CacheDir, spec.Insecure, spec.MRDs = p.DeclDirs[state], filepath.Join(dir, "cache"), []string{h.reg.Host}, p.MRDs
 			if h.profile {
 				spec.CPUProfile = filepath.Join(h.outDir, "profiles", fmt.Sprintf("%s-%s-%d.pprof", p.Key, scName, rep))
 			}
