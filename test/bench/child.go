@@ -59,6 +59,10 @@ type childSpec struct {
 	// a heap profile taken near the peak of the heap goes beside it
 	// (.heap.pprof instead of .pprof).
 	CPUProfile string `json:"cpuProfile,omitempty"`
+	// DriftEdits is how many edits the agent scenario makes (-agent-edits),
+	// IdleWindow how long it counts idle requests (-agent-window).
+	DriftEdits int           `json:"driftEdits,omitempty"`
+	IdleWindow time.Duration `json:"idleWindow,omitempty"`
 	// Result is where the Measurement goes.
 	Result string `json:"result"`
 }
@@ -100,6 +104,9 @@ type Measurement struct {
 	// CRDsLeft, for uninstall, is how many of the workload's CRDs still
 	// existed (terminating) when the tool returned.
 	CRDsLeft int `json:"crdsLeft,omitempty"`
+	// Agent are the figures of the agent scenario (-agent), nil for the
+	// others.
+	Agent *AgentFigures `json:"agent,omitempty"`
 	// Error is set when the run failed.
 	Error string `json:"error,omitempty"`
 }
@@ -184,7 +191,11 @@ func measure(spec *childSpec) *Measurement {
 	start := time.Now()
 	switch spec.Tool {
 	case toolLockstep:
-		err = runLockstep(ctx, spec, cfg, m)
+		if spec.Scenario == scenarioAgent {
+			err = runAgentSteady(ctx, spec, cfg, counter, m)
+		} else {
+			err = runLockstep(ctx, spec, cfg, m)
+		}
 	case toolFloor:
 		m.Objects = len(objs)
 		err = runFloor(ctx, spec.Scenario, cfg, objs)

@@ -30,6 +30,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -70,6 +71,9 @@ func main() {
 		reprint   = flag.String("report", "", "print the Markdown of a saved results.json `FILE` and exit")
 		keep      = flag.Bool("keep", false, "keep the temp dir of packages, declarations and caches")
 		testdata  = flag.String("testdata", os.Getenv("LOCKSTEP_TESTDATA"), "the shared testdata `DIR` (default $LOCKSTEP_TESTDATA; empty: synthetic monolith, no family)")
+		agentMode = flag.Bool("agent", false, "measure the agent's steady state instead: lockstep's cold install, then the agent on it (idle requests, drift-to-restore latency, RSS), printed as the \"Agent steady state\" table")
+		edits     = flag.Int("agent-edits", 20, "with -agent, how many drift edits to time")
+		window    = flag.Duration("agent-window", 10*time.Minute, "with -agent, how long to count the idle agent's requests (client-go re-opens each watch every 5-10 min)")
 	)
 	flag.Parse()
 	if *child != "" {
@@ -94,6 +98,9 @@ func main() {
 			os.Exit(2)
 		}
 		h.scenarios = append(h.scenarios, s)
+	}
+	if *agentMode {
+		h.agent, h.edits, h.window, h.scenarios, *only = true, *edits, *window, []string{"cold install", scenarioAgent}, toolLockstep
 	}
 	for _, t := range strings.Split(*only, ",") {
 		if t = strings.TrimSpace(t); t != toolLockstep && t != toolFloor && t != toolFlux {
@@ -128,8 +135,13 @@ type harness struct {
 	concurrency int
 	reps        map[string]int
 	tools       []string
-	// scenarios are those to run (-scenarios), a subset of scenarios.
+	// scenarios are the scenarios each tool runs, in order: -scenarios,
+	// or with -agent the cold install and the agent; agent, edits and
+	// window are -agent, -agent-edits and -agent-window.
 	scenarios []string
+	agent     bool
+	edits     int
+	window    time.Duration
 
 	// mu guards env and proc, what an interrupt must stop.
 	mu   sync.Mutex
@@ -236,9 +248,13 @@ func (h *harness) run(out string, names []string) error {
 		return err
 	}
 	defer f.Close()
-	h.report.WriteMarkdown(f)
+	write := h.report.WriteMarkdown
+	if h.agent {
+		write = func(w io.Writer) { writeAgentMarkdown(w, h.report) }
+	}
+	write(f)
 	fmt.Println()
-	h.report.WriteMarkdown(os.Stdout)
+	write(os.Stdout)
 	fmt.Printf("\nJSON: %s\n", filepath.Join(h.outDir, "results.json"))
 	for _, wr := range h.report.Workloads {
 		if len(wr.failures()) > 0 {
@@ -378,17 +394,14 @@ func (h *harness) runTool(ctx context.Context, p *prepared, tool string, rep int
 	}
 	v := &verifier{env: env, p: p}
 	var runs []*Run
-	for _, sc := range scenarios {
-		if !slices.Contains(h.scenarios, sc) {
-			continue
-		}
+	for _, sc := range h.scenarios {
 		if sp.APIServer != 0 {
 			sp.waitIdle(idleWait)
 		}
 		scName := strings.ReplaceAll(sc, " ", "-")
 		spec := &childSpec{Tool: tool, Scenario: sc, KubeConfig: kubeconfig, WaitInterval: h.interval, Concurrency: h.concurrency,
-			Result: filepath.Join(dir, scName+".result.json")}
-		state := map[string]string{"cold install": stateInstall, "no-op": stateInstall, "upgrade": stateUpgrade, "uninstall": stateUninstall}[sc]
+			Result: filepath.Join(dir, scName+".result.json"), DriftEdits: h.edits, IdleWindow: h.window}
+		state := map[string]string{"cold install": stateInstall, "no-op": stateInstall, "upgrade": stateUpgrade, "uninstall": stateUninstall, scenarioAgent: stateInstall}[sc]
 		switch tool {
 		case toolLockstep:
 			spec.DeclDir, spec.CacheDir, spec.Insecure, spec.MRDs = p.DeclDirs[state], filepath.Join(dir, "cache"), []string{h.reg.Host}, p.MRDs
