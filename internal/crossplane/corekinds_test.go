@@ -65,7 +65,7 @@ func TestCoreKindsMatchCrossplane(t *testing.T) {
 			t.Errorf("IsCoreKind(%v) = false, want true", gk)
 		}
 	}
-	if IsCoreKind(schema.GroupKind{Group: APIExtensionsGroup, Kind: "Compositon"}) {
-		t.Errorf("IsCoreKind(Compositon) = true, want false for a misspelt kind")
+	if IsCoreKind(schema.GroupKind{Group: APIExtensionsGroup, Kind: "Compositions"}) {
+		t.Errorf("IsCoreKind(Compositions) = true, want false for a kind Crossplane does not serve")
 	}
 }
