@@ -117,9 +117,18 @@ type Set struct {
 	// by name. They decide which MRDs render makes Active; they do not take
 	// part in Digest, since they change no version the lock resolves.
 	ActivationPolicies []ActivationPolicy
-	// Ignored counts the other objects by "apiVersion/Kind" (for example
-	// "v1/ConfigMap" or "apps/v1/Deployment"). They are not errors. Never nil
-	// in a Set returned by Load.
+	// Manifests are the other objects, to be applied after the packages
+	// whose definitions serve their kinds (docs/design.md#manifests), in
+	// the order Load read them (file by file in lexical order, then
+	// document by document). They do not take part in Digest: a manifest
+	// changes no version the lock resolves, and lockfile.Check checks its
+	// kind against the lock on its own.
+	Manifests []Manifest
+	// Ignored counts, by "apiVersion/Kind", the objects Load reads and
+	// skips: the pkg.crossplane.io kinds Crossplane manages itself
+	// (revisions, Lock), package metadata (meta.pkg.crossplane.io) and
+	// near misses of pkg.crossplane.io (also in Warnings). They are not
+	// errors. Never nil in a Set returned by Load.
 	Ignored map[string]int
 	// Warnings are problems that do not stop Load but most likely are
 	// mistakes, formatted like errors ("file:line: Kind name: field:

@@ -151,7 +151,10 @@
 //	                   --cluster), customResources?: {CRD name: count}}
 //	runtimeConfigs?,   [ConfigChange] {name, change, fields?, moreFields?,
 //	imageConfigs?,     usedBy?}; activationPolicies are the declared
-//	activationPolicies? ManagedResourceActivationPolicies
+//	activationPolicies?, ManagedResourceActivationPolicies; manifests are
+//	manifests?         the declarations' other objects, named
+//	                   "Kind.group namespace/name"
+//	                   (docs/design.md#manifests)
 //	warnings?          [string]: stale locks, refused permission requests,
 //	                   Compositions calling functions the head lock lacks
 //

@@ -46,6 +46,11 @@ type Report struct {
 	// added, removed or changed, by name; their effect on each provider is
 	// PackageChange.Activation.
 	ActivationPolicies []ConfigChange `json:"activationPolicies,omitempty"`
+	// Manifests are the declarations' other objects (ProviderConfigs,
+	// claims, ...; docs/design.md#manifests) added, removed or changed,
+	// each named "Kind.group namespace/name" ("Kind name" for the core
+	// group and cluster-scoped objects), field by field as declared.
+	Manifests []ConfigChange `json:"manifests,omitempty"`
 	// Warnings are problems found while comparing that do not stop it, such
 	// as a stale lock, a permission request the allow list refuses, or a
 	// warning of the head's declarations (an object in a near-miss group
