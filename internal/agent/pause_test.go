@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/agent"
+	"github.com/lockstep-gitops/lockstep/internal/inspect"
 )
 
 // declareProviderDemo declares provider-demo at version, with extra metadata
@@ -137,6 +138,9 @@ func TestAgentPausedPackage(t *testing.T) {
 	if len(out.Packages) != 1 || out.Packages[0].Revision != oldRev {
 		t.Errorf("health of the paused package: %+v, want its installed revision %s", out.Packages, oldRev)
 	}
+	if got := pausedInStatus(t, c, f.ns); !got {
+		t.Errorf("lockstep status does not show provider-demo as paused")
+	}
 
 	f.write(t, "provider.yaml", declareProviderDemo("v0.2.0", ""))
 	f.commit(t, "resume provider-demo")
@@ -147,4 +151,24 @@ func TestAgentPausedPackage(t *testing.T) {
 	if got := managedBy(t, c, "provider-demo"); got != owner {
 		t.Errorf("managed-by label after resume: %q, want %q taken back", got, owner)
 	}
+	if pausedInStatus(t, c, f.ns) {
+		t.Errorf("lockstep status still shows provider-demo as paused after the annotation was removed")
+	}
+}
+
+// pausedInStatus reports whether `lockstep status` (inspect.Inspect) of
+// the instance shows provider-demo as paused.
+func pausedInStatus(t *testing.T, c client.Client, ns string) bool {
+	t.Helper()
+	rep, err := inspect.Inspect(context.Background(), c, ns, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Packages {
+		if p.Name == "provider-demo" {
+			return p.Paused
+		}
+	}
+	t.Fatalf("lockstep status lists no provider-demo: %+v", rep.Packages)
+	return false
 }
