@@ -198,6 +198,7 @@ type Updater struct {
 	mu         sync.Mutex
 	status     Status
 	registries map[string]*registryState
+	gate       Gate
 }
 
 // registryState is the backoff of one registry host.
