@@ -19,9 +19,14 @@ import (
 // lockstep-examples/<pkgName>:<tag> whose metadata names its source
 // repository (meta.crossplane.io/source), as upstream packages do, and
 // which ships one CRD with a field named after the tag (so each release has
-// its own payload and digest).
-func (e *env) pushRelease(pkgName, tag string) string {
+// its own payload and digest). crossplane, when given, is its
+// spec.crossplane.version constraint.
+func (e *env) pushRelease(pkgName, tag string, crossplane ...string) string {
 	e.t.Helper()
+	xp := ">=v1.14.0-0"
+	if len(crossplane) > 0 {
+		xp = crossplane[0]
+	}
 	dir := e.t.TempDir()
 	meta := fmt.Sprintf(`apiVersion: meta.pkg.crossplane.io/v1
 kind: Provider
@@ -31,14 +36,14 @@ metadata:
     meta.crossplane.io/source: github.com/example-org/%s
 spec:
   crossplane:
-    version: ">=v1.14.0-0"
-`, pkgName, pkgName)
+    version: %q
+`, pkgName, pkgName, xp)
 	crd := fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
-  name: things.px.example.org
+  name: things.%[1]s.example.org
 spec:
-  group: px.example.org
+  group: %[1]s.example.org
   names: {kind: Thing, listKind: ThingList, plural: things, singular: thing}
   scope: Cluster
   versions:
@@ -49,8 +54,8 @@ spec:
       openAPIV3Schema:
         type: object
         properties:
-          %s: {type: string}
-`, "release"+strings.NewReplacer("v", "", ".", "_").Replace(tag))
+          %[2]s: {type: string}
+`, pkgName, "release"+strings.NewReplacer("v", "", ".", "_").Replace(tag))
 	for f, content := range map[string]string{"crossplane.yaml": meta, "crds.yaml": crd} {
 		if err := os.WriteFile(filepath.Join(dir, f), []byte(content), 0o644); err != nil {
 			e.t.Fatal(err)
@@ -200,7 +205,7 @@ func TestProposeReleases(t *testing.T) {
 				"v1.0.0 " + v100 + " → " + tc.want + " " + digests[tc.want],
 				"Release notes of provider-px " + tc.want + ": https://github.com/example-org/provider-px/releases/tag/" + tc.want,
 				"<!-- lockstep-diff -->",
-				"things.px.example.org",
+				"things.provider-px.example.org",
 			} {
 				if !strings.Contains(body, want) {
 					t.Errorf("the message lacks %q:\n%s", want, msg)
@@ -225,5 +230,75 @@ func TestProposeReleases(t *testing.T) {
 				t.Errorf("main moved")
 			}
 		})
+	}
+}
+
+// TestProposeReleasesGroupAndFallback: a release that does not resolve
+// (its spec.crossplane.version excludes the lock's Crossplane) falls back
+// to the next one and says why; --group-releases puts every proposal in
+// one commit on lockstep/releases; update mode off pushes nothing; a
+// second run leaves the branch alone.
+func TestProposeReleasesGroupAndFallback(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.pushRelease("provider-px", "v1.0.0")
+	e.pushRelease("provider-py", "v1.0.0")
+	base, _ := e.commitLocked(map[string]string{
+		"providers.yaml": declaration("Provider", "provider-px", "provider-px:v1.0.0", "") + "---\n" +
+			declaration("Provider", "provider-py", "provider-py:v1.0.0", ""),
+	})
+	px101 := e.pushRelease("provider-px", "v1.0.1")
+	e.pushRelease("provider-px", "v1.1.0", ">=v3.0.0")
+	py110 := e.pushRelease("provider-py", "v1.1.0")
+	opts := update.ReleaseOptions{Policy: declarations.ReleaseMinor, Group: true}
+
+	off := e.options()
+	off.Mode = update.ModeOff
+	res, err := e.updater(off).ProposeReleases(ctx, opts)
+	if err != nil || len(res.Commits) != 1 || res.Commits[0].Outcome != update.UpdateAvailable {
+		t.Fatalf("update mode off: %+v, %v", res.Commits, err)
+	}
+	if got := e.remote.Ref(t, "refs/heads/"+update.DefaultReleaseGroupBranch); !got.IsZero() {
+		t.Fatalf("update mode off pushed %s", got)
+	}
+
+	u := e.updater(e.options())
+	res, err = u.ProposeReleases(ctx, opts)
+	if err != nil || len(res.Commits) != 1 || res.Commits[0].Outcome != update.Pushed {
+		t.Fatalf("grouped proposals: %+v, %v", res.Commits, err)
+	}
+	px := res.Proposals[0]
+	if px.Name != "provider-px" || px.NewVersion != "v1.0.1" || len(px.Held) != 1 ||
+		!strings.HasPrefix(px.Held[0], "v1.1.0: does not resolve: ") || !strings.Contains(px.Held[0], ">=v3.0.0") {
+		t.Errorf("provider-px: %s, held %q; want v1.0.1, v1.1.0 held for its Crossplane version", px.NewVersion, px.Held)
+	}
+	tip := e.remote.Ref(t, "refs/heads/"+update.DefaultReleaseGroupBranch)
+	commit := e.remote.CommitObject(t, tip)
+	if subject, _, _ := strings.Cut(commit.Message, "\n"); subject != "lockstep: propose releases of 2 packages" || commit.ParentHashes[0] != base {
+		t.Errorf("grouped commit %q on %v", subject, commit.ParentHashes)
+	}
+	for _, want := range []string{"provider-px: v1.0.0 → v1.0.1", "provider-py: v1.0.0 → v1.1.0", "v1.1.0: does not resolve: "} {
+		if !strings.Contains(commit.Message, want) {
+			t.Errorf("the grouped message lacks %q:\n%s", want, commit.Message)
+		}
+	}
+	lock := e.lockAt(tip)
+	if p := entry(t, lock, "provider-px"); p.Digest != px101 {
+		t.Errorf("provider-px locked at %s, want v1.0.1 %s", p.Digest, px101)
+	}
+	if p := entry(t, lock, "provider-py"); p.Digest != py110 {
+		t.Errorf("provider-py locked at %s, want v1.1.0 %s", p.Digest, py110)
+	}
+	decl, _ := e.remote.File(t, tip, declDir+"/providers.yaml")
+	if !strings.Contains(string(decl), "provider-px:v1.0.1\n") || !strings.Contains(string(decl), "provider-py:v1.1.0\n") {
+		t.Errorf("the grouped declarations:\n%s", decl)
+	}
+
+	res, err = u.ProposeReleases(ctx, opts)
+	if err != nil || len(res.Commits) != 1 || res.Commits[0].Outcome != update.AlreadyProposed {
+		t.Fatalf("second grouped run: %+v, %v", res.Commits, err)
+	}
+	if e.remote.Ref(t, "refs/heads/"+update.DefaultReleaseGroupBranch) != tip {
+		t.Errorf("the second run moved the branch")
 	}
 }
