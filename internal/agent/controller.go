@@ -71,10 +71,24 @@ func setupSyncController(mgr manager.Manager, r *Reconciler, opts RunOptions) er
 		q.Add(reconcile.Request{NamespacedName: key})
 		return nil
 	})
-	err := builder.ControllerManagedBy(mgr).
+	b := builder.ControllerManagedBy(mgr).
 		Named("sync").
 		For(&v1alpha1.Sync{}, builder.WithPredicates(specEdited(r.syncSpec()))).
-		WatchesRawSource(start).
+		WatchesRawSource(start)
+	if r.watch != nil {
+		// A change to what apply reads, made by someone else than the
+		// agent, reconciles after the debounce: a burst of events is one
+		// request in the queue.
+		debounce := opts.Debounce
+		if debounce <= 0 {
+			debounce = DefaultDebounce
+		}
+		b = b.WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			r.watch.setNotify(func() { q.AddAfter(reconcile.Request{NamespacedName: key}, debounce) })
+			return nil
+		}))
+	}
+	err := b.
 		// Several agents may run in one process (tests); each has its own
 		// manager and one worker, as the Reconciler is not safe for
 		// concurrent use.

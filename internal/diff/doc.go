@@ -147,7 +147,8 @@
 //	                   four ...Removed}
 //	  activation?      (ActivationChange) {activated?: [MRD name],
 //	                   deactivated?: [MRD name], mrds, active,
-//	                   awaitingActivation?, note?}
+//	                   awaitingActivation?, note?, orphaned? (with
+//	                   --cluster), customResources?: {CRD name: count}}
 //	runtimeConfigs?,   [ConfigChange] {name, change, fields?, moreFields?,
 //	imageConfigs?,     usedBy?}; activationPolicies are the declared
 //	activationPolicies? ManagedResourceActivationPolicies

@@ -689,6 +689,9 @@ func verdictLine(r *Report) string {
 	}
 	if s.CRDsDeactivated > 0 {
 		line += fmt.Sprintf("; −%d %s deactivated", s.CRDsDeactivated, plural(s.CRDsDeactivated, "CRD"))
+		if s.CustomResourcesOrphaned > 0 {
+			line += fmt.Sprintf(" (%d %s orphaned)", s.CustomResourcesOrphaned, plural(s.CustomResourcesOrphaned, "custom resource"))
+		}
 	}
 	return line
 }

@@ -108,6 +108,10 @@ type Summary struct {
 	// and deactivated over all packages (ActivationChange).
 	CRDsActivated   int `json:"crdsActivated,omitempty"`
 	CRDsDeactivated int `json:"crdsDeactivated,omitempty"`
+	// CustomResourcesOrphaned counts the custom resources the deactivated
+	// CRDs hold on the cluster, over all packages; set only when the diff
+	// read the cluster (Report.CountOrphans).
+	CustomResourcesOrphaned int `json:"customResourcesOrphaned,omitempty"`
 }
 
 // PackageChangeType says how a package's pin changes.
