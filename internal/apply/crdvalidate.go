@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -11,7 +12,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/version"
 
@@ -20,11 +21,15 @@ import (
 
 // crdScheme converts apiextensions.k8s.io/v1 CRDs to the API server's
 // internal version, which the validation functions take.
-var crdScheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
+var crdScheme = func() *kruntime.Scheme {
+	s := kruntime.NewScheme()
 	apiextensionsinstall.Install(s)
 	return s
 }()
+
+// validationSlots bounds how many checkCRDCreate run at once: one per
+// core.
+var validationSlots = make(chan struct{}, runtime.GOMAXPROCS(0))
 
 // validationMinor is the Kubernetes minor version of the
 // CustomResourceDefinition validation compiled into lockstep: that of the
@@ -58,6 +63,15 @@ func serverMinor(minor string) (int, error) {
 // create that races another writer are not checked (see docs/design.md,
 // "Preflight modes").
 func checkCRDCreate(ctx context.Context, body []byte) error {
+	// The validation is CPU work that allocates several times the CRD's
+	// size (decoded, converted, CEL compiled): more of them at once than
+	// there are cores only raises the peak heap.
+	select {
+	case validationSlots <- struct{}{}:
+		defer func() { <-validationSlots }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	v1 := &apiextensionsv1.CustomResourceDefinition{}
 	if err := utiljson.Unmarshal(body, v1); err != nil {
 		return fmt.Errorf("cannot decode as a CustomResourceDefinition: %w", err)
