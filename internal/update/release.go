@@ -21,8 +21,8 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 )
 
-// NewRelease: a declared semver tag moves to a newer release allowed by
-// its release policy (Updater.ProposeReleases).
+// NewRelease is the Reason of a declared semver tag moved to a newer
+// release its release policy allows (Updater.ProposeReleases).
 const NewRelease Reason = "NewRelease"
 
 // DefaultReleaseBranchPrefix is the prefix of the per-package proposal
