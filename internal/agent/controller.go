@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
@@ -42,7 +43,25 @@ func (c *syncController) Reconcile(ctx context.Context, _ reconcile.Request) (re
 	if c.onReconcile != nil {
 		c.onReconcile(out, err)
 	}
-	return reconcile.Result{RequeueAfter: requeueAfter(out, err, c.r.cfg.Interval, c.progress)}, nil
+	after := requeueAfter(out, err, c.r.cfg.Interval, c.progress)
+	if after == c.r.cfg.Interval {
+		after = jittered(after)
+	}
+	return reconcile.Result{RequeueAfter: after}, nil
+}
+
+// intervalJitter is the largest share of the interval added at random to
+// each wait for the next interval, so that a fleet of agents started
+// together (a rollout to every cluster) does not poll Git and the registry
+// in step; Flux's controllers jitter their intervals the same way.
+const intervalJitter = 0.05
+
+// jittered returns d plus a random duration in [0, intervalJitter × d).
+func jittered(d time.Duration) time.Duration {
+	if j := time.Duration(float64(d) * intervalJitter); j > 0 {
+		return d + rand.N(j)
+	}
+	return d
 }
 
 // requeueAfter is how long the agent waits before its next reconcile: the

@@ -311,7 +311,14 @@ func NewReconciler(c client.Client, cfg Config, metrics *Metrics, opts ...Option
 
 // SetUpdater makes the Sync status report u's polls (see RunOptions
 // Updater, which runs them).
-func (r *Reconciler) SetUpdater(u *update.Updater) { r.updater = u }
+//
+// It also gates u's scheduled polls on the Sync's spec.suspend: while the
+// Sync is suspended they are skipped, and the status says so
+// (docs/design.md#pausing).
+func (r *Reconciler) SetUpdater(u *update.Updater) {
+	r.updater = u
+	u.SetGate(r.pollGate)
+}
 
 // Reconcile runs one reconcile: source, declarations, lock, packages,
 // render, apply, health, then the Sync status. While the Sync's

@@ -245,5 +245,8 @@ func updateStatus(us update.Status) *v1alpha1.UpdateStatus {
 			out.LastPollResult = out.LastPollResult[:maxMessage-3] + "..."
 		}
 	}
+	if us.Skipped != "" {
+		out.LastPollResult = oneLine("skipped: " + us.Skipped)
+	}
 	return out
 }

@@ -99,3 +99,13 @@ func (r *Reconciler) reconcileSuspended(ctx context.Context) (*Outcome, error) {
 	}
 	return out, nil
 }
+
+// pollGate is the update.Gate of the agent's scheduled polls: while the
+// Sync's spec.suspend is true they are skipped, as its reconciles are.
+func (r *Reconciler) pollGate(ctx context.Context) (string, error) {
+	suspended, err := r.suspended(ctx)
+	if err != nil || !suspended {
+		return "", err
+	}
+	return "the Sync is suspended (spec.suspend): registries are polled again after lockstep resume", nil
+}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -90,6 +91,14 @@ type Options struct {
 	// (render.DeletionProtection, docs/design.md#deletion-protection);
 	// false deletes that policy when it exists.
 	DeletionProtection bool
+	// Preflight is how new CustomResourceDefinitions are checked before a
+	// package's first write (--preflight): PreflightLocal in-process,
+	// PreflightServer with server-side dry-runs (docs/design.md#preflight-modes).
+	Preflight PreflightMode
+	// PreflightSkew is how many minor versions older than lockstep's CRD
+	// validation the kube-apiserver may be for PreflightLocal to validate
+	// in-process (--preflight-skew); 0 asks for the same minor version.
+	PreflightSkew int
 }
 
 // DefaultOptions returns the options of `lockstep apply` without flags:
@@ -106,6 +115,7 @@ func DefaultOptions() Options {
 		WaitTimeout:  2 * time.Minute,
 		WaitInterval: time.Second,
 		Concurrency:  8,
+		Preflight:    PreflightLocal,
 
 		DeletionProtection: true,
 	}
@@ -124,6 +134,12 @@ func (o Options) Validate() error {
 	}
 	if _, err := plan.ParsePruneCRDs(string(o.PruneCRDs)); err != nil || o.PruneCRDs == "" {
 		errs = append(errs, fmt.Errorf("prune-crds %q is not unused, never or always", o.PruneCRDs))
+	}
+	if o.Preflight != PreflightLocal && o.Preflight != PreflightServer {
+		errs = append(errs, fmt.Errorf("preflight %q is not local or server", o.Preflight))
+	}
+	if o.PreflightSkew < 0 {
+		errs = append(errs, fmt.Errorf("preflight skew %d is negative", o.PreflightSkew))
 	}
 	if o.WaitTimeout <= 0 || o.WaitInterval <= 0 {
 		errs = append(errs, errors.New("wait timeout and interval must be positive"))
@@ -147,6 +163,10 @@ type Manager struct {
 	// SelfSubjectReview returned it (deletion protection).
 	identityMu sync.Mutex
 	user       string
+	// versionMu guards serverVersion, the kube-apiserver's /version once
+	// read (localValidation).
+	versionMu     sync.Mutex
+	serverVersion *version.Info
 }
 
 // ManagerOption configures a Manager beyond its Options.
@@ -471,6 +491,10 @@ type run struct {
 	mrdOnce sync.Once
 	mrds    []metav1.PartialObjectMetadata
 	mrdErr  error
+	// localOnce decides local: whether new CRDs are validated in-process
+	// (localCRDs).
+	localOnce sync.Once
+	local     bool
 }
 
 // wrote counts one mutating request, unless the run is a dry run.

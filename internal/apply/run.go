@@ -232,6 +232,7 @@ func (r *run) finish(ctx context.Context) {
 			if prev := old.Package(p.key.Kind, p.key.Name); prev != nil {
 				keep := *prev
 				keep.Entries = slices.Clone(prev.Entries)
+				keep.Paused = p.res.Paused
 				inv.Packages = append(inv.Packages, keep)
 			}
 			continue

@@ -531,6 +531,7 @@ func (l *loader) pkg(o object, kind crossplane.PackageKind) {
 		return
 	}
 	ref, refOK := l.validatePackageSpec(o, d.Spec)
+	l.validateReleasePolicy(o, d.Object.Annotations)
 	if d.RuntimeConfigRef != nil {
 		l.validateRuntimeConfigRef(o, "spec.runtimeConfigRef", d.RuntimeConfigRef)
 		if n := d.RuntimeConfigRef.Name; n != "" && n != DefaultRuntimeConfigName {

@@ -96,6 +96,11 @@ type Package struct {
 	// the apply that last changed the package.
 	Commit     string `json:"commit,omitempty"`
 	LockDigest string `json:"lockDigest,omitempty"`
+	// Paused is set while the package's declaration carries
+	// lockstep.io/paused: "true" (docs/design.md#pausing): apply kept the
+	// package as installed and wrote nothing of it; `lockstep status`
+	// shows it.
+	Paused bool `json:"paused,omitempty"`
 	// Entries are every object lockstep applied for the package.
 	Entries []Entry `json:"entries"`
 }

@@ -169,7 +169,7 @@ func (c *Client) signatureManifests(ctx context.Context, src string, d v1.Hash) 
 		im, rerr = idx.IndexManifest()
 	}
 	if rerr != nil {
-		return nil, repo, nil, fmt.Errorf("no signature image %s (%v), and the referrers of %s could not be listed: %w", tag, redact.Error(err), d, redact.Error(rerr))
+		return nil, repo, nil, fmt.Errorf("no signature image %s (not found), and the referrers of %s could not be listed: %w", tag, d, redact.Error(rerr))
 	}
 	var out []*remote.Descriptor
 	for _, r := range im.Manifests {
@@ -183,8 +183,8 @@ func (c *Client) signatureManifests(ctx context.Context, src string, d v1.Hash) 
 		out = append(out, got)
 	}
 	if len(out) == 0 {
-		return nil, repo, nil, fmt.Errorf("no signature image %s (%v), and none of the %d OCI 1.1 referrers of %s is a cosign signature (artifactType %s): %w",
-			tag, redact.Error(err), len(im.Manifests), d, CosignSignatureArtifactType, errNoSignature)
+		return nil, repo, nil, fmt.Errorf("no signature image %s (not found), and none of the %d OCI 1.1 referrers of %s is a cosign signature (artifactType %s): %w",
+			tag, len(im.Manifests), d, CosignSignatureArtifactType, errNoSignature)
 	}
 	return puller, repo, out, nil
 }

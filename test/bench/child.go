@@ -55,6 +55,10 @@ type childSpec struct {
 	WaitInterval time.Duration `json:"waitInterval"`
 	// Concurrency is lockstep's apply.Options.Concurrency.
 	Concurrency int `json:"concurrency"`
+	// Preflight and PreflightSkew are lockstep's apply.Options.Preflight
+	// and PreflightSkew.
+	Preflight     string `json:"preflight,omitempty"`
+	PreflightSkew int    `json:"preflightSkew,omitempty"`
 	// CPUProfile, when set, is where the measured phase's CPU profile goes;
 	// a heap profile taken near the peak of the heap goes beside it
 	// (.heap.pprof instead of .pprof).

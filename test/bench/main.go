@@ -66,6 +66,8 @@ func main() {
 		smallReps = flag.Int("small-reps", 3, "repetitions of the small workload")
 		interval  = flag.Duration("wait-interval", apply.DefaultOptions().WaitInterval, "polling interval of Flux's wait for CRDs (and lockstep's without a REST config)")
 		conc      = flag.Int("concurrency", apply.DefaultOptions().Concurrency, "lockstep's --concurrency")
+		preflight = flag.String("preflight", string(apply.DefaultOptions().Preflight), "lockstep's --preflight (local or server)")
+		skew      = flag.Int("preflight-skew", 0, "lockstep's --preflight-skew")
 		profile   = flag.Bool("profile", false, "write a CPU profile and a heap profile of every lockstep run, and kube-apiserver's CPU profile during every run of every tool, to <out>/bench/profiles")
 		only      = flag.String("tools", strings.Join(tools, ","), "comma-separated tools to run (lockstep, floor, flux); targets need all three")
 		reprint   = flag.String("report", "", "print the Markdown of a saved results.json `FILE` and exit")
@@ -90,7 +92,7 @@ func main() {
 		}
 		return
 	}
-	h := &harness{testdata: *testdata, interval: *interval, concurrency: *conc, profile: *profile, keep: *keep,
+	h := &harness{testdata: *testdata, interval: *interval, concurrency: *conc, preflight: *preflight, skew: *skew, profile: *profile, keep: *keep,
 		reps: map[string]int{"monolith": *reps, "family": *reps, "small": *smallReps, mrd10Key: *reps, mrdAllKey: *reps}}
 	for _, s := range strings.Split(*scens, ",") {
 		if s = strings.TrimSpace(s); !slices.Contains(scenarios, s) {
@@ -133,8 +135,11 @@ type harness struct {
 	keep     bool
 	// concurrency is lockstep's apply concurrency.
 	concurrency int
-	reps        map[string]int
-	tools       []string
+	// preflight and skew are lockstep's --preflight and --preflight-skew.
+	preflight string
+	skew      int
+	reps      map[string]int
+	tools     []string
 	// scenarios are the scenarios each tool runs, in order: -scenarios,
 	// or with -agent the cold install and the agent; agent, edits and
 	// window are -agent, -agent-edits and -agent-window.
@@ -197,7 +202,7 @@ func (h *harness) run(out string, names []string) error {
 		Machine: machine(),
 		Settings: Settings{
 			WaitInterval: h.interval.String(), Reps: map[string]int{}, FloorConcurrency: floorConcurrency,
-			FluxConcurrency: fluxConcurrency, LockstepConcurrency: h.concurrency, ClientQPS: 1000,
+			FluxConcurrency: fluxConcurrency, LockstepConcurrency: h.concurrency, LockstepPreflight: h.preflight, LockstepPreflightSkew: h.skew, ClientQPS: 1000,
 			Testdata: h.testdata != "",
 		},
 	}
@@ -399,7 +404,7 @@ func (h *harness) runTool(ctx context.Context, p *prepared, tool string, rep int
 			sp.waitIdle(idleWait)
 		}
 		scName := strings.ReplaceAll(sc, " ", "-")
-		spec := &childSpec{Tool: tool, Scenario: sc, KubeConfig: kubeconfig, WaitInterval: h.interval, Concurrency: h.concurrency,
+		spec := &childSpec{Tool: tool, Scenario: sc, KubeConfig: kubeconfig, WaitInterval: h.interval, Concurrency: h.concurrency, Preflight: h.preflight, PreflightSkew: h.skew,
 			Result: filepath.Join(dir, scName+".result.json"), DriftEdits: h.edits, IdleWindow: h.window}
 		state := map[string]string{"cold install": stateInstall, "no-op": stateInstall, "upgrade": stateUpgrade, "uninstall": stateUninstall, scenarioAgent: stateInstall}[sc]
 		switch tool {

@@ -96,6 +96,10 @@ func runLockstep(ctx context.Context, spec *childSpec, cfg *rest.Config, m *Meas
 	if spec.Concurrency > 0 {
 		opts.Concurrency = spec.Concurrency
 	}
+	if spec.Preflight != "" {
+		opts.Preflight = apply.PreflightMode(spec.Preflight)
+	}
+	opts.PreflightSkew = spec.PreflightSkew
 	mgr, err := apply.NewManager(c, opts, apply.WithRESTConfig(cfg))
 	if err != nil {
 		return err
