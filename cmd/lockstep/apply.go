@@ -248,6 +248,20 @@ func printResult(w io.Writer, res *apply.Result, dryRun, verbose bool) {
 	for _, p := range res.Pruned {
 		print(p, "pruned (gone from Git)")
 	}
+	// Manifests (docs/design.md#manifests): each with its action and, once
+	// applied, its kstatus health as the apply left it.
+	for _, m := range res.Manifests {
+		switch {
+		case m.Err != nil:
+			failed++
+			fmt.Fprintf(w, "manifest %s: FAILED: %s\n", m, strings.ReplaceAll(m.Err.Error(), "\n", "\n    "))
+		case m.Action == ssa.UnchangedAction && !verbose:
+		case m.Status != "":
+			fmt.Fprintf(w, "manifest %s %s (%s)\n", m, m.Action, m.Status)
+		case m.Action != "":
+			fmt.Fprintf(w, "manifest %s %s\n", m, m.Action)
+		}
+	}
 	if res.Lock != nil && (res.Lock.Action != ssa.UnchangedAction || verbose) {
 		fmt.Fprintf(w, "%s %s (Crossplane's dependency lock)\n", res.Lock.Subject, res.Lock.Action)
 	}

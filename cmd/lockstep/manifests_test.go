@@ -55,3 +55,39 @@ spec:
 		t.Errorf("lock --check with an unknown kind: %v (exit %d), want exit %d and %q\n%s", err, exitCode(err), exitStale, want, out)
 	}
 }
+
+// TestApplyPrintsManifests: lockstep apply prints each manifest it applied
+// with its action and kstatus health, and a second apply prints none.
+func TestApplyPrintsManifests(t *testing.T) {
+	reg := registry.New(t)
+	pushExamples(t, reg)
+	dir := declarationsDir(t, reg, "v0.1.0")
+	if err := os.WriteFile(filepath.Join(dir, "apps.yaml"), []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: xp-cli-m-apps}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: xp-cli-m-apps}\ndata: {size: small}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, kubeconfig := cluster(t, "xp-cli-m")
+	regFlags := []string{"--dir", dir, "--cache-dir", t.TempDir(), "--insecure-registry", reg.Host}
+	applyArgs := append([]string{"apply", "--instance", "cli-m", "--kubeconfig", kubeconfig, "--namespace", "xp-cli-m"}, regFlags...)
+	if out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0"}, regFlags...)...); err != nil {
+		t.Fatalf("lock: %v\n%s", err, out)
+	}
+	out, err := run(t, applyArgs...)
+	if err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"manifest apps.yaml:1: Namespace/xp-cli-m-apps created (Current)",
+		"manifest apps.yaml:5: ConfigMap/xp-cli-m-apps/settings created (Current)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = run(t, applyArgs...)
+	if err != nil {
+		t.Fatalf("second apply: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "manifest ") || !strings.Contains(out, "no changes:") {
+		t.Errorf("the second apply prints manifests or changes:\n%s", out)
+	}
+}
