@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -42,6 +43,10 @@ type Verification struct {
 	// Signature is "sha256:<hex>" of the signature manifest
 	// (the sha256-<digest>.sig tag, cosign's classic layout).
 	Signature string
+	// Attestations is "sha256:<hex>" of the attestation manifest (the
+	// sha256-<digest>.att tag) when the authority lists attestations,
+	// empty otherwise.
+	Attestations string
 }
 
 // ErrSignature is wrapped by every error of VerifySignature that says the
@@ -58,22 +63,37 @@ const (
 	cosignSignatureSuffix     = ".sig"
 )
 
-// verificationSpec is the part of ImageConfig spec.verification that
-// VerifySignature acts on; declarations.Set.CheckVerification refuses what it
-// does not (keyless authorities, attestations).
+// verificationSpec is ImageConfig spec.verification, as VerifySignature
+// acts on it.
 type verificationSpec struct {
 	Cosign *struct {
-		Authorities []struct {
-			Name string `json:"name"`
-			Key  *struct {
-				SecretRef *struct {
-					Name string `json:"name"`
-					Key  string `json:"key"`
-				} `json:"secretRef"`
-				HashAlgorithm string `json:"hashAlgorithm"`
-			} `json:"key"`
-		} `json:"authorities"`
+		Authorities []authoritySpec `json:"authorities"`
 	} `json:"cosign"`
+}
+
+// authoritySpec is one spec.verification.cosign.authorities[] entry.
+type authoritySpec struct {
+	Name string `json:"name"`
+	Key  *struct {
+		SecretRef *struct {
+			Name string `json:"name"`
+			Key  string `json:"key"`
+		} `json:"secretRef"`
+		HashAlgorithm string `json:"hashAlgorithm"`
+	} `json:"key"`
+	Keyless      *keylessSpec      `json:"keyless"`
+	Attestations []attestationSpec `json:"attestations"`
+}
+
+// String names the authority and what it trusts, for errors.
+func (a authoritySpec) String() string {
+	switch {
+	case a.Key != nil && a.Key.SecretRef != nil:
+		return fmt.Sprintf("authority %q (key %s/%s)", a.Name, a.Key.SecretRef.Name, a.Key.SecretRef.Key)
+	case a.Keyless != nil:
+		return fmt.Sprintf("authority %q (keyless)", a.Name)
+	}
+	return fmt.Sprintf("authority %q", a.Name)
 }
 
 // VerificationImageConfig returns the ImageConfig whose spec.verification
@@ -92,18 +112,26 @@ func (c *Client) VerificationImageConfig(ref string) *declarations.ImageConfig {
 // VerifySignature checks the cosign signatures of the package ref
 // (source@digest as the lock records it) against the ImageConfig whose
 // spec.verification applies (VerificationImageConfig), the way Crossplane
-// does: the package passes when ANY authority passes. An authority with a
-// key passes when a layer of the signature image (tag sha256-<hex>.sig
-// next to the package, where the package is pulled from after the
-// ImageConfig rewrite) carries a simple-signing payload for exactly this
-// digest whose signature verifies with the public key keys returns for the
-// authority's secretRef, hashed with its hashAlgorithm. Keys and
-// signatures are checked with github.com/sigstore/sigstore's
-// pkg/signature. It returns nil, nil when no ImageConfig asks for
-// verification. On failure the error wraps ErrSignature and names the
-// package, the ImageConfig and why each authority did not pass; a registry
-// that could not be asked fails the same way, every request under
-// Options.Timeout.
+// does: the package passes when ANY authority passes. An authority passes
+// when a layer of the signature image (tag sha256-<hex>.sig next to the
+// package, where the package is pulled from after the ImageConfig rewrite)
+// carries a simple-signing payload for exactly this digest whose signature
+// the authority accepts, and, when it lists attestations, the attestation
+// image (tag sha256-<hex>.att) holds a statement about this digest of each
+// listed predicateType, signed the same way (verifyAttestations):
+//   - a key authority accepts a signature that verifies with the public key
+//     keys returns for its secretRef, hashed with its hashAlgorithm;
+//   - a keyless authority accepts a signature whose certificate chains to
+//     a Fulcio CA of Options.TrustedRoot at the signing time and names one
+//     of its identities (keyless.check): offline, with no request but the
+//     registry's.
+//
+// Keys, certificates, transparency-log entries and signatures are checked
+// with github.com/sigstore/sigstore and github.com/sigstore/sigstore-go. It
+// returns nil, nil when no ImageConfig asks for verification. On failure
+// the error wraps ErrSignature and names the package, the ImageConfig and
+// why each authority did not pass; a registry that could not be asked
+// fails the same way, every request under Options.Timeout.
 func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeySource) (*Verification, error) {
 	src := ref.Context().String()
 	ic := c.VerificationImageConfig(src)
@@ -122,122 +150,202 @@ func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeyS
 		return nil, fmt.Errorf("package %s: %w", ref, err)
 	}
 	sigs, sigDigest, sigErr := c.signatures(ctx, src, d)
+	var (
+		atts       []cosignLayer
+		attsDigest v1.Hash
+		attErr     error
+		attFetched bool
+	)
 	var tried []string
 	for _, a := range spec.Cosign.Authorities {
-		if a.Key == nil || a.Key.SecretRef == nil {
-			tried = append(tried, fmt.Sprintf("authority %q: only key authorities are supported", a.Name))
-			continue
-		}
 		if sigErr != nil {
-			tried = append(tried, fmt.Sprintf("authority %q: %v", a.Name, sigErr))
+			tried = append(tried, fmt.Sprintf("%s: %v", a, sigErr))
 			continue
 		}
-		err := verifyWithKey(ctx, a.Key.SecretRef.Name, a.Key.SecretRef.Key, a.Key.HashAlgorithm, keys, sigs, d)
+		check, err := c.authorityCheck(ctx, a, keys)
 		if err == nil {
-			return &Verification{ImageConfig: ic.Name, Authority: a.Name, Signature: sigDigest.String()}, nil
+			err = verifySignatures(check, sigs, d)
 		}
-		tried = append(tried, fmt.Sprintf("authority %q (key %s/%s): %v", a.Name, a.Key.SecretRef.Name, a.Key.SecretRef.Key, err))
+		if err == nil && len(a.Attestations) > 0 {
+			if !attFetched {
+				atts, attsDigest, attErr = c.attestations(ctx, src, d)
+				attFetched = true
+			}
+			err = attErr
+			if err == nil {
+				err = verifyAttestations(check, atts, d, a.Attestations)
+			}
+		}
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s: %v", a, err))
+			continue
+		}
+		v := &Verification{ImageConfig: ic.Name, Authority: a.Name, Signature: sigDigest.String()}
+		if len(a.Attestations) > 0 {
+			v.Attestations = attsDigest.String()
+		}
+		return v, nil
 	}
 	return nil, fmt.Errorf("package %s: ImageConfig %s requires a cosign signature: %w: %s", ref, ic.Name, ErrSignature, strings.Join(tried, "; "))
 }
 
-// cosignSignature is one layer of a signature image.
+// authorityCheck returns the signerCheck of authority a: its public key
+// from keys, or its keyless identities with the Client's trusted root.
+func (c *Client) authorityCheck(ctx context.Context, a authoritySpec, keys KeySource) (signerCheck, error) {
+	switch {
+	case a.Key != nil && a.Key.SecretRef != nil:
+		v, err := keyVerifier(ctx, a.Key.SecretRef.Name, a.Key.SecretRef.Key, a.Key.HashAlgorithm, keys)
+		if err != nil {
+			return nil, err
+		}
+		return keyCheck(v), nil
+	case a.Keyless != nil:
+		if c.trust == nil {
+			return nil, errors.New("no Sigstore trusted root to verify keyless signatures with: give one with --trusted-root FILE (trusted_root.json)")
+		}
+		k := keyless{spec: *a.Keyless, trust: c.trust, ignoreTlog: c.opts.InsecureIgnoreTlog, now: time.Now}
+		return k.check, nil
+	}
+	return nil, errors.New("sets neither key nor keyless")
+}
+
+// cosignSignature is one layer of a signature image: the signed payload,
+// its signature, and, for a keyless signature, the certificate, chain and
+// transparency-log bundle cosign stores in the layer's annotations.
 type cosignSignature struct {
 	payload []byte
 	sig     []byte
+	cosignLayer
+}
+
+// cosignLayer is a layer of a cosign signature or attestation image, read
+// and checked against its digest, with the layer's annotations.
+type cosignLayer struct {
+	content     []byte
+	annotations map[string]string
 }
 
 // signatures fetches the signature image of d next to src (after the
 // ImageConfig rewrite) and returns its signed payloads and its manifest
 // digest.
 func (c *Client) signatures(ctx context.Context, src string, d v1.Hash) ([]cosignSignature, v1.Hash, error) {
-	s, err := c.source(src + ":" + d.Algorithm + "-" + d.Hex + cosignSignatureSuffix)
+	layers, ref, digest, err := c.cosignImage(ctx, src, d, cosignSignatureSuffix, func(l v1.Descriptor) bool {
+		_, ok := l.Annotations[cosignSignatureAnnotation]
+		return ok
+	})
 	if err != nil {
 		return nil, v1.Hash{}, err
 	}
+	var out []cosignSignature
+	for _, l := range layers {
+		sig, err := base64.StdEncoding.DecodeString(l.annotations[cosignSignatureAnnotation])
+		if err != nil {
+			continue
+		}
+		out = append(out, cosignSignature{payload: l.content, sig: sig, cosignLayer: l})
+	}
+	if len(out) == 0 {
+		return nil, v1.Hash{}, fmt.Errorf("signature image %s holds no cosign signature", ref)
+	}
+	return out, digest, nil
+}
+
+// cosignImage fetches the image cosign tags <alg>-<hex><suffix> next to
+// src (after the ImageConfig rewrite): ".sig" for signatures, ".att" for
+// attestations. It returns the layers keep selects, each at most 1 MiB
+// (a signed payload or an attestation envelope is a few kilobytes) and
+// checked against its digest, the image's reference and its manifest
+// digest.
+func (c *Client) cosignImage(ctx context.Context, src string, d v1.Hash, suffix string, keep func(v1.Descriptor) bool) ([]cosignLayer, name.Reference, v1.Hash, error) {
+	s, err := c.source(src + ":" + d.Algorithm + "-" + d.Hex + suffix)
+	if err != nil {
+		return nil, nil, v1.Hash{}, err
+	}
 	release, err := c.acquire(ctx)
 	if err != nil {
-		return nil, v1.Hash{}, err
+		return nil, nil, v1.Hash{}, err
 	}
 	defer release()
 	repo := s.ref.Context()
 	puller, _, err := c.puller(ctx, src, repo)
 	if err != nil {
-		return nil, v1.Hash{}, err
+		return nil, nil, v1.Hash{}, err
 	}
 	desc, err := puller.Get(ctx, s.ref)
 	if err != nil {
-		return nil, v1.Hash{}, fmt.Errorf("no signature image %s: %w", s.ref, redact.Error(err))
+		kind := "signature"
+		if suffix == cosignAttestationSuffix {
+			kind = "attestation"
+		}
+		return nil, nil, v1.Hash{}, fmt.Errorf("no %s image %s: %w", kind, s.ref, redact.Error(err))
 	}
 	m, err := v1.ParseManifest(bytes.NewReader(desc.Manifest))
 	if err != nil {
-		return nil, v1.Hash{}, fmt.Errorf("signature image %s: %w", s.ref, err)
+		return nil, nil, v1.Hash{}, fmt.Errorf("image %s: %w", s.ref, err)
 	}
-	var out []cosignSignature
+	var out []cosignLayer
 	for _, l := range m.Layers {
-		b64, ok := l.Annotations[cosignSignatureAnnotation]
-		if !ok {
+		if !keep(l) || l.Size > 1<<20 {
 			continue
-		}
-		sig, err := base64.StdEncoding.DecodeString(b64)
-		if err != nil {
-			continue
-		}
-		if l.Size > 1<<20 {
-			continue // a simple-signing payload is a few hundred bytes
 		}
 		layer, err := puller.Layer(ctx, repo.Digest(l.Digest.String()))
 		if err != nil {
-			return nil, v1.Hash{}, fmt.Errorf("signature image %s: layer %s: %w", s.ref, l.Digest, redact.Error(err))
+			return nil, nil, v1.Hash{}, fmt.Errorf("image %s: layer %s: %w", s.ref, l.Digest, redact.Error(err))
 		}
 		rc, err := layer.Compressed()
 		if err != nil {
-			return nil, v1.Hash{}, fmt.Errorf("signature image %s: layer %s: %w", s.ref, l.Digest, redact.Error(err))
+			return nil, nil, v1.Hash{}, fmt.Errorf("image %s: layer %s: %w", s.ref, l.Digest, redact.Error(err))
 		}
 		b, err := io.ReadAll(io.LimitReader(rc, l.Size+1))
 		_ = rc.Close()
 		if err != nil {
-			return nil, v1.Hash{}, fmt.Errorf("signature image %s: layer %s: %w", s.ref, l.Digest, redact.Error(err))
+			return nil, nil, v1.Hash{}, fmt.Errorf("image %s: layer %s: %w", s.ref, l.Digest, redact.Error(err))
 		}
 		if h, _, err := v1.SHA256(bytes.NewReader(b)); err != nil || h != l.Digest {
-			return nil, v1.Hash{}, fmt.Errorf("signature image %s: layer %s: %w", s.ref, l.Digest, ErrDigestMismatch)
+			return nil, nil, v1.Hash{}, fmt.Errorf("image %s: layer %s: %w", s.ref, l.Digest, ErrDigestMismatch)
 		}
-		out = append(out, cosignSignature{payload: b, sig: sig})
+		out = append(out, cosignLayer{content: b, annotations: l.Annotations})
 	}
-	if len(out) == 0 {
-		return nil, v1.Hash{}, fmt.Errorf("signature image %s holds no cosign signature", s.ref)
-	}
-	return out, desc.Digest, nil
+	return out, s.ref, desc.Digest, nil
 }
 
 // hashAlgorithms maps key.hashAlgorithm (ImageConfig CRD enum) to the hash.
 var hashAlgorithms = map[string]crypto.Hash{"sha224": crypto.SHA224, "sha256": crypto.SHA256, "sha384": crypto.SHA384, "sha512": crypto.SHA512}
 
-// verifyWithKey passes when one of sigs verifies with the key and its
-// payload is a cosign container image signature for exactly d.
-func verifyWithKey(ctx context.Context, secret, key, hashAlgorithm string, keys KeySource, sigs []cosignSignature, d v1.Hash) error {
+// keyVerifier returns the verifier of a key authority: the PEM public key
+// keys returns for the Secret, with hashAlgorithm.
+func keyVerifier(ctx context.Context, secret, key, hashAlgorithm string, keys KeySource) (signature.Verifier, error) {
 	if keys == nil {
-		return fmt.Errorf("no public key source for Secret %s", secret)
+		return nil, fmt.Errorf("no public key source for Secret %s", secret)
 	}
 	h, ok := hashAlgorithms[hashAlgorithm]
 	if !ok {
-		return fmt.Errorf("unsupported hashAlgorithm %q", hashAlgorithm)
+		return nil, fmt.Errorf("unsupported hashAlgorithm %q", hashAlgorithm)
 	}
 	pem, err := keys(ctx, secret, key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	pub, err := cryptoutils.UnmarshalPEMToPublicKey(pem)
 	if err != nil {
-		return fmt.Errorf("Secret %s key %s is not a PEM public key: %w", secret, key, err)
+		return nil, fmt.Errorf("Secret %s key %s is not a PEM public key: %w", secret, key, err)
 	}
 	verifier, err := signature.LoadVerifier(pub, h)
 	if err != nil {
-		return fmt.Errorf("Secret %s key %s: %w", secret, key, err)
+		return nil, fmt.Errorf("Secret %s key %s: %w", secret, key, err)
 	}
+	return verifier, nil
+}
+
+// verifySignatures passes when one of sigs is accepted by check and its
+// payload is a cosign container image signature for exactly d. The error
+// says why the last rejected signature was not accepted.
+func verifySignatures(check signerCheck, sigs []cosignSignature, d v1.Hash) error {
 	wrongImage := false
+	var last error
 	for _, s := range sigs {
-		if err := verifier.VerifySignature(bytes.NewReader(s.sig), bytes.NewReader(s.payload)); err != nil {
+		if err := check(s.cosignLayer, s.payload, s.sig, s.payload); err != nil {
+			last = err
 			continue
 		}
 		var p payload.SimpleContainerImage
@@ -249,7 +357,7 @@ func verifyWithKey(ctx context.Context, secret, key, hashAlgorithm string, keys 
 		return nil
 	}
 	if wrongImage {
-		return fmt.Errorf("a signature verifies with the key but signs another image than %s", d)
+		return fmt.Errorf("a signature verifies but signs another image than %s", d)
 	}
-	return fmt.Errorf("no signature verifies with this key")
+	return last
 }

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -12,14 +11,10 @@ import (
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
-	"github.com/sigstore/sigstore/pkg/signature/payload"
 )
 
 // SigningKey is a cosign key pair generated for a test: an ECDSA P-256 key,
@@ -69,35 +64,8 @@ func (k *SigningKey) WritePublic(tb testing.TB) string {
 // signature image's digest.
 func (r *Registry) Sign(tb testing.TB, ref string, key *SigningKey) v1.Hash {
 	tb.Helper()
-	parsed := r.Ref(tb, ref)
-	desc, err := remote.Head(parsed, r.RemoteOptions()...)
-	if err != nil {
-		tb.Fatalf("sign %s: %v", ref, err)
-	}
-	digest := parsed.Context().Digest(desc.Digest.String())
-	p, err := payload.Cosign{Image: digest}.MarshalJSON()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sig, err := key.Signer.SignMessage(bytes.NewReader(p))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	layer := static.NewLayer(p, types.MediaType("application/vnd.dev.cosign.simplesigning.v1+json"))
-	img, err := mutate.Append(mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1), mutate.Addendum{
-		Layer:       layer,
-		Annotations: map[string]string{"dev.cosignproject.cosign/signature": base64.StdEncoding.EncodeToString(sig)},
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tag := parsed.Context().Tag(desc.Digest.Algorithm + "-" + desc.Digest.Hex + ".sig")
-	if err := remote.Write(tag, img, r.RemoteOptions()...); err != nil {
-		tb.Fatalf("push signature of %s: %v", ref, err)
-	}
-	d, err := img.Digest()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return d
+	digest := r.digestOf(tb, ref)
+	p, sig := simpleSign(tb, digest, key.Signer)
+	return r.pushCosignImage(tb, digest, ".sig", static.NewLayer(p, types.MediaType("application/vnd.dev.cosign.simplesigning.v1+json")),
+		map[string]string{"dev.cosignproject.cosign/signature": base64.StdEncoding.EncodeToString(sig)})
 }
