@@ -281,7 +281,11 @@ func (f *lockFlags) runLock(cmd *cobra.Command, packages []string) error {
 	}
 	for _, e := range res.Lock.Packages {
 		if v := e.Verification; v != nil {
-			fmt.Fprintf(out, "  signature verified: %s %s by ImageConfig %s authority %s (signature %s)\n", e.Kind, e.Name, v.ImageConfig, v.Authority, v.Signature)
+			att := ""
+			if v.Attestations != "" {
+				att = ", attestations " + v.Attestations
+			}
+			fmt.Fprintf(out, "  signature verified: %s %s by ImageConfig %s authority %s (signature %s%s)\n", e.Kind, e.Name, v.ImageConfig, v.Authority, v.Signature, att)
 		}
 	}
 	fmt.Fprintf(out, "%d %s kept from the lock; %s\n", res.Kept, plural(res.Kept, "pin", "pins"), client.Stats())

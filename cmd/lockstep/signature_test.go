@@ -283,3 +283,61 @@ func TestLockAndRenderVerifyKeyless(t *testing.T) {
 		t.Errorf("render of a package signed by another identity: exit code %d, want 1", code)
 	}
 }
+
+// TestLockAndRenderVerifyAttestations: an authority that lists an
+// attestation needs, besides the signature, a signed in-toto statement of
+// that predicateType about the package in the sha256-<hex>.att image:
+// lock records and prints the attestation manifest; render refuses a
+// package whose attestation is of another type, naming the package, the
+// ImageConfig, the authority and the attestation (issue 18).
+func TestLockAndRenderVerifyAttestations(t *testing.T) {
+	reg := registry.New(t)
+	pushExamples(t, reg)
+	const sbom = "https://spdx.dev/Document"
+	dir := signedDirWith(t, reg, `
+      - name: release-key
+        key:
+          secretRef: {name: release, key: cosign.pub}
+        attestations:
+        - {name: sbom, predicateType: "`+sbom+`"}
+`)
+	release := registry.NewSigningKey(t)
+	want := map[string]lockfile.Verification{}
+	for _, p := range lockedPackages {
+		ref := "lockstep-examples/" + p
+		want[p] = lockfile.Verification{ImageConfig: "signed", Authority: "release-key",
+			Signature: reg.Sign(t, ref, release).String(), Attestations: reg.Attest(t, ref, sbom, release.Signer, nil).String()}
+	}
+	flags := []string{"--dir", dir, "--cache-dir", t.TempDir(), "--insecure-registry", reg.Host, "--verification-key", "release=" + release.WritePublic(t)}
+	out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0"}, flags...)...)
+	if err != nil {
+		t.Fatalf("lock of signed and attested packages: %v\n%s", err, out)
+	}
+	p := want["provider-demo:v0.2.0"]
+	if w := "  signature verified: Provider lockstep-examples-provider-demo by ImageConfig signed authority release-key (signature " + p.Signature + ", attestations " + p.Attestations + ")"; !strings.Contains(out, w) {
+		t.Errorf("lock output lacks %q:\n%s", w, out)
+	}
+	l, err := lockfile.ReadFile(filepath.Join(dir, lockfile.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]lockfile.Verification{}
+	for _, e := range l.Packages {
+		if e.Verification != nil {
+			got[strings.TrimPrefix(e.Source, "lockstep.example/lockstep-examples/")+":"+e.Version] = *e.Verification
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("lock verification records: -want +got:\n%s", diff)
+	}
+
+	reg.Attest(t, "lockstep-examples/provider-demo:v0.2.0", "https://slsa.dev/provenance/v1", release.Signer, nil)
+	_, err = run(t, append([]string{"render"}, flags...)...)
+	t.Logf("render of a package attested with another predicate type: %v", err)
+	for _, w := range []string{"Provider lockstep-examples-provider-demo", "ImageConfig signed requires a cosign signature",
+		`authority "release-key" (key release/cosign.pub): no verified attestation "sbom" (predicateType ` + sbom + `)`} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("render of a package attested with another type: got %v, want an error containing %q", err, w)
+		}
+	}
+}

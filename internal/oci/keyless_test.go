@@ -171,6 +171,18 @@ func TestVerifyKeyless(t *testing.T) {
 			},
 			wantErr: []string{"transparency-log entry 7 does not verify with a Rekor key of the trusted root"},
 		},
+		"EntryOfAnotherSignature": {
+			reason:      "a valid transparency-log entry of another signature does not date this one",
+			authorities: []string{ciKeyless},
+			sign: func(reg *registry.Registry) (v1.Hash, v1.Hash) {
+				s := valid()
+				push(t, reg, "org/function-demo:v0.1.0", example(t, "function-demo/v0.1.0"))
+				reg.SignKeyless(t, "org/function-demo:v0.1.0", s)
+				s.Bundle = reg.SignatureBundle(t, "org/function-demo:v0.1.0")
+				return reg.SignKeyless(t, pkg, s), v1.Hash{}
+			},
+			wantErr: []string{"transparency-log entry 7 is not this signature's: it records another signature"},
+		},
 		"SCTRequired": {
 			reason:      "without insecureIgnoreSCT a certificate must carry an SCT of a CT log of the trusted root",
 			authorities: []string{`{"name":"ci","keyless":{"identities":[{"issuer":"` + ciIssuer + `","subject":"` + ciSubject + `"}]}}`},

@@ -83,6 +83,10 @@ type KeylessSigner struct {
 	// Rekor, when set, logs every signature and adds its entry as the
 	// dev.sigstore.cosign/bundle annotation.
 	Rekor *TestRekor
+	// Bundle, when set, is the dev.sigstore.cosign/bundle annotation of
+	// every signature instead of a new entry: a test replays another
+	// signature's entry with it.
+	Bundle string
 }
 
 // Leaf issues a code-signing certificate for identity (an e-mail address,
@@ -250,7 +254,10 @@ func simpleSign(tb testing.TB, digest name.Digest, signer signature.Signer) (p, 
 // sig over signed.
 func (s *KeylessSigner) annotations(tb testing.TB, signed, sig []byte) map[string]string {
 	ann := map[string]string{"dev.sigstore.cosign/certificate": string(s.CertPEM), "dev.sigstore.cosign/chain": string(s.ChainPEM)}
-	if s.Rekor != nil {
+	switch {
+	case s.Bundle != "":
+		ann["dev.sigstore.cosign/bundle"] = s.Bundle
+	case s.Rekor != nil:
 		ann["dev.sigstore.cosign/bundle"] = s.Rekor.entry(tb, s.CertPEM, signed, sig)
 	}
 	return ann
@@ -291,6 +298,26 @@ func (r *Registry) Attest(tb testing.TB, ref, predicateType string, signer signa
 		ann["dev.sigstore.cosign/chain"] = string(keyless.ChainPEM)
 	}
 	return r.pushCosignImage(tb, digest, ".att", static.NewLayer(env, types.MediaType("application/vnd.dsse.envelope.v1+json")), ann)
+}
+
+// SignatureBundle returns the dev.sigstore.cosign/bundle annotation of the
+// first layer of the signature image of ref.
+func (r *Registry) SignatureBundle(tb testing.TB, ref string) string {
+	tb.Helper()
+	digest := r.digestOf(tb, ref)
+	h, err := v1.NewHash(digest.DigestStr())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	img, err := remote.Image(digest.Context().Tag(h.Algorithm+"-"+h.Hex+".sig"), r.RemoteOptions()...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m, err := img.Manifest()
+	if err != nil || len(m.Layers) == 0 {
+		tb.Fatalf("signature image of %s: %v", ref, err)
+	}
+	return m.Layers[0].Annotations["dev.sigstore.cosign/bundle"]
 }
 
 // digestOf resolves ref (Ref) to repo@digest.
