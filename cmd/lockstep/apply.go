@@ -28,6 +28,7 @@ import (
 type applyFlags struct {
 	render      renderFlags
 	cluster     clusterFlags
+	preflight   preflightFlags
 	dryRun      bool
 	timeout     time.Duration
 	pruneCRDs   string
@@ -91,6 +92,7 @@ and says so.`,
 	fl.IntVar(&f.concurrency, "concurrency", apply.DefaultOptions().Concurrency, "requests of one package sent in parallel, and packages that share no object applied at once")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also list unchanged objects")
 	fl.DurationVar(&f.lockTimeout, "lock-timeout", 0, "wait this long for another apply of the instance (lockstep apply or the agent) to finish (0: fail at once)")
+	f.preflight.register(fl)
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "apply a lock without packages even when this instance installed some, uninstalling them all")
 	return cmd
 }
@@ -107,6 +109,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	opts.PruneCRDs, opts.Concurrency, opts.DryRun = plan.PruneCRDs(f.pruneCRDs), f.concurrency, f.dryRun
 	opts.AllowEmpty = f.allowEmpty
 	opts.DeletionProtection = f.protect
+	f.preflight.set(&opts)
 	if err := opts.Validate(); err != nil {
 		return usageError(err)
 	}

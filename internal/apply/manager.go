@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -90,6 +91,14 @@ type Options struct {
 	// (render.DeletionProtection, docs/design.md#deletion-protection);
 	// false deletes that policy when it exists.
 	DeletionProtection bool
+	// Preflight is how new CustomResourceDefinitions are checked before a
+	// package's first write (--preflight): PreflightLocal in-process,
+	// PreflightServer with server-side dry-runs (docs/design.md#preflight-modes).
+	Preflight PreflightMode
+	// PreflightSkew is how many minor versions older than lockstep's CRD
+	// validation the kube-apiserver may be for PreflightLocal to validate
+	// in-process (--preflight-skew); 0 asks for the same minor version.
+	PreflightSkew int
 }
 
 // DefaultOptions returns the options of `lockstep apply` without flags:
@@ -106,6 +115,7 @@ func DefaultOptions() Options {
 		WaitTimeout:  2 * time.Minute,
 		WaitInterval: time.Second,
 		Concurrency:  8,
+		Preflight:    PreflightLocal,
 
 		DeletionProtection: true,
 	}
@@ -124,6 +134,12 @@ func (o Options) Validate() error {
 	}
 	if _, err := plan.ParsePruneCRDs(string(o.PruneCRDs)); err != nil || o.PruneCRDs == "" {
 		errs = append(errs, fmt.Errorf("prune-crds %q is not unused, never or always", o.PruneCRDs))
+	}
+	if o.Preflight != PreflightLocal && o.Preflight != PreflightServer {
+		errs = append(errs, fmt.Errorf("preflight %q is not local or server", o.Preflight))
+	}
+	if o.PreflightSkew < 0 {
+		errs = append(errs, fmt.Errorf("preflight skew %d is negative", o.PreflightSkew))
 	}
 	if o.WaitTimeout <= 0 || o.WaitInterval <= 0 {
 		errs = append(errs, errors.New("wait timeout and interval must be positive"))
@@ -147,6 +163,10 @@ type Manager struct {
 	// SelfSubjectReview returned it (deletion protection).
 	identityMu sync.Mutex
 	user       string
+	// versionMu guards serverVersion, the kube-apiserver's /version once
+	// read (localValidation).
+	versionMu     sync.Mutex
+	serverVersion *version.Info
 }
 
 // ManagerOption configures a Manager beyond its Options.
@@ -242,6 +262,10 @@ type Result struct {
 	// Pruned are the packages lockstep removed because they are gone from
 	// Git.
 	Pruned []*PackageResult
+	// Manifests are the declarations' manifests, in the Output's order,
+	// then those deleted because they are gone from Git
+	// (docs/design.md#manifests).
+	Manifests []*ManifestResult
 	// Writes is how many mutating requests were sent (creates, applies,
 	// patches, deletes, status writes, events, the inventory); server-side
 	// dry-runs are not counted. Zero means nothing in the cluster changed.
@@ -265,14 +289,17 @@ type Result struct {
 // Mutated reports whether any mutating request was sent.
 func (r *Result) Mutated() bool { return r.Writes > 0 }
 
-// Err joins the errors of every package and of the Lock write, nil when
-// all succeeded.
+// Err joins the errors of every package, of every manifest (named
+// "FILE:LINE: Kind/name") and of the Lock write, nil when all succeeded.
 func (r *Result) Err() error {
 	var errs []error
 	for _, p := range append(append([]*PackageResult(nil), r.Packages...), r.Pruned...) {
 		if p.Err != nil {
 			errs = append(errs, fmt.Errorf("%s %s: %w", p.Kind, p.Name, p.Err))
 		}
+	}
+	if err := manifestErr(r.Manifests); err != nil {
+		errs = append(errs, err)
 	}
 	if r.LockErr != nil {
 		errs = append(errs, r.LockErr)
@@ -419,6 +446,7 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 		r.pkgs = append(r.pkgs, p)
 		r.res.Packages = append(r.res.Packages, p.res)
 	}
+	r.manifestsStep(ctx)
 	r.finish(ctx)
 	r.lockStep(ctx)
 	r.res.Writes = r.writes.Load()
@@ -463,6 +491,10 @@ type run struct {
 	mrdOnce sync.Once
 	mrds    []metav1.PartialObjectMetadata
 	mrdErr  error
+	// localOnce decides local: whether new CRDs are validated in-process
+	// (localCRDs).
+	localOnce sync.Once
+	local     bool
 }
 
 // wrote counts one mutating request, unless the run is a dry run.

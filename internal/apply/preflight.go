@@ -52,7 +52,9 @@ func (e *ConflictError) Error() string {
 // payload, runtime and RBAC object (TLS certificates, CA bundles, owner
 // references), checks that no object is controlled by anything but this
 // package's revisions (or those of a package it replaces), and dry-runs
-// server-side every object that differs from the cluster. It writes
+// server-side every object that differs from the cluster, except the CRDs
+// it creates, which --preflight=local validates in-process (checkCRDCreate,
+// docs/design.md#preflight-modes). It writes
 // nothing, except that it may read the root CA. Any failure stops the
 // package before its first payload write.
 func (p *pkgRun) preflightStep(ctx context.Context) error {
@@ -67,6 +69,9 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 	rev := p.po.Revision
 	payload, err := p.bindAll(rev.Payload)
 	if err != nil {
+		return err
+	}
+	if err := p.keepActiveMRDs(ctx, payload); err != nil {
 		return err
 	}
 	managed, err := p.bindManaged(payload, rev.ManagedCRDs)
@@ -163,7 +168,7 @@ func (p *pkgRun) planAll(ctx context.Context, objs []*desired) error {
 	}
 	_ = g.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("server-side dry-run: %w", err)
+		return fmt.Errorf("checking the payload: %w", err)
 	}
 	return ctx.Err()
 }

@@ -226,6 +226,10 @@ func (r *run) newDesired(u *unstructured.Unstructured, role inventory.Role, revi
 // still holds that content, the change is one of metadata alone, checked
 // in-process without a dry-run (metadataOnly, validateMetadata). The live
 // object's content is decoded only in those two cases.
+//
+// A CRD that does not exist yet is validated in-process instead of
+// dry-run when the run's preflight mode is local and the kube-apiserver's
+// version allows it (localCRDs, checkCRDCreate).
 func (r *run) plan(ctx context.Context, d *desired) error {
 	var liveAnn map[string]string
 	if d.live != nil {
@@ -255,6 +259,15 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 			return err
 		}
 		d.action = ssa.ConfiguredAction
+		return nil
+	}
+	if d.body != nil && !d.exists() && len(d.release) == 0 && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && r.localCRDs(ctx) {
+		// A CRD that does not exist yet is validated in-process
+		// (--preflight=local): its create is the body as sent, defaulted.
+		if err := checkCRDCreate(ctx, d.body); err != nil {
+			return fmt.Errorf("%s: in-process validation (--preflight=local) failed: %w", utils.FmtUnstructured(d.u), err)
+		}
+		d.action = ssa.CreatedAction
 		return nil
 	}
 	dry, err := r.dryRun(ctx, d, !sameHash)

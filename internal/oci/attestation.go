@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -10,6 +11,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+
+	"github.com/lockstep-gitops/lockstep/internal/redact"
 )
 
 // cosign's classic attestation layout: the attestations of the image
@@ -39,19 +42,58 @@ type inTotoStatement struct {
 	} `json:"subject"`
 }
 
-// attestations fetches the attestation image of d next to src (after the
-// ImageConfig rewrite): its DSSE envelope layers and its manifest digest.
-func (c *Client) attestations(ctx context.Context, src string, d v1.Hash) ([]cosignLayer, v1.Hash, error) {
-	layers, ref, digest, err := c.cosignImage(ctx, src, d, cosignAttestationSuffix, func(l v1.Descriptor) bool {
-		return l.MediaType == dsseEnvelopeMediaType
-	})
+// attestationLayer is one DSSE envelope layer of an attestation image,
+// checked against its digest, with the layer's annotations.
+type attestationLayer struct {
+	content     []byte
+	annotations map[string]string
+}
+
+// attestations fetches the attestation image of d next to src (the image
+// tagged sha256-<hex>.att where the package is pulled from after the
+// ImageConfig rewrite): its DSSE envelope layers, each at most
+// maxSignatureLayer bytes and read like signature layers
+// (signatureLayer: from the cache when intact, else from the registry and
+// checked against its digest), and its manifest digest.
+func (c *Client) attestations(ctx context.Context, src string, d v1.Hash) ([]attestationLayer, v1.Hash, error) {
+	release, err := c.acquire(ctx)
 	if err != nil {
 		return nil, v1.Hash{}, err
 	}
-	if len(layers) == 0 {
-		return nil, v1.Hash{}, fmt.Errorf("attestation image %s holds no DSSE envelope", ref)
+	defer release()
+	s, err := c.source(src + "@" + d.String())
+	if err != nil {
+		return nil, v1.Hash{}, err
 	}
-	return layers, digest, nil
+	repo := s.ref.Context()
+	puller, _, err := c.puller(ctx, src, repo)
+	if err != nil {
+		return nil, v1.Hash{}, err
+	}
+	tag := repo.Tag(d.Algorithm + "-" + d.Hex + cosignAttestationSuffix)
+	desc, err := puller.Get(ctx, tag)
+	if err != nil {
+		return nil, v1.Hash{}, fmt.Errorf("no attestation image %s: %w", tag, redact.Error(err))
+	}
+	m, err := v1.ParseManifest(bytes.NewReader(desc.Manifest))
+	if err != nil {
+		return nil, v1.Hash{}, fmt.Errorf("attestation image %s: %w", tag, err)
+	}
+	var out []attestationLayer
+	for _, l := range m.Layers {
+		if l.MediaType != dsseEnvelopeMediaType || l.Size > maxSignatureLayer {
+			continue
+		}
+		b, err := c.signatureLayer(ctx, puller, repo, l)
+		if err != nil {
+			return nil, v1.Hash{}, fmt.Errorf("attestation image %s: %w", tag, err)
+		}
+		out = append(out, attestationLayer{content: b, annotations: l.Annotations})
+	}
+	if len(out) == 0 {
+		return nil, v1.Hash{}, fmt.Errorf("attestation image %s holds no DSSE envelope", tag)
+	}
+	return out, desc.Digest, nil
 }
 
 // verifyAttestations passes when, for every attestation the authority
@@ -61,7 +103,7 @@ func (c *Client) attestations(ctx context.Context, src string, d v1.Hash) ([]cos
 // (crossplane/crossplane-runtime pkg/xpkg/signature/validate.go). The DSSE
 // signature covers the envelope's pre-authentication encoding (dsse.PAE
 // of github.com/secure-systems-lab/go-securesystemslib).
-func verifyAttestations(check signerCheck, atts []cosignLayer, d v1.Hash, want []attestationSpec) error {
+func verifyAttestations(check signerCheck, atts []attestationLayer, d v1.Hash, want []attestationSpec) error {
 	found := map[string]bool{}
 	var problems []string
 	for _, l := range atts {
@@ -81,7 +123,7 @@ func verifyAttestations(check signerCheck, atts []cosignLayer, d v1.Hash, want [
 			if err != nil {
 				continue
 			}
-			if sigErr = check(l, pae, sig, payload); sigErr == nil {
+			if sigErr = check(l.annotations, pae, sig, payload); sigErr == nil {
 				verified = true
 				break
 			}

@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
@@ -113,50 +115,71 @@ func heapBytes() uint64 {
 // cosign signature with a new Client per iteration, as the snapshot's
 // verify step does on every reconcile: a GET of the sha256-<hex>.sig
 // manifest and of its payload layer from the in-process registry, then
-// the checks. Key: the ECDSA P-256 check with github.com/sigstore/sigstore.
-// Keyless: the certificate chain, the Rekor entry's signed entry timestamp
-// and the identity with sigstore-go, against a trusted root file (read
-// when the Client is made, outside the timing). KeyAttestation: a key
-// authority that lists an attestation, which adds the .att image. It
-// reports ms/op and requests/op.
+// the ECDSA P-256 check with github.com/sigstore/sigstore. ColdCache
+// writes the signature into a new package cache each time (the first
+// verification of a package), WarmCache finds its blobs cached (every
+// later one). KeylessWarmCache checks a keyless signature instead: the
+// certificate chain, the Rekor entry's signed entry timestamp and the
+// identity with sigstore-go, against a trusted root file (read when the
+// Client is made, outside the timing). KeyAttestationWarmCache adds one
+// attestation (the .att image) to the key authority. It reports ms/op and
+// requests/op.
 func BenchmarkVerifySignature(b *testing.B) {
 	reg := registry.New(b)
 	key := registry.NewSigningKey(b)
+	d := push(b, reg, "org/pkg:v1", example(b, provider))
+	reg.Sign(b, "org/pkg:v1", key)
+	ics := []declarations.ImageConfig{verifyingImageConfig(b, "signed", "", reg.Host+"/org", "release")}
+	keys := keysOf(map[string]*registry.SigningKey{"release": key})
+	ref := digestRef(b, reg.Host+"/org/pkg", d)
+	for _, bc := range []struct {
+		name string
+		dir  string
+	}{
+		{name: "ColdCache", dir: ""},
+		{name: "WarmCache", dir: b.TempDir()},
+	} {
+		b.Run(bc.name, func(b *testing.B) { benchmarkVerify(b, options(reg), bc.dir, ics, keys, ref) })
+	}
+
 	ca, rekor := registry.NewTestCA(b), registry.NewTestRekor(b)
-	trusted := registry.WriteTrustedRoot(b, []*registry.TestCA{ca}, rekor)
+	opts := options(reg)
+	opts.TrustedRoot = registry.WriteTrustedRoot(b, []*registry.TestCA{ca}, rekor)
 	now := time.Now()
 	signer := ca.Leaf(b, ciSubject, ciIssuer, now.Add(-time.Minute), now.Add(time.Hour))
 	signer.Rekor = rekor
-	keys := keysOf(map[string]*registry.SigningKey{"release": key})
 	for _, bc := range []struct {
 		name, repo, authority string
 		sign                  func(ref string)
 	}{
-		{"Key", "org/key", releaseKey, func(ref string) { reg.Sign(b, ref, key) }},
-		{"Keyless", "org/keyless", ciKeyless, func(ref string) { reg.SignKeyless(b, ref, signer) }},
-		{"KeyAttestation", "org/attested",
+		{"KeylessWarmCache", "org/keyless", ciKeyless, func(ref string) { reg.SignKeyless(b, ref, signer) }},
+		{"KeyAttestationWarmCache", "org/attested",
 			`{"name":"release-key","key":{"secretRef":{"name":"release","key":"cosign.pub"},"hashAlgorithm":"sha256"},"attestations":[{"name":"sbom","predicateType":"` + sbomType + `"}]}`,
 			func(ref string) { reg.Sign(b, ref, key); reg.Attest(b, ref, sbomType, key.Signer, nil) }},
 	} {
-		b.Run(bc.name, func(b *testing.B) {
-			d := push(b, reg, bc.repo+":v1", example(b, provider))
-			bc.sign(bc.repo + ":v1")
-			ics := []declarations.ImageConfig{authoritiesConfig(reg.Host+"/"+bc.repo, bc.authority)}
-			ref := digestRef(b, reg.Host+"/"+bc.repo, d)
-			opts := options(reg)
-			opts.TrustedRoot = trusted
-			var requests int
-			for b.Loop() {
-				b.StopTimer()
-				c := client(b, opts, "", ics...)
-				b.StartTimer()
-				if _, err := c.VerifySignature(context.Background(), ref, keys); err != nil {
-					b.Fatal(err)
-				}
-				requests += c.Stats().Requests()
-			}
-			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
-			b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
-		})
+		d := push(b, reg, bc.repo+":v1", example(b, provider))
+		bc.sign(bc.repo + ":v1")
+		ics := []declarations.ImageConfig{authoritiesConfig(reg.Host+"/"+bc.repo, bc.authority)}
+		ref := digestRef(b, reg.Host+"/"+bc.repo, d)
+		b.Run(bc.name, func(b *testing.B) { benchmarkVerify(b, opts, b.TempDir(), ics, keys, ref) })
 	}
+}
+
+// benchmarkVerify verifies ref with a new Client per iteration, its cache
+// in dir (a new directory each time when empty, so signatures are fetched
+// and written there; else shared, so after the first iteration the
+// signature blobs are there and only the manifest is fetched).
+func benchmarkVerify(b *testing.B, opts oci.Options, dir string, ics []declarations.ImageConfig, keys oci.KeySource, ref name.Digest) {
+	var requests int
+	for b.Loop() {
+		b.StopTimer()
+		c := client(b, opts, dir, ics...)
+		b.StartTimer()
+		if _, err := c.VerifySignature(context.Background(), ref, keys); err != nil {
+			b.Fatal(err)
+		}
+		requests += c.Stats().Requests()
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
+	b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
 }

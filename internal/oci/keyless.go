@@ -63,18 +63,19 @@ func LoadTrustedRoot(path string) (*root.TrustedRoot, error) {
 }
 
 // signerCheck passes when sig over signed was made by an authority, for a
-// signature or attestation layer l whose annotations it may read.
+// signature or attestation layer with annotations (certificate, chain,
+// transparency-log entry), which it may read.
 // payload is what was signed before any envelope encoding (the DSSE
 // payload for an attestation, signed itself for a simple-signing
 // payload), which a transparency-log entry may hash instead of signed.
-type signerCheck func(l cosignLayer, signed, sig, payload []byte) error
+type signerCheck func(annotations map[string]string, signed, sig, payload []byte) error
 
 // errKeyMismatch is keyCheck's error.
 var errKeyMismatch = errors.New("no signature verifies with this key")
 
 // keyCheck is the signerCheck of a key authority.
 func keyCheck(v signature.Verifier) signerCheck {
-	return func(_ cosignLayer, signed, sig, _ []byte) error {
+	return func(_ map[string]string, signed, sig, _ []byte) error {
 		if v.VerifySignature(bytes.NewReader(sig), bytes.NewReader(signed)) != nil {
 			return errKeyMismatch
 		}
@@ -98,14 +99,17 @@ type keyless struct {
 }
 
 // check is keyless' signerCheck.
-func (k keyless) check(l cosignLayer, signed, sig, payload []byte) error {
-	certPEM := l.annotations[cosignCertificateAnnotation]
+func (k keyless) check(ann map[string]string, signed, sig, payload []byte) error {
+	certPEM := ann[cosignCertificateAnnotation]
 	if certPEM == "" {
 		return errors.New("the signature carries no certificate (" + cosignCertificateAnnotation + "): it was not signed keyless")
 	}
 	certs, err := cryptoutils.UnmarshalCertificatesFromPEM([]byte(certPEM))
-	if err != nil || len(certs) == 0 {
-		return fmt.Errorf("the signature's certificate does not parse: %v", err)
+	if err != nil {
+		return fmt.Errorf("the signature's certificate does not parse: %w", err)
+	}
+	if len(certs) == 0 {
+		return errors.New("the signature's certificate annotation holds no certificate")
 	}
 	leaf := certs[0]
 	v, err := signature.LoadVerifier(leaf.PublicKey, crypto.SHA256)
@@ -120,7 +124,7 @@ func (k keyless) check(l cosignLayer, signed, sig, payload []byte) error {
 		return fmt.Errorf("the signature's certificate: %w", err)
 	}
 	who := fmt.Sprintf("certificate of %q (issuer %q)", summary.SubjectAlternativeName, summary.Issuer)
-	when, how, err := k.signingTime(l, leaf, signed, sig, payload)
+	when, how, err := k.signingTime(ann, leaf, signed, sig, payload)
 	if err != nil {
 		return fmt.Errorf("%s: %w", who, err)
 	}
@@ -128,7 +132,7 @@ func (k keyless) check(l cosignLayer, signed, sig, payload []byte) error {
 		return fmt.Errorf("%s is valid from %s to %s, not at %s (%s)", who,
 			leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339), when.UTC().Format(time.RFC3339), how)
 	}
-	chains, err := k.verifyChain(when, leaf, l.annotations[cosignChainAnnotation])
+	chains, err := k.verifyChain(when, leaf, ann[cosignChainAnnotation])
 	if err != nil {
 		return fmt.Errorf("%s does not chain to a Fulcio CA of the trusted root at %s (%s): %w", who, when.UTC().Format(time.RFC3339), how, err)
 	}
@@ -232,11 +236,11 @@ type rekorBundle struct {
 // (sigstore-go's tlog.VerifySET), and the entry must record this
 // signature, this certificate and a digest of what was signed. Without an
 // entry it fails, unless ignoreTlog, when it returns the current time.
-func (k keyless) signingTime(l cosignLayer, leaf *x509.Certificate, signed, sig, payload []byte) (time.Time, string, error) {
+func (k keyless) signingTime(ann map[string]string, leaf *x509.Certificate, signed, sig, payload []byte) (time.Time, string, error) {
 	if k.ignoreTlog {
 		return k.now(), "the current time: transparency log ignored (--insecure-ignore-tlog)", nil
 	}
-	raw := l.annotations[cosignBundleAnnotation]
+	raw := ann[cosignBundleAnnotation]
 	if raw == "" {
 		return time.Time{}, "", errors.New("the signature has no transparency-log entry (" + cosignBundleAnnotation +
 			"), so nothing proves when the certificate was used; --insecure-ignore-tlog checks the certificate at the current time instead")

@@ -1,14 +1,11 @@
 package oci
 
 import (
-	"bytes"
 	"context"
 	"crypto"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -19,7 +16,6 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature/payload"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
-	"github.com/lockstep-gitops/lockstep/internal/redact"
 )
 
 // KeySource returns the PEM-encoded cosign public key stored under key in
@@ -40,8 +36,9 @@ type Verification struct {
 	// Authority names the authority (spec.verification.cosign.authorities[].name)
 	// that verified the package: the first one, in declaration order, that passed.
 	Authority string
-	// Signature is "sha256:<hex>" of the signature manifest
-	// (the sha256-<digest>.sig tag, cosign's classic layout).
+	// Signature is "sha256:<hex>" of the signature manifest that held the
+	// signature: the sha256-<digest>.sig image (cosign's classic layout) or
+	// an OCI 1.1 referrer.
 	Signature string
 	// Attestations is "sha256:<hex>" of the attestation manifest (the
 	// sha256-<digest>.att tag) when the authority lists attestations,
@@ -113,18 +110,20 @@ func (c *Client) VerificationImageConfig(ref string) *declarations.ImageConfig {
 // (source@digest as the lock records it) against the ImageConfig whose
 // spec.verification applies (VerificationImageConfig), the way Crossplane
 // does: the package passes when ANY authority passes. An authority passes
-// when a layer of the signature image (tag sha256-<hex>.sig next to the
-// package, where the package is pulled from after the ImageConfig rewrite)
-// carries a simple-signing payload for exactly this digest whose signature
-// the authority accepts, and, when it lists attestations, the attestation
+// when a layer of a signature manifest (the image tagged sha256-<hex>.sig
+// next to the package, where the package is pulled from after the
+// ImageConfig rewrite, or else its OCI 1.1 referrers of
+// CosignSignatureArtifactType; from the package cache for
+// packagePullPolicy Never or an unreachable registry: signatures) carries
+// a simple-signing payload for exactly this digest whose signature the
+// authority accepts, and, when it lists attestations, the attestation
 // image (tag sha256-<hex>.att) holds a statement about this digest of each
 // listed predicateType, signed the same way (verifyAttestations):
 //   - a key authority accepts a signature that verifies with the public key
 //     keys returns for its secretRef, hashed with its hashAlgorithm;
 //   - a keyless authority accepts a signature whose certificate chains to
 //     a Fulcio CA of Options.TrustedRoot at the signing time and names one
-//     of its identities (keyless.check): offline, with no request but the
-//     registry's.
+//     of its identities (keyless.check), offline.
 //
 // Keys, certificates, transparency-log entries and signatures are checked
 // with github.com/sigstore/sigstore and github.com/sigstore/sigstore-go. It
@@ -149,22 +148,23 @@ func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeyS
 	if err != nil {
 		return nil, fmt.Errorf("package %s: %w", ref, err)
 	}
-	sigs, sigDigest, sigErr := c.signatures(ctx, src, d)
+	sigs, sigErr := c.signatures(ctx, src, d)
 	var (
-		atts       []cosignLayer
+		atts       []attestationLayer
 		attsDigest v1.Hash
 		attErr     error
 		attFetched bool
+		tried      []string
 	)
-	var tried []string
 	for _, a := range spec.Cosign.Authorities {
 		if sigErr != nil {
 			tried = append(tried, fmt.Sprintf("%s: %v", a, sigErr))
 			continue
 		}
+		var used v1.Hash
 		check, err := c.authorityCheck(ctx, a, keys)
 		if err == nil {
-			err = verifySignatures(check, sigs, d)
+			used, err = verifySignatures(check, sigs, d)
 		}
 		if err == nil && len(a.Attestations) > 0 {
 			if !attFetched {
@@ -180,7 +180,7 @@ func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeyS
 			tried = append(tried, fmt.Sprintf("%s: %v", a, err))
 			continue
 		}
-		v := &Verification{ImageConfig: ic.Name, Authority: a.Name, Signature: sigDigest.String()}
+		v := &Verification{ImageConfig: ic.Name, Authority: a.Name, Signature: used.String()}
 		if len(a.Attestations) > 0 {
 			v.Attestations = attsDigest.String()
 		}
@@ -207,106 +207,6 @@ func (c *Client) authorityCheck(ctx context.Context, a authoritySpec, keys KeySo
 		return k.check, nil
 	}
 	return nil, errors.New("sets neither key nor keyless")
-}
-
-// cosignSignature is one layer of a signature image: the signed payload,
-// its signature, and, for a keyless signature, the certificate, chain and
-// transparency-log bundle cosign stores in the layer's annotations.
-type cosignSignature struct {
-	payload []byte
-	sig     []byte
-	cosignLayer
-}
-
-// cosignLayer is a layer of a cosign signature or attestation image, read
-// and checked against its digest, with the layer's annotations.
-type cosignLayer struct {
-	content     []byte
-	annotations map[string]string
-}
-
-// signatures fetches the signature image of d next to src (after the
-// ImageConfig rewrite) and returns its signed payloads and its manifest
-// digest.
-func (c *Client) signatures(ctx context.Context, src string, d v1.Hash) ([]cosignSignature, v1.Hash, error) {
-	layers, ref, digest, err := c.cosignImage(ctx, src, d, cosignSignatureSuffix, func(l v1.Descriptor) bool {
-		_, ok := l.Annotations[cosignSignatureAnnotation]
-		return ok
-	})
-	if err != nil {
-		return nil, v1.Hash{}, err
-	}
-	var out []cosignSignature
-	for _, l := range layers {
-		sig, err := base64.StdEncoding.DecodeString(l.annotations[cosignSignatureAnnotation])
-		if err != nil {
-			continue
-		}
-		out = append(out, cosignSignature{payload: l.content, sig: sig, cosignLayer: l})
-	}
-	if len(out) == 0 {
-		return nil, v1.Hash{}, fmt.Errorf("signature image %s holds no cosign signature", ref)
-	}
-	return out, digest, nil
-}
-
-// cosignImage fetches the image cosign tags <alg>-<hex><suffix> next to
-// src (after the ImageConfig rewrite): ".sig" for signatures, ".att" for
-// attestations. It returns the layers keep selects, each at most 1 MiB
-// (a signed payload or an attestation envelope is a few kilobytes) and
-// checked against its digest, the image's reference and its manifest
-// digest.
-func (c *Client) cosignImage(ctx context.Context, src string, d v1.Hash, suffix string, keep func(v1.Descriptor) bool) ([]cosignLayer, name.Reference, v1.Hash, error) {
-	s, err := c.source(src + ":" + d.Algorithm + "-" + d.Hex + suffix)
-	if err != nil {
-		return nil, nil, v1.Hash{}, err
-	}
-	release, err := c.acquire(ctx)
-	if err != nil {
-		return nil, nil, v1.Hash{}, err
-	}
-	defer release()
-	repo := s.ref.Context()
-	puller, _, err := c.puller(ctx, src, repo)
-	if err != nil {
-		return nil, nil, v1.Hash{}, err
-	}
-	desc, err := puller.Get(ctx, s.ref)
-	if err != nil {
-		kind := "signature"
-		if suffix == cosignAttestationSuffix {
-			kind = "attestation"
-		}
-		return nil, nil, v1.Hash{}, fmt.Errorf("no %s image %s: %w", kind, s.ref, redact.Error(err))
-	}
-	m, err := v1.ParseManifest(bytes.NewReader(desc.Manifest))
-	if err != nil {
-		return nil, nil, v1.Hash{}, fmt.Errorf("image %s: %w", s.ref, err)
-	}
-	var out []cosignLayer
-	for _, l := range m.Layers {
-		if !keep(l) || l.Size > 1<<20 {
-			continue
-		}
-		layer, err := puller.Layer(ctx, repo.Digest(l.Digest.String()))
-		if err != nil {
-			return nil, nil, v1.Hash{}, fmt.Errorf("image %s: layer %s: %w", s.ref, l.Digest, redact.Error(err))
-		}
-		rc, err := layer.Compressed()
-		if err != nil {
-			return nil, nil, v1.Hash{}, fmt.Errorf("image %s: layer %s: %w", s.ref, l.Digest, redact.Error(err))
-		}
-		b, err := io.ReadAll(io.LimitReader(rc, l.Size+1))
-		_ = rc.Close()
-		if err != nil {
-			return nil, nil, v1.Hash{}, fmt.Errorf("image %s: layer %s: %w", s.ref, l.Digest, redact.Error(err))
-		}
-		if h, _, err := v1.SHA256(bytes.NewReader(b)); err != nil || h != l.Digest {
-			return nil, nil, v1.Hash{}, fmt.Errorf("image %s: layer %s: %w", s.ref, l.Digest, ErrDigestMismatch)
-		}
-		out = append(out, cosignLayer{content: b, annotations: l.Annotations})
-	}
-	return out, s.ref, desc.Digest, nil
 }
 
 // hashAlgorithms maps key.hashAlgorithm (ImageConfig CRD enum) to the hash.
@@ -338,13 +238,14 @@ func keyVerifier(ctx context.Context, secret, key, hashAlgorithm string, keys Ke
 }
 
 // verifySignatures passes when one of sigs is accepted by check and its
-// payload is a cosign container image signature for exactly d. The error
-// says why the last rejected signature was not accepted.
-func verifySignatures(check signerCheck, sigs []cosignSignature, d v1.Hash) error {
+// payload is a cosign container image signature for exactly d; it returns
+// the digest of the signature manifest that held it. The error says why
+// the last rejected signature was not accepted.
+func verifySignatures(check signerCheck, sigs []cosignSignature, d v1.Hash) (v1.Hash, error) {
 	wrongImage := false
-	var last error
+	last := errKeyMismatch
 	for _, s := range sigs {
-		if err := check(s.cosignLayer, s.payload, s.sig, s.payload); err != nil {
+		if err := check(s.annotations, s.payload, s.sig, s.payload); err != nil {
 			last = err
 			continue
 		}
@@ -354,10 +255,10 @@ func verifySignatures(check signerCheck, sigs []cosignSignature, d v1.Hash) erro
 			wrongImage = true
 			continue
 		}
-		return nil
+		return s.manifest, nil
 	}
 	if wrongImage {
-		return fmt.Errorf("a signature verifies but signs another image than %s", d)
+		return v1.Hash{}, fmt.Errorf("a signature verifies but signs another image than %s", d)
 	}
-	return last
+	return v1.Hash{}, last
 }

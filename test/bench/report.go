@@ -57,8 +57,13 @@ type Settings struct {
 	FloorConcurrency    int            `json:"floorConcurrency"`
 	FluxConcurrency     int            `json:"fluxConcurrency"`
 	LockstepConcurrency int            `json:"lockstepConcurrency"`
-	ClientQPS           float32        `json:"clientQPS"`
-	Testdata            bool           `json:"testdata"`
+	// LockstepPreflight and LockstepPreflightSkew are lockstep's
+	// --preflight and --preflight-skew ("" in runs from before they
+	// existed: server-side dry-runs).
+	LockstepPreflight     string  `json:"lockstepPreflight,omitempty"`
+	LockstepPreflightSkew int     `json:"lockstepPreflightSkew,omitempty"`
+	ClientQPS             float32 `json:"clientQPS"`
+	Testdata              bool    `json:"testdata"`
 }
 
 // WorkloadReport is one workload's measurements.
@@ -292,13 +297,13 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	}
 	s := rep.Settings
 	fmt.Fprintf(w, "\n\nEach tool runs in a process of its own against a fresh control plane (etcd + kube-apiserver %s) per workload and tool, with Crossplane's CRDs installed and each of their kinds listed once (as Crossplane's controllers would have); the scenarios run in order on it. "+
-		"lockstep: the `lockstep apply` pipeline (declarations, lock check, packages by digest through the cache, render, apply.Manager with default options, concurrency %d). "+
+		"lockstep: the `lockstep apply` pipeline (declarations, lock check, packages by digest through the cache, render, apply.Manager with default options, concurrency %d%s). "+
 		"floor: the same rendered objects (records, payload, runtime, RBAC; bound with made-up UIDs) with plain server-side apply from client-go, %d in parallel, then a watch until every CRD is Established; its upgrade applies the upgraded package's objects alone. "+
 		"Flux: fluxcd/pkg/ssa ApplyAllStaged + WaitForSetWithContext (all but Deployments, which never become Available without a kubelet) on the same objects, concurrency %d, DeleteAll to uninstall. "+
 		"lockstep waits for CRDs with a watch, Flux polls every %s. Client QPS %.0f for all. Figures are the run with the median wall time of %s repetitions; ratios are lockstep / baseline. "+
 		"Flux's drift check ignores metadata other than labels and annotations, so it does not re-apply objects whose only change is their owner references (a new revision taking control). "+
 		"`server CPU` is kube-apiserver plus etcd during the scenario: on a 2-core machine the tool and the server share the cores, so every CPU second either spends lengthens the wall time.\n\n",
-		"v1.36", s.LockstepConcurrency, s.FloorConcurrency, s.FluxConcurrency, s.WaitInterval, s.ClientQPS, repsText(s.Reps))
+		"v1.36", s.LockstepConcurrency, preflightText(s), s.FloorConcurrency, s.FluxConcurrency, s.WaitInterval, s.ClientQPS, repsText(s.Reps))
 
 	for _, wr := range rep.Workloads {
 		fmt.Fprintf(w, "### %s\n\n", wr.Title)
@@ -414,4 +419,12 @@ func repsText(reps map[string]int) string {
 		parts[i] = fmt.Sprintf("%s %d", k, reps[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// preflightText says which --preflight a run's lockstep used.
+func preflightText(s Settings) string {
+	if s.LockstepPreflight == "" {
+		return ""
+	}
+	return fmt.Sprintf(", --preflight=%s --preflight-skew=%d", s.LockstepPreflight, s.LockstepPreflightSkew)
 }

@@ -1,0 +1,24 @@
+package main
+
+import (
+	"github.com/spf13/pflag"
+
+	"github.com/lockstep-gitops/lockstep/internal/apply"
+)
+
+// preflightFlags are --preflight and --preflight-skew, shared by apply and
+// agent (docs/design.md#preflight-modes).
+type preflightFlags struct {
+	mode string
+	skew int
+}
+
+func (f *preflightFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.mode, "preflight", string(apply.DefaultOptions().Preflight), "how new CRDs are checked before a package's first write: local (in-process, with the Kubernetes validation lockstep carries, when the kube-apiserver runs that minor version; else as server) or server (a server-side dry-run of every changed object)")
+	fl.IntVar(&f.skew, "preflight-skew", 0, "with --preflight=local, validate in-process also when the kube-apiserver is up to this many minor versions older than lockstep's validation (a CRD the newer validation accepts but the server refuses then fails at its create, after other CRDs of the package were written)")
+}
+
+// set copies the flags into opts; opts.Validate checks them.
+func (f *preflightFlags) set(opts *apply.Options) {
+	opts.Preflight, opts.PreflightSkew = apply.PreflightMode(f.mode), f.skew
+}
