@@ -140,7 +140,11 @@ func printVerifications(out io.Writer, lock *lockfile.Lock) {
 	}
 	for _, e := range lock.Packages {
 		if v := e.Verification; v != nil {
-			fmt.Fprintf(out, "  signature verified: %s %s by ImageConfig %s authority %s (signature %s)\n", e.Kind, e.Name, v.ImageConfig, v.Authority, v.Signature)
+			att := ""
+			if v.Attestations != "" {
+				att = ", attestations " + v.Attestations
+			}
+			fmt.Fprintf(out, "  signature verified: %s %s by ImageConfig %s authority %s (signature %s%s)\n", e.Kind, e.Name, v.ImageConfig, v.Authority, v.Signature, att)
 		}
 	}
 }

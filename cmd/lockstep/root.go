@@ -27,6 +27,8 @@ type registryFlags struct {
 	registryConfig string
 	timeout        time.Duration
 	keyFiles       []string
+	trustedRoot    string
+	ignoreTlog     bool
 }
 
 func (f *registryFlags) register(cmd *cobra.Command) {
@@ -34,6 +36,8 @@ func (f *registryFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.insecure, "insecure-registry", nil, "registry `HOST` (host or host:port) reached over plain HTTP; repeatable")
 	cmd.Flags().StringVar(&f.registryConfig, "registry-config", "", "Docker config `FILE` with registry credentials (default: the Docker and Podman default locations)")
 	cmd.Flags().StringArrayVar(&f.keyFiles, "verification-key", nil, "`SECRET[/KEY]=FILE`: the cosign public key (PEM) that an ImageConfig spec.verification key authority names by secretRef, read from FILE instead of the cluster; repeatable")
+	cmd.Flags().StringVar(&f.trustedRoot, "trusted-root", "", "Sigstore trusted_root.json `FILE` (Fulcio CAs, Rekor and CT log keys) that ImageConfig spec.verification keyless authorities are verified against, offline")
+	cmd.Flags().BoolVar(&f.ignoreTlog, "insecure-ignore-tlog", false, "accept keyless signatures without a Rekor transparency-log entry, checking their certificate at the current time instead of the logged signing time")
 	cmd.Flags().DurationVar(&f.timeout, "registry-timeout", oci.DefaultTimeout, "longest wait for any progress of one registry request (connect, TLS, answer, each read of a layer); a timed-out request is retried twice; 0: no bound")
 }
 
@@ -52,7 +56,8 @@ func (f *registryFlags) options() oci.Options {
 	if timeout == 0 {
 		timeout = -1 // --registry-timeout 0: no bound, as negative values
 	}
-	return oci.Options{InsecureRegistries: f.insecure, RegistryConfig: f.registryConfig, UserAgent: "lockstep/" + version, Timeout: timeout}
+	return oci.Options{InsecureRegistries: f.insecure, RegistryConfig: f.registryConfig, UserAgent: "lockstep/" + version, Timeout: timeout,
+		TrustedRoot: f.trustedRoot, InsecureIgnoreTlog: f.ignoreTlog}
 }
 
 // clusterOptions are options with the pull secrets of a command that has a

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -12,11 +13,13 @@ import (
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
 
-// TestVerificationRefusedWhenUnsupported: an ImageConfig whose
-// spec.verification asks for something lockstep cannot check is refused by
-// lock, lock --check, render and apply with the file, the ImageConfig and
-// the field, exit code 1, instead of being accepted and ignored (issue 18).
-func TestVerificationRefusedWhenUnsupported(t *testing.T) {
+// TestVerificationRefusedWhenAmbiguous: an ImageConfig whose keyless
+// identities lockstep could only enforce by guessing — one that names
+// neither issuer nor subject, a regular expression that does not compile —
+// is refused by lock, lock --check, render and apply with the file, the
+// ImageConfig and the field, exit code 1, instead of being accepted and
+// matched loosely (issue 18).
+func TestVerificationRefusedWhenAmbiguous(t *testing.T) {
 	dir := writePackage(t, map[string]string{
 		"providers.yaml": `apiVersion: pkg.crossplane.io/v1
 kind: Provider
@@ -41,9 +44,14 @@ spec:
           identities:
           - issuer: https://token.actions.githubusercontent.com
             subject: https://github.com/crossplane-contrib/provider-nop/.github/workflows/ci.yml@refs/heads/main
+          - {}
+          - issuer: https://token.actions.githubusercontent.com
+            subjectRegExp: "^https://github.com/(crossplane-contrib"
 `,
 	})
-	const want = `verify.yaml:1: ImageConfig signed: spec.verification`
+	const want = `verify.yaml:1: ImageConfig signed: spec.verification.cosign.authorities[0].keyless.identities[1]: ` +
+		`set issuer or issuerRegExp, subject or subjectRegExp: an identity with neither matches every certificate
+verify.yaml:1: ImageConfig signed: spec.verification.cosign.authorities[0].keyless.identities[2].subjectRegExp: not a regular expression`
 	for _, args := range [][]string{
 		{"lock", "--dir", dir, "--crossplane-version", "v2.1.0", "--cache-dir", t.TempDir()},
 		{"lock", "--check", "--dir", dir},
@@ -69,6 +77,18 @@ spec:
 // "release" (authority "release-key").
 func signedDir(t *testing.T, reg *registry.Registry) string {
 	t.Helper()
+	return signedDirWith(t, reg, `
+      - name: release-key
+        key:
+          secretRef: {name: release, key: cosign.pub}
+`)
+}
+
+// signedDirWith is declarationsDir with an ImageConfig "signed" for every
+// lockstep-examples package whose spec.verification.cosign.authorities
+// is the YAML list authorities (indented by six spaces).
+func signedDirWith(t *testing.T, reg *registry.Registry, authorities string) string {
+	t.Helper()
 	dir := declarationsDir(t, reg, "v0.1.0")
 	if err := os.WriteFile(filepath.Join(dir, "signed.yaml"), []byte(`apiVersion: pkg.crossplane.io/v1beta1
 kind: ImageConfig
@@ -80,11 +100,7 @@ spec:
   verification:
     provider: Cosign
     cosign:
-      authorities:
-      - name: release-key
-        key:
-          secretRef: {name: release, key: cosign.pub}
-`), 0o600); err != nil {
+      authorities:`+authorities), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -199,5 +215,135 @@ func TestLockAndRenderVerifySignatures(t *testing.T) {
 	}
 	if _, err := run(t, append(lock, "--update")...); err == nil || !strings.Contains(err.Error(), refused) {
 		t.Errorf("lock --update of a re-signed package: got %v, want a refusal naming %q", err, refused)
+	}
+}
+
+// TestLockAndRenderVerifyKeyless signs the example packages keyless
+// in-process — a test CA certifies the CI identity, a test transparency
+// log records each signature — and verifies them offline with
+// --trusted-root: lock records the keyless authority and each signature;
+// render refuses a package re-signed by another identity, naming the
+// package, the ImageConfig and the authority, and refuses to verify
+// without a trusted root (issue 18).
+func TestLockAndRenderVerifyKeyless(t *testing.T) {
+	reg := registry.New(t)
+	pushExamples(t, reg)
+	dir := signedDirWith(t, reg, `
+      - name: ci
+        keyless:
+          insecureIgnoreSCT: true
+          identities:
+          - issuer: https://issuer.example.com
+            subjectRegExp: ^release@example\.com$
+`)
+	ca, rekor := registry.NewTestCA(t), registry.NewTestRekor(t)
+	root := registry.WriteTrustedRoot(t, []*registry.TestCA{ca}, rekor)
+	now := time.Now()
+	signer := ca.Leaf(t, "release@example.com", "https://issuer.example.com", now.Add(-time.Minute), now.Add(10*time.Minute))
+	signer.Rekor = rekor
+	sigs := map[string]string{}
+	for _, p := range lockedPackages {
+		sigs[p] = reg.SignKeyless(t, "lockstep-examples/"+p, signer).String()
+	}
+	flags := []string{"--dir", dir, "--cache-dir", t.TempDir(), "--insecure-registry", reg.Host}
+	if out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0", "--trusted-root", root}, flags...)...); err != nil {
+		t.Fatalf("lock of keyless-signed packages: %v\n%s", err, out)
+	}
+	l, err := lockfile.ReadFile(filepath.Join(dir, lockfile.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := map[string]lockfile.Verification{}, map[string]lockfile.Verification{}
+	for _, e := range l.Packages {
+		if e.Verification != nil {
+			got[strings.TrimPrefix(e.Source, "lockstep.example/lockstep-examples/")+":"+e.Version] = *e.Verification
+		}
+	}
+	for _, p := range lockedPackages {
+		want[p] = lockfile.Verification{ImageConfig: "signed", Authority: "ci", Signature: sigs[p]}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("lock verification records: -want +got:\n%s", diff)
+	}
+
+	render := append([]string{"render", "--trusted-root", root}, flags...)
+	if out, err := run(t, render...); err != nil {
+		t.Fatalf("render of keyless-signed packages: %v\n%s", err, out)
+	}
+	_, err = run(t, append([]string{"render"}, flags...)...)
+	if err == nil || !strings.Contains(err.Error(), `authority "ci" (keyless): no Sigstore trusted root to verify keyless signatures with: give one with --trusted-root FILE`) {
+		t.Errorf("render without --trusted-root: got %v, want a refusal naming the flag", err)
+	}
+	mallory := ca.Leaf(t, "mallory@example.com", "https://issuer.example.com", now.Add(-time.Minute), now.Add(10*time.Minute))
+	mallory.Rekor = rekor
+	reg.SignKeyless(t, "lockstep-examples/provider-demo:v0.2.0", mallory)
+	_, err = run(t, render...)
+	t.Logf("render of a package signed by another identity: %v", err)
+	for _, w := range []string{"Provider lockstep-examples-provider-demo", "ImageConfig signed requires a cosign signature",
+		`authority "ci" (keyless): certificate of "mallory@example.com" (issuer "https://issuer.example.com") matches none of the authority's identities`} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("render of a package signed by another identity: got %v, want an error containing %q", err, w)
+		}
+	}
+	if code := exitCode(err); code != 1 {
+		t.Errorf("render of a package signed by another identity: exit code %d, want 1", code)
+	}
+}
+
+// TestLockAndRenderVerifyAttestations: an authority that lists an
+// attestation needs, besides the signature, a signed in-toto statement of
+// that predicateType about the package in the sha256-<hex>.att image:
+// lock records and prints the attestation manifest; render refuses a
+// package whose attestation is of another type, naming the package, the
+// ImageConfig, the authority and the attestation (issue 18).
+func TestLockAndRenderVerifyAttestations(t *testing.T) {
+	reg := registry.New(t)
+	pushExamples(t, reg)
+	const sbom = "https://spdx.dev/Document"
+	dir := signedDirWith(t, reg, `
+      - name: release-key
+        key:
+          secretRef: {name: release, key: cosign.pub}
+        attestations:
+        - {name: sbom, predicateType: "`+sbom+`"}
+`)
+	release := registry.NewSigningKey(t)
+	want := map[string]lockfile.Verification{}
+	for _, p := range lockedPackages {
+		ref := "lockstep-examples/" + p
+		want[p] = lockfile.Verification{ImageConfig: "signed", Authority: "release-key",
+			Signature: reg.Sign(t, ref, release).String(), Attestations: reg.Attest(t, ref, sbom, release.Signer, nil).String()}
+	}
+	flags := []string{"--dir", dir, "--cache-dir", t.TempDir(), "--insecure-registry", reg.Host, "--verification-key", "release=" + release.WritePublic(t)}
+	out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0"}, flags...)...)
+	if err != nil {
+		t.Fatalf("lock of signed and attested packages: %v\n%s", err, out)
+	}
+	p := want["provider-demo:v0.2.0"]
+	if w := "  signature verified: Provider lockstep-examples-provider-demo by ImageConfig signed authority release-key (signature " + p.Signature + ", attestations " + p.Attestations + ")"; !strings.Contains(out, w) {
+		t.Errorf("lock output lacks %q:\n%s", w, out)
+	}
+	l, err := lockfile.ReadFile(filepath.Join(dir, lockfile.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]lockfile.Verification{}
+	for _, e := range l.Packages {
+		if e.Verification != nil {
+			got[strings.TrimPrefix(e.Source, "lockstep.example/lockstep-examples/")+":"+e.Version] = *e.Verification
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("lock verification records: -want +got:\n%s", diff)
+	}
+
+	reg.Attest(t, "lockstep-examples/provider-demo:v0.2.0", "https://slsa.dev/provenance/v1", release.Signer, nil)
+	_, err = run(t, append([]string{"render"}, flags...)...)
+	t.Logf("render of a package attested with another predicate type: %v", err)
+	for _, w := range []string{"Provider lockstep-examples-provider-demo", "ImageConfig signed requires a cosign signature",
+		`authority "release-key" (key release/cosign.pub): no verified attestation "sbom" (predicateType ` + sbom + `)`} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("render of a package attested with another type: got %v, want an error containing %q", err, w)
+		}
 	}
 }

@@ -132,6 +132,10 @@ type Verification struct {
 	Authority string `yaml:"authority"`
 	// Signature is the digest of the cosign signature manifest, sha256:<hex>.
 	Signature string `yaml:"signature"`
+	// Attestations is the digest of the cosign attestation manifest,
+	// sha256:<hex>, when the authority lists attestations (ImageConfig
+	// spec.verification.cosign.authorities[].attestations); empty otherwise.
+	Attestations string `yaml:"attestations,omitempty"`
 }
 
 // Request is one reason a package is in the lock: a declaration or a

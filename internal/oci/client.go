@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sigstore/sigstore-go/pkg/root"
 	"net/http"
 	"slices"
 	"strings"
@@ -61,9 +62,11 @@ type Client struct {
 	cache    *Cache
 	ics      []declarations.ImageConfig
 	keychain authn.Keychain
-	base     http.RoundTripper
-	slots    chan struct{}
-	stats    *counters
+	// trust is Options.TrustedRoot, read; nil when not given.
+	trust *root.TrustedRoot
+	base  http.RoundTripper
+	slots chan struct{}
+	stats *counters
 
 	// challenges holds each registry's answer to the auth ping; pullers
 	// the go-containerregistry Pullers, per registry and credentials (and
@@ -106,6 +109,12 @@ func NewClient(opts Options, cache *Cache, imageConfigs []declarations.ImageConf
 	if err != nil {
 		return nil, err
 	}
+	var trust *root.TrustedRoot
+	if opts.TrustedRoot != "" {
+		if trust, err = LoadTrustedRoot(opts.TrustedRoot); err != nil {
+			return nil, err
+		}
+	}
 	stats := &counters{}
 	next := opts.baseTransport(opts.timeout())
 	withCounts := opts
@@ -115,6 +124,7 @@ func NewClient(opts Options, cache *Cache, imageConfigs []declarations.ImageConf
 		cache:     cache,
 		ics:       slices.Clone(imageConfigs),
 		keychain:  keychain,
+		trust:     trust,
 		base:      withCounts.roundTripper(),
 		slots:     make(chan struct{}, opts.jobs()),
 		stats:     stats,

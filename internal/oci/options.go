@@ -68,6 +68,20 @@ type Options struct {
 	// cluster). The API server reads are bounded by the reader's client,
 	// the registry requests by Timeout.
 	PullSecrets PullSecretReader
+	// TrustedRoot is a Sigstore trusted_root.json file (LoadTrustedRoot),
+	// the Fulcio CAs, Rekor keys and CT log keys that keyless authorities of
+	// ImageConfig spec.verification are checked against, offline (the
+	// CLI's and the agent's --trusted-root). NewClient reads it. Empty
+	// means none: a keyless authority then fails, saying so.
+	TrustedRoot string
+	// InsecureIgnoreTlog accepts a keyless signature without checking a
+	// Rekor transparency-log entry (the CLI's --insecure-ignore-tlog, named
+	// after cosign's flag): its certificate must then be valid at the
+	// current time. False requires every keyless signature to carry a Rekor
+	// entry whose signed entry timestamp verifies with a Rekor key of
+	// TrustedRoot; its integrated time is when the certificate must have
+	// been valid.
+	InsecureIgnoreTlog bool
 }
 
 // DefaultJobs is the default bound on concurrent registry operations

@@ -1,13 +1,13 @@
 package oci
 
 import (
-	"bytes"
 	"context"
 	"crypto"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -40,6 +40,10 @@ type Verification struct {
 	// signature: the sha256-<digest>.sig image (cosign's classic layout) or
 	// an OCI 1.1 referrer.
 	Signature string
+	// Attestations is "sha256:<hex>" of the attestation manifest (the
+	// sha256-<digest>.att tag) when the authority lists attestations,
+	// empty otherwise.
+	Attestations string
 }
 
 // ErrSignature is wrapped by every error of VerifySignature that says the
@@ -56,22 +60,37 @@ const (
 	cosignSignatureSuffix     = ".sig"
 )
 
-// verificationSpec is the part of ImageConfig spec.verification that
-// VerifySignature acts on; declarations.Set.CheckVerification refuses what it
-// does not (keyless authorities, attestations).
+// verificationSpec is ImageConfig spec.verification, as VerifySignature
+// acts on it.
 type verificationSpec struct {
 	Cosign *struct {
-		Authorities []struct {
-			Name string `json:"name"`
-			Key  *struct {
-				SecretRef *struct {
-					Name string `json:"name"`
-					Key  string `json:"key"`
-				} `json:"secretRef"`
-				HashAlgorithm string `json:"hashAlgorithm"`
-			} `json:"key"`
-		} `json:"authorities"`
+		Authorities []authoritySpec `json:"authorities"`
 	} `json:"cosign"`
+}
+
+// authoritySpec is one spec.verification.cosign.authorities[] entry.
+type authoritySpec struct {
+	Name string `json:"name"`
+	Key  *struct {
+		SecretRef *struct {
+			Name string `json:"name"`
+			Key  string `json:"key"`
+		} `json:"secretRef"`
+		HashAlgorithm string `json:"hashAlgorithm"`
+	} `json:"key"`
+	Keyless      *keylessSpec      `json:"keyless"`
+	Attestations []attestationSpec `json:"attestations"`
+}
+
+// String names the authority and what it trusts, for errors.
+func (a authoritySpec) String() string {
+	switch {
+	case a.Key != nil && a.Key.SecretRef != nil:
+		return fmt.Sprintf("authority %q (key %s/%s)", a.Name, a.Key.SecretRef.Name, a.Key.SecretRef.Key)
+	case a.Keyless != nil:
+		return fmt.Sprintf("authority %q (keyless)", a.Name)
+	}
+	return fmt.Sprintf("authority %q", a.Name)
 }
 
 // VerificationImageConfig returns the ImageConfig whose spec.verification
@@ -90,21 +109,28 @@ func (c *Client) VerificationImageConfig(ref string) *declarations.ImageConfig {
 // VerifySignature checks the cosign signatures of the package ref
 // (source@digest as the lock records it) against the ImageConfig whose
 // spec.verification applies (VerificationImageConfig), the way Crossplane
-// does: the package passes when ANY authority passes. An authority with a
-// key passes when a layer of a signature manifest (the image tagged
-// sha256-<hex>.sig next to the package, where the package is pulled from
-// after the ImageConfig rewrite, or else its OCI 1.1 referrers of
+// does: the package passes when ANY authority passes. An authority passes
+// when a layer of a signature manifest (the image tagged sha256-<hex>.sig
+// next to the package, where the package is pulled from after the
+// ImageConfig rewrite, or else its OCI 1.1 referrers of
 // CosignSignatureArtifactType; from the package cache for
 // packagePullPolicy Never or an unreachable registry: signatures) carries
-// a simple-signing payload for exactly this digest whose signature
-// verifies with the public key keys returns for the authority's
-// secretRef, hashed with its hashAlgorithm. Keys and
-// signatures are checked with github.com/sigstore/sigstore's
-// pkg/signature. It returns nil, nil when no ImageConfig asks for
-// verification. On failure the error wraps ErrSignature and names the
-// package, the ImageConfig and why each authority did not pass; a registry
-// that could not be asked fails the same way, every request under
-// Options.Timeout.
+// a simple-signing payload for exactly this digest whose signature the
+// authority accepts, and, when it lists attestations, the attestation
+// image (tag sha256-<hex>.att) holds a statement about this digest of each
+// listed predicateType, signed the same way (verifyAttestations):
+//   - a key authority accepts a signature that verifies with the public key
+//     keys returns for its secretRef, hashed with its hashAlgorithm;
+//   - a keyless authority accepts a signature whose certificate chains to
+//     a Fulcio CA of Options.TrustedRoot at the signing time and names one
+//     of its identities (keyless.check), offline.
+//
+// Keys, certificates, transparency-log entries and signatures are checked
+// with github.com/sigstore/sigstore and github.com/sigstore/sigstore-go. It
+// returns nil, nil when no ImageConfig asks for verification. On failure
+// the error wraps ErrSignature and names the package, the ImageConfig and
+// why each authority did not pass; a registry that could not be asked
+// fails the same way, every request under Options.Timeout.
 func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeySource) (*Verification, error) {
 	src := ref.Context().String()
 	ic := c.VerificationImageConfig(src)
@@ -123,54 +149,104 @@ func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeyS
 		return nil, fmt.Errorf("package %s: %w", ref, err)
 	}
 	sigs, sigErr := c.signatures(ctx, src, d)
-	var tried []string
+	var (
+		atts       []attestationLayer
+		attsDigest v1.Hash
+		attErr     error
+		attFetched bool
+		tried      []string
+	)
 	for _, a := range spec.Cosign.Authorities {
-		if a.Key == nil || a.Key.SecretRef == nil {
-			tried = append(tried, fmt.Sprintf("authority %q: only key authorities are supported", a.Name))
-			continue
-		}
 		if sigErr != nil {
-			tried = append(tried, fmt.Sprintf("authority %q: %v", a.Name, sigErr))
+			tried = append(tried, fmt.Sprintf("%s: %v", a, sigErr))
 			continue
 		}
-		used, err := verifyWithKey(ctx, a.Key.SecretRef.Name, a.Key.SecretRef.Key, a.Key.HashAlgorithm, keys, sigs, d)
+		var used v1.Hash
+		check, err := c.authorityCheck(ctx, a, keys)
 		if err == nil {
-			return &Verification{ImageConfig: ic.Name, Authority: a.Name, Signature: used.String()}, nil
+			used, err = verifySignatures(check, sigs, d)
 		}
-		tried = append(tried, fmt.Sprintf("authority %q (key %s/%s): %v", a.Name, a.Key.SecretRef.Name, a.Key.SecretRef.Key, err))
+		if err == nil && len(a.Attestations) > 0 {
+			if !attFetched {
+				atts, attsDigest, attErr = c.attestations(ctx, src, d)
+				attFetched = true
+			}
+			err = attErr
+			if err == nil {
+				err = verifyAttestations(check, atts, d, a.Attestations)
+			}
+		}
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s: %v", a, err))
+			continue
+		}
+		v := &Verification{ImageConfig: ic.Name, Authority: a.Name, Signature: used.String()}
+		if len(a.Attestations) > 0 {
+			v.Attestations = attsDigest.String()
+		}
+		return v, nil
 	}
 	return nil, fmt.Errorf("package %s: ImageConfig %s requires a cosign signature: %w: %s", ref, ic.Name, ErrSignature, strings.Join(tried, "; "))
+}
+
+// authorityCheck returns the signerCheck of authority a: its public key
+// from keys, or its keyless identities with the Client's trusted root.
+func (c *Client) authorityCheck(ctx context.Context, a authoritySpec, keys KeySource) (signerCheck, error) {
+	switch {
+	case a.Key != nil && a.Key.SecretRef != nil:
+		v, err := keyVerifier(ctx, a.Key.SecretRef.Name, a.Key.SecretRef.Key, a.Key.HashAlgorithm, keys)
+		if err != nil {
+			return nil, err
+		}
+		return keyCheck(v), nil
+	case a.Keyless != nil:
+		if c.trust == nil {
+			return nil, errors.New("no Sigstore trusted root to verify keyless signatures with: give one with --trusted-root FILE (trusted_root.json)")
+		}
+		k := keyless{spec: *a.Keyless, trust: c.trust, ignoreTlog: c.opts.InsecureIgnoreTlog, now: time.Now}
+		return k.check, nil
+	}
+	return nil, errors.New("sets neither key nor keyless")
 }
 
 // hashAlgorithms maps key.hashAlgorithm (ImageConfig CRD enum) to the hash.
 var hashAlgorithms = map[string]crypto.Hash{"sha224": crypto.SHA224, "sha256": crypto.SHA256, "sha384": crypto.SHA384, "sha512": crypto.SHA512}
 
-// verifyWithKey passes when one of sigs verifies with the key and its
-// payload is a cosign container image signature for exactly d; it returns
-// the digest of the signature manifest that held it.
-func verifyWithKey(ctx context.Context, secret, key, hashAlgorithm string, keys KeySource, sigs []cosignSignature, d v1.Hash) (v1.Hash, error) {
+// keyVerifier returns the verifier of a key authority: the PEM public key
+// keys returns for the Secret, with hashAlgorithm.
+func keyVerifier(ctx context.Context, secret, key, hashAlgorithm string, keys KeySource) (signature.Verifier, error) {
 	if keys == nil {
-		return v1.Hash{}, fmt.Errorf("no public key source for Secret %s", secret)
+		return nil, fmt.Errorf("no public key source for Secret %s", secret)
 	}
 	h, ok := hashAlgorithms[hashAlgorithm]
 	if !ok {
-		return v1.Hash{}, fmt.Errorf("unsupported hashAlgorithm %q", hashAlgorithm)
+		return nil, fmt.Errorf("unsupported hashAlgorithm %q", hashAlgorithm)
 	}
 	pem, err := keys(ctx, secret, key)
 	if err != nil {
-		return v1.Hash{}, err
+		return nil, err
 	}
 	pub, err := cryptoutils.UnmarshalPEMToPublicKey(pem)
 	if err != nil {
-		return v1.Hash{}, fmt.Errorf("Secret %s key %s is not a PEM public key: %w", secret, key, err)
+		return nil, fmt.Errorf("Secret %s key %s is not a PEM public key: %w", secret, key, err)
 	}
 	verifier, err := signature.LoadVerifier(pub, h)
 	if err != nil {
-		return v1.Hash{}, fmt.Errorf("Secret %s key %s: %w", secret, key, err)
+		return nil, fmt.Errorf("Secret %s key %s: %w", secret, key, err)
 	}
+	return verifier, nil
+}
+
+// verifySignatures passes when one of sigs is accepted by check and its
+// payload is a cosign container image signature for exactly d; it returns
+// the digest of the signature manifest that held it. The error says why
+// the last rejected signature was not accepted.
+func verifySignatures(check signerCheck, sigs []cosignSignature, d v1.Hash) (v1.Hash, error) {
 	wrongImage := false
+	last := errKeyMismatch
 	for _, s := range sigs {
-		if err := verifier.VerifySignature(bytes.NewReader(s.sig), bytes.NewReader(s.payload)); err != nil {
+		if err := check(s.annotations, s.payload, s.sig, s.payload); err != nil {
+			last = err
 			continue
 		}
 		var p payload.SimpleContainerImage
@@ -182,7 +258,7 @@ func verifyWithKey(ctx context.Context, secret, key, hashAlgorithm string, keys 
 		return s.manifest, nil
 	}
 	if wrongImage {
-		return v1.Hash{}, fmt.Errorf("a signature verifies with the key but signs another image than %s", d)
+		return v1.Hash{}, fmt.Errorf("a signature verifies but signs another image than %s", d)
 	}
-	return v1.Hash{}, fmt.Errorf("no signature verifies with this key")
+	return v1.Hash{}, last
 }

@@ -3,7 +3,6 @@ package oci_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -128,20 +127,7 @@ func TestVerifySignature(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\nVerifySignature: -want +got:\n%s", tc.reason, diff)
 			}
-			if tc.wantErr == nil {
-				if err != nil {
-					t.Errorf("%s\nVerifySignature: unexpected error %v", tc.reason, err)
-				}
-				return
-			}
-			if !errors.Is(err, oci.ErrSignature) {
-				t.Errorf("%s\nVerifySignature: got %v, want an ErrSignature", tc.reason, err)
-			}
-			for _, w := range tc.wantErr {
-				if err == nil || !strings.Contains(err.Error(), w) {
-					t.Errorf("%s\nVerifySignature: got %v, want an error containing %q", tc.reason, err, w)
-				}
-			}
+			checkSignatureError(t, tc.reason, err, tc.wantErr)
 		})
 	}
 }

@@ -247,12 +247,12 @@ func TestLoad(t *testing.T) {
 		},
 		{
 			name:   "VerificationRefused",
-			reason: "an ImageConfig asking for signature verification lockstep cannot perform fails the declarations step (every command and the agent), naming the file, the ImageConfig and the field, instead of being accepted and ignored (issue 18)",
+			reason: "a keyless identity naming neither issuer nor subject, which would match any certificate, fails the declarations step (every command and the agent), naming the file, the ImageConfig and the field, instead of being accepted (issue 18)",
 			fsys: demoFS(t, map[string][]byte{"registries/verify.yaml": []byte("apiVersion: pkg.crossplane.io/v1beta1\nkind: ImageConfig\nmetadata:\n  name: signed\nspec:\n  matchImages: [{prefix: lockstep.example/}]\n" +
-				"  verification:\n    provider: Cosign\n    cosign:\n      authorities:\n      - name: ci\n        keyless:\n          identities: [{issuer: https://issuer.example, subject: ci}]\n")}),
+				"  verification:\n    provider: Cosign\n    cosign:\n      authorities:\n      - name: ci\n        keyless:\n          identities: [{issuer: https://issuer.example, subject: ci}, {}]\n")}),
 			fetcher:  "mirror",
 			wantStep: snapshot.StepDeclarations,
-			wantErr:  "registries/verify.yaml:1: ImageConfig signed: spec.verification",
+			wantErr:  "registries/verify.yaml:1: ImageConfig signed: spec.verification.cosign.authorities[0].keyless.identities[1]: set issuer or issuerRegExp",
 		},
 		{
 			name:     "MissingDirectory",

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -19,7 +18,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
-	"github.com/sigstore/sigstore/pkg/signature/payload"
 )
 
 // SigningKey is a cosign key pair generated for a test: an ECDSA P-256 key,
@@ -119,15 +117,7 @@ func (r *Registry) signature(tb testing.TB, ref string, key *SigningKey) (v1.Ima
 	if err != nil {
 		tb.Fatalf("sign %s: %v", ref, err)
 	}
-	digest := parsed.Context().Digest(desc.Digest.String())
-	p, err := payload.Cosign{Image: digest}.MarshalJSON()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sig, err := key.Signer.SignMessage(bytes.NewReader(p))
-	if err != nil {
-		tb.Fatal(err)
-	}
+	p, sig := simpleSign(tb, parsed.Context().Digest(desc.Digest.String()), key.Signer)
 	layer := static.NewLayer(p, types.MediaType("application/vnd.dev.cosign.simplesigning.v1+json"))
 	img, err := mutate.Append(mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1), mutate.Addendum{
 		Layer:       layer,
