@@ -38,7 +38,11 @@ func newBundleCreateCommand() *cobra.Command {
 pulls every locked package by its digest, complete (every platform, config
 and layer), from where the ImageConfigs send it, and writes them into FILE,
 a tar archive of an OCI image layout; each manifest is named by the
-annotation org.opencontainers.image.ref.name = source:tag@digest.`,
+annotation org.opencontainers.image.ref.name = source:tag@digest. Each
+package's cosign signatures (the sha256-<hex>.sig image, or its OCI 1.1
+referrers) go with it, so an ImageConfig's spec.verification holds in the
+air-gapped cluster; a package an ImageConfig requires to be signed but
+that has no signature is bundled and pointed out.`,
 		Example: `  lockstep bundle create --dir clusters/prod -o prod.bundle.tar`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -72,7 +76,7 @@ annotation org.opencontainers.image.ref.name = source:tag@digest.`,
 				return err
 			}
 			for _, e := range entries {
-				fmt.Fprintf(cmd.OutOrStdout(), "bundled %s\n", e.Ref)
+				fmt.Fprintf(cmd.OutOrStdout(), "bundled %s%s\n", e.Ref, bundledSignatures(e))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%d packages written to %s; %s\n", len(entries), out, client.Stats())
 			return nil
@@ -92,8 +96,9 @@ func newBundleLoadCommand() *cobra.Command {
 		Short: "Fill the package cache from a bundle, without a registry",
 		Long: `load writes every package of the bundle FILE into the package cache
 --cache-dir, verifying each blob against its digest, exactly as a pull
-would; render, apply and the agent (with the same --cache-dir) then read
-them without contacting a registry. It sends no network request.`,
+would, and their cosign signatures; render, apply and the agent (with the
+same --cache-dir) then read and verify them without contacting a
+registry. It sends no network request.`,
 		Example: `  lockstep bundle load prod.bundle.tar --cache-dir /var/cache/lockstep`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -110,7 +115,7 @@ them without contacting a registry. It sends no network request.`,
 				return err
 			}
 			for _, e := range b.Entries {
-				fmt.Fprintf(cmd.OutOrStdout(), "loaded %s\n", e.Ref)
+				fmt.Fprintf(cmd.OutOrStdout(), "loaded %s%s\n", e.Ref, bundledSignatures(e))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%d packages loaded into %s\n", len(b.Entries), cache.Dir())
 			return nil
@@ -118,6 +123,19 @@ them without contacting a registry. It sends no network request.`,
 	}
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", defaultCacheDir(), "directory of the content-addressed package cache")
 	return cmd
+}
+
+// bundledSignatures describes the signatures e carries for a bundle
+// command's line: their number, or a warning when an ImageConfig requires
+// a signature and there is none.
+func bundledSignatures(e oci.BundleEntry) string {
+	switch n := len(e.Signatures); {
+	case n > 0:
+		return fmt.Sprintf(" (%d %s)", n, plural(n, "signature", "signatures"))
+	case e.RequiresSignature != "":
+		return fmt.Sprintf(" (WARNING: no signature, and ImageConfig %s requires one: installing it from this bundle will be refused)", e.RequiresSignature)
+	}
+	return ""
 }
 
 func newBundlePushCommand() *cobra.Command {
@@ -131,7 +149,8 @@ func newBundlePushCommand() *cobra.Command {
 		Long: `push copies every package of the bundle FILE to the mirror PREFIX (a
 registry host and optional path): a package whose source is REGISTRY/PATH
 goes to PREFIX/PATH under its locked tag (by digest when it has none), and
-the mirror must answer with the locked digest. Point an ImageConfig at the
+the mirror must answer with the locked digest; its signatures go next to
+it, as the sha256-<hex>.sig image or as referrers, as they were found. Point an ImageConfig at the
 mirror (matchImages prefix REGISTRY/, rewriteImage prefix PREFIX/) and lock,
 render, apply and the agent pull from it while the lock keeps the original
 sources. Credentials for the mirror come from --registry-config.`,

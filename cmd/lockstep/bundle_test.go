@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/lockstep-gitops/lockstep/internal/lockfile"
+
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
@@ -23,23 +25,31 @@ spec:
   package: lockstep.example/lockstep-examples/configuration-demo:` + version + "\n" + extra
 }
 
-// TestBundleAirGapped is issue 18's air-gapped install: lock against the
-// in-process registry, bundle create, stop the registry, then apply with
-// an empty package cache fails for the packagePullPolicy: Never
-// Configuration naming bundle load, bundle load fills the cache without a
-// registry, and apply installs every package against the real API server.
-// bundle push then fills a second registry, a mirror, with the same
-// digests.
+// TestBundleAirGapped is issue 18's air-gapped install, with an
+// ImageConfig that requires every package to be signed: sign the packages
+// in the in-process registry, lock, bundle create (packages and
+// signatures), and a second bundle whose configuration lost its signature;
+// stop the registry, then apply with an empty package cache fails for the
+// packagePullPolicy: Never Configuration naming bundle load, the unsigned
+// bundle loads but its configuration is refused, bundle load of the signed
+// one fills the cache without a registry, and apply verifies and installs
+// every package against the real API server. bundle push then fills a
+// second registry, a mirror, with the same digests and signatures.
 func TestBundleAirGapped(t *testing.T) {
 	reg := registry.New(t)
 	pushExamples(t, reg)
-	dir := declarationsDir(t, reg, "v0.1.0")
+	dir := signedDir(t, reg)
+	release := registry.NewSigningKey(t)
+	keyFlag := "release=" + release.WritePublic(t)
+	for _, p := range lockedPackages {
+		reg.Sign(t, "lockstep-examples/"+p, release)
+	}
 	decl := configurationDemo("v0.1.0", "  packagePullPolicy: Never\n")
 	if err := os.WriteFile(filepath.Join(dir, "platform.yaml"), []byte(decl), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	online := []string{"--dir", dir, "--cache-dir", t.TempDir(), "--insecure-registry", reg.Host}
-	if out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0"}, online...)...); err != nil {
+	if out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0", "--verification-key", keyFlag}, online...)...); err != nil {
 		t.Fatalf("lock: %v\n%s", err, out)
 	}
 	bundle := filepath.Join(t.TempDir(), "prod.bundle.tar")
@@ -47,8 +57,23 @@ func TestBundleAirGapped(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bundle create: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "3 packages written to "+bundle) {
-		t.Errorf("bundle create output:\n%s", out)
+	for _, w := range []string{"3 packages written to " + bundle, "configuration-demo:v0.1.0@sha256:", "(1 signature)\nbundled"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("bundle create output lacks %q:\n%s", w, out)
+		}
+	}
+	// The configuration's signature is removed: a bundle without it.
+	sigTag := "lockstep-examples/configuration-demo:sha256-" + lockedDigest(t, dir, "configuration-demo") + ".sig"
+	if err := remote.Delete(reg.Ref(t, sigTag), reg.RemoteOptions()...); err != nil {
+		t.Fatal(err)
+	}
+	unsigned := filepath.Join(t.TempDir(), "unsigned.bundle.tar")
+	out, err = run(t, append([]string{"bundle", "create", "-o", unsigned}, online...)...)
+	if err != nil {
+		t.Fatalf("bundle create without a signature: %v\n%s", err, out)
+	}
+	if w := "(WARNING: no signature, and ImageConfig signed requires one: installing it from this bundle will be refused)"; !strings.Contains(out, w) {
+		t.Errorf("bundle create without a signature: output lacks %q:\n%s", w, out)
 	}
 	mirror := registry.New(t)
 	reg.Close() // from here on the cluster has no registry
@@ -56,21 +81,39 @@ func TestBundleAirGapped(t *testing.T) {
 	// A control plane of its own: the shared one may hold the same
 	// packages under another instance (TestApplyStatusActivate).
 	env, kubeconfig := clusterOn(t, envtest.Dedicated(t), "xp-airgap")
-	cache := t.TempDir()
-	apply := []string{"apply", "--instance", "airgap", "--dir", dir, "--cache-dir", cache, "--insecure-registry", reg.Host,
-		"--kubeconfig", kubeconfig, "--namespace", "xp-airgap", "--registry-timeout", "2s"}
+	cache, unsignedCache := t.TempDir(), t.TempDir()
+	applyWith := func(cache string) []string {
+		return []string{"apply", "--instance", "airgap", "--dir", dir, "--cache-dir", cache, "--insecure-registry", reg.Host,
+			"--kubeconfig", kubeconfig, "--namespace", "xp-airgap", "--registry-timeout", "2s", "--verification-key", keyFlag}
+	}
+	apply := applyWith(cache)
 
 	cases := []struct {
 		name, reason string
 		args         []string
-		wantErr      string
+		wantErr      []string
 		wantOut      string
 	}{
 		{
-			name:    "NeverNotCached",
-			reason:  "packagePullPolicy Never with an empty cache must fail naming the package and bundle load, not pull",
-			args:    apply,
-			wantErr: "Configuration configuration-demo: packagePullPolicy is Never and lockstep.example/lockstep-examples/configuration-demo@sha256:",
+			name:   "NeverNotCached",
+			reason: "packagePullPolicy Never with an empty cache must fail naming the package and bundle load, not pull",
+			args:   apply,
+			wantErr: []string{"Configuration configuration-demo: packagePullPolicy is Never and lockstep.example/lockstep-examples/configuration-demo@sha256:",
+				"lockstep bundle load BUNDLE --cache-dir " + cache},
+		},
+		{
+			name:    "LoadUnsigned",
+			reason:  "a bundle without a signature loads",
+			args:    []string{"bundle", "load", unsigned, "--cache-dir", unsignedCache},
+			wantOut: "3 packages loaded into " + unsignedCache,
+		},
+		{
+			name:   "ApplyUnsigned",
+			reason: "a package whose signature the bundle lacks is refused, naming the cache and bundle load",
+			args:   applyWith(unsignedCache),
+			wantErr: []string{"Configuration configuration-demo", "ImageConfig signed requires a cosign signature: signature verification failed",
+				"packagePullPolicy is Never and the package cache " + unsignedCache + " holds no signature of sha256:",
+				"load a bundle created with its signatures, `lockstep bundle load BUNDLE --cache-dir " + unsignedCache + "`"},
 		},
 		{
 			name:    "Load",
@@ -88,10 +131,13 @@ func TestBundleAirGapped(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := run(t, tc.args...)
+			t.Logf("lockstep %s: %v", tc.args[0], err)
 			switch {
-			case tc.wantErr != "":
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "lockstep bundle load BUNDLE --cache-dir "+cache) {
-					t.Fatalf("%s: err = %v, want it to contain %q and the bundle load command\n%s", tc.reason, err, tc.wantErr, out)
+			case tc.wantErr != nil:
+				for _, w := range tc.wantErr {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: err = %v, want it to contain %q\n%s", tc.reason, err, w, out)
+					}
 				}
 			case err != nil:
 				t.Fatalf("%s: %v\n%s", tc.reason, err, out)
@@ -121,4 +167,25 @@ func TestBundleAirGapped(t *testing.T) {
 	if _, err := remote.Head(ref, mirror.RemoteOptions()...); err != nil {
 		t.Errorf("the mirror does not serve the pushed configuration: %v", err)
 	}
+	ref = mirror.Ref(t, "mirror/lockstep-examples/provider-demo:sha256-"+lockedDigest(t, dir, "lockstep-examples-provider-demo")+".sig")
+	if _, err := remote.Head(ref, mirror.RemoteOptions()...); err != nil {
+		t.Errorf("the mirror does not serve the provider's signature: %v", err)
+	}
+}
+
+// lockedDigest returns the hex digest the lock in dir pins for the
+// package named n.
+func lockedDigest(t *testing.T, dir, n string) string {
+	t.Helper()
+	l, err := lockfile.ReadFile(filepath.Join(dir, lockfile.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range l.Packages {
+		if e.Name == n {
+			return strings.TrimPrefix(e.Digest, "sha256:")
+		}
+	}
+	t.Fatalf("the lock has no package %s", n)
+	return ""
 }

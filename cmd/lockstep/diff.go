@@ -37,6 +37,10 @@ type diffFlags struct {
 	fullReport       string
 	jsonOut          string
 	maxFields        int
+	// cluster makes the diff read the cluster of kube (--cluster) to count
+	// the custom resources of deactivated CRDs.
+	cluster bool
+	kube    clusterFlags
 }
 
 func newDiffCommand() *cobra.Command {
@@ -65,7 +69,14 @@ a summary table and collapsible details, kept under --markdown-max-bytes) or
 json (apiVersion lockstep.io/v1alpha1, kind Diff; see the diff package
 documentation). --fail-on breaking exits 2 when a change is breaking;
 --fail-on any exits 3 when anything changes and 2 when something is breaking.
-Errors exit 1.`,
+Errors exit 1.
+
+diff is offline: it reads Git, the lock and the packages, never a cluster.
+--cluster (with --kubeconfig) adds one read-only look at the cluster: for
+each CRD the head deactivates (--enable-custom-to-managed-resource-conversion)
+it counts the custom resources that exist, which no controller of the
+provider reconciles afterwards ("−3 CRDs, 41 custom resources would be
+orphaned"). apply leaves those CRDs in place.`,
 		Example: `  lockstep diff                                   # working tree against its merge base with the default branch
   lockstep diff --dir clusters/prod --base origin/main --head HEAD --format markdown
   lockstep diff --base-dir old/ --head-dir new/ --format json --fail-on breaking`,
@@ -88,6 +99,9 @@ Errors exit 1.`,
 	fl.StringVar(&f.fullReport, "full-report", "", "where the full report is (for example a CI artifact URL), named at the end of the markdown")
 	fl.StringVar(&f.jsonOut, "json-output", "", "also write the full JSON report to `FILE`")
 	fl.IntVar(&f.maxFields, "max-field-changes", diff.DefaultMaxFieldChanges, "changed fields listed per runtime or config object (-1: all)")
+	fl.BoolVar(&f.cluster, "cluster", false, "also read the cluster (--kubeconfig; read-only) to count the custom resources of every CRD the head deactivates, which would be orphaned; without it diff stays offline")
+	fl.StringVar(&f.kube.kubeconfig, "kubeconfig", "", "with --cluster: kubeconfig `FILE` (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config)")
+	fl.DurationVar(&f.kube.timeout, "kube-timeout", defaultKubeTimeout, "with --cluster: longest time one API server request may take; 0: no bound")
 	cmd.MarkFlagsRequiredTogether("base-dir", "head-dir")
 	cmd.MarkFlagsMutuallyExclusive("base-dir", "base")
 	cmd.MarkFlagsMutuallyExclusive("base-dir", "head")
@@ -122,6 +136,11 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 	case "auto", "always", "never":
 	default:
 		return usageError(fmt.Errorf("--color %q is not auto, always or never", f.color))
+	}
+	for _, name := range []string{"kubeconfig", "kube-timeout"} {
+		if cmd.Flags().Changed(name) && !f.cluster {
+			return usageError(fmt.Errorf("--%s is read only with --cluster: diff is offline without it", name))
+		}
 	}
 
 	base, head, err := f.sides()
@@ -170,6 +189,15 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 	report, err := diff.Compare(bs, hs, diff.Options{PruneCRDs: plan.PruneCRDs(f.pruneCRDs), MaxFieldChanges: f.maxFields})
 	if err != nil {
 		return err
+	}
+	if f.cluster {
+		c, err := f.kube.connect()
+		if err != nil {
+			return err
+		}
+		if err := report.CountOrphans(cmd.Context(), customResourceCounter(c)); err != nil {
+			return fmt.Errorf("--cluster: %w", err)
+		}
 	}
 
 	if f.jsonOut != "" {

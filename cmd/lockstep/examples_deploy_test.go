@@ -29,6 +29,8 @@ type deployExample struct {
 	role                rbacv1.Role
 	roleBinding         rbacv1.RoleBinding
 	namespace, instance string
+	// pullSA is --pull-service-account, NAMESPACE/NAME.
+	pullSA string
 }
 
 // readDeployExample reads deployment.yaml and rbac.yaml of examples/deploy,
@@ -80,6 +82,9 @@ func readDeployExample(t *testing.T) *deployExample {
 		if v, ok := strings.CutPrefix(a, "--instance="); ok {
 			ex.instance = v
 		}
+		if v, ok := strings.CutPrefix(a, "--pull-service-account="); ok {
+			ex.pullSA = v
+		}
 	}
 	return ex
 }
@@ -121,11 +126,17 @@ func TestExampleDeployRBAC(t *testing.T) {
 	sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: ex.deployment.Spec.Template.Spec.ServiceAccountName, Namespace: ex.deployment.Namespace}
 	leaseVerbs := []string{"get", "create", "update"}
 	protectVerbs := []string{"get", "create", "patch", "delete"}
+	pullNS, pullName, _ := strings.Cut(ex.pullSA, "/")
 	cases := map[string]struct {
 		reason string
 		got    any
 		want   any
 	}{
+		"PullServiceAccount": {
+			reason: "the agent reads the imagePullSecrets of --pull-service-account and those Secrets, in the namespace the Role grants",
+			got:    []any{pullNS, granted(ex.role.Rules, "", "serviceaccounts", pullName, "get"), granted(ex.role.Rules, "", "secrets", "regcred", "get")},
+			want:   []any{ex.role.Namespace, []string{"get"}, []string{"get"}},
+		},
 		"RoleInAgentNamespace": {
 			reason: "both Leases live in the agent's --namespace, so the Role granting them must be there",
 			got:    ex.role.Namespace,
@@ -145,6 +156,17 @@ func TestExampleDeployRBAC(t *testing.T) {
 			reason: "every apply reads Crossplane's Lock/lock, creates it when absent and updates it",
 			got:    granted(ex.clusterRole.Rules, "pkg.crossplane.io", "locks", "lock", "get", "create", "update"),
 			want:   []string{"get", "create", "update"},
+		},
+		"CrossplaneLockWatched": {
+			reason: "the agent watches Crossplane's Lock/lock by name (docs/design.md#the-agents-steady-state)",
+			got:    granted(ex.clusterRole.Rules, "pkg.crossplane.io", "locks", "lock", "list", "watch"),
+			want:   []string{"list", "watch"},
+		},
+		"DeletionProtectionWatched": {
+			reason: "the agent watches the instance's deletion protection objects (docs/design.md#the-agents-steady-state)",
+			got: append(granted(ex.clusterRole.Rules, "admissionregistration.k8s.io", "validatingadmissionpolicies", render.DeletionProtectionName(ex.instance), "list", "watch"),
+				granted(ex.clusterRole.Rules, "admissionregistration.k8s.io", "validatingadmissionpolicybindings", render.DeletionProtectionName(ex.instance), "list", "watch")...),
+			want: []string{"list", "watch", "list", "watch"},
 		},
 		"CrossplaneDeployment": {
 			reason: "every apply reads Crossplane's core Deployment for the version Crossplane constraints are checked against",

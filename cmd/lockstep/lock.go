@@ -119,6 +119,7 @@ func (f *lockFlags) runCheck(cmd *cobra.Command) error {
 	printLockWarnings(cmd.ErrOrStderr(), lockfile.SkippedDependencies(s.Lock))
 	if len(s.Problems) == 0 {
 		fmt.Fprintf(out, "%s is up to date: %d packages for %d declarations, Crossplane %s\n", path, len(s.Lock.Packages), len(s.Declarations.Packages), s.Lock.CrossplaneVersion)
+		printVerifications(out, s.Lock)
 		return nil
 	}
 	fmt.Fprintf(out, "%s is stale:\n", path)
@@ -127,6 +128,21 @@ func (f *lockFlags) runCheck(cmd *cobra.Command) error {
 	}
 	fmt.Fprintln(out, "run lockstep lock to update it")
 	return &exitError{code: exitStale, err: fmt.Errorf("%s is stale: %d %s", path, len(s.Problems), plural(len(s.Problems), "problem", "problems"))}
+}
+
+// printVerifications prints, for every package of lock whose entry
+// records a verification (lockfile.Verification), which ImageConfig and
+// authority verified it and the signature's digest, one line each, as
+// `lock` and `lock --check` show them.
+func printVerifications(out io.Writer, lock *lockfile.Lock) {
+	if lock == nil {
+		return
+	}
+	for _, e := range lock.Packages {
+		if v := e.Verification; v != nil {
+			fmt.Fprintf(out, "  signature verified: %s %s by ImageConfig %s authority %s (signature %s)\n", e.Kind, e.Name, v.ImageConfig, v.Authority, v.Signature)
+		}
+	}
 }
 
 // runVerify is `lockstep lock --verify`: online, no writes, every pin
@@ -279,11 +295,7 @@ func (f *lockFlags) runLock(cmd *cobra.Command, packages []string) error {
 			fmt.Fprintf(out, "  %s\n", c)
 		}
 	}
-	for _, e := range res.Lock.Packages {
-		if v := e.Verification; v != nil {
-			fmt.Fprintf(out, "  signature verified: %s %s by ImageConfig %s authority %s (signature %s)\n", e.Kind, e.Name, v.ImageConfig, v.Authority, v.Signature)
-		}
-	}
+	printVerifications(out, res.Lock)
 	fmt.Fprintf(out, "%d %s kept from the lock; %s\n", res.Kept, plural(res.Kept, "pin", "pins"), client.Stats())
 	return nil
 }

@@ -162,8 +162,14 @@ func TestLockAndRenderVerifySignatures(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("lock verification records: -want +got:\n%s", diff)
 	}
-	if out, err := run(t, "lock", "--check", "--dir", dir); err != nil {
+	out, err = run(t, "lock", "--check", "--dir", dir)
+	if err != nil {
 		t.Errorf("lock --check after a verified lock: %v\n%s", err, out)
+	}
+	for _, p := range lockedPackages {
+		if w := "by ImageConfig signed authority release-key (signature " + sigs[p] + ")"; !strings.Contains(out, w) {
+			t.Errorf("lock --check does not show the verification record of %s (%q):\n%s", p, w, out)
+		}
 	}
 
 	// Install time: render verifies again with the cache warm; without the

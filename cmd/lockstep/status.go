@@ -24,7 +24,8 @@ installed: the commit and lock digest it came from (from lockstep's inventory),
 its Installed and Healthy conditions, its health as lockstep apply and the
 agent read it (package object, current revision, runtime), each revision with its number, state and
 health, the live health of the active runtime, and the payload objects the
-package keeps although its current revision no longer ships them.`,
+package keeps although its current revision no longer ships them. A package
+whose declaration carries lockstep.io/paused: "true" is marked PAUSED.`,
 		Example: `  lockstep status --kubeconfig ~/.kube/prod`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -66,7 +67,13 @@ func printReport(w io.Writer, rep *inspect.Report) {
 		if p.LockDigest != "" {
 			head += " (lock " + shortHash(p.LockDigest) + ")"
 		}
+		if p.Paused {
+			head += " PAUSED"
+		}
 		fmt.Fprintln(w, head)
+		if p.Paused {
+			fmt.Fprintln(w, "  paused:    its declaration carries lockstep.io/paused: \"true\": apply keeps it as installed (not upgraded, re-applied nor pruned) until the annotation is removed")
+		}
 		if p.Missing {
 			fmt.Fprintln(w, "  the inventory lists it, but its package object is gone")
 			continue

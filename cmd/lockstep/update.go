@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/git"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
@@ -188,6 +189,7 @@ func newUpdateCommand() *cobra.Command {
 		gf   gitFlags
 		reg  registryFlags
 		uf   updateFlags
+		rf   releaseFlags
 		jobs int
 	)
 	cmd := &cobra.Command{
@@ -215,7 +217,19 @@ The commit message lists each changed package with its old and new version
 and digest and why. Nothing is committed when nothing changed or the branch
 already holds the lock; a watched branch that moved before the push is handled
 by redoing the update on its new head. Registry or Git failures commit nothing
-and exit 1.`,
+and exit 1.
+
+--propose-releases patch|minor|major|none also proposes newer releases of
+declarations whose spec.package is a semver tag: the newest release the policy
+allows (patch: same major.minor; minor: same major; major: any; pre-releases
+only when the declared tag is one), overridden per declaration by the
+annotation lockstep.io/release-policy. A release another package's dependency
+constraint excludes is not proposed; the next allowed one is. Each proposal is
+resolved as "lockstep lock --update PACKAGE" resolves it and committed on
+lockstep/release/<name> (--group-releases: all on lockstep/releases) with the
+declaration's tag and the lock changed, and a message holding old → new, the
+release notes link and the lockstep diff markdown. A branch that already holds
+the proposal is left alone. See docs/design.md#release-proposals.`,
 		Example: `  lockstep update --git-url https://github.com/acme/platform --git-path clusters/prod \
     --git-secret-dir /var/run/secrets/git --update-author "Platform Bot <bot@acme.example>"
   lockstep update --git-url git@github.com:acme/platform.git --git-ssh-key ~/.ssh/id_ed25519 \
@@ -230,6 +244,10 @@ and exit 1.`,
 			if err != nil {
 				return err
 			}
+			ropts, propose, err := rf.options(opts.Mode)
+			if err != nil {
+				return err
+			}
 			u, err := update.New(src, opts)
 			if err != nil {
 				return err
@@ -239,12 +257,23 @@ and exit 1.`,
 			if err != nil {
 				return &exitError{code: exitFailure, err: err}
 			}
+			if !propose {
+				return nil
+			}
+			rel, err := u.ProposeReleases(cmd.Context(), ropts)
+			if rel != nil {
+				printReleases(cmd.OutOrStdout(), rel)
+			}
+			if err != nil {
+				return &exitError{code: exitFailure, err: err}
+			}
 			return nil
 		},
 	}
 	gf.register(cmd)
 	reg.register(cmd)
 	uf.register(cmd)
+	rf.register(cmd)
 	cmd.Flags().IntVar(&jobs, "jobs", lockfile.DefaultJobs, "registry calls run in parallel at most")
 	return cmd
 }
@@ -264,4 +293,74 @@ func printUpdate(out io.Writer, url string, res *update.Result) {
 		fmt.Fprintln(out, res.Summary())
 	}
 	fmt.Fprintln(out, res.Requests)
+}
+
+// releaseFlags are the release proposal flags of `lockstep update`
+// (docs/design.md#release-proposals). The agent's scheduled polls do not
+// take them.
+type releaseFlags struct {
+	policy       string
+	branchPrefix string
+	group        bool
+}
+
+func (f *releaseFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.policy, "propose-releases", "", "also propose newer releases of semver-tagged declarations: patch, minor, major or none (only declarations annotated "+declarations.AnnotationReleasePolicy+"); empty: no release proposals")
+	fl.StringVar(&f.branchPrefix, "release-branch-prefix", update.DefaultReleaseBranchPrefix, "release proposals go to `PREFIX`/<package name>")
+	fl.BoolVar(&f.group, "group-releases", false, "put every release proposal in one commit on "+update.DefaultReleaseGroupBranch)
+}
+
+// options returns the release options and whether release proposals were
+// asked for; with --update-mode commit they are refused.
+func (f *releaseFlags) options(mode update.Mode) (update.ReleaseOptions, bool, error) {
+	if f.policy == "" {
+		return update.ReleaseOptions{}, false, nil
+	}
+	policy, err := declarations.ParseReleasePolicy(f.policy)
+	if err != nil {
+		return update.ReleaseOptions{}, false, usageError(fmt.Errorf("--propose-releases: %w", err))
+	}
+	if mode == update.ModeCommit {
+		return update.ReleaseOptions{}, false, usageError(fmt.Errorf("--propose-releases writes one branch per package for review and does not work with --update-mode commit: use branch or off"))
+	}
+	return update.ReleaseOptions{Policy: policy, BranchPrefix: f.branchPrefix, Group: f.group}, true, nil
+}
+
+// printReleases writes what release proposals did.
+func printReleases(out io.Writer, res *update.ReleaseResult) {
+	branches := map[string]*update.ReleaseCommit{}
+	for i := range res.Commits {
+		branches[res.Commits[i].Branch] = &res.Commits[i]
+	}
+	for _, p := range res.Proposals {
+		switch {
+		case p.Proposed():
+			fmt.Fprintf(out, "  ↑ %s %s: %s → %s (release policy %s, %s) on %s", p.Kind, p.Name, p.OldVersion, p.NewVersion, p.Policy, p.PolicyFrom, p.Branch)
+			if c := branches[p.Branch]; c != nil {
+				switch c.Outcome {
+				case update.Pushed:
+					fmt.Fprintf(out, ": pushed %s", c.Push.Commit[:12])
+				case update.AlreadyProposed:
+					fmt.Fprintf(out, ": already proposed (%s)", c.Push.Commit[:12])
+				case update.UpdateAvailable:
+					fmt.Fprint(out, ": not pushed (update mode off)")
+				case update.Failed:
+					fmt.Fprintf(out, ": failed: %s", c.Error)
+				}
+			}
+			fmt.Fprintln(out)
+		case p.Skipped != "":
+			fmt.Fprintf(out, "  - %s %s %s: %s\n", p.Kind, p.Name, p.OldVersion, p.Skipped)
+		default:
+			fmt.Fprintf(out, "  = %s %s %s: no newer release within release policy %s\n", p.Kind, p.Name, p.OldVersion, p.Policy)
+		}
+		for _, h := range p.Held {
+			fmt.Fprintf(out, "      not proposed: %s\n", h)
+		}
+		if p.Newest != "" {
+			fmt.Fprintf(out, "      %s is out, outside release policy %s\n", p.Newest, p.Policy)
+		}
+	}
+	fmt.Fprintln(out, res.Summary())
 }

@@ -191,6 +191,9 @@ func TestUpdateCommandFlags(t *testing.T) {
 		"Unreachable": {"An unreachable repository exits 1 and never prints credentials.", []string{"update", "--git-url", "https://bot:hunter2-token@127.0.0.1:1/r.git"}, "127.0.0.1:1/r.git"},
 		"BranchMode":  {"Branch mode cannot target the watched branch.", []string{"update", "--git-url", "file:///nowhere", "--update-branch", "main"}, "use --update-mode commit"},
 		"NoArgs":      {"No positional arguments.", []string{"update", "extra"}, "unknown command"},
+		"BadPolicy":   {"Release policies are patch, minor, major, none.", []string{"update", "--git-url", "file:///nowhere", "--propose-releases", "latest"}, `--propose-releases: release policy "latest": want patch, minor, major or none`},
+		"ReleasesCommitMode": {"Release proposals are for review: commit mode is refused.", []string{"update", "--git-url", "file:///nowhere", "--propose-releases", "minor", "--update-mode", "commit"},
+			"--propose-releases writes one branch per package for review and does not work with --update-mode commit"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -203,5 +206,56 @@ func TestUpdateCommandFlags(t *testing.T) {
 				t.Errorf("%s\nthe password was printed: %v\n%s", tc.reason, err, out)
 			}
 		})
+	}
+}
+
+// TestUpdateProposeReleases: lockstep update --propose-releases minor
+// pushes a release proposal branch and says so; run again, it says the
+// branch already holds it.
+func TestUpdateProposeReleases(t *testing.T) {
+	reg := registry.New(t)
+	pushExampleAs(t, reg, "provider-demo", "v0.1.0", "v0.1.0")
+	cache := t.TempDir()
+	regFlags := []string{"--cache-dir", cache, "--insecure-registry", reg.Host}
+	work := writePackage(t, map[string]string{
+		"provider.yaml": `apiVersion: pkg.crossplane.io/v1
+kind: Provider
+metadata:
+  name: provider-demo
+spec:
+  package: lockstep.example/lockstep-examples/provider-demo:v0.1.0
+`,
+		"mirror.yaml": mirrorTo("lockstep.example", reg),
+	})
+	if out, err := run(t, append([]string{"lock", "--dir", work, "--crossplane-version", "v2.1.0"}, regFlags...)...); err != nil {
+		t.Fatalf("lock: %v\n%s", err, out)
+	}
+	remote := gittest.NewRemote(t, "platform", "main")
+	remote.CommitDir(t, work, "clusters/prod", "platform")
+	pushExampleAs(t, reg, "provider-demo", "v0.2.0", "v0.2.0")
+	args := append([]string{"update", "--git-url", remote.URL(), "--git-path", "clusters/prod", "--propose-releases", "minor"}, regFlags...)
+
+	out, err := run(t, args...)
+	if err != nil {
+		t.Fatalf("update --propose-releases: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"↑ Provider provider-demo: v0.1.0 → v0.2.0 (release policy minor, --propose-releases) on lockstep/release/provider-demo: pushed ",
+		"1 release proposal: 1 pushed, 0 already proposed, 0 reported only",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	tip := remote.Ref(t, "refs/heads/lockstep/release/provider-demo")
+	if subject, _, _ := strings.Cut(remote.CommitObject(t, tip).Message, "\n"); subject != "provider-demo: v0.1.0 → v0.2.0" {
+		t.Errorf("subject %q", subject)
+	}
+	out, err = run(t, args...)
+	if err != nil || !strings.Contains(out, "on lockstep/release/provider-demo: already proposed ("+tip.String()[:12]+")") {
+		t.Errorf("second run: %v\n%s", err, out)
+	}
+	if remote.Ref(t, "refs/heads/lockstep/release/provider-demo") != tip {
+		t.Errorf("the second run moved the branch")
 	}
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
@@ -42,7 +43,25 @@ func (c *syncController) Reconcile(ctx context.Context, _ reconcile.Request) (re
 	if c.onReconcile != nil {
 		c.onReconcile(out, err)
 	}
-	return reconcile.Result{RequeueAfter: requeueAfter(out, err, c.r.cfg.Interval, c.progress)}, nil
+	after := requeueAfter(out, err, c.r.cfg.Interval, c.progress)
+	if after == c.r.cfg.Interval {
+		after = jittered(after)
+	}
+	return reconcile.Result{RequeueAfter: after}, nil
+}
+
+// intervalJitter is the largest share of the interval added at random to
+// each wait for the next interval, so that a fleet of agents started
+// together (a rollout to every cluster) does not poll Git and the registry
+// in step; Flux's controllers jitter their intervals the same way.
+const intervalJitter = 0.05
+
+// jittered returns d plus a random duration in [0, intervalJitter × d).
+func jittered(d time.Duration) time.Duration {
+	if j := time.Duration(float64(d) * intervalJitter); j > 0 {
+		return d + rand.N(j)
+	}
+	return d
 }
 
 // requeueAfter is how long the agent waits before its next reconcile: the
@@ -71,10 +90,24 @@ func setupSyncController(mgr manager.Manager, r *Reconciler, opts RunOptions) er
 		q.Add(reconcile.Request{NamespacedName: key})
 		return nil
 	})
-	err := builder.ControllerManagedBy(mgr).
+	b := builder.ControllerManagedBy(mgr).
 		Named("sync").
 		For(&v1alpha1.Sync{}, builder.WithPredicates(specEdited(r.syncSpec()))).
-		WatchesRawSource(start).
+		WatchesRawSource(start)
+	if r.watch != nil {
+		// A change to what apply reads, made by someone else than the
+		// agent, reconciles after the debounce: a burst of events is one
+		// request in the queue.
+		debounce := opts.Debounce
+		if debounce <= 0 {
+			debounce = DefaultDebounce
+		}
+		b = b.WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			r.watch.setNotify(func() { q.AddAfter(reconcile.Request{NamespacedName: key}, debounce) })
+			return nil
+		}))
+	}
+	err := b.
 		// Several agents may run in one process (tests); each has its own
 		// manager and one worker, as the Reconciler is not safe for
 		// concurrent use.

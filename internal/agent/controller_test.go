@@ -89,3 +89,31 @@ func TestSpecEdited(t *testing.T) {
 		})
 	}
 }
+
+// TestJittered: the wait for the next interval is the interval plus at
+// most 5% of it, and not always the same, so that agents started together
+// drift apart.
+func TestJittered(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		d      time.Duration
+	}{
+		"Minute": {reason: "the default interval gets up to 3 s more", d: time.Minute},
+		"Tiny":   {reason: "an interval too short to jitter stays as it is", d: 10 * time.Nanosecond},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			seen := map[time.Duration]bool{}
+			for range 100 {
+				got := jittered(tc.d)
+				if got < tc.d || got > tc.d+tc.d/20 {
+					t.Fatalf("%s\njittered(%s) = %s, want within [%s, %s]", tc.reason, tc.d, got, tc.d, tc.d+tc.d/20)
+				}
+				seen[got] = true
+			}
+			if tc.d >= time.Second && len(seen) < 2 {
+				t.Errorf("%s\njittered(%s) returned the same value 100 times", tc.reason, tc.d)
+			}
+		})
+	}
+}

@@ -14,7 +14,9 @@ type Metrics struct {
 	// result (success, stalled, failed).
 	ReconcileDuration *prometheus.HistogramVec
 	// LastAppliedTimestamp is when the last good commit was applied, in
-	// Unix seconds.
+	// Unix seconds; an idle reconcile (Outcome.Idle), which found it still
+	// applied, moves it too, while the Sync's lastAppliedTime keeps the
+	// last full apply's (docs/design.md#the-agents-steady-state).
 	LastAppliedTimestamp prometheus.Gauge
 	// Packages counts the applied packages by health (kstatus status).
 	Packages *prometheus.GaugeVec

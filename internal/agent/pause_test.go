@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -12,6 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/agent"
+	"github.com/lockstep-gitops/lockstep/internal/inspect"
+	"github.com/lockstep-gitops/lockstep/internal/oci"
+	"github.com/lockstep-gitops/lockstep/internal/update"
 )
 
 // declareProviderDemo declares provider-demo at version, with extra metadata
@@ -137,6 +141,9 @@ func TestAgentPausedPackage(t *testing.T) {
 	if len(out.Packages) != 1 || out.Packages[0].Revision != oldRev {
 		t.Errorf("health of the paused package: %+v, want its installed revision %s", out.Packages, oldRev)
 	}
+	if got := pausedInStatus(t, c, f.ns); !got {
+		t.Errorf("lockstep status does not show provider-demo as paused")
+	}
 
 	f.write(t, "provider.yaml", declareProviderDemo("v0.2.0", ""))
 	f.commit(t, "resume provider-demo")
@@ -146,5 +153,103 @@ func TestAgentPausedPackage(t *testing.T) {
 	}
 	if got := managedBy(t, c, "provider-demo"); got != owner {
 		t.Errorf("managed-by label after resume: %q, want %q taken back", got, owner)
+	}
+	if pausedInStatus(t, c, f.ns) {
+		t.Errorf("lockstep status still shows provider-demo as paused after the annotation was removed")
+	}
+}
+
+// pausedInStatus reports whether `lockstep status` (inspect.Inspect) of
+// the instance shows provider-demo as paused.
+func pausedInStatus(t *testing.T, c client.Client, ns string) bool {
+	t.Helper()
+	rep, err := inspect.Inspect(context.Background(), c, ns, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Packages {
+		if p.Name == "provider-demo" {
+			return p.Paused
+		}
+	}
+	t.Fatalf("lockstep status lists no provider-demo: %+v", rep.Packages)
+	return false
+}
+
+// TestAgentSuspendStopsPolls (issue 19 item 5): while the Sync is
+// suspended, the agent's --update-schedule polls are skipped too (the
+// Updater's gate, set by SetUpdater, reads spec.suspend), and the Sync's
+// status says so; resumed, the next scheduled poll runs and proposes the
+// moved channel tag.
+func TestAgentSuspendStopsPolls(t *testing.T) {
+	f := newFixture(t, "agent-suspend-polls")
+	r := f.followStable(t)
+	c := f.env.Client
+
+	cache, err := oci.NewCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := update.New(f.source(t), update.Options{Cache: cache, Registry: oci.Options{InsecureRegistries: []string{f.reg.Host}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.SetUpdater(u)
+	if err := agent.SetSuspend(context.Background(), c, f.ns, f.ns, true); err != nil {
+		t.Fatal(err)
+	}
+	f.push(t, "provider-demo", "v0.2.0", "stable") // the channel moves
+	sched, err := update.ParseSchedule("@every 1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = u.Run(ctx, sched)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitFor := func(what string, ok func(update.Status) bool) update.Status {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			st := u.Status()
+			if ok(st) {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: status %+v", what, st)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	st := waitFor("two skipped polls", func(s update.Status) bool { return s.SkippedPolls >= 2 })
+	if st.Polls != 0 || !strings.Contains(st.Skipped, "suspended") {
+		t.Errorf("polls while suspended: %d polls, skipped %q; want none, skipped because suspended", st.Polls, st.Skipped)
+	}
+	if got := f.repo.Ref(t, "refs/heads/"+update.DefaultBranch); !got.IsZero() {
+		t.Errorf("a suspended agent pushed %s to %s", got, update.DefaultBranch)
+	}
+	if _, err := r.Reconcile(context.Background()); err != nil {
+		t.Fatalf("suspended reconcile: %v", err)
+	}
+	if up := syncStatus(t, c, f.ns).Updates; up == nil || !strings.HasPrefix(up.LastPollResult, "skipped: the Sync is suspended (spec.suspend)") {
+		t.Errorf("Sync status while polls are skipped: %+v", up)
+	}
+
+	if err := agent.SetSuspend(context.Background(), c, f.ns, f.ns, false); err != nil {
+		t.Fatal(err)
+	}
+	st = waitFor("a poll after resume", func(s update.Status) bool { return s.LastPushedCommit != "" })
+	if st.Skipped != "" {
+		t.Errorf("after resume the status still says skipped: %q", st.Skipped)
+	}
+	if got := f.repo.Ref(t, "refs/heads/"+update.DefaultBranch); got.String() != st.LastPushedCommit {
+		t.Errorf("%s is at %s, want the pushed proposal %s", update.DefaultBranch, got, st.LastPushedCommit)
 	}
 }

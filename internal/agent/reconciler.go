@@ -68,6 +68,11 @@ type Config struct {
 	// they honour their context (every Git, registry and API request
 	// does); the liveness check of Run covers the rest.
 	ReconcileTimeout time.Duration
+	// Resync bounds how long a Reconciler run by Run goes without a full
+	// apply while its watches report no change (default DefaultResync);
+	// between full applies, a reconcile sends no API request
+	// (Outcome.Idle).
+	Resync time.Duration
 	// VerificationKeys gives the public keys of ImageConfig
 	// spec.verification key authorities; nil means the Secrets they name
 	// in Apply.Namespace (oci.SecretKeys), read on every reconcile.
@@ -122,6 +127,18 @@ type Outcome struct {
 	// Packages is each applied package's health as the Sync status shows
 	// it (Report.Packages).
 	Packages []v1alpha1.PackageHealth
+	// Idle reports a reconcile that sent no API request: its commit's
+	// render is the one the last apply found nothing to write for, and the
+	// agent's watches saw no change to anything that apply read since just
+	// before it read the cluster (docs/design.md#the-agent). Result,
+	// Report, Health and Packages are then that apply's, and the Sync
+	// status is not written again.
+	Idle bool
+	// WatchErr says why the apply of this reconcile is not watched (a kind
+	// that cannot be listed and watched, the watches not started yet): the
+	// next reconcile applies in full again. Nil when it is, and without
+	// watches (RunOptions.Once, or a Reconciler not run by Run).
+	WatchErr error
 	// Reapplied is the last rendered commit, applied again to correct drift
 	// because Commit was refused before apply (bad declarations, a stale
 	// lock, a package that cannot be fetched or rendered); "" when Commit
@@ -174,6 +191,31 @@ type Reconciler struct {
 	// lastPass is when the last reconcile returned, in Unix nanoseconds
 	// (0: none yet), for Run's liveness check.
 	lastPass atomic.Int64
+
+	// own records the resourceVersions apply's writes returned; watch
+	// (set by Run) reports changes to what apply reads that are not among
+	// them; syncReader (set by Run) reads the Sync from the manager's
+	// cache.
+	own        *ownWrites
+	watch      *liveWatch
+	syncReader client.Reader
+	// verified is the last apply that wrote nothing, nil when the last
+	// apply wrote or failed, or was not watched.
+	verified *verified
+	// statusPolls is the updater's poll count the last status write showed.
+	statusPolls int
+	// resync is Config.Resync or DefaultResync.
+	resync time.Duration
+}
+
+// verified is an apply that found the cluster as the render says: it wrote
+// nothing, and changes was the watches' change count before it read the
+// cluster.
+type verified struct {
+	rd      *rendered
+	changes int64
+	at      time.Time
+	out     Outcome
 }
 
 // Source gives a reconcile the commit to apply: the checked-out tree of the
@@ -242,7 +284,10 @@ func NewReconciler(c client.Client, cfg Config, metrics *Metrics, opts ...Option
 		})
 		mopts = append(mopts, apply.WithRESTConfig(cfg.REST), apply.WithLock(lock))
 	}
-	mgr, err := apply.NewManager(c, cfg.Apply, mopts...)
+	own := &ownWrites{}
+	// Apply writes through a client that remembers what its writes
+	// returned, so that the watches do not take them for drift.
+	mgr, err := apply.NewManager(&recordingClient{Client: c, own: own}, cfg.Apply, mopts...)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +297,12 @@ func NewReconciler(c client.Client, cfg Config, metrics *Metrics, opts ...Option
 	}
 	secrets := redact.URLSecrets(cfg.Source.URL)
 	secrets = append(secrets, cfg.Source.Auth.Password, cfg.Source.Auth.BearerToken)
-	r := &Reconciler{cfg: cfg, src: gitSource{cfg.Source}, c: c, mgr: mgr, cache: cache, metrics: metrics, red: redact.New(secrets...)}
+	resync := cfg.Resync
+	if resync <= 0 {
+		resync = DefaultResync
+	}
+	r := &Reconciler{cfg: cfg, src: gitSource{cfg.Source}, c: c, mgr: mgr, cache: cache, metrics: metrics, red: redact.New(secrets...),
+		own: own, resync: resync}
 	for _, o := range opts {
 		o(r)
 	}
@@ -261,7 +311,14 @@ func NewReconciler(c client.Client, cfg Config, metrics *Metrics, opts ...Option
 
 // SetUpdater makes the Sync status report u's polls (see RunOptions
 // Updater, which runs them).
-func (r *Reconciler) SetUpdater(u *update.Updater) { r.updater = u }
+//
+// It also gates u's scheduled polls on the Sync's spec.suspend: while the
+// Sync is suspended they are skipped, and the status says so
+// (docs/design.md#pausing).
+func (r *Reconciler) SetUpdater(u *update.Updater) {
+	r.updater = u
+	u.SetGate(r.pollGate)
+}
 
 // Reconcile runs one reconcile: source, declarations, lock, packages,
 // render, apply, health, then the Sync status. While the Sync's
@@ -326,6 +383,14 @@ func (r *Reconciler) Reconcile(ctx context.Context) (*Outcome, error) {
 			r.metrics.Errors.WithLabelValues(se.Step).Inc()
 		}
 	}
+	if out.Idle && err == nil && !r.updatesChanged() {
+		// Nothing changed since the status was last written; the commit
+		// is still applied, which the metric says without a request.
+		if r.metrics != nil {
+			r.metrics.LastAppliedTimestamp.Set(float64(now().Unix()))
+		}
+		return out, nil
+	}
 	if serr := r.writeStatus(ctx, out, err); serr != nil && err == nil {
 		err = &StepError{Step: StepStatus, Reason: ReasonApplyFailed, Err: serr}
 	}
@@ -367,6 +432,7 @@ type rendered struct {
 func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	out := &Outcome{}
 	if suspended, err := r.suspended(ctx); err != nil {
+		r.verified = nil
 		return out, &StepError{Step: StepSource, Reason: ReasonApplyFailed, Err: err}
 	} else if suspended {
 		return r.reconcileSuspended(ctx)
@@ -395,7 +461,18 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 		// key changed): nothing is written; what is installed stays.
 		return out, err
 	}
+	if idle := r.idle(ctx, rd); idle != nil {
+		return idle, nil
+	}
+	var m mark
+	if r.watch != nil {
+		m, out.WatchErr = r.watch.prepare(ctx, rd.out, r.cfg.Apply.DeletionProtection, watchSyncTimeout)
+	}
 	err = r.applyRendered(ctx, rd, out)
+	r.verified = nil
+	if m.ok && err == nil && out.Applied && out.Result != nil && out.Result.Writes == 0 {
+		r.verified = &verified{rd: rd, changes: m.changes, at: now(), out: *out}
+	}
 	var se *StepError
 	if errors.As(err, &se) && se.Reason == ReasonEmptyLockRefused {
 		// Apply refused the commit before any write: the last good commit
@@ -406,6 +483,34 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	}
 	r.last = rd
 	return out, err
+}
+
+// watchSyncTimeout bounds the wait for a new watch's initial list.
+const watchSyncTimeout = 15 * time.Second
+
+// idle returns the outcome of a reconcile that needs no request (see
+// Outcome.Idle), nil when the apply must run: rd is not the render the
+// last verified apply applied, a watch reported a change since, the Sync's
+// spec is not what the agent writes, or the last full apply is older than
+// the resync period.
+func (r *Reconciler) idle(ctx context.Context, rd *rendered) *Outcome {
+	v := r.verified
+	if r.watch == nil || v == nil || v.rd != rd || r.watch.changes.Load() != v.changes || now().Sub(v.at) >= r.resync {
+		return nil
+	}
+	if spec, err := r.readSpec(ctx); err != nil || spec == nil || *spec != r.syncSpec() {
+		// A Sync edited or deleted: the status write puts it back.
+		return nil
+	}
+	out := v.out
+	out.Idle, out.Warnings, out.WatchErr = true, nil, nil
+	return &out
+}
+
+// updatesChanged reports whether the updater polled since the status last
+// showed its polls.
+func (r *Reconciler) updatesChanged() bool {
+	return r.updater != nil && r.updater.Status().Polls != r.statusPolls
 }
 
 // verifyAgain verifies the cosign signatures of rd's locked packages once
@@ -439,13 +544,20 @@ func (r *Reconciler) keys() oci.KeySource {
 // reapply applies the last render again while out.Commit is refused, and
 // records in out what it did (Reapplied, or reapplyErr). Without a render
 // (the agent restarted) it first renders the Sync's lastAppliedCommit, when
-// the Source can check it out (CommitSource).
+// the Source can check it out (CommitSource), which verifies its
+// signatures; a kept render is verified again first (verifyAgain), since
+// verification must hold before every install in the agent (issue 18): a
+// last good commit whose package no longer verifies is not re-applied.
 func (r *Reconciler) reapply(ctx context.Context, out *Outcome) {
+	r.verified = nil
 	if r.last == nil {
 		if err := r.renderLastApplied(ctx); err != nil {
 			out.reapplyErr = err
 			return
 		}
+	} else if err := r.verifyAgain(ctx, r.last); err != nil {
+		out.reapplyErr = fmt.Errorf("re-applying commit %s refused: %w", short(r.last.commit), err)
+		return
 	}
 	if r.last == nil {
 		return

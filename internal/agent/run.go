@@ -62,6 +62,10 @@ type RunOptions struct {
 	// a reconcile starts at least every Interval and ends within
 	// ReconcileTimeout. A replica that does not lead is not checked.
 	LivenessBound time.Duration
+	// Debounce is how long after a watch event on an object the agent's
+	// applies read (another field manager's edit) the agent reconciles;
+	// default DefaultDebounce.
+	Debounce time.Duration
 }
 
 // Run runs the agent on a controller-runtime Manager until ctx ends
@@ -123,6 +127,18 @@ func Run(ctx context.Context, cfg *rest.Config, r *Reconciler, opts RunOptions) 
 		if err := mgr.Add(a); err != nil {
 			return fmt.Errorf("agent manager: %w", err)
 		}
+	}
+	// Live state comes from watches: the leader watches what its applies
+	// read and reconciles on a change, and an idle interval sends nothing
+	// (docs/design.md#the-agent).
+	wcfg := r.cfg.REST
+	if wcfg == nil {
+		wcfg = cfg
+	}
+	r.watch = newLiveWatch(wcfg, r.cfg.Apply.Namespace, r.cfg.Apply.Instance, r.own)
+	r.syncReader = mgr.GetCache()
+	if err := mgr.Add(manager.RunnableFunc(r.watch.Start)); err != nil {
+		return fmt.Errorf("agent manager: %w", err)
 	}
 	if err := setupSyncController(mgr, r, opts); err != nil {
 		return err

@@ -67,9 +67,9 @@ spec:
 		return p
 	}
 	var rec *agent.Reconciler
-	refused := func(step string, want ...string) {
+	refused := func(step string, want ...string) *agent.Outcome {
 		t.Helper()
-		_, err := rec.Reconcile(context.Background())
+		out, err := rec.Reconcile(context.Background())
 		var se *agent.StepError
 		if !errors.As(err, &se) || se.Reason != agent.ReasonSignatureRefused {
 			t.Fatalf("%s: reconcile: got %v, want a %s step error", step, err, agent.ReasonSignatureRefused)
@@ -79,6 +79,7 @@ spec:
 				t.Errorf("%s: error %q lacks %q", step, err, w)
 			}
 		}
+		return out
 	}
 	v1 := provider("v0.1.0")
 	f.reg.Sign(t, "lockstep-examples/provider-demo:v0.1.0", release)
@@ -96,10 +97,23 @@ spec:
 
 	// Unsigned: refused, the signed one stays installed.
 	provider("v0.2.0")
-	refused("unsigned", "Provider provider-demo", "ImageConfig signed requires a cosign signature", `authority "release-key"`, "no signature image")
+	out := refused("unsigned", "Provider provider-demo", "ImageConfig signed requires a cosign signature", `authority "release-key"`, "no signature image")
 	if got := installed(); !strings.HasSuffix(got, v1) {
 		t.Errorf("after an unsigned commit, installed %s, want %s kept", got, v1)
 	}
+	if out.Reapplied == "" {
+		t.Errorf("unsigned: the last good commit was not re-applied")
+	}
+
+	// The last good commit, re-applied while the new one is refused, is
+	// verified again before every re-apply: once its package is re-signed
+	// with another key it is no longer re-applied.
+	f.reg.Sign(t, "lockstep-examples/provider-demo:v0.1.0", other)
+	out = refused("unsigned, last good re-signed", "no signature image")
+	if out.Reapplied != "" {
+		t.Errorf("the last good commit was re-applied although its package no longer verifies")
+	}
+	f.reg.Sign(t, "lockstep-examples/provider-demo:v0.1.0", release)
 
 	// Signed: installed. Then re-signed with another key: the unchanged
 	// commit, whose packages are cached, is verified again and refused.

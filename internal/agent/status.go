@@ -73,7 +73,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, o *Outcome, rerr error) er
 	}
 	st := nextStatus(prev, o, rerr, live.GetGeneration())
 	if r.updater != nil {
-		st.Updates = updateStatus(r.updater.Status())
+		us := r.updater.Status()
+		r.statusPolls = us.Polls
+		st.Updates = updateStatus(us)
 		st.Updates.LastPollResult = r.red.Text(st.Updates.LastPollResult)
 	}
 	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(st)
@@ -242,6 +244,9 @@ func updateStatus(us update.Status) *v1alpha1.UpdateStatus {
 		if len(out.LastPollResult) > maxMessage {
 			out.LastPollResult = out.LastPollResult[:maxMessage-3] + "..."
 		}
+	}
+	if us.Skipped != "" {
+		out.LastPollResult = oneLine("skipped: " + us.Skipped)
 	}
 	return out
 }

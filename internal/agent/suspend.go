@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/internal/agent/api/v1alpha1"
 )
 
 // SuspendFieldManager is the field manager of `lockstep suspend` and
@@ -49,6 +51,14 @@ func SetSuspend(ctx context.Context, c client.Client, namespace, name string, su
 // kind the client does not know yet (a CRD just established), is not
 // suspended.
 func (r *Reconciler) suspended(ctx context.Context) (bool, error) {
+	if r.syncReader != nil {
+		s := &v1alpha1.Sync{}
+		err := r.syncReader.Get(ctx, client.ObjectKey{Namespace: r.cfg.Apply.Namespace, Name: r.cfg.Apply.Instance}, s)
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return s.Spec.Suspend, err
+	}
 	u, _, err := ReadSync(ctx, r.c, r.cfg.Apply.Namespace, r.cfg.Apply.Instance)
 	if meta.IsNoMatchError(err) {
 		return false, nil
@@ -63,6 +73,19 @@ func (r *Reconciler) suspended(ctx context.Context) (bool, error) {
 	return s, nil
 }
 
+// readSpec returns the Sync's spec from the manager's cache (Run sets it),
+// nil when the Sync does not exist or there is no cache to read.
+func (r *Reconciler) readSpec(ctx context.Context) (*v1alpha1.SyncSpec, error) {
+	if r.syncReader == nil {
+		return nil, nil
+	}
+	s := &v1alpha1.Sync{}
+	if err := r.syncReader.Get(ctx, client.ObjectKey{Namespace: r.cfg.Apply.Namespace, Name: r.cfg.Apply.Instance}, s); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return &s.Spec, nil
+}
+
 // reconcileSuspended is a reconcile while spec.suspend is true: nothing is
 // checked out or applied; the health of what the last apply of this
 // process installed is read again, so the status keeps reporting.
@@ -75,4 +98,14 @@ func (r *Reconciler) reconcileSuspended(ctx context.Context) (*Outcome, error) {
 		return out, &StepError{Step: StepHealth, Reason: ReasonHealthCheckFailed, Err: err}
 	}
 	return out, nil
+}
+
+// pollGate is the update.Gate of the agent's scheduled polls: while the
+// Sync's spec.suspend is true they are skipped, as its reconciles are.
+func (r *Reconciler) pollGate(ctx context.Context) (string, error) {
+	suspended, err := r.suspended(ctx)
+	if err != nil || !suspended {
+		return "", err
+	}
+	return "the Sync is suspended (spec.suspend): registries are polled again after lockstep resume", nil
 }

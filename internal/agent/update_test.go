@@ -13,12 +13,11 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/update"
 )
 
-// TestAgentAppliesPolledUpdate: a declaration with packagePullPolicy Always
-// follows a channel tag; when the tag is re-pushed, a poll in commit mode
-// pushes the new lock to the watched branch, and the agent's next reconcile
-// installs it — the cluster changes only through a commit.
-func TestAgentAppliesPolledUpdate(t *testing.T) {
-	f := newFixture(t, "agent-update")
+// followStable declares provider-demo v0.1.0 under the channel tag stable
+// with packagePullPolicy Always, locks and commits it, and returns a
+// reconciler that installed it.
+func (f *fixture) followStable(t *testing.T) *agent.Reconciler {
+	t.Helper()
 	f.push(t, "provider-demo", "v0.1.0", "stable")
 	f.write(t, "provider.yaml", `apiVersion: pkg.crossplane.io/v1
 kind: Provider
@@ -32,6 +31,16 @@ spec:
 	f.commit(t, "follow the stable channel")
 	r := f.reconciler(t)
 	reconcileUntilHealthy(t, r)
+	return r
+}
+
+// TestAgentAppliesPolledUpdate: a declaration with packagePullPolicy Always
+// follows a channel tag; when the tag is re-pushed, a poll in commit mode
+// pushes the new lock to the watched branch, and the agent's next reconcile
+// installs it — the cluster changes only through a commit.
+func TestAgentAppliesPolledUpdate(t *testing.T) {
+	f := newFixture(t, "agent-update")
+	r := f.followStable(t)
 	before := activeRevision(t, f.env.Client, "Provider", "provider-demo")
 
 	f.push(t, "provider-demo", "v0.2.0", "stable") // the channel moves

@@ -253,7 +253,9 @@ func (r *run) removeMRD(ctx context.Context, m *metav1.PartialObjectMetadata) er
 // the adoption deleted (removeMRD), whose reference Crossplane's MRD
 // controller may have written back after the delete. It runs on every
 // apply, so a reference written back after one apply is removed by the
-// next; a CRD that has no MRD owner reference costs no request. The
+// next; a CRD whose MRD owner references all name an MRD this apply knows
+// with that UID (mrdRefsKnown: every CRD of an Active MRD lockstep wrote)
+// costs no request. The
 // garbage collector of kube-controller-manager removes such dangling
 // references too (kubernetes/kubernetes pkg/controller/garbagecollector
 // garbagecollector.go, attemptToDeleteItem), but lockstep does not rely
@@ -273,7 +275,7 @@ func (p *pkgRun) dropDeletedMRDRefs(ctx context.Context) error {
 		if d.u.GroupVersionKind().GroupKind() != crossplane.GroupKindCRD {
 			continue
 		}
-		if !deleted[d.u.GetName()] && (d.result == nil || len(mrdRefs(d.result.GetOwnerReferences())) == 0) {
+		if !deleted[d.u.GetName()] && (d.result == nil || p.mrdRefsKnown(d.result.GetOwnerReferences())) {
 			continue
 		}
 		if err := r.dropDeletedMRDRefsOf(ctx, d.u.GetName()); err != nil {

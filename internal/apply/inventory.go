@@ -106,18 +106,11 @@ func (p *pkgRun) recordIntent(ctx context.Context) error {
 	defer r.invMu.Unlock()
 	cur := r.live.inventory
 	old := cur.Package(p.key.Kind, p.key.Name)
-	have := map[string]bool{}
+	var listed []inventory.Entry
 	if old != nil {
-		for _, e := range old.Entries {
-			have[e.ID] = true
-		}
+		listed = old.Entries
 	}
-	var missing []inventory.Entry
-	for _, e := range p.intended() {
-		if !have[e.ID] {
-			missing = append(missing, e)
-		}
-	}
+	missing := missingEntries(listed, p.intended())
 	if old != nil && len(missing) == 0 {
 		return nil
 	}
@@ -128,7 +121,7 @@ func (p *pkgRun) recordIntent(ctx context.Context) error {
 	} else {
 		ip.Entries = missing
 	}
-	inv := &inventory.Inventory{Instance: cur.Instance, Packages: []inventory.Package{ip}}
+	inv := &inventory.Inventory{Instance: cur.Instance, Packages: []inventory.Package{ip}, Manifests: slices.Clone(cur.Manifests)}
 	for _, o := range cur.Packages {
 		if o.Kind != p.key.Kind || o.Name != p.key.Name {
 			// Encode sorts entries in place: never those of the run's view.
@@ -140,4 +133,20 @@ func (p *pkgRun) recordIntent(ctx context.Context) error {
 		return fmt.Errorf("cannot record %s %s in the inventory before installing it: %w", p.key.Kind, p.key.Name, err)
 	}
 	return nil
+}
+
+// missingEntries returns the entries of want whose ID listed lacks, in
+// want's order.
+func missingEntries(listed, want []inventory.Entry) []inventory.Entry {
+	have := make(map[string]bool, len(listed))
+	for _, e := range listed {
+		have[e.ID] = true
+	}
+	var missing []inventory.Entry
+	for _, e := range want {
+		if !have[e.ID] {
+			missing = append(missing, e)
+		}
+	}
+	return missing
 }

@@ -262,6 +262,10 @@ type Result struct {
 	// Pruned are the packages lockstep removed because they are gone from
 	// Git.
 	Pruned []*PackageResult
+	// Manifests are the declarations' manifests, in the Output's order,
+	// then those deleted because they are gone from Git
+	// (docs/design.md#manifests).
+	Manifests []*ManifestResult
 	// Writes is how many mutating requests were sent (creates, applies,
 	// patches, deletes, status writes, events, the inventory); server-side
 	// dry-runs are not counted. Zero means nothing in the cluster changed.
@@ -285,14 +289,17 @@ type Result struct {
 // Mutated reports whether any mutating request was sent.
 func (r *Result) Mutated() bool { return r.Writes > 0 }
 
-// Err joins the errors of every package and of the Lock write, nil when
-// all succeeded.
+// Err joins the errors of every package, of every manifest (named
+// "FILE:LINE: Kind/name") and of the Lock write, nil when all succeeded.
 func (r *Result) Err() error {
 	var errs []error
 	for _, p := range append(append([]*PackageResult(nil), r.Packages...), r.Pruned...) {
 		if p.Err != nil {
 			errs = append(errs, fmt.Errorf("%s %s: %w", p.Kind, p.Name, p.Err))
 		}
+	}
+	if err := manifestErr(r.Manifests); err != nil {
+		errs = append(errs, err)
 	}
 	if r.LockErr != nil {
 		errs = append(errs, r.LockErr)
@@ -439,6 +446,7 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 		r.pkgs = append(r.pkgs, p)
 		r.res.Packages = append(r.res.Packages, p.res)
 	}
+	r.manifestsStep(ctx)
 	r.finish(ctx)
 	r.lockStep(ctx)
 	r.res.Writes = r.writes.Load()

@@ -1,10 +1,13 @@
 package apply
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -105,4 +108,131 @@ func (p *pkgRun) writeManaged(ctx context.Context, mrds, objs []*desired) error 
 		}
 	}
 	return p.writeAll(ctx, objs)
+}
+
+// activeState is how an Active MRD's spec.state reads in the JSON the API
+// server sends (compact, no space after the colon): a cheap test before
+// an exact decode, since a string value "Active" under the key "state"
+// cannot occur elsewhere in unescaped form.
+var activeState = []byte(`"state":"` + crossplane.MRDStateActive + `"`)
+
+// liveActive reports whether the live labelled MRD with inventory ID id is
+// Active (spec.state), false when there is none.
+func (c *cluster) liveActive(id string) (bool, *unstructured.Unstructured, error) {
+	c.mu.RLock()
+	u, raw := c.objects[id], c.raw[id]
+	c.mu.RUnlock()
+	if u == nil {
+		return false, nil, nil
+	}
+	if raw != nil && !bytes.Contains(raw, activeState) {
+		return false, nil, nil
+	}
+	if raw != nil {
+		var head struct {
+			Spec struct {
+				State string `json:"state"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal(raw, &head); err != nil {
+			return false, nil, fmt.Errorf("%s: cannot decode the live object: %w", id, err)
+		}
+		if head.Spec.State != crossplane.MRDStateActive {
+			return false, nil, nil
+		}
+		full, err := c.full(id)
+		return err == nil, full, err
+	}
+	st, _, _ := unstructured.NestedString(u.Object, "spec", "state")
+	return st == crossplane.MRDStateActive, u, nil
+}
+
+// keepActiveMRDs keeps Active the MRDs render left inactive (no
+// ManagedResourceActivationPolicy activates them any more) whose live
+// object is Active: Crossplane's MRD CRD refuses the change back
+// (render.KeepActive), so each is applied with spec.state Active, and its
+// CRD, which render no longer makes, is left in place with its custom
+// resources, as --prune-crds unused never deletes a CRD that holds some.
+// A warning per MRD says so and whether custom resources of its kind
+// exist (docs/design.md#managed-resource-activation).
+func (p *pkgRun) keepActiveMRDs(ctx context.Context, payload []*desired) error {
+	active := map[string]bool{}
+	for _, o := range p.po.Revision.ManagedCRDs {
+		active[o.Name] = true
+	}
+	for _, d := range payload {
+		if d.obj.GroupKind() != crossplane.GroupKindMRD || active[d.obj.Name] {
+			continue
+		}
+		// An MRD the provider ships with state Active, or one activated
+		// by a policy, has its CRD in ManagedCRDs; any other is inactive.
+		ok, live, err := p.r.live.liveActive(d.id)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if d.obj, err = render.KeepActive(d.obj); err != nil {
+			return err
+		}
+		if err := p.rebind(d); err != nil {
+			return err
+		}
+		n, err := p.r.countInstances(ctx, live)
+		if err != nil {
+			return fmt.Errorf("%s: cannot tell whether objects of its kind exist: %w", d.id, err)
+		}
+		held := "no custom resource of its kind exists"
+		if n > 0 {
+			held = "custom resources of its kind exist"
+		}
+		p.r.warn(p.res, "%s %s: no ManagedResourceActivationPolicy activates it any more, but an Active MRD cannot become Inactive "+
+			"(a validation rule of its CRD): it stays Active, and CustomResourceDefinition %s stays in place (%s)",
+			crossplane.GroupKindMRD.Kind, d.obj.Name, d.obj.Name, held)
+	}
+	return nil
+}
+
+// mrdRefsKnown reports whether every owner reference of refs to a
+// ManagedResourceDefinition names an MRD of the package's payload with the
+// UID this apply listed or wrote (p.uids, setMRDUIDs): such a reference
+// cannot dangle, so dropDeletedMRDRefs needs no read for it. True when
+// refs name no MRD. Without it every apply read each CRD of an Active MRD
+// and its MRD: two requests per kind, 4,076 on the no-op of the monolith
+// with every kind active.
+func (p *pkgRun) mrdRefsKnown(refs []metav1.OwnerReference) bool {
+	for _, ref := range mrdRefs(refs) {
+		uid, ok := p.uids[mrdRef(ref.Name)]
+		if !ok || uid == placeholderUID || uid != ref.UID {
+			return false
+		}
+	}
+	return true
+}
+
+// ReasonMRDsActive is the reason of RuntimeActive True that lockstep
+// writes on the active revision of a provider with at least one Active
+// ManagedResourceDefinition: its Deployment runs. Crossplane's main
+// branch sets RuntimeActive True too, with a reason not known here (only
+// AwaitingActivation, the False reason, was studied), so lockstep names
+// its own (docs/design.md#managed-resource-activation).
+const ReasonMRDsActive = "ManagedResourceDefinitionsActive"
+
+// runtimeActive returns the RuntimeActive condition of a provider revision
+// rendered with MRDs (render.RevisionOutput.MRDs), nil for one without:
+// False with reason AwaitingActivation while a safe-start provider has no
+// Active MRD (its Deployment has 0 replicas), True with ReasonMRDsActive
+// once one is Active.
+func (p *pkgRun) runtimeActive() *condition {
+	rev := p.po.Revision
+	switch {
+	case rev.AwaitingActivation:
+		return &condition{Type: crossplane.ConditionRuntimeActive, Status: "False", Reason: crossplane.ReasonAwaitingActivation,
+			Message: "no ManagedResourceDefinition of this safe-start provider is Active: its Deployment has 0 replicas until a ManagedResourceActivationPolicy activates one"}
+	case len(rev.MRDs) > 0 && len(rev.ManagedCRDs) > 0:
+		return &condition{Type: crossplane.ConditionRuntimeActive, Status: "True", Reason: ReasonMRDsActive,
+			Message: fmt.Sprintf("%d of %d ManagedResourceDefinitions are Active: the Deployment runs", len(rev.ManagedCRDs), len(rev.MRDs))}
+	}
+	return nil
 }

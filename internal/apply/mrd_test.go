@@ -1,6 +1,7 @@
 package apply_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -9,10 +10,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 	"github.com/lockstep-gitops/lockstep/test/xpstate"
@@ -166,16 +169,28 @@ func TestMRDActivation(t *testing.T) {
 	if got := cond(rev, "RevisionHealthy"); got != "True/HealthyPackageRevision" {
 		t.Errorf("RevisionHealthy with 5 active MRDs: %s", got)
 	}
-	if got := cond(rev, "RuntimeActive"); got != "" {
-		t.Errorf("RuntimeActive after activation: %s, want none", got)
+	if got := cond(rev, "RuntimeActive"); got != "True/"+apply.ReasonMRDsActive {
+		t.Errorf("RuntimeActive after activation: %s, want True/%s", got, apply.ReasonMRDsActive)
+	}
+	if got, want := condMessage(rev, "RuntimeActive"), "5 of 208 ManagedResourceDefinitions are Active: the Deployment runs"; got != want {
+		t.Errorf("RuntimeActive message: %q, want %q", got, want)
 	}
 
 	// A second apply of the same input sends no mutating request.
 	f.reqs.reset()
 	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
-	if _, mutating := f.reqs.snapshot(); len(mutating) != 0 {
+	all, mutating := f.reqs.snapshot()
+	if len(mutating) != 0 {
 		t.Errorf("the no-op apply sent %d mutating requests: %v", len(mutating), mutating)
 	}
+	// Nor does it read the CRDs of the active MRDs one by one: their MRD
+	// owner references name MRDs the apply listed, with those UIDs.
+	for _, req := range all {
+		if strings.Contains(req, "/customresourcedefinitions/") || strings.Contains(req, "/managedresourcedefinitions/") {
+			t.Errorf("the no-op apply read a single definition: %s", req)
+		}
+	}
+	t.Logf("no-op apply: %d requests", len(all))
 }
 
 func ptrTo[T any](v T) *T { return &v }
@@ -283,5 +298,82 @@ func TestAdoptKeepsMRDs(t *testing.T) {
 	f.quietSecondApply(t, m, out, rtc)
 	if got := f.crd(t, name).GetResourceVersion(); got != rv {
 		t.Errorf("the CRD changed after the adoption (resourceVersion %s→%s): lockstep and the MRD controller stand-in disagree", rv, got)
+	}
+}
+
+// TestMRDPrune removes a provider installed through MRDs (provider-demo,
+// not safe-start: both its MRDs Active, each with its CRD) from Git while a
+// Bucket exists: its MRDs and the CRDs of the active ones are definitions
+// and follow --prune-crds like plain CRDs (plan.IsDefinition): always
+// deletes all four, never keeps all four, unused keeps the Bucket's MRD
+// and CRD (with a warning) and deletes the Queue's. A kept definition
+// loses its owner references to the pruned package and revision, which
+// the garbage collector would otherwise follow; the kept CRD keeps the
+// one to its kept MRD, as Crossplane's MRD controller writes it.
+func TestMRDPrune(t *testing.T) {
+	cases := map[string]struct {
+		reason     string
+		policy     plan.PruneCRDs
+		keepBucket bool // the MRD and CRD with a custom resource
+		keepQueue  bool // the MRD and CRD without
+	}{
+		"unused": {reason: "unused deletes only the MRD and CRD of the kind nobody uses", policy: plan.PruneUnused, keepBucket: true},
+		"never":  {reason: "never keeps every MRD and CRD", policy: plan.PruneNever, keepBucket: true, keepQueue: true},
+		"always": {reason: "always deletes every MRD and CRD, with the custom resources", policy: plan.PruneAlways},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			f.uninstallAtEnd(t, false)
+			m := f.manager(t, func(o *apply.Options) { o.PruneCRDs = tc.policy })
+			prov := build(t, f.demo(t, "provider-demo", "v0.1.0"))
+			fn := build(t, f.demo(t, "function-demo", "v0.1.0"))
+			mustSucceed(t, f.apply(t, m, f.renderMRDs(t, nil, prov, fn), apply.ApplyMeta{Commit: "c1"}))
+			group := f.prefix + ".demo.lockstep.io"
+			for _, n := range []string{"buckets." + group, "queues." + group} {
+				if f.crd(t, n) == nil || f.get(t, render.MRDAPIVersion, crossplane.GroupKindMRD.Kind, "", n) == nil {
+					t.Fatalf("MRD or CRD %s missing after the install", n)
+				}
+			}
+			bucket := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": group + "/v1alpha1", "kind": "Bucket",
+				"metadata": map[string]any{"name": "data"},
+				"spec":     map[string]any{"forProvider": map[string]any{"size": int64(3)}},
+			}}
+			if err := f.env.Client.Create(context.Background(), bucket); err != nil {
+				t.Fatal(err)
+			}
+			pkg := f.get(t, "pkg.crossplane.io/v1", "Provider", "", prov.Name)
+			rev := f.revision(t, crossplane.KindProvider, render.RevisionName(prov.Name, prov.Digest))
+			pruned := map[types.UID]bool{pkg.GetUID(): true, rev.GetUID(): true}
+
+			res := f.apply(t, m, f.renderMRDs(t, nil, fn), apply.ApplyMeta{Commit: "c2"})
+			mustSucceed(t, res)
+			if len(res.Pruned) != 1 || res.Pruned[0].Name != prov.Name {
+				t.Fatalf("pruned %v, want the provider", res.Pruned)
+			}
+			for n, keep := range map[string]bool{"buckets." + group: tc.keepBucket, "queues." + group: tc.keepQueue} {
+				for _, kind := range [][2]string{{render.MRDAPIVersion, crossplane.GroupKindMRD.Kind}, {"apiextensions.k8s.io/v1", "CustomResourceDefinition"}} {
+					if !keep {
+						f.waitGone(t, kind[0], kind[1], "", n)
+						continue
+					}
+					u := f.get(t, kind[0], kind[1], "", n)
+					if u == nil || u.GetDeletionTimestamp() != nil {
+						t.Errorf("%s: %s %s was deleted", tc.reason, kind[1], n)
+						continue
+					}
+					for _, r := range u.GetOwnerReferences() {
+						if pruned[r.UID] {
+							t.Errorf("%s: kept %s %s still names the pruned %s %s as owner", tc.reason, kind[1], n, r.Kind, r.Name)
+						}
+					}
+				}
+			}
+			warned := strings.Contains(strings.Join(res.Warnings, "\n"), "buckets."+group)
+			if tc.policy == plan.PruneUnused && !warned {
+				t.Errorf("no warning about the MRD and CRD left in place: %v", res.Warnings)
+			}
+		})
 	}
 }

@@ -71,6 +71,9 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := p.keepActiveMRDs(ctx, payload); err != nil {
+		return err
+	}
 	managed, err := p.bindManaged(payload, rev.ManagedCRDs)
 	if err != nil {
 		return err

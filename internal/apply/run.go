@@ -232,6 +232,7 @@ func (r *run) finish(ctx context.Context) {
 			if prev := old.Package(p.key.Kind, p.key.Name); prev != nil {
 				keep := *prev
 				keep.Entries = slices.Clone(prev.Entries)
+				keep.Paused = p.res.Paused
 				inv.Packages = append(inv.Packages, keep)
 			}
 			continue
@@ -252,6 +253,7 @@ func (r *run) finish(ctx context.Context) {
 	for i := range inv.Packages {
 		inv.Packages[i].Entries = inventory.Without(inv.Packages[i].Entries, r.deleted)
 	}
+	inv.Manifests = r.manifestInventory()
 	if err := r.writeInventory(ctx, inv); err != nil {
 		// Without a recorded inventory nothing may be deleted: a restarted
 		// lockstep would not know what to prune.
@@ -264,7 +266,9 @@ func (r *run) finish(ctx context.Context) {
 		return
 	}
 
-	gone := map[string]bool{}
+	// Manifests go first: a ProviderConfig or a claim is deleted while
+	// the package that serves its kind is still there.
+	gone := r.pruneManifests(ctx, inv.Manifests)
 	for _, p := range r.pkgs {
 		if p.cur == nil {
 			continue
@@ -283,7 +287,7 @@ func (r *run) finish(ctx context.Context) {
 	if len(gone) == 0 {
 		return
 	}
-	final := &inventory.Inventory{Instance: r.opts.Instance}
+	final := &inventory.Inventory{Instance: r.opts.Instance, Manifests: inventory.Without(inv.Manifests, gone)}
 	for _, ip := range inv.Packages {
 		ip.Entries = inventory.Without(ip.Entries, gone)
 		if !inOutput[pkgKey{ip.Kind, ip.Name}] && len(ip.Entries) == 0 {

@@ -111,8 +111,7 @@ func (p *pkgRun) hasRuntime() bool {
 // RevisionHealthy False with the error when a step before the runtime
 // failed; True otherwise, with RuntimeHealthy (for an active Provider or
 // Function revision) from the Deployment, or False with the runtime
-// error; and RuntimeActive False with reason AwaitingActivation while a
-// safe-start provider has no Active MRD (render's AwaitingActivation).
+// error; and for a provider with MRDs RuntimeActive (runtimeActive).
 func (p *pkgRun) revisionConditions() []condition {
 	var conds []condition
 	switch p.res.Step {
@@ -135,9 +134,8 @@ func (p *pkgRun) revisionConditions() []condition {
 	default:
 		conds = append(conds, condition{Type: crossplane.ConditionRuntimeHealthy, Status: "Unknown", Reason: crossplane.ReasonUnknownHealth, Message: "the runtime was not applied"})
 	}
-	if p.po.Revision.AwaitingActivation {
-		conds = append(conds, condition{Type: crossplane.ConditionRuntimeActive, Status: "False", Reason: crossplane.ReasonAwaitingActivation,
-			Message: "no ManagedResourceDefinition of this safe-start provider is Active: its Deployment has 0 replicas until a ManagedResourceActivationPolicy activates one"})
+	if c := p.runtimeActive(); c != nil {
+		conds = append(conds, *c)
 	}
 	return conds
 }

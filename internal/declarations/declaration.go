@@ -117,9 +117,18 @@ type Set struct {
 	// by name. They decide which MRDs render makes Active; they do not take
 	// part in Digest, since they change no version the lock resolves.
 	ActivationPolicies []ActivationPolicy
-	// Ignored counts the other objects by "apiVersion/Kind" (for example
-	// "v1/ConfigMap" or "apps/v1/Deployment"). They are not errors. Never nil
-	// in a Set returned by Load.
+	// Manifests are the other objects, to be applied after the packages
+	// whose definitions serve their kinds (docs/design.md#manifests), in
+	// the order Load read them (file by file in lexical order, then
+	// document by document). They do not take part in Digest: a manifest
+	// changes no version the lock resolves, and lockfile.Check checks its
+	// kind against the lock on its own.
+	Manifests []Manifest
+	// Ignored counts, by "apiVersion/Kind", the objects Load reads and
+	// skips: the pkg.crossplane.io kinds Crossplane manages itself
+	// (revisions, Lock), package metadata (meta.pkg.crossplane.io) and
+	// near misses of pkg.crossplane.io (also in Warnings). They are not
+	// errors. Never nil in a Set returned by Load.
 	Ignored map[string]int
 	// Warnings are problems that do not stop Load but most likely are
 	// mistakes, formatted like errors ("file:line: Kind name: field:
@@ -150,7 +159,8 @@ type digestContent struct {
 // Digest returns "sha256:<hex>" of a canonical JSON encoding of the set's
 // packages (kind, metadata, defaulted spec and runtimeConfigRef),
 // DeploymentRuntimeConfigs and ImageConfigs, each sorted by kind and name.
-// Locations, Ref, Ignored and the AnnotationPaused annotation are left out.
+// Locations, Ref, Ignored and the AnnotationPaused and
+// AnnotationReleasePolicy annotations are left out.
 //
 // The lockfile records it to tell, without the network, whether the
 // declarations changed since the last lock: moving, renaming or reordering
@@ -168,11 +178,13 @@ func (s *Set) Digest() string {
 	}
 	for _, d := range sortedCopy(s.Packages, func(d Declaration) string { return d.PackageRef().String() }) {
 		meta := d.Object
-		if _, ok := meta.Annotations[AnnotationPaused]; ok {
-			// Pausing is not resolved: it needs no new lock. Without the
-			// annotation the encoding is what it always was.
+		if unresolvedAnnotations(meta.Annotations) {
+			// Pausing and the release policy are not resolved: they need
+			// no new lock. Without them the encoding is what it always
+			// was.
 			meta.Annotations = maps.Clone(meta.Annotations)
 			delete(meta.Annotations, AnnotationPaused)
+			delete(meta.Annotations, AnnotationReleasePolicy)
 			if len(meta.Annotations) == 0 {
 				meta.Annotations = nil
 			}
@@ -188,4 +200,12 @@ func (s *Set) Digest() string {
 	}
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// unresolvedAnnotations reports whether annotations hold one of the
+// annotations Digest leaves out.
+func unresolvedAnnotations(annotations map[string]string) bool {
+	_, paused := annotations[AnnotationPaused]
+	_, policy := annotations[AnnotationReleasePolicy]
+	return paused || policy
 }

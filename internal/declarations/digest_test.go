@@ -183,6 +183,14 @@ func TestDigestStable(t *testing.T) {
 				return f
 			}(),
 		},
+		"ReleasePolicyAnnotation": {
+			reason: "Setting a package's release policy (lockstep.io/release-policy) needs no new lock: the annotation is left out (docs/design.md#release-proposals).",
+			files: func() map[string]string {
+				f := digestBase()
+				f["platform/conf.yaml"] = replaceOnce(digestConfiguration, "name: platform-ref\n", "name: platform-ref\n  annotations: {lockstep.io/release-policy: minor, lockstep.io/paused: \"true\"}\n")
+				return f
+			}(),
+		},
 		"IgnoredObjectsAdded": {
 			reason: "Objects lockstep does not manage are not part of the digest.",
 			files: func() map[string]string {

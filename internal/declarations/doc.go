@@ -6,8 +6,9 @@
 //
 // Load (a directory) and LoadFS (any fs.FS, such as a Git tree) walk a tree
 // of YAML files and return a Set: the package Declarations with Crossplane's
-// CRD defaults applied, the runtime and image configs, and a count of the
-// other objects found beside them. The Go types here are lockstep's own
+// CRD defaults applied, the runtime and image configs, the activation
+// policies, and every other object as a Manifest with its file and line
+// (docs/design.md#manifests). The Go types here are lockstep's own
 // definitions of the Crossplane API (Crossplane's modules are not used); their
 // JSON field names and defaults follow the CRDs in Crossplane's
 // cluster/crds/pkg.crossplane.io_*.yaml and crossplane-package-manager.md

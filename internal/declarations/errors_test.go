@@ -539,9 +539,9 @@ metadata: {name: lock}
 			ignored: map[string]int{"packages.crossplane.io/v1/Provider": 1},
 		},
 		"ProviderGroup": {
-			reason:  "A provider's own *.crossplane.io group (a ProviderConfig kept beside the declarations) is not a lookalike.",
+			reason:  "A provider's own *.crossplane.io group (a ProviderConfig kept beside the declarations) is not a lookalike: it is a manifest, not ignored.",
 			files:   map[string]string{"pc.yaml": "apiVersion: helm.crossplane.io/v1beta1\nkind: ProviderConfig\nmetadata: {name: default}\n"},
-			ignored: map[string]int{"helm.crossplane.io/v1beta1/ProviderConfig": 1},
+			ignored: map[string]int{},
 		},
 		"MetaGroup": {
 			reason:  "A package's own metadata (meta.pkg.crossplane.io) kept in the repository is not a lookalike.",

@@ -66,9 +66,14 @@ func Load(dir string) (*Set, error) {
 // v2.0), are errors, and so is any other kind in pkg.crossplane.io but the
 // ones Crossplane manages itself (revisions, Lock), which are counted in
 // Set.Ignored: a misspelt kind would otherwise drop the package from the
-// lock. All other objects are counted in Set.Ignored; those whose group is a
-// near miss of pkg.crossplane.io (pkg.crossplan.io, packages.crossplane.io
-// with a package kind) are also reported in Set.Warnings.
+// lock. Objects whose group is a near miss of pkg.crossplane.io
+// (pkg.crossplan.io, packages.crossplane.io with a package kind) are
+// counted in Set.Ignored and reported in Set.Warnings, and so is package
+// metadata (meta.pkg.crossplane.io) without a warning. Every other object
+// is a Manifest (Set.Manifests, docs/design.md#manifests): it needs
+// metadata.name (generateName is refused), a valid metadata.namespace when
+// set, and no other document for the same group, kind, namespace and name;
+// a core Secret is refused, naming SOPS and sealed-secrets.
 //
 // Objects are decoded strictly against the Crossplane CRD schemas and
 // checked the way the API server and Crossplane would, then the CRD defaults
@@ -269,6 +274,12 @@ func (l *loader) document(file string, doc document) {
 	if gv.Group != crossplane.Group {
 		if err := nearMissGroup(gv.Group, gv.Version, kind); err != nil {
 			l.warn(o, "apiVersion", err)
+			l.set.Ignored[apiVersion+"/"+kind]++
+			return
+		}
+		if isManifestGroup(gv.Group) {
+			l.manifest(o, gv)
+			return
 		}
 		l.set.Ignored[apiVersion+"/"+kind]++
 		return
@@ -520,6 +531,7 @@ func (l *loader) pkg(o object, kind crossplane.PackageKind) {
 		return
 	}
 	ref, refOK := l.validatePackageSpec(o, d.Spec)
+	l.validateReleasePolicy(o, d.Object.Annotations)
 	if d.RuntimeConfigRef != nil {
 		l.validateRuntimeConfigRef(o, "spec.runtimeConfigRef", d.RuntimeConfigRef)
 		if n := d.RuntimeConfigRef.Name; n != "" && n != DefaultRuntimeConfigName {

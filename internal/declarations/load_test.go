@@ -11,6 +11,7 @@ import (
 	"testing/fstest"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/google/go-containerregistry/pkg/name"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -157,7 +158,7 @@ var validTree = map[string]string{
 	"kustomization.yaml":             "resources:\n- providers/nop.yaml\n",
 	"platform/nested/empty.yaml":     "",
 	"platform/nested/comments.yaml":  "# nothing here\n---\n",
-	"platform/nested/document.YAML":  "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n",
+	"platform/nested/document.YAML":  "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n",
 	"platform/nested/not-yaml.json":  "{",
 	"platform/nested/.hidden/x.yaml": "apiVersion: [",
 }
@@ -262,15 +263,18 @@ func TestLoadValidTree(t *testing.T) {
 			},
 			Location: Location{File: "runtime.yaml", Line: 19},
 		}},
+		Manifests: []Manifest{
+			{Location: Location{File: "apps/other.yaml", Line: 1}, APIVersion: "apps/v1", Kind: "Deployment", Name: "app"},
+			{Location: Location{File: "list.yaml", Line: 10}, APIVersion: "v1", Kind: "ConfigMap", Name: "listed"},
+			{Location: Location{File: "platform/nested/deep/platform.yml", Line: 1}, APIVersion: "v1", Kind: "ConfigMap", Name: "not-a-package"},
+			{Location: Location{File: "platform/nested/document.YAML", Line: 1}, APIVersion: "v1", Kind: "Namespace", Name: "team-a"},
+		},
 		Ignored: map[string]int{
-			"v1/ConfigMap":                            2,
-			"v1/Secret":                               1,
-			"apps/v1/Deployment":                      1,
 			"pkg.crossplane.io/v1/ProviderRevision":   1,
 			"meta.pkg.crossplane.io/v1/Configuration": 1,
 		},
 	}
-	if diff := cmp.Diff(want, got, refComparer); diff != "" {
+	if diff := cmp.Diff(want, got, refComparer, cmpopts.IgnoreFields(Manifest{}, "Object")); diff != "" {
 		t.Errorf("Load(...): -want, +got:\n%s", diff)
 	}
 }

@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -28,11 +29,61 @@ type ActivationChange struct {
 	AwaitingActivation bool `json:"awaitingActivation,omitempty"`
 	// Note explains Deactivated.
 	Note string `json:"note,omitempty"`
+	// Orphaned, set only when the diff read the cluster
+	// (Report.CountOrphans, `lockstep diff --cluster`), is how many custom
+	// resources the Deactivated CRDs hold there: objects no controller of
+	// the provider reconciles once their kind is inactive. nil when the
+	// cluster was not read.
+	Orphaned *int `json:"orphaned,omitempty"`
+	// CustomResources maps each Deactivated CRD that exists on the cluster
+	// to its number of custom resources (with Orphaned).
+	CustomResources map[string]int `json:"customResources,omitempty"`
 }
 
 // deactivationNote says what becomes of a deactivated MRD's CRD.
-const deactivationNote = "kept: an MRD once Active stays Active (a validation rule of its CRD), and, as under --prune-crds unused, " +
-	"a CRD that holds custom resources is never deleted; counting them needs the cluster"
+const deactivationNote = "kept: an Active MRD cannot become Inactive (a validation rule of its CRD), so apply leaves it Active " +
+	"and its CRD in place with its custom resources, as --prune-crds unused never deletes a CRD that holds some; --cluster counts them"
+
+// CountFunc counts the custom resources of the CRD named crd on a cluster:
+// exists is false, with n 0, when the CRD does not exist there. Its error
+// ends Report.CountOrphans.
+type CountFunc func(ctx context.Context, crd string) (n int, exists bool, err error)
+
+// CountOrphans reads the cluster through count for the custom resources of
+// every CRD a package's head deactivates (ActivationChange.Deactivated) and
+// sets ActivationChange.Orphaned and CustomResources: what `lockstep diff
+// --cluster` reports as "−3 CRDs, 41 custom resources would be orphaned".
+// Apply never deletes those CRDs (docs/design.md#managed-resource-activation),
+// but the provider no longer reconciles their objects. It changes nothing
+// when no package deactivates a CRD, and returns the first error of count,
+// naming the package and CRD.
+func (r *Report) CountOrphans(ctx context.Context, count CountFunc) error {
+	for i := range r.Packages {
+		pc := &r.Packages[i]
+		ac := pc.Activation
+		if ac == nil || len(ac.Deactivated) == 0 {
+			continue
+		}
+		total := 0
+		for _, name := range ac.Deactivated {
+			n, exists, err := count(ctx, name)
+			if err != nil {
+				return fmt.Errorf("%s %s: CustomResourceDefinition %s: cannot count its custom resources: %w", pc.Kind, pc.Name, name, err)
+			}
+			if !exists {
+				continue
+			}
+			if ac.CustomResources == nil {
+				ac.CustomResources = map[string]int{}
+			}
+			ac.CustomResources[name] = n
+			total += n
+		}
+		ac.Orphaned = &total
+		r.Summary.CustomResourcesOrphaned += total
+	}
+	return nil
+}
 
 // crdsOf returns the names of the CRDs a rendered package makes: its plain
 // payload CRDs and the CRDs of its Active MRDs.
@@ -100,7 +151,11 @@ func activationOutline(parent *node, ac *ActivationChange) {
 		n.add(0, sevAdded, fmt.Sprintf("+%d %s: %s", len(ac.Activated), plural(len(ac.Activated), "CRD"), listSome(ac.Activated)))
 	}
 	if len(ac.Deactivated) > 0 {
-		n.add(0, sevAttention, fmt.Sprintf("−%d %s: %s; %s", len(ac.Deactivated), plural(len(ac.Deactivated), "CRD"), listSome(ac.Deactivated), ac.Note))
+		head := fmt.Sprintf("−%d %s", len(ac.Deactivated), plural(len(ac.Deactivated), "CRD"))
+		if ac.Orphaned != nil {
+			head += fmt.Sprintf(", %d %s would be orphaned", *ac.Orphaned, plural(*ac.Orphaned, "custom resource"))
+		}
+		n.add(0, sevAttention, fmt.Sprintf("%s: %s; %s", head, listSome(ac.Deactivated), ac.Note))
 	}
 	if ac.AwaitingActivation {
 		n.add('!', sevAttention, "awaiting activation: safe-start with no active MRD; the Deployment has 0 replicas")

@@ -125,6 +125,9 @@ func Compare(base, head *State, opts Options) (*Report, error) {
 	if r.ActivationPolicies, err = c.activationPolicies(); err != nil {
 		return nil, err
 	}
+	if r.Manifests, err = c.manifests(); err != nil {
+		return nil, err
+	}
 	summarize(r)
 	return r, nil
 }
@@ -478,6 +481,35 @@ func (c *comparer) activationPolicies() ([]ConfigChange, error) {
 		return out
 	}
 	return c.configs(get(c.base), get(c.head), nil)
+}
+
+// manifests compares the declarations' manifests by identity
+// (manifestName): one written at another apiVersion is the same object,
+// changed.
+func (c *comparer) manifests() ([]ConfigChange, error) {
+	get := func(s *State) map[string]any {
+		out := map[string]any{}
+		for i := range s.Declarations.Manifests {
+			m := &s.Declarations.Manifests[i]
+			out[manifestName(m)] = m.Object
+		}
+		return out
+	}
+	return c.configs(get(c.base), get(c.head), nil)
+}
+
+// manifestName names a manifest in a report: "Kind.group namespace/name",
+// without ".group" for the core group and without "namespace/" when the
+// manifest sets none.
+func manifestName(m *declarations.Manifest) string {
+	kind := m.Kind
+	if g := m.GroupVersionKind().Group; g != "" {
+		kind += "." + g
+	}
+	if m.Namespace != "" {
+		return kind + " " + m.Namespace + "/" + m.Name
+	}
+	return kind + " " + m.Name
 }
 
 // imageConfigs compares the declared ImageConfigs.

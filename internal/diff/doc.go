@@ -147,10 +147,14 @@
 //	                   four ...Removed}
 //	  activation?      (ActivationChange) {activated?: [MRD name],
 //	                   deactivated?: [MRD name], mrds, active,
-//	                   awaitingActivation?, note?}
+//	                   awaitingActivation?, note?, orphaned? (with
+//	                   --cluster), customResources?: {CRD name: count}}
 //	runtimeConfigs?,   [ConfigChange] {name, change, fields?, moreFields?,
 //	imageConfigs?,     usedBy?}; activationPolicies are the declared
-//	activationPolicies? ManagedResourceActivationPolicies
+//	activationPolicies?, ManagedResourceActivationPolicies; manifests are
+//	manifests?         the declarations' other objects, named
+//	                   "Kind.group namespace/name"
+//	                   (docs/design.md#manifests)
 //	warnings?          [string]: stale locks, refused permission requests,
 //	                   Compositions calling functions the head lock lacks
 //

@@ -133,6 +133,9 @@ func (r *Report) WriteMarkdown(w io.Writer, opts MarkdownOptions) error {
 		}
 		sections = append(sections, section{outline: n})
 	}
+	if len(r.Manifests) > 0 {
+		sections = append(sections, section{outline: manifestsOutline(r.Manifests)})
+	}
 	for _, s := range sections {
 		full := detailsBlock(s.outline, levelFull)
 		switch {

@@ -660,6 +660,16 @@ func configOutline(parent *node, kind string, c *ConfigChange) {
 	}
 }
 
+// manifestsOutline is the section of the manifests added, removed or
+// changed, applied after the packages (docs/design.md#manifests).
+func manifestsOutline(cs []ConfigChange) *node {
+	n := &node{sev: sevChanged, text: fmt.Sprintf("Manifests (%d changed)", len(cs))}
+	for i := range cs {
+		configOutline(n, "manifest", &cs[i])
+	}
+	return n
+}
+
 // verdictLine is the one-line verdict of a report.
 func verdictLine(r *Report) string {
 	s := &r.Summary
@@ -689,6 +699,9 @@ func verdictLine(r *Report) string {
 	}
 	if s.CRDsDeactivated > 0 {
 		line += fmt.Sprintf("; −%d %s deactivated", s.CRDsDeactivated, plural(s.CRDsDeactivated, "CRD"))
+		if s.CustomResourcesOrphaned > 0 {
+			line += fmt.Sprintf(" (%d %s orphaned)", s.CustomResourcesOrphaned, plural(s.CustomResourcesOrphaned, "custom resource"))
+		}
 	}
 	return line
 }

@@ -46,6 +46,11 @@ type Report struct {
 	// added, removed or changed, by name; their effect on each provider is
 	// PackageChange.Activation.
 	ActivationPolicies []ConfigChange `json:"activationPolicies,omitempty"`
+	// Manifests are the declarations' other objects (ProviderConfigs,
+	// claims, ...; docs/design.md#manifests) added, removed or changed,
+	// each named "Kind.group namespace/name" ("Kind name" for the core
+	// group and cluster-scoped objects), field by field as declared.
+	Manifests []ConfigChange `json:"manifests,omitempty"`
 	// Warnings are problems found while comparing that do not stop it, such
 	// as a stale lock, a permission request the allow list refuses, or a
 	// warning of the head's declarations (an object in a near-miss group
@@ -108,6 +113,10 @@ type Summary struct {
 	// and deactivated over all packages (ActivationChange).
 	CRDsActivated   int `json:"crdsActivated,omitempty"`
 	CRDsDeactivated int `json:"crdsDeactivated,omitempty"`
+	// CustomResourcesOrphaned counts the custom resources the deactivated
+	// CRDs hold on the cluster, over all packages; set only when the diff
+	// read the cluster (Report.CountOrphans).
+	CustomResourcesOrphaned int `json:"customResourcesOrphaned,omitempty"`
 }
 
 // PackageChangeType says how a package's pin changes.

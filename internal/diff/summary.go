@@ -100,7 +100,7 @@ func summarize(r *Report) {
 	switch {
 	case s.Breaking > 0:
 		s.Verdict = VerdictBreaking
-	case len(r.Packages) > 0 || len(r.Lock) > 0 || len(r.RuntimeConfigs) > 0 || len(r.ImageConfigs) > 0 || len(r.ActivationPolicies) > 0:
+	case len(r.Packages) > 0 || len(r.Lock) > 0 || len(r.RuntimeConfigs) > 0 || len(r.ImageConfigs) > 0 || len(r.ActivationPolicies) > 0 || len(r.Manifests) > 0:
 		s.Verdict = VerdictChanges
 	default:
 		s.Verdict = VerdictNone

@@ -90,6 +90,10 @@ func (r *Report) WriteText(w io.Writer, opts TextOptions) error {
 		}
 		t.node(0, n, true)
 	}
+	if len(r.Manifests) > 0 {
+		t.blank()
+		t.node(0, manifestsOutline(r.Manifests), true)
+	}
 	if t.err != nil {
 		return t.err
 	}

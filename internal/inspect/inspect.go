@@ -65,6 +65,10 @@ type PackageReport struct {
 	Health *health.PackageHealth
 	// Missing says the inventory lists the package but its object is gone.
 	Missing bool
+	// Paused says the last apply found lockstep.io/paused: "true" on the
+	// package's declaration and kept it as installed
+	// (docs/design.md#pausing; inventory.Package.Paused).
+	Paused bool
 	// MRDs are the ManagedResourceDefinitions the current revision's
 	// status.objectRefs lists, by name, with their state; nil for a
 	// package without MRDs.
@@ -154,7 +158,7 @@ func Inspect(ctx context.Context, c client.Client, namespace, instance string) (
 	}
 	for _, ip := range inv.Packages {
 		if !seen[pkgKey{ip.Kind, ip.Name}] {
-			rep.Packages = append(rep.Packages, PackageReport{Kind: ip.Kind, Name: ip.Name, Tag: ip.Tag, Package: ip.Source + "@" + ip.Digest, Commit: ip.Commit, LockDigest: ip.LockDigest, Missing: true})
+			rep.Packages = append(rep.Packages, PackageReport{Kind: ip.Kind, Name: ip.Name, Tag: ip.Tag, Package: ip.Source + "@" + ip.Digest, Commit: ip.Commit, LockDigest: ip.LockDigest, Missing: true, Paused: ip.Paused})
 		}
 	}
 	sort.SliceStable(rep.Packages, func(i, j int) bool {
@@ -176,7 +180,7 @@ func inspectPackage(ctx context.Context, c client.Client, namespace string, p *u
 	pr.Tag = p.GetAnnotations()[render.AnnotationTag]
 	pr.CurrentRevision = crossplane.CurrentRevision(p)
 	if ip != nil {
-		pr.Commit, pr.LockDigest = ip.Commit, ip.LockDigest
+		pr.Commit, pr.LockDigest, pr.Paused = ip.Commit, ip.LockDigest, ip.Paused
 	}
 	live.SortRevisions(revs)
 	shipped := map[string]bool{}

@@ -61,6 +61,11 @@ const (
 	// RoleRuntime is a runtime or RBAC object: ServiceAccount, Service,
 	// Deployment, TLS Secret, ClusterRole, ClusterRoleBinding.
 	RoleRuntime Role = "runtime"
+	// RoleManifest is a manifest of the declarations (a ProviderConfig, a
+	// claim, a Namespace...; docs/design.md#manifests). It belongs to no
+	// package: it is listed in Inventory.Manifests and pruned, before the
+	// packages, when it is gone from Git.
+	RoleManifest Role = "manifest"
 )
 
 // Inventory is what one lockstep instance installed, kept in the ConfigMap
@@ -71,6 +76,10 @@ type Inventory struct {
 	Instance string `json:"instance"`
 	// Packages are the installed packages.
 	Packages []Package `json:"packages"`
+	// Manifests are the manifests lockstep applied (RoleManifest), or is
+	// about to apply, sorted by ID. An inventory written before manifests
+	// existed has none.
+	Manifests []Entry `json:"manifests,omitempty"`
 }
 
 // Package is one installed package.
@@ -87,6 +96,11 @@ type Package struct {
 	// the apply that last changed the package.
 	Commit     string `json:"commit,omitempty"`
 	LockDigest string `json:"lockDigest,omitempty"`
+	// Paused is set while the package's declaration carries
+	// lockstep.io/paused: "true" (docs/design.md#pausing): apply kept the
+	// package as installed and wrote nothing of it; `lockstep status`
+	// shows it.
+	Paused bool `json:"paused,omitempty"`
 	// Entries are every object lockstep applied for the package.
 	Entries []Entry `json:"entries"`
 }
@@ -140,8 +154,9 @@ func (inv *Inventory) Package(kind crossplane.Kind, name string) *Package {
 	return nil
 }
 
-// Sort orders packages by kind and name and each package's entries by ID,
-// and removes duplicate entries (the last one of an ID wins).
+// Sort orders packages by kind and name, each package's entries and the
+// manifests by ID, and removes duplicate entries (the last one of an ID
+// wins).
 func (inv *Inventory) Sort() {
 	sort.Slice(inv.Packages, func(i, j int) bool {
 		a, b := inv.Packages[i], inv.Packages[j]
@@ -152,17 +167,24 @@ func (inv *Inventory) Sort() {
 	})
 	for i := range inv.Packages {
 		p := &inv.Packages[i]
-		sort.SliceStable(p.Entries, func(a, b int) bool { return p.Entries[a].ID < p.Entries[b].ID })
-		out := p.Entries[:0]
-		for _, e := range p.Entries {
-			if n := len(out); n > 0 && out[n-1].ID == e.ID {
-				out[n-1] = e
-				continue
-			}
-			out = append(out, e)
-		}
-		p.Entries = out
+		p.Entries = sortEntries(p.Entries)
 	}
+	inv.Manifests = sortEntries(inv.Manifests)
+}
+
+// sortEntries sorts entries by ID in place and removes duplicates (the last
+// one of an ID wins).
+func sortEntries(entries []Entry) []Entry {
+	sort.SliceStable(entries, func(a, b int) bool { return entries[a].ID < entries[b].ID })
+	out := entries[:0]
+	for _, e := range entries {
+		if n := len(out); n > 0 && out[n-1].ID == e.ID {
+			out[n-1] = e
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // Encode sorts the inventory (Sort) and returns it as the ConfigMap stores

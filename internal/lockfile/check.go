@@ -35,6 +35,9 @@ const (
 	// Conflict: two locked packages ship the same CustomResourceDefinition
 	// (CRDConflicts).
 	Conflict ProblemKind = "Conflict"
+	// UnknownKind: a manifest of the declarations is of a kind no locked
+	// package serves and that is not built in (docs/design.md#manifests).
+	UnknownKind ProblemKind = "UnknownKind"
 )
 
 // Problem is one way a lock does not match its declarations.
@@ -60,8 +63,10 @@ func (p Problem) String() string { return p.Subject + ": " + p.Message }
 // dependency without an entry, of another kind, or whose entry no longer
 // satisfies its constraint; an entry that no declaration reaches; an entry
 // whose spec.crossplane.version excludes the Crossplane version (unless its
-// current declaration ignores it); and a declared source that a locked
-// package replaces; and two entries that ship the same CRD (CRDConflicts).
+// current declaration ignores it); a declared source that a locked
+// package replaces; two entries that ship the same CRD (CRDConflicts); and
+// a manifest whose kind no entry serves and that is not built in
+// (UnknownKind, with the manifest's "file:line" as Subject).
 // The lock's dependency edges are trusted: they come from
 // package metadata, which a digest pins.
 func Check(set *declarations.Set, lock *Lock, opts Options) []Problem {
@@ -185,6 +190,7 @@ func Check(set *declarations.Set, lock *Lock, opts Options) []Problem {
 	for _, m := range CRDConflicts(lock) {
 		add(Conflict, FileName, "%s", m)
 	}
+	ps = append(ps, manifestProblems(set, lock)...)
 	for i := range lock.Packages {
 		e := &lock.Packages[i]
 		if !reached[e.Source] {

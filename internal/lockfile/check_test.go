@@ -72,6 +72,39 @@ func TestCheck(t *testing.T) {
 				b.Replaces = []string{reg + "/org/provider-a"}
 			},
 		},
+		"ManifestsServed": {
+			reason: "Manifests of a kind a locked package serves, of a built-in kind or of one of Crossplane's own kinds need no new lock (issue 19 item 1).",
+			files: with(map[string]string{"m.yaml": "apiVersion: provider-a.lockstep.io/v1\nkind: Thing0\nmetadata: {name: default}\n---\n" +
+				"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: a}\n---\n" +
+				"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: x.example.org}\n---\n" +
+				"apiVersion: apiextensions.crossplane.io/v1beta1\nkind: EnvironmentConfig\nmetadata: {name: e}\n"}),
+		},
+		"ManifestUnknownKind": {
+			reason: "A manifest whose kind nothing serves fails lock --check offline, naming file and line (issue 19 item 1).",
+			files:  with(map[string]string{"apps/m.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\napiVersion: example.org/v1\nkind: Widget\nmetadata: {name: w}\n"}),
+			want: []Problem{{Kind: UnknownKind, Subject: "apps/m.yaml:5",
+				Message: "Widget apiVersion example.org/v1: no locked package serves it and it is not a built-in Kubernetes API; declare the package that defines it and run lockstep lock"}},
+		},
+		"ManifestRemovedBuiltinVersion": {
+			reason: "A built-in kind at a version Kubernetes does not serve is not built in.",
+			files:  with(map[string]string{"d.yaml": "apiVersion: apps/v2\nkind: Deployment\nmetadata: {name: d, namespace: a}\n"}),
+			want:   []Problem{{Kind: UnknownKind, Subject: "d.yaml:1", Message: "Deployment apiVersion apps/v2: no locked package serves it"}},
+		},
+		"ManifestOtherVersion": {
+			reason: "A kind the lock serves at another version names the versions it serves.",
+			files:  with(map[string]string{"m.yaml": "apiVersion: provider-a.lockstep.io/v2\nkind: Thing0\nmetadata: {name: default}\n"}),
+			want:   []Problem{{Kind: UnknownKind, Subject: "m.yaml:1", Message: "(the locked packages serve Thing0 at v1)"}},
+		},
+		"ManifestOldLock": {
+			reason: "A lock written before payload.kinds cannot tell; it asks for a new lock rather than failing the kind as unknown.",
+			files:  with(map[string]string{"m.yaml": "apiVersion: provider-a.lockstep.io/v1\nkind: Thing0\nmetadata: {name: default}\n"}),
+			edit: func(l *Lock) {
+				for i := range l.Packages {
+					l.Packages[i].Payload.Kinds = nil
+				}
+			},
+			want: []Problem{{Kind: UnknownKind, Subject: "m.yaml:1", Message: "1 locked package records no served kinds (written before payload.kinds): run lockstep lock to record them"}},
+		},
 		"NoLock": {
 			reason: "A missing lock is stale.",
 			files:  base,

@@ -40,7 +40,7 @@ func ContentOf(source string, f *Fetched) Content {
 	c := Content{
 		Kind:                 meta.Kind,
 		CrossplaneConstraint: meta.CrossplaneVersion,
-		Payload:              Payload{CRDs: sum.CRDs, XRDs: sum.XRDs, Compositions: sum.Compositions, Other: sum.Other, CRDNames: sum.CRDNames},
+		Payload:              Payload{CRDs: sum.CRDs, XRDs: sum.XRDs, Compositions: sum.Compositions, Other: sum.Other, CRDNames: sum.CRDNames, Kinds: PayloadKinds(f.Package)},
 	}
 	if f.LayerDigest.Hex != "" {
 		c.Payload.Layer = f.LayerDigest.String()
@@ -155,6 +155,10 @@ func CheckContent(lockName string, e *Entry, pulled Content) error {
 	// A lock written before payload.crdNames existed records none.
 	if len(rec.Payload.CRDNames) > 0 || rec.Payload.CRDs == 0 {
 		add("payload.crdNames", orElse(strings.Join(pulled.Payload.CRDNames, ", "), "none"), orElse(strings.Join(rec.Payload.CRDNames, ", "), "none"))
+	}
+	// A lock written before payload.kinds existed records none.
+	if len(rec.Payload.Kinds) > 0 {
+		add("payload.kinds", orElse(strings.Join(pulled.Payload.Kinds, ", "), "none"), orElse(strings.Join(rec.Payload.Kinds, ", "), "none"))
 	}
 	add("replaces", orElse(strings.Join(pulled.Replaces, ", "), "none"), orElse(strings.Join(rec.Replaces, ", "), "none"))
 	if len(fs) == 0 {

@@ -42,6 +42,13 @@ func (u *run) finish(g *graph) (*Result, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
+	if ps := manifestProblems(u.set, res.Lock); len(ps) > 0 {
+		errs := make([]error, len(ps))
+		for i, p := range ps {
+			errs[i] = errors.New(p.String())
+		}
+		return nil, errors.Join(errs...)
+	}
 	res.Warnings = SkippedDependencies(res.Lock)
 	return res, nil
 }

@@ -190,6 +190,14 @@ type Payload struct {
 	// CRD without the network (CRDConflicts). A lock written before this
 	// field has none; the next `lockstep lock` records them.
 	CRDNames []string `yaml:"crdNames,omitempty"`
+	// Kinds are the kinds the package serves once installed, as
+	// "group/version/Kind", sorted: every served version of its CRDs and
+	// MRDs, and of its XRDs the composite kind and the claim kind
+	// (PayloadKinds). `lockstep lock --check` checks the kind of every
+	// manifest against them without the network (docs/design.md#manifests).
+	// A lock written before this field has none; the next `lockstep lock`
+	// records them.
+	Kinds []string `yaml:"kinds,omitempty"`
 }
 
 // String names an entry as "Kind name (source)".

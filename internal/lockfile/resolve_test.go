@@ -2,6 +2,7 @@ package lockfile
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -833,5 +834,43 @@ func TestResolveCRDConflict(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"things0.provider-x.lockstep.io", "things1.provider-x.lockstep.io"}, res.Lock.Packages[0].Payload.CRDNames); diff != "" {
 		t.Errorf("payload.crdNames: -want +got\n%s", diff)
+	}
+}
+
+// TestResolveManifests is issue 19 item 1 at lock time: the lock records
+// the kinds each package serves, a manifest of one of them locks, and a
+// manifest of a kind nothing serves fails lock naming its file and line.
+// A kept pin from a lock written before payload.kinds gets them.
+func TestResolveManifests(t *testing.T) {
+	m := newMemRegistry()
+	m.push(t, reg+"/org/provider-x", "v1.0.0", pkgSpec{kind: crossplane.KindProvider, name: "provider-x", crds: 1})
+	files := map[string]string{
+		"a.yaml":   decl("Provider", "provider-x", reg+"/org/provider-x:v1.0.0"),
+		"pcs.yaml": "apiVersion: provider-x.lockstep.io/v1\nkind: Thing0\nmetadata: {name: default}\n",
+	}
+	res, err := resolve(t, m, declare(t, files), nil, Options{})
+	if err != nil {
+		t.Fatalf("lock with a served manifest: %v", err)
+	}
+	if diff := cmp.Diff([]string{"provider-x.lockstep.io/v1/Thing0"}, res.Lock.Packages[0].Payload.Kinds); diff != "" {
+		t.Errorf("payload.kinds: -want +got\n%s", diff)
+	}
+
+	old := *res.Lock
+	old.Packages = slices.Clone(res.Lock.Packages)
+	old.Packages[0].Payload.Kinds = nil
+	again, err := resolve(t, m, declare(t, files), &old, Options{})
+	if err != nil {
+		t.Fatalf("lock over a lock without payload.kinds: %v", err)
+	}
+	if diff := cmp.Diff([]string{"provider-x.lockstep.io/v1/Thing0"}, again.Lock.Packages[0].Payload.Kinds); diff != "" {
+		t.Errorf("payload.kinds of a kept pin from an older lock: -want +got\n%s", diff)
+	}
+
+	files["apps/w.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\napiVersion: example.org/v1\nkind: Widget\nmetadata: {name: w}\n"
+	_, err = resolve(t, m, declare(t, files), nil, Options{})
+	want := "apps/w.yaml:5: Widget apiVersion example.org/v1: no locked package serves it and it is not a built-in Kubernetes API"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("lock with an unknown kind: got %v, want an error containing %q", err, want)
 	}
 }

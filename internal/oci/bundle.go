@@ -26,6 +26,13 @@ import (
 // layout's own reference annotation.
 const BundleRefAnnotation = "org.opencontainers.image.ref.name"
 
+// BundleSignatureAnnotation marks a manifest in a bundle's index.json as a
+// cosign signature manifest (the sha256-<hex>.sig image or an OCI 1.1
+// referrer, see Client.VerifySignature) of the package whose digest it
+// gives; its BundleRefAnnotation is "source@digest" of the signature
+// manifest.
+const BundleSignatureAnnotation = "io.lockstep.bundle.signature-of"
+
 // maxBundleFile bounds one file unpacked from a bundle, in bytes: larger
 // than any package image layer (the largest provider images are a few
 // hundred MiB).
@@ -38,13 +45,24 @@ type BundleEntry struct {
 	Ref string
 	// Digest is the digest of its manifest or index.
 	Digest v1.Hash
+	// Signatures are the digests of the package's cosign signature
+	// manifests the bundle carries.
+	Signatures []v1.Hash
+	// RequiresSignature names the ImageConfig whose spec.verification
+	// applies to the package (WriteBundle only; "" when none), so a
+	// package bundled without signatures can be pointed out.
+	RequiresSignature string
 }
 
 // WriteBundle writes the complete images (every platform of an index,
 // configs and all layers, so a mirror can also run a provider's runtime
 // from them) of the packages refs into one OCI image layout
 // (go-containerregistry pkg/v1/layout), archived as a tar file at path,
-// each named by BundleRefAnnotation. Each ref is "source:tag@digest" or
+// each named by BundleRefAnnotation, followed by each package's cosign
+// signature manifests (the sha256-<hex>.sig image, or the OCI 1.1
+// referrers when there is none; signatureManifests), marked with
+// BundleSignatureAnnotation, so verification works from a loaded cache
+// or a mirror. A package without signatures is bundled without them. Each ref is "source:tag@digest" or
 // "source@digest"; it is pulled by digest from where the ImageConfigs send
 // it, with the Client's credentials and --registry-timeout. path is written
 // to a temporary file first and renamed, so a failure leaves no bundle.
@@ -61,6 +79,9 @@ func (c *Client) WriteBundle(ctx context.Context, refs []string, path string) ([
 	var entries []BundleEntry
 	for _, r := range refs {
 		e, err := c.appendBundle(ctx, p, r)
+		if err == nil {
+			err = c.appendSignatures(ctx, p, &e)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("bundle: package %s: %w", r, err)
 		}
@@ -123,6 +144,45 @@ func (c *Client) appendBundle(ctx context.Context, p layout.Path, r string) (Bun
 	return BundleEntry{Ref: r, Digest: desc.Digest}, nil
 }
 
+// appendSignatures appends the cosign signature manifests of the package
+// e to p, complete, and records them in e.
+func (c *Client) appendSignatures(ctx context.Context, p layout.Path, e *BundleEntry) error {
+	ref, err := c.opts.ParseReference(e.Ref)
+	if err != nil {
+		return err
+	}
+	src := ref.Context().String()
+	if ic := c.VerificationImageConfig(src); ic != nil {
+		e.RequiresSignature = ic.Name
+	}
+	release, err := c.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	_, _, descs, err := c.signatureManifests(ctx, src, e.Digest)
+	if errors.Is(err, errNoSignature) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("signatures: %w", err)
+	}
+	for _, desc := range descs {
+		img, err := desc.Image()
+		if err == nil {
+			err = p.AppendImage(img, layout.WithAnnotations(map[string]string{
+				BundleRefAnnotation:       src + "@" + desc.Digest.String(),
+				BundleSignatureAnnotation: e.Digest.String(),
+			}))
+		}
+		if err != nil {
+			return fmt.Errorf("signature manifest %s: %w", desc.Digest, redact.Error(err))
+		}
+		e.Signatures = append(e.Signatures, desc.Digest)
+	}
+	return nil
+}
+
 // Bundle is an unpacked bundle: an OCI image layout in a temporary
 // directory. Close removes it.
 type Bundle struct {
@@ -166,12 +226,28 @@ func openBundle(path, dir string) (*Bundle, error) {
 		return nil, err
 	}
 	b := &Bundle{dir: dir, path: p}
+	sigs := map[v1.Hash][]v1.Hash{}
 	for _, d := range im.Manifests {
 		r := d.Annotations[BundleRefAnnotation]
 		if r == "" {
 			return nil, fmt.Errorf("index.json: manifest %s has no %s annotation", d.Digest, BundleRefAnnotation)
 		}
+		if of, ok := d.Annotations[BundleSignatureAnnotation]; ok {
+			h, err := v1.NewHash(of)
+			if err != nil {
+				return nil, fmt.Errorf("index.json: manifest %s: annotation %s: %w", d.Digest, BundleSignatureAnnotation, err)
+			}
+			sigs[h] = append(sigs[h], d.Digest)
+			continue
+		}
 		b.Entries = append(b.Entries, BundleEntry{Ref: r, Digest: d.Digest})
+	}
+	for i := range b.Entries {
+		b.Entries[i].Signatures = sigs[b.Entries[i].Digest]
+		delete(sigs, b.Entries[i].Digest)
+	}
+	for d, s := range sigs {
+		return nil, fmt.Errorf("index.json: signature manifest %s signs %s, which is not a package of the bundle", s[0], d)
 	}
 	return b, nil
 }
@@ -184,6 +260,9 @@ func (b *Bundle) Close() error { return os.RemoveAll(b.dir) }
 // linux/amd64 manifest) and the layers package.yaml is read from, each
 // verified against its digest, the root last; then it reads each package
 // back from the cache, so a bundle whose package does not parse fails.
+// A package's signature manifests and their signature layers follow, the
+// way a verification keeps them (Client.VerifySignature), so a package
+// can be verified from the cache without a registry.
 func (b *Bundle) Load(cache *Cache) error {
 	for _, e := range b.Entries {
 		if err := b.load(cache, e.Digest); err != nil {
@@ -192,8 +271,46 @@ func (b *Bundle) Load(cache *Cache) error {
 		if _, err := cache.Package(e.Digest); err != nil {
 			return fmt.Errorf("bundle: package %s: %w", e.Ref, err)
 		}
+		if err := b.loadSignatures(cache, e); err != nil {
+			return fmt.Errorf("bundle: package %s: %w", e.Ref, err)
+		}
 	}
 	return nil
+}
+
+// loadSignatures writes the signature manifests of e and their signature
+// layers into cache, each checked against its digest, and records them
+// for e's digest.
+func (b *Bundle) loadSignatures(cache *Cache, e BundleEntry) error {
+	if len(e.Signatures) == 0 {
+		return nil
+	}
+	for _, s := range e.Signatures {
+		raw, err := b.path.Bytes(s)
+		if err != nil {
+			return fmt.Errorf("signature manifest %s: %w", s, err)
+		}
+		m, err := v1.ParseManifest(bytes.NewReader(raw))
+		if err != nil {
+			return fmt.Errorf("signature manifest %s: %w", s, err)
+		}
+		sigs, err := cosignSignatures(s, m, func(l v1.Descriptor) ([]byte, error) {
+			if err := b.copyBlob(cache, l.Digest, l.Size); err != nil {
+				return nil, fmt.Errorf("layer %s: %w", l.Digest, err)
+			}
+			return cache.readSmallBlob(l)
+		})
+		if err == nil && len(sigs) == 0 {
+			err = errors.New("holds no cosign signature")
+		}
+		if err == nil {
+			_, err = cache.writeBlob(s, int64(len(raw)), bytes.NewReader(raw))
+		}
+		if err != nil {
+			return fmt.Errorf("signature manifest %s: %w", s, err)
+		}
+	}
+	return cache.writeSignatureIndex(e.Digest, e.Signatures)
 }
 
 func (b *Bundle) load(cache *Cache, d v1.Hash) error {
@@ -298,14 +415,51 @@ func (b *Bundle) push(opts Options, ropts []remote.Option, prefix string, e Bund
 			return "", redact.Error(err)
 		}
 	}
-	got, err := remote.Head(ref, ropts...)
-	if err != nil {
-		return "", redact.Error(err)
+	if err := checkPushed(ref, e.Digest, ropts); err != nil {
+		return "", err
 	}
-	if got.Digest != e.Digest {
-		return "", fmt.Errorf("%s answers with %s: %w", ref, got.Digest, ErrDigestMismatch)
+	for _, s := range e.Signatures {
+		if err := b.pushSignature(ropts, ref.Context(), e.Digest, s); err != nil {
+			return "", fmt.Errorf("signature manifest %s: %w", s, err)
+		}
 	}
 	return ref.Name(), nil
+}
+
+// pushSignature copies the signature manifest s of the package d to repo
+// the way it was found: a referrer (a manifest with a subject) by digest,
+// which also updates the referrers tag schema where the mirror lacks the
+// referrers API (go-containerregistry remote.Write), otherwise as the
+// image tagged sha256-<hex>.sig.
+func (b *Bundle) pushSignature(ropts []remote.Option, repo name.Repository, d, s v1.Hash) error {
+	img, err := b.path.Image(s)
+	if err != nil {
+		return err
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return err
+	}
+	var ref name.Reference = repo.Tag(signatureTag(d))
+	if m.Subject != nil {
+		ref = repo.Digest(s.String())
+	}
+	if err := remote.Write(ref, img, ropts...); err != nil {
+		return redact.Error(err)
+	}
+	return checkPushed(ref, s, ropts)
+}
+
+// checkPushed checks that ref answers with the digest want.
+func checkPushed(ref name.Reference, want v1.Hash, ropts []remote.Option) error {
+	got, err := remote.Head(ref, ropts...)
+	if err != nil {
+		return redact.Error(err)
+	}
+	if got.Digest != want {
+		return fmt.Errorf("%s answers with %s: %w", ref, got.Digest, ErrDigestMismatch)
+	}
+	return nil
 }
 
 // writeTar archives the directory dir as a tar file at path, through a

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -18,7 +16,6 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature/payload"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
-	"github.com/lockstep-gitops/lockstep/internal/redact"
 )
 
 // KeySource returns the PEM-encoded cosign public key stored under key in
@@ -39,8 +36,9 @@ type Verification struct {
 	// Authority names the authority (spec.verification.cosign.authorities[].name)
 	// that verified the package: the first one, in declaration order, that passed.
 	Authority string
-	// Signature is "sha256:<hex>" of the signature manifest
-	// (the sha256-<digest>.sig tag, cosign's classic layout).
+	// Signature is "sha256:<hex>" of the signature manifest that held the
+	// signature: the sha256-<digest>.sig image (cosign's classic layout) or
+	// an OCI 1.1 referrer.
 	Signature string
 }
 
@@ -93,11 +91,14 @@ func (c *Client) VerificationImageConfig(ref string) *declarations.ImageConfig {
 // (source@digest as the lock records it) against the ImageConfig whose
 // spec.verification applies (VerificationImageConfig), the way Crossplane
 // does: the package passes when ANY authority passes. An authority with a
-// key passes when a layer of the signature image (tag sha256-<hex>.sig
-// next to the package, where the package is pulled from after the
-// ImageConfig rewrite) carries a simple-signing payload for exactly this
-// digest whose signature verifies with the public key keys returns for the
-// authority's secretRef, hashed with its hashAlgorithm. Keys and
+// key passes when a layer of a signature manifest (the image tagged
+// sha256-<hex>.sig next to the package, where the package is pulled from
+// after the ImageConfig rewrite, or else its OCI 1.1 referrers of
+// CosignSignatureArtifactType; from the package cache for
+// packagePullPolicy Never or an unreachable registry: signatures) carries
+// a simple-signing payload for exactly this digest whose signature
+// verifies with the public key keys returns for the authority's
+// secretRef, hashed with its hashAlgorithm. Keys and
 // signatures are checked with github.com/sigstore/sigstore's
 // pkg/signature. It returns nil, nil when no ImageConfig asks for
 // verification. On failure the error wraps ErrSignature and names the
@@ -121,7 +122,7 @@ func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeyS
 	if err != nil {
 		return nil, fmt.Errorf("package %s: %w", ref, err)
 	}
-	sigs, sigDigest, sigErr := c.signatures(ctx, src, d)
+	sigs, sigErr := c.signatures(ctx, src, d)
 	var tried []string
 	for _, a := range spec.Cosign.Authorities {
 		if a.Key == nil || a.Key.SecretRef == nil {
@@ -132,108 +133,40 @@ func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeyS
 			tried = append(tried, fmt.Sprintf("authority %q: %v", a.Name, sigErr))
 			continue
 		}
-		err := verifyWithKey(ctx, a.Key.SecretRef.Name, a.Key.SecretRef.Key, a.Key.HashAlgorithm, keys, sigs, d)
+		used, err := verifyWithKey(ctx, a.Key.SecretRef.Name, a.Key.SecretRef.Key, a.Key.HashAlgorithm, keys, sigs, d)
 		if err == nil {
-			return &Verification{ImageConfig: ic.Name, Authority: a.Name, Signature: sigDigest.String()}, nil
+			return &Verification{ImageConfig: ic.Name, Authority: a.Name, Signature: used.String()}, nil
 		}
 		tried = append(tried, fmt.Sprintf("authority %q (key %s/%s): %v", a.Name, a.Key.SecretRef.Name, a.Key.SecretRef.Key, err))
 	}
 	return nil, fmt.Errorf("package %s: ImageConfig %s requires a cosign signature: %w: %s", ref, ic.Name, ErrSignature, strings.Join(tried, "; "))
 }
 
-// cosignSignature is one layer of a signature image.
-type cosignSignature struct {
-	payload []byte
-	sig     []byte
-}
-
-// signatures fetches the signature image of d next to src (after the
-// ImageConfig rewrite) and returns its signed payloads and its manifest
-// digest.
-func (c *Client) signatures(ctx context.Context, src string, d v1.Hash) ([]cosignSignature, v1.Hash, error) {
-	s, err := c.source(src + ":" + d.Algorithm + "-" + d.Hex + cosignSignatureSuffix)
-	if err != nil {
-		return nil, v1.Hash{}, err
-	}
-	release, err := c.acquire(ctx)
-	if err != nil {
-		return nil, v1.Hash{}, err
-	}
-	defer release()
-	repo := s.ref.Context()
-	puller, _, err := c.puller(ctx, src, repo)
-	if err != nil {
-		return nil, v1.Hash{}, err
-	}
-	desc, err := puller.Get(ctx, s.ref)
-	if err != nil {
-		return nil, v1.Hash{}, fmt.Errorf("no signature image %s: %w", s.ref, redact.Error(err))
-	}
-	m, err := v1.ParseManifest(bytes.NewReader(desc.Manifest))
-	if err != nil {
-		return nil, v1.Hash{}, fmt.Errorf("signature image %s: %w", s.ref, err)
-	}
-	var out []cosignSignature
-	for _, l := range m.Layers {
-		b64, ok := l.Annotations[cosignSignatureAnnotation]
-		if !ok {
-			continue
-		}
-		sig, err := base64.StdEncoding.DecodeString(b64)
-		if err != nil {
-			continue
-		}
-		if l.Size > 1<<20 {
-			continue // a simple-signing payload is a few hundred bytes
-		}
-		layer, err := puller.Layer(ctx, repo.Digest(l.Digest.String()))
-		if err != nil {
-			return nil, v1.Hash{}, fmt.Errorf("signature image %s: layer %s: %w", s.ref, l.Digest, redact.Error(err))
-		}
-		rc, err := layer.Compressed()
-		if err != nil {
-			return nil, v1.Hash{}, fmt.Errorf("signature image %s: layer %s: %w", s.ref, l.Digest, redact.Error(err))
-		}
-		b, err := io.ReadAll(io.LimitReader(rc, l.Size+1))
-		_ = rc.Close()
-		if err != nil {
-			return nil, v1.Hash{}, fmt.Errorf("signature image %s: layer %s: %w", s.ref, l.Digest, redact.Error(err))
-		}
-		if h, _, err := v1.SHA256(bytes.NewReader(b)); err != nil || h != l.Digest {
-			return nil, v1.Hash{}, fmt.Errorf("signature image %s: layer %s: %w", s.ref, l.Digest, ErrDigestMismatch)
-		}
-		out = append(out, cosignSignature{payload: b, sig: sig})
-	}
-	if len(out) == 0 {
-		return nil, v1.Hash{}, fmt.Errorf("signature image %s holds no cosign signature", s.ref)
-	}
-	return out, desc.Digest, nil
-}
-
 // hashAlgorithms maps key.hashAlgorithm (ImageConfig CRD enum) to the hash.
 var hashAlgorithms = map[string]crypto.Hash{"sha224": crypto.SHA224, "sha256": crypto.SHA256, "sha384": crypto.SHA384, "sha512": crypto.SHA512}
 
 // verifyWithKey passes when one of sigs verifies with the key and its
-// payload is a cosign container image signature for exactly d.
-func verifyWithKey(ctx context.Context, secret, key, hashAlgorithm string, keys KeySource, sigs []cosignSignature, d v1.Hash) error {
+// payload is a cosign container image signature for exactly d; it returns
+// the digest of the signature manifest that held it.
+func verifyWithKey(ctx context.Context, secret, key, hashAlgorithm string, keys KeySource, sigs []cosignSignature, d v1.Hash) (v1.Hash, error) {
 	if keys == nil {
-		return fmt.Errorf("no public key source for Secret %s", secret)
+		return v1.Hash{}, fmt.Errorf("no public key source for Secret %s", secret)
 	}
 	h, ok := hashAlgorithms[hashAlgorithm]
 	if !ok {
-		return fmt.Errorf("unsupported hashAlgorithm %q", hashAlgorithm)
+		return v1.Hash{}, fmt.Errorf("unsupported hashAlgorithm %q", hashAlgorithm)
 	}
 	pem, err := keys(ctx, secret, key)
 	if err != nil {
-		return err
+		return v1.Hash{}, err
 	}
 	pub, err := cryptoutils.UnmarshalPEMToPublicKey(pem)
 	if err != nil {
-		return fmt.Errorf("Secret %s key %s is not a PEM public key: %w", secret, key, err)
+		return v1.Hash{}, fmt.Errorf("Secret %s key %s is not a PEM public key: %w", secret, key, err)
 	}
 	verifier, err := signature.LoadVerifier(pub, h)
 	if err != nil {
-		return fmt.Errorf("Secret %s key %s: %w", secret, key, err)
+		return v1.Hash{}, fmt.Errorf("Secret %s key %s: %w", secret, key, err)
 	}
 	wrongImage := false
 	for _, s := range sigs {
@@ -246,10 +179,10 @@ func verifyWithKey(ctx context.Context, secret, key, hashAlgorithm string, keys 
 			wrongImage = true
 			continue
 		}
-		return nil
+		return s.manifest, nil
 	}
 	if wrongImage {
-		return fmt.Errorf("a signature verifies with the key but signs another image than %s", d)
+		return v1.Hash{}, fmt.Errorf("a signature verifies with the key but signs another image than %s", d)
 	}
-	return fmt.Errorf("no signature verifies with this key")
+	return v1.Hash{}, fmt.Errorf("no signature verifies with this key")
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
@@ -143,4 +144,141 @@ func TestVerifySignature(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestVerifySignatureReferrers: a package whose only cosign signature is
+// attached as an OCI 1.1 referrer verifies, through a registry that serves
+// the referrers API and through one that does not (the referrers tag
+// schema, tag sha256-<hex>, which go-containerregistry writes on push and
+// reads on listing); the Verification records the referrer manifest. A
+// referrer signed with another key is refused.
+func TestVerifySignatureReferrers(t *testing.T) {
+	release, other := registry.NewSigningKey(t), registry.NewSigningKey(t)
+	keys := keysOf(map[string]*registry.SigningKey{"release": release})
+	const source = "xpkg.example.com/org"
+	cases := map[string]struct {
+		reason          string
+		opts            []registry.Option
+		key             *registry.SigningKey
+		wantErr         string
+		wantFallbackTag bool
+	}{
+		"ReferrersAPI": {
+			reason: "a signature attached as a referrer is found through the referrers API",
+			opts:   []registry.Option{registry.WithReferrersAPI()},
+			key:    release,
+		},
+		"TagSchema": {
+			reason: "without the referrers API the referrers tag schema is read",
+			key:    release, wantFallbackTag: true,
+		},
+		"OtherKey": {
+			reason:  "a referrer signed with another key does not verify",
+			key:     other,
+			wantErr: `authority "a0" (key release/cosign.pub): no signature verifies with this key`,
+		},
+	}
+	for n, tc := range cases {
+		t.Run(n, func(t *testing.T) {
+			reg := registry.New(t, tc.opts...)
+			d := push(t, reg, "org/provider-demo:v0.1.0", example(t, provider))
+			sig := reg.SignReferrer(t, "org/provider-demo:v0.1.0", tc.key)
+			reg.Reset()
+			c := client(t, options(reg), "", verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release"))
+			got, err := c.VerifySignature(context.Background(), digestRef(t, source+"/provider-demo", d), keys)
+			want := &oci.Verification{ImageConfig: "signed", Authority: "a0", Signature: sig.String()}
+			if !checkVerified(t, tc.reason, want, got, err, tc.wantErr) {
+				return
+			}
+			if n := reg.Count("GET", `/manifests/sha256-`+d.Hex+`$`); (n > 0) != tc.wantFallbackTag {
+				t.Errorf("%s\nGETs of the referrers tag sha256-<hex>: %d\n%s", tc.reason, n, reg.Summary())
+			}
+		})
+	}
+}
+
+// TestVerifySignatureFromCache: signatures fetched once are kept in the
+// package cache. A package with packagePullPolicy Never is verified from
+// the cache alone, with no request; any other falls back to the cache only
+// when its registry cannot be reached. An empty cache names bundle load.
+func TestVerifySignatureFromCache(t *testing.T) {
+	reg := registry.New(t)
+	release := registry.NewSigningKey(t)
+	keys := keysOf(map[string]*registry.SigningKey{"release": release})
+	d := push(t, reg, "org/provider-demo:v0.1.0", example(t, provider))
+	sig := reg.Sign(t, "org/provider-demo:v0.1.0", release)
+	const source = "xpkg.example.com/org"
+	ic := verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release")
+	ref := digestRef(t, source+"/provider-demo", d)
+	want := &oci.Verification{ImageConfig: "signed", Authority: "a0", Signature: sig.String()}
+	warm, cold := t.TempDir(), t.TempDir()
+	if _, err := client(t, options(reg), warm, ic).VerifySignature(context.Background(), ref, keys); err != nil {
+		t.Fatalf("verify against the registry: %v", err)
+	}
+	reg.Close()
+
+	cases := map[string]struct {
+		reason  string
+		dir     string
+		never   bool
+		wantErr string
+	}{
+		"NeverWarm": {
+			reason: "Never verifies from the cache, no request",
+			dir:    warm, never: true,
+		},
+		"RegistryDownWarm": {
+			reason: "with the registry unreachable the cached signature is verified",
+			dir:    warm,
+		},
+		"NeverCold": {
+			reason: "Never with no cached signature names bundle load",
+			dir:    cold, never: true,
+			wantErr: "packagePullPolicy is Never and the package cache " + cold + " holds no signature of " + d.String() + " (not in the package cache): load a bundle created with its signatures, `lockstep bundle load BUNDLE --cache-dir " + cold + "`",
+		},
+		"RegistryDownCold": {
+			reason:  "with the registry unreachable and nothing cached, both are said",
+			dir:     cold,
+			wantErr: "holds no signature of " + d.String(),
+		},
+	}
+	for n, tc := range cases {
+		t.Run(n, func(t *testing.T) {
+			o := options(reg)
+			o.Retry = remote.Backoff{Steps: 1}
+			c := client(t, o, tc.dir, ic)
+			if tc.never {
+				c.SetPackagePulls(map[string]oci.PackagePull{source + "/provider-demo": {Package: "Provider provider-demo", Never: true}})
+			}
+			got, err := c.VerifySignature(context.Background(), ref, keys)
+			if !checkVerified(t, tc.reason, want, got, err, tc.wantErr) {
+				return
+			}
+			if tc.never {
+				if s := c.Stats(); s.Requests() != 0 {
+					t.Errorf("%s\nrequests sent: %s", tc.reason, s)
+				}
+			}
+		})
+	}
+}
+
+// checkVerified fails t unless VerifySignature returned want (when
+// wantErr is empty) or an error containing wantErr. It reports whether the
+// call succeeded as wanted, so the caller checks more.
+func checkVerified(t *testing.T, reason string, want, got *oci.Verification, err error, wantErr string) bool {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("%s\nVerifySignature: got %v, want an error containing %q", reason, err, wantErr)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatalf("%s\nVerifySignature: %v", reason, err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s\nVerifySignature: -want +got:\n%s", reason, diff)
+	}
+	return true
 }

@@ -59,6 +59,10 @@ type Input struct {
 	// (docs/crossplane-behaviour.md#managed-resource-activation). Without
 	// conversion each is an Output warning ("not evaluated").
 	ActivationPolicies []declarations.ActivationPolicy
+	// Manifests are the declarations' other objects (ProviderConfigs,
+	// claims, ...), rendered into Output.Manifests
+	// (docs/design.md#manifests).
+	Manifests []declarations.Manifest
 }
 
 // Package is one locked package.

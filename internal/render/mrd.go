@@ -280,3 +280,38 @@ func managedCRD(mrd *xpkg.Object) (*xpkg.Object, error) {
 	}
 	return &xpkg.Object{Index: mrd.Index, APIVersion: crossplane.GroupKindCRD.Group + "/v1", Kind: crossplane.GroupKindCRD.Kind, Name: mrd.Name, Raw: raw}, nil
 }
+
+// KeepActive returns a copy of the rendered ManagedResourceDefinition o
+// with spec.state Active, for an MRD that render left inactive (no policy
+// activates it any more) while the cluster's is Active: Crossplane's MRD
+// CRD forbids going back from Active ("state cannot be changed once it
+// becomes Active", cluster/crds
+// apiextensions.crossplane.io_managedresourcedefinitions.yaml), so apply
+// keeps it Active instead of sending a write the API server refuses
+// (docs/design.md#managed-resource-activation). It returns an error naming
+// the object when o is not an MRD or cannot be decoded.
+func KeepActive(o *Object) (*Object, error) {
+	if o.GroupKind() != crossplane.GroupKindMRD {
+		return nil, fmt.Errorf("%s: not a %s", o, crossplane.GroupKindMRD.Kind)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(o.raw, &top); err != nil {
+		return nil, fmt.Errorf("%s: cannot decode: %w", o, err)
+	}
+	var spec map[string]json.RawMessage
+	if err := json.Unmarshal(top["spec"], &spec); err != nil {
+		return nil, fmt.Errorf("%s: spec: cannot decode: %w", o, err)
+	}
+	spec["state"] = json.RawMessage(`"` + crossplane.MRDStateActive + `"`)
+	var err error
+	if top["spec"], err = marshalJSON(spec); err != nil {
+		return nil, fmt.Errorf("%s: cannot encode: %w", o, err)
+	}
+	raw, err := marshalJSON(top)
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot encode: %w", o, err)
+	}
+	out := *o
+	out.raw = raw
+	return &out, nil
+}

@@ -560,3 +560,51 @@ func TestNativeMRDs(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepActive checks the MRD apply keeps Active when no policy
+// activates it any more: spec.state becomes Active and nothing else
+// changes; anything but an MRD is refused.
+func TestKeepActive(t *testing.T) {
+	cases := map[string]struct {
+		reason  string
+		obj     *Object
+		want    map[string]any
+		wantErr string
+	}{
+		"Inactive": {
+			reason: "An MRD rendered without state gets state Active, its other fields as they were.",
+			obj:    &Object{APIVersion: MRDAPIVersion, Kind: "ManagedResourceDefinition", Name: "vpcs.ec2.aws.upbound.io", raw: []byte(`{"apiVersion":"apiextensions.crossplane.io/v1alpha1","kind":"ManagedResourceDefinition","metadata":{"name":"vpcs.ec2.aws.upbound.io"},"spec":{"group":"ec2.aws.upbound.io","scope":"Cluster"}}`)},
+			want: map[string]any{"apiVersion": "apiextensions.crossplane.io/v1alpha1", "kind": "ManagedResourceDefinition", "metadata": map[string]any{"name": "vpcs.ec2.aws.upbound.io"},
+				"spec": map[string]any{"group": "ec2.aws.upbound.io", "scope": "Cluster", "state": "Active"}},
+		},
+		"NotAnMRD": {
+			reason:  "A CRD has no state to keep.",
+			obj:     &Object{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: "vpcs.ec2.aws.upbound.io", raw: []byte(`{}`)},
+			wantErr: "CustomResourceDefinition/vpcs.ec2.aws.upbound.io: not a ManagedResourceDefinition",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := KeepActive(tc.obj)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("%s\nKeepActive: got error %v, want %q", tc.reason, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(got.JSON(), &m); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, m); diff != "" {
+				t.Errorf("%s\nKeepActive: -want +got\n%s", tc.reason, diff)
+			}
+			if strings.Contains(string(tc.obj.JSON()), "state") {
+				t.Errorf("%s\nKeepActive changed its input", tc.reason)
+			}
+		})
+	}
+}

@@ -33,6 +33,9 @@ type Output struct {
 	// Packages are sorted by kind (Providers, then Functions, then
 	// Configurations, the order a first install needs) and then by name.
 	Packages []*PackageOutput
+	// Manifests are the declarations' other objects, in apply order, which
+	// apply writes after the packages (docs/design.md#manifests).
+	Manifests []*ManifestOutput
 
 	warnings []string // see Warnings
 }

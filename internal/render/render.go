@@ -117,6 +117,9 @@ func Render(in Input) (*Output, error) {
 	if err := checkIdentities(out); err != nil {
 		return nil, err
 	}
+	if err := renderManifests(&in, r.labels, out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

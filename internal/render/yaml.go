@@ -27,6 +27,9 @@ func (o *Output) WriteYAML(w io.Writer) error {
 			return err
 		}
 	}
+	if err := o.writeManifestsYAML(bw); err != nil {
+		return err
+	}
 	return bw.Flush()
 }
 
@@ -46,8 +49,12 @@ func (p *PackageOutput) FileName() string {
 	return p.Kind.Lower() + "." + p.Name + ".yaml"
 }
 
+// ManifestsFileName is the file WriteDir writes the manifests to.
+const ManifestsFileName = "manifests.yaml"
+
 // WriteDir writes each package to its own file in dir (PackageOutput.FileName),
-// creating dir when needed. Each file is written to a temporary file in dir
+// and the manifests, when there are any, to ManifestsFileName, creating dir
+// when needed. Each file is written to a temporary file in dir
 // and renamed into place. Other files in dir are left alone.
 func (o *Output) WriteDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -57,6 +64,18 @@ func (o *Output) WriteDir(dir string) error {
 		path := filepath.Join(dir, p.FileName())
 		if err := writeFileAtomic(path, func(w io.Writer) error { return p.WriteYAML(w) }); err != nil {
 			return fmt.Errorf("%s %s: %w", p.Kind, p.Name, err)
+		}
+	}
+	if len(o.Manifests) > 0 {
+		err := writeFileAtomic(filepath.Join(dir, ManifestsFileName), func(w io.Writer) error {
+			bw := bufio.NewWriter(w)
+			if err := o.writeManifestsYAML(bw); err != nil {
+				return err
+			}
+			return bw.Flush()
+		})
+		if err != nil {
+			return fmt.Errorf("manifests: %w", err)
 		}
 	}
 	return nil

@@ -395,6 +395,7 @@ func (l *loader) input() error {
 		CrossplaneVersion:          l.s.Lock.CrossplaneVersion,
 		MRDConversion:              render.MRDConversionOff,
 		ActivationPolicies:         set.ActivationPolicies,
+		Manifests:                  set.Manifests,
 	}
 	if l.opts.mrds {
 		l.s.Input.MRDConversion = render.MRDConversionAuto

@@ -13,6 +13,7 @@
 //     channel tag, or a re-pushed semver tag); nothing for IfNotPresent,
 //     Never or digest references; and, with Options.UpdateDependencies, a
 //     tag list of each dependency whose dependents ask for semver ranges.
+//
 //   - Updater.Poll checks out the Git source (internal/git), makes those
 //     checks with the registry client `lockstep lock` uses (internal/oci),
 //     and when something moved resolves the new lock through the very code
@@ -27,15 +28,23 @@
 //     holds the lock, or when any registry request of the poll failed; a
 //     watched branch that moved before the push is handled by starting
 //     again on its new head, a bounded number of times.
+//
 //   - Registry failures never stop an Updater: the poll fails and reports
 //     them, and the registry backs off (Options.Backoff) so the next polls
 //     leave it alone for a while.
+//
 //   - Updater.Run polls on a Schedule (robfig/cron: "*/10 * * * *" or
 //     "@every 5m") read from an injectable Clock; Updater.Status reports the
 //     last poll, what it found, the last pushed commit and the registries
 //     backing off, for the agent's status, events and metrics.
 //
-// `lockstep update` runs one Poll and exits, for CI. The agent (issue 6)
+//   - Updater.ProposeReleases moves declared semver tags to the newest
+//     release a per-package policy allows (patch, minor, major), within
+//     every dependent's constraint, resolved through the same code path,
+//     one branch per package (docs/design.md#release-proposals).
+//
+// `lockstep update` runs one Poll (and, with --propose-releases,
+// ProposeReleases) and exits, for CI. The agent (issue 6)
 // is meant to own an Updater per Git source, run Updater.Run on the leader
 // when --update-schedule is set, and publish Updater.Status; in ModeCommit
 // its next reconcile applies the pushed commit like any other. That wiring

@@ -32,12 +32,18 @@ func message(lockPath, revision string, changes []Change) string {
 		fmt.Fprintf(&b, "lockstep: update %d packages\n", len(changes))
 	}
 	fmt.Fprintf(&b, "\nProposed by lockstep from %s for %s.\n", revision, lockPath)
-	for _, c := range changes {
-		fmt.Fprintf(&b, "\n%s %s (%s)\n", c.Kind, c.Name, c.Source)
-		fmt.Fprintf(&b, "  %s → %s\n", pinWords(c.OldVersion, c.OldDigest), pinWords(c.NewVersion, c.NewDigest))
-		fmt.Fprintf(&b, "  why: %s\n", c.Detail)
-	}
+	writeChanges(&b, changes)
 	return b.String()
+}
+
+// writeChanges writes each change as a paragraph: the package, old → new
+// version and digest, and why.
+func writeChanges(b *strings.Builder, changes []Change) {
+	for _, c := range changes {
+		fmt.Fprintf(b, "\n%s %s (%s)\n", c.Kind, c.Name, c.Source)
+		fmt.Fprintf(b, "  %s → %s\n", pinWords(c.OldVersion, c.OldDigest), pinWords(c.NewVersion, c.NewDigest))
+		fmt.Fprintf(b, "  why: %s\n", c.Detail)
+	}
 }
 
 // pinWords writes a pin as "version digest".

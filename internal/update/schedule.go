@@ -80,7 +80,8 @@ func (s *Schedule) String() string { return s.spec }
 // poll the next run is computed from the clock's time then (runs missed
 // while a poll was slow are skipped, as robfig/cron does), and
 // Status.NextPoll says when it is. A failed poll is reported in the Status
-// and never stops the schedule. The agent runs it on the leader only.
+// and never stops the schedule; a Gate (SetGate) may skip polls. The agent
+// runs it on the leader only.
 func (u *Updater) Run(ctx context.Context, s *Schedule) error {
 	for {
 		now := u.opts.Clock.Now()
@@ -96,8 +97,50 @@ func (u *Updater) Run(ctx context.Context, s *Schedule) error {
 			return ctx.Err()
 		case <-t.C():
 		}
+		if reason := u.gated(ctx); reason != "" {
+			u.opts.Log.Info("scheduled lockfile update poll skipped", "reason", reason)
+			continue
+		}
 		if _, err := u.Poll(ctx); err != nil && ctx.Err() == nil {
 			u.opts.Log.Info("scheduled lockfile update poll failed", "error", err.Error())
 		}
 	}
+}
+
+// Gate says whether a scheduled poll may run: a non-empty reason skips it
+// ("the Sync is suspended (spec.suspend)"), and an error skips it too,
+// with the error as the reason.
+type Gate func(ctx context.Context) (skip string, err error)
+
+// SetGate makes Run ask g before each scheduled poll; the agent passes
+// its Sync's spec.suspend (docs/design.md#pausing), so a suspended agent
+// neither applies nor polls. A skipped poll counts in Status.SkippedPolls
+// and Status.Skipped says why until the next poll runs. Poll itself is
+// not gated.
+func (u *Updater) SetGate(g Gate) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.gate = g
+}
+
+// gated asks the gate and records a skip; "" lets the poll run.
+func (u *Updater) gated(ctx context.Context) string {
+	u.mu.Lock()
+	g := u.gate
+	u.mu.Unlock()
+	if g == nil {
+		return ""
+	}
+	reason, err := g(ctx)
+	if err != nil {
+		reason = "cannot tell whether polls may run: " + err.Error()
+	}
+	if reason == "" {
+		return ""
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.status.SkippedPolls++
+	u.status.Skipped = reason
+	return reason
 }

@@ -23,6 +23,11 @@ type Status struct {
 	NextPoll time.Time
 	// Polls and FailedPolls count the polls since the Updater started.
 	Polls, FailedPolls int
+	// SkippedPolls counts the scheduled polls a Gate skipped (SetGate).
+	SkippedPolls int
+	// Skipped says why the last scheduled poll was skipped; empty once a
+	// poll runs again.
+	Skipped string
 	// LastPoll is the last poll's result; nil before the first.
 	LastPoll *Result
 	// LastPushedCommit is the hash of the last commit a poll pushed; empty
@@ -67,6 +72,7 @@ func (u *Updater) setNextPoll(t time.Time, schedule string) {
 // record takes a poll's result into the status.
 func (s *Status) record(res *Result, registries map[string]*registryState) {
 	s.Polls++
+	s.Skipped = ""
 	if res.Outcome == Failed {
 		s.FailedPolls++
 	}

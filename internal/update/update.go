@@ -198,6 +198,7 @@ type Updater struct {
 	mu         sync.Mutex
 	status     Status
 	registries map[string]*registryState
+	gate       Gate
 }
 
 // registryState is the backoff of one registry host.
@@ -297,19 +298,11 @@ func (p *poll) run(ctx context.Context) error {
 	p.res.LockPath = lockPath
 	var lastErr error
 	for attempt := 1; attempt <= u.opts.Attempts; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return err
+		art, set, lock, current, err := p.checkout(ctx, lockPath)
+		if art != nil {
+			p.res.Revision, p.res.Commit = art.Revision, art.Commit
 		}
-		art, err := u.src.Checkout(ctx)
 		if err != nil {
-			return err
-		}
-		p.res.Revision, p.res.Commit = art.Revision, art.Commit
-		set, lock, current, err := p.load(ctx, art, lockPath)
-		if err != nil {
-			return err
-		}
-		if err := p.newClient(set); err != nil {
 			return err
 		}
 		checks, findings, err := p.detect(ctx, set, lock)
@@ -355,6 +348,27 @@ func (p *poll) run(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("gave up after %d attempts: %w", u.opts.Attempts, lastErr)
+}
+
+// checkout checks out the Git source, loads its declarations and lock
+// (load), and builds the registry client for them (newClient).
+func (p *poll) checkout(ctx context.Context, lockPath string) (*git.Artifact, *declarations.Set, *lockfile.Lock, []byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	art, err := p.u.src.Checkout(ctx)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	set, lock, current, err := p.load(ctx, art, lockPath)
+	if err == nil {
+		err = p.newClient(set)
+	}
+	if err != nil {
+		// The revision worked on is known even when its content fails.
+		return art, nil, nil, nil, err
+	}
+	return art, set, lock, current, nil
 }
 
 // load reads the declarations and the lock at the checkout through the
@@ -510,7 +524,14 @@ func (p *poll) propose(ctx context.Context, set *declarations.Set, lock *lockfil
 	for _, f := range found {
 		sources = append(sources, f.check.Source)
 	}
-	slices.Sort(sources)
+	return p.resolve(ctx, set, lock, sources)
+}
+
+// resolve resolves set against lock with lockfile.Resolver, re-resolving
+// exactly sources and what they need (`lockstep lock --update SOURCE...`),
+// records how the packages verify, and returns the new lock's bytes.
+func (p *poll) resolve(ctx context.Context, set *declarations.Set, lock *lockfile.Lock, sources []string) ([]byte, error) {
+	sources = slices.Sorted(slices.Values(sources))
 	sources = slices.Compact(sources)
 	resolver := lockfile.NewResolver(observed{p: p}, lockfile.Options{
 		UpdatePackages:     sources,
@@ -674,6 +695,15 @@ func (u *Updater) backingOff(host string, now time.Time) (time.Time, bool) {
 
 // finish updates the registry backoff and the Status with a poll's result.
 func (u *Updater) finish(res *Result, p *poll) {
+	u.backoff(p)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.status.record(res, u.registries)
+}
+
+// backoff updates the registry backoff with what a poll's registries
+// answered.
+func (u *Updater) backoff(p *poll) {
 	now := u.opts.Clock.Now()
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -692,5 +722,4 @@ func (u *Updater) finish(res *Result, p *poll) {
 			delete(u.registries, h)
 		}
 	}
-	u.status.record(res, u.registries)
 }

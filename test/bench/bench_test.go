@@ -319,3 +319,34 @@ func TestParsers(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckActivation checks that prepare refuses a render whose MRDs and
+// activations are not what the workload measures.
+func TestCheckActivation(t *testing.T) {
+	cases := map[string]struct {
+		reason       string
+		w            workload
+		mrds, active int
+		wantErr      string
+	}{
+		"PlainCRDs":    {reason: "Without conversion no MRD is rendered.", w: workload{Key: "monolith"}},
+		"MRDsUnwanted": {reason: "MRDs without conversion are an error.", w: workload{Key: "monolith"}, mrds: 3, wantErr: "monolith: 3 MRDs rendered without conversion"},
+		"NoMRDs":       {reason: "Conversion on but nothing converted (a v1 lock).", w: workload{Key: mrd10Key, MRDs: true}, wantErr: "monolith-mrd10: conversion on but no MRD rendered (is the lock's crossplaneVersion v2?)"},
+		"Ten":          {reason: "Ten Active MRDs as the policy asks.", w: workload{Key: mrd10Key, MRDs: true, ExpectActive: 10}, mrds: 2038, active: 10},
+		"TenWrong":     {reason: "A policy naming kinds that do not exist activates fewer.", w: workload{Key: mrd10Key, MRDs: true, ExpectActive: 10}, mrds: 2038, active: 8, wantErr: "monolith-mrd10: 8 of 2038 MRDs Active, want 10"},
+		"All":          {reason: "Every MRD Active.", w: workload{Key: mrdAllKey, MRDs: true, ExpectActive: -1}, mrds: 2038, active: 2038},
+		"AllButOne":    {reason: "One MRD left inactive under \"*\" is an error.", w: workload{Key: mrdAllKey, MRDs: true, ExpectActive: -1}, mrds: 2038, active: 2037, wantErr: "monolith-mrd: 2037 of 2038 MRDs Active, want all"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := checkActivation(&tc.w, tc.mrds, tc.active)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if diff := cmp.Diff(tc.wantErr, got); diff != "" {
+				t.Errorf("%s\ncheckActivation: -want +got\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

@@ -45,6 +45,9 @@ type childSpec struct {
 	CacheDir string `json:"cacheDir,omitempty"`
 	// Insecure are the registry hosts reached over plain HTTP (lockstep).
 	Insecure []string `json:"insecure,omitempty"`
+	// MRDs turns on Crossplane v2's CRD-to-MRD conversion (lockstep's
+	// --enable-custom-to-managed-resource-conversion).
+	MRDs bool `json:"mrds,omitempty"`
 	// Objects is a JSON-lines file of the objects to apply or delete
 	// (floor, flux).
 	Objects string `json:"objects,omitempty"`
@@ -60,6 +63,10 @@ type childSpec struct {
 	// a heap profile taken near the peak of the heap goes beside it
 	// (.heap.pprof instead of .pprof).
 	CPUProfile string `json:"cpuProfile,omitempty"`
+	// DriftEdits is how many edits the agent scenario makes (-agent-edits),
+	// IdleWindow how long it counts idle requests (-agent-window).
+	DriftEdits int           `json:"driftEdits,omitempty"`
+	IdleWindow time.Duration `json:"idleWindow,omitempty"`
 	// Result is where the Measurement goes.
 	Result string `json:"result"`
 }
@@ -101,6 +108,9 @@ type Measurement struct {
 	// CRDsLeft, for uninstall, is how many of the workload's CRDs still
 	// existed (terminating) when the tool returned.
 	CRDsLeft int `json:"crdsLeft,omitempty"`
+	// Agent are the figures of the agent scenario (-agent), nil for the
+	// others.
+	Agent *AgentFigures `json:"agent,omitempty"`
 	// Error is set when the run failed.
 	Error string `json:"error,omitempty"`
 }
@@ -185,7 +195,11 @@ func measure(spec *childSpec) *Measurement {
 	start := time.Now()
 	switch spec.Tool {
 	case toolLockstep:
-		err = runLockstep(ctx, spec, cfg, m)
+		if spec.Scenario == scenarioAgent {
+			err = runAgentSteady(ctx, spec, cfg, counter, m)
+		} else {
+			err = runLockstep(ctx, spec, cfg, m)
+		}
 	case toolFloor:
 		m.Objects = len(objs)
 		err = runFloor(ctx, spec.Scenario, cfg, objs)

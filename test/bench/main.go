@@ -30,11 +30,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,7 +60,8 @@ func main() {
 	var (
 		child     = flag.String("child", "", "internal: run the child spec in this file")
 		out       = flag.String("out", "", "write results under `DIR`/bench (default: a new temp dir)")
-		names     = flag.String("workloads", "monolith,family,small", "comma-separated workloads to run")
+		names     = flag.String("workloads", "monolith,family,small", "comma-separated workloads to run: monolith, family, small, and the managed resource activation ones, "+mrd10Key+" (10 kinds activated) and "+mrdAllKey+" (all)")
+		scens     = flag.String("scenarios", strings.Join(scenarios, ","), "comma-separated scenarios to run, in this order; a scenario left out is skipped (those after it start from the state it would have left)")
 		reps      = flag.Int("reps", 1, "repetitions of the monolith and family workloads")
 		smallReps = flag.Int("small-reps", 3, "repetitions of the small workload")
 		interval  = flag.Duration("wait-interval", apply.DefaultOptions().WaitInterval, "polling interval of Flux's wait for CRDs (and lockstep's without a REST config)")
@@ -70,6 +73,9 @@ func main() {
 		reprint   = flag.String("report", "", "print the Markdown of a saved results.json `FILE` and exit")
 		keep      = flag.Bool("keep", false, "keep the temp dir of packages, declarations and caches")
 		testdata  = flag.String("testdata", os.Getenv("LOCKSTEP_TESTDATA"), "the shared testdata `DIR` (default $LOCKSTEP_TESTDATA; empty: synthetic monolith, no family)")
+		agentMode = flag.Bool("agent", false, "measure the agent's steady state instead: lockstep's cold install, then the agent on it (idle requests, drift-to-restore latency, RSS), printed as the \"Agent steady state\" table")
+		edits     = flag.Int("agent-edits", 20, "with -agent, how many drift edits to time")
+		window    = flag.Duration("agent-window", 10*time.Minute, "with -agent, how long to count the idle agent's requests (client-go re-opens each watch every 5-10 min)")
 	)
 	flag.Parse()
 	if *child != "" {
@@ -87,7 +93,17 @@ func main() {
 		return
 	}
 	h := &harness{testdata: *testdata, interval: *interval, concurrency: *conc, preflight: *preflight, skew: *skew, profile: *profile, keep: *keep,
-		reps: map[string]int{"monolith": *reps, "family": *reps, "small": *smallReps}}
+		reps: map[string]int{"monolith": *reps, "family": *reps, "small": *smallReps, mrd10Key: *reps, mrdAllKey: *reps}}
+	for _, s := range strings.Split(*scens, ",") {
+		if s = strings.TrimSpace(s); !slices.Contains(scenarios, s) {
+			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (%s)\n", s, strings.Join(scenarios, ", "))
+			os.Exit(2)
+		}
+		h.scenarios = append(h.scenarios, s)
+	}
+	if *agentMode {
+		h.agent, h.edits, h.window, h.scenarios, *only = true, *edits, *window, []string{"cold install", scenarioAgent}, toolLockstep
+	}
 	for _, t := range strings.Split(*only, ",") {
 		if t = strings.TrimSpace(t); t != toolLockstep && t != toolFloor && t != toolFlux {
 			fmt.Fprintf(os.Stderr, "bench: unknown tool %q (lockstep, floor, flux)\n", t)
@@ -124,6 +140,13 @@ type harness struct {
 	skew      int
 	reps      map[string]int
 	tools     []string
+	// scenarios are the scenarios each tool runs, in order: -scenarios,
+	// or with -agent the cold install and the agent; agent, edits and
+	// window are -agent, -agent-edits and -agent-window.
+	scenarios []string
+	agent     bool
+	edits     int
+	window    time.Duration
 
 	// mu guards env and proc, what an interrupt must stop.
 	mu   sync.Mutex
@@ -198,10 +221,12 @@ func (h *harness) run(out string, names []string) error {
 			}
 		case "small":
 			w, err = smallWorkload(filepath.Join(root, "examples", "packages"), h.tmp)
+		case mrd10Key, mrdAllKey:
+			w, err = monolithMRDWorkload(strings.TrimSpace(name), h.testdata, h.tmp)
 		case "":
 			continue
 		default:
-			return fmt.Errorf("unknown workload %q (monolith, family, small)", name)
+			return fmt.Errorf("unknown workload %q (monolith, family, small, %s, %s)", name, mrd10Key, mrdAllKey)
 		}
 		if err != nil {
 			return err
@@ -228,9 +253,13 @@ func (h *harness) run(out string, names []string) error {
 		return err
 	}
 	defer f.Close()
-	h.report.WriteMarkdown(f)
+	write := h.report.WriteMarkdown
+	if h.agent {
+		write = func(w io.Writer) { writeAgentMarkdown(w, h.report) }
+	}
+	write(f)
 	fmt.Println()
-	h.report.WriteMarkdown(os.Stdout)
+	write(os.Stdout)
 	fmt.Printf("\nJSON: %s\n", filepath.Join(h.outDir, "results.json"))
 	for _, wr := range h.report.Workloads {
 		if len(wr.failures()) > 0 {
@@ -370,17 +399,17 @@ func (h *harness) runTool(ctx context.Context, p *prepared, tool string, rep int
 	}
 	v := &verifier{env: env, p: p}
 	var runs []*Run
-	for _, sc := range scenarios {
+	for _, sc := range h.scenarios {
 		if sp.APIServer != 0 {
 			sp.waitIdle(idleWait)
 		}
 		scName := strings.ReplaceAll(sc, " ", "-")
 		spec := &childSpec{Tool: tool, Scenario: sc, KubeConfig: kubeconfig, WaitInterval: h.interval, Concurrency: h.concurrency, Preflight: h.preflight, PreflightSkew: h.skew,
-			Result: filepath.Join(dir, scName+".result.json")}
-		state := map[string]string{"cold install": stateInstall, "no-op": stateInstall, "upgrade": stateUpgrade, "uninstall": stateUninstall}[sc]
+			Result: filepath.Join(dir, scName+".result.json"), DriftEdits: h.edits, IdleWindow: h.window}
+		state := map[string]string{"cold install": stateInstall, "no-op": stateInstall, "upgrade": stateUpgrade, "uninstall": stateUninstall, scenarioAgent: stateInstall}[sc]
 		switch tool {
 		case toolLockstep:
-			spec.DeclDir, spec.CacheDir, spec.Insecure = p.DeclDirs[state], filepath.Join(dir, "cache"), []string{h.reg.Host}
+			spec.DeclDir, spec.CacheDir, spec.Insecure, spec.MRDs = p.DeclDirs[state], filepath.Join(dir, "cache"), []string{h.reg.Host}, p.MRDs
 			if h.profile {
 				spec.CPUProfile = filepath.Join(h.outDir, "profiles", fmt.Sprintf("%s-%s-%d.pprof", p.Key, scName, rep))
 			}

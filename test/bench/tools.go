@@ -43,8 +43,10 @@ const waitTimeout = 15 * time.Minute
 // declarations and the lock, refuse a stale lock, read every locked package
 // by digest (cache first), render, and apply with apply.Manager under
 // lockstep's default options (the wait interval excepted, which the
-// harness sets for lockstep and Flux alike). The uninstall scenario is the
-// same with no package declared: apply prunes everything.
+// harness sets for lockstep and Flux alike), with
+// --enable-custom-to-managed-resource-conversion when spec.MRDs is set.
+// The uninstall scenario is the same with no package declared: apply
+// prunes everything.
 func runLockstep(ctx context.Context, spec *childSpec, cfg *rest.Config, m *Measurement) error {
 	m.Phases = map[string]float64{}
 	t := time.Now()
@@ -64,7 +66,7 @@ func runLockstep(ctx context.Context, spec *childSpec, cfg *rest.Config, m *Meas
 			return c, err
 		}),
 		snapshot.WithInsecureRegistries(spec.Insecure),
-		snapshot.WithNamespace(benchNamespace), snapshot.WithInstance(benchInstance))
+		snapshot.WithNamespace(benchNamespace), snapshot.WithInstance(benchInstance), snapshot.WithMRDs(spec.MRDs))
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,15 @@ type workload struct {
 	Synthetic bool
 	// Notes are printed under the workload's table.
 	Notes []string
+	// MRDs renders and applies with Crossplane v2's CRD-to-MRD conversion
+	// on (snapshot.WithMRDs, `--enable-custom-to-managed-resource-conversion`).
+	MRDs bool
+	// Activate, when set, is the spec.activate of a
+	// ManagedResourceActivationPolicy declared beside the packages.
+	Activate []string
+	// ExpectActive is how many MRDs the policy must activate in the
+	// install state (prepare checks it); -1 for all of them, 0 unchecked.
+	ExpectActive int
 }
 
 // prepared is a workload built, pushed, locked and rendered.
@@ -147,10 +156,10 @@ func prepare(ctx context.Context, w *workload, reg *registryServer, dir string) 
 	outputs := map[string]*render.Output{}
 	for _, state := range []string{stateInstall, stateUpgrade, stateUninstall} {
 		d := filepath.Join(dir, "git", state)
-		if err := writeDeclarations(d, w.Prefix, reg.Host, states[state]); err != nil {
+		if err := writeDeclarations(d, w.Prefix, reg.Host, states[state], w.Activate); err != nil {
 			return nil, err
 		}
-		out, err := lockAndRender(ctx, d, lockCache, opts, reg.Host)
+		out, err := lockAndRender(ctx, d, lockCache, opts, reg.Host, w.MRDs)
 		if err != nil {
 			return nil, fmt.Errorf("%s, %s: %w", w.Key, state, err)
 		}
@@ -160,6 +169,20 @@ func prepare(ctx context.Context, w *workload, reg *registryServer, dir string) 
 		for _, o := range out.Objects() {
 			if o.Kind == "CustomResourceDefinition" {
 				p.CRDs[state] = append(p.CRDs[state], o.Name)
+			}
+		}
+		mrds, active := 0, 0
+		for _, po := range out.Packages {
+			mrds += len(po.Revision.MRDs)
+			active += len(po.Revision.ManagedCRDs)
+			p.Objects[state] += len(po.Revision.ManagedCRDs)
+			for _, o := range po.Revision.ManagedCRDs {
+				p.CRDs[state] = append(p.CRDs[state], o.Name)
+			}
+		}
+		if state == stateInstall {
+			if err := checkActivation(w, mrds, active); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -198,6 +221,23 @@ func prepare(ctx context.Context, w *workload, reg *registryServer, dir string) 
 	return p, nil
 }
 
+// checkActivation returns an error when the install state of w did not
+// render the MRDs and activations the workload is about: none without
+// conversion, and with it ExpectActive Active MRDs (-1: every one).
+func checkActivation(w *workload, mrds, active int) error {
+	switch {
+	case !w.MRDs && mrds > 0:
+		return fmt.Errorf("%s: %d MRDs rendered without conversion", w.Key, mrds)
+	case w.MRDs && mrds == 0:
+		return fmt.Errorf("%s: conversion on but no MRD rendered (is the lock's crossplaneVersion v2?)", w.Key)
+	case w.ExpectActive == -1 && active != mrds:
+		return fmt.Errorf("%s: %d of %d MRDs Active, want all", w.Key, active, mrds)
+	case w.ExpectActive > 0 && active != w.ExpectActive:
+		return fmt.Errorf("%s: %d of %d MRDs Active, want %d", w.Key, active, mrds, w.ExpectActive)
+	}
+	return nil
+}
+
 // packageYAMLSize returns the size of an image's package.yaml in bytes.
 func packageYAMLSize(img v1.Image) (int64, error) {
 	rc, err := xpkg.ExtractPackageYAML(img)
@@ -210,8 +250,10 @@ func packageYAMLSize(img v1.Image) (int64, error) {
 
 // writeDeclarations writes the declarations of pkgs into dir, plus an
 // ImageConfig that pulls every source under prefix from the harness's
-// registry at host, as a platform team with a mirror would.
-func writeDeclarations(dir, prefix, host string, pkgs []pkgVersion) error {
+// registry at host, as a platform team with a mirror would, and, when
+// activate is set and a package is declared, a
+// ManagedResourceActivationPolicy with that spec.activate beside them.
+func writeDeclarations(dir, prefix, host string, pkgs []pkgVersion, activate []string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -237,13 +279,21 @@ spec:
 		}
 		fmt.Fprintf(&b, "apiVersion: pkg.crossplane.io/v1\nkind: %s\nmetadata:\n  name: %s\nspec:\n  package: %s:%s\n", v.Kind, v.Name, v.Source, v.Tag)
 	}
+	if len(activate) > 0 && len(pkgs) > 0 {
+		fmt.Fprintf(&b, "---\napiVersion: %s/%s\nkind: %s\nmetadata:\n  name: %s\nspec:\n  activate:\n",
+			crossplane.APIExtensionsGroup, declarations.ActivationPolicyVersion, crossplane.GroupKindMRAP.Kind, mrdActivationPolicy)
+		for _, a := range activate {
+			fmt.Fprintf(&b, "  - %q\n", a)
+		}
+	}
 	return os.WriteFile(filepath.Join(dir, "packages.yaml"), []byte(b.String()), 0o644)
 }
 
 // lockAndRender resolves the declarations in dir into dir/lockstep.lock, as
 // `lockstep lock --crossplane-version v2.1.0` does, and renders the lock for
-// the baselines through the snapshot stage, as `lockstep render` does.
-func lockAndRender(ctx context.Context, dir string, cache *oci.Cache, opts oci.Options, host string) (*render.Output, error) {
+// the baselines through the snapshot stage, as `lockstep render` does (with
+// `--enable-custom-to-managed-resource-conversion` when mrds is set).
+func lockAndRender(ctx context.Context, dir string, cache *oci.Cache, opts oci.Options, host string, mrds bool) (*render.Output, error) {
 	decls, err := snapshot.LoadDir(ctx, dir, snapshot.AllowMissingLock(), snapshot.AllowStale())
 	if err != nil {
 		return nil, err
@@ -262,7 +312,7 @@ func lockAndRender(ctx context.Context, dir string, cache *oci.Cache, opts oci.O
 	snap, err := snapshot.LoadDir(ctx, dir,
 		snapshot.WithFetcher(func([]declarations.ImageConfig) (snapshot.Fetcher, error) { return client, nil }),
 		snapshot.WithInsecureRegistries([]string{host}),
-		snapshot.WithNamespace(benchNamespace), snapshot.WithInstance(benchInstance))
+		snapshot.WithNamespace(benchNamespace), snapshot.WithInstance(benchInstance), snapshot.WithMRDs(mrds))
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +327,8 @@ type objectSet struct {
 }
 
 // writeObjects writes to path, as JSON lines, every object of the sets
-// (each object once, the first set winning), bound as lockstep binds it for
+// (each object once, the first set winning) and the CRDs of their Active
+// MRDs (render.RevisionOutput.ManagedCRDs), bound as lockstep binds it for
 // an active revision: owner references, spec.revision (1, or 2 for the
 // upgraded package), REVISION_UID, CA bundles, with made-up UIDs and a
 // throwaway CA, since the baselines create objects but run no package
@@ -302,7 +353,7 @@ func writeObjects(path string, namespace bool, sets []objectSet) (int, error) {
 	seen := map[string]bool{}
 	for _, set := range sets {
 		for _, po := range set.pkgs {
-			for _, o := range po.Objects() {
+			for _, o := range append(po.Objects(), po.Revision.ManagedCRDs...) {
 				if seen[o.ID()] {
 					continue
 				}

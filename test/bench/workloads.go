@@ -40,6 +40,9 @@ const upboundPrefix = "xpkg.upbound.io/"
 // a monolith does.
 func monolithWorkload(testdata, tmp string) (*workload, error) {
 	w := &workload{Key: "monolith", Prefix: upboundPrefix, Upgraded: "provider-aws"}
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return nil, err
+	}
 	src := ""
 	if testdata != "" {
 		src = filepath.Join(testdata, "packages", "provider-aws-v2.6.0-monolith-allcrds")
@@ -243,4 +246,92 @@ func benchCABundle() ([]byte, error) {
 		caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	})
 	return caPEM, caErr
+}
+
+// Keys of the managed resource activation workloads (issue 17): the
+// monolith rendered with Crossplane v2's CRD-to-MRD conversion on
+// (`--enable-custom-to-managed-resource-conversion`), under a
+// ManagedResourceActivationPolicy declared beside the package.
+const (
+	// mrd10Key activates 10 kinds: 2,038 MRDs, 10 of them Active, so 10
+	// managed-resource CRDs (plus the 5 provider-configuration CRDs, which
+	// stay CRDs).
+	mrd10Key = "monolith-mrd10"
+	// mrdAllKey activates every kind ("*"): 2,038 Active MRDs and their
+	// 2,038 CRDs.
+	mrdAllKey = "monolith-mrd"
+)
+
+// mrdActivationPolicy names the ManagedResourceActivationPolicy of the
+// activation workloads.
+const mrdActivationPolicy = "bench-activation"
+
+// tenKinds are the kinds mrd10Key activates: what a platform using EC2
+// networking, S3, IAM, RDS and EKS would activate out of the monolith.
+var tenKinds = []string{
+	"instances.ec2.aws.upbound.io", "vpcs.ec2.aws.upbound.io", "subnets.ec2.aws.upbound.io", "securitygroups.ec2.aws.upbound.io",
+	"buckets.s3.aws.upbound.io", "roles.iam.aws.upbound.io", "policies.iam.aws.upbound.io", "rolepolicyattachments.iam.aws.upbound.io",
+	"instances.rds.aws.upbound.io", "clusters.eks.aws.upbound.io",
+}
+
+// monolithMRDWorkload returns the monolith workload (monolithWorkload,
+// with its files under tmp/key) rendered with MRD conversion on, keyed key.
+// The monolith is safe-start, as provider-aws v2.6.0 is, so every MRD is
+// Inactive unless the workload's policy activates it: for mrd10Key the
+// policy lists tenKinds (on the synthetic monolith, whose kinds are made
+// up, its first 10 CRDs by file name), for mrdAllKey it is "*".
+func monolithMRDWorkload(key, testdata, tmp string) (*workload, error) {
+	w, err := monolithWorkload(testdata, filepath.Join(tmp, key))
+	if err != nil {
+		return nil, err
+	}
+	w.Key, w.MRDs = key, true
+	src := w.Install[0].Dir
+	switch key {
+	case mrd10Key:
+		if w.Activate, err = pickKinds(filepath.Join(src, "crds"), tenKinds); err != nil {
+			return nil, err
+		}
+		w.ExpectActive = len(w.Activate)
+		w.Title = strings.Replace(w.Title, "monolith", "monolith through MRDs, 10 kinds activated", 1)
+		w.Notes = append(w.Notes, fmt.Sprintf("MRD conversion on, lock crossplaneVersion v2.1.0; ManagedResourceActivationPolicy %s activates %d kinds: %s. The floor applies the same objects: every MRD, the CRDs of the Active ones and the provider-configuration CRDs.", mrdActivationPolicy, len(w.Activate), strings.Join(w.Activate, ", ")))
+	case mrdAllKey:
+		w.Activate, w.ExpectActive = []string{"*"}, -1
+		w.Title = strings.Replace(w.Title, "monolith", "monolith through MRDs, all kinds activated", 1)
+		w.Notes = append(w.Notes, fmt.Sprintf("MRD conversion on, lock crossplaneVersion v2.1.0; ManagedResourceActivationPolicy %s activates \"*\": every MRD Active, each with its CRD. The floor applies the same MRDs and CRDs.", mrdActivationPolicy))
+	default:
+		return nil, fmt.Errorf("unknown activation workload %q", key)
+	}
+	return w, nil
+}
+
+// pickKinds returns the MRD names of want that the package's CRD files in
+// dir (named <group>_<plural>.yaml) define, or, when one is missing (the
+// synthetic monolith), the names of the first len(want) files.
+func pickKinds(dir string, want []string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	have := map[string]bool{}
+	for _, e := range entries {
+		group, plural, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".yaml"), "_")
+		if !ok || e.IsDir() {
+			continue
+		}
+		names = append(names, plural+"."+group)
+		have[plural+"."+group] = true
+	}
+	all := true
+	for _, n := range want {
+		all = all && have[n]
+	}
+	if all {
+		return want, nil
+	}
+	if len(names) < len(want) {
+		return nil, fmt.Errorf("%s: %d CRD files, fewer than the %d kinds to activate", dir, len(names), len(want))
+	}
+	return names[:len(want)], nil
 }

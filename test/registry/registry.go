@@ -43,6 +43,7 @@ type Registry struct {
 	latency    time.Duration
 	middleware func(http.Handler) http.Handler
 	user, pass string
+	referrers  bool
 
 	mu       sync.Mutex
 	requests []Request
@@ -76,6 +77,12 @@ func WithBasicAuth(user, password string) Option {
 	return func(r *Registry) { r.user, r.pass = user, password }
 }
 
+// WithReferrersAPI serves the OCI distribution spec 1.1 referrers API
+// (GET /v2/<name>/referrers/<digest>), which go-containerregistry's
+// registry leaves off by default; without it a registry answers 404 there
+// and clients use the referrers tag schema (tag sha256-<hex>).
+func WithReferrersAPI() Option { return func(r *Registry) { r.referrers = true } }
+
 // New starts a registry and stops it when tb ends.
 func New(tb testing.TB, opts ...Option) *Registry {
 	tb.Helper()
@@ -83,7 +90,7 @@ func New(tb testing.TB, opts ...Option) *Registry {
 	for _, o := range opts {
 		o(r)
 	}
-	h := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+	h := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)), ggcrregistry.WithReferrersSupport(r.referrers))
 	var served http.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if r.latency > 0 {
 			time.Sleep(r.latency)

@@ -69,6 +69,51 @@ func (k *SigningKey) WritePublic(tb testing.TB) string {
 // signature image's digest.
 func (r *Registry) Sign(tb testing.TB, ref string, key *SigningKey) v1.Hash {
 	tb.Helper()
+	img, desc := r.signature(tb, ref, key)
+	tag := r.Ref(tb, ref).Context().Tag(desc.Digest.Algorithm + "-" + desc.Digest.Hex + ".sig")
+	if err := remote.Write(tag, img, r.RemoteOptions()...); err != nil {
+		tb.Fatalf("push signature of %s: %v", ref, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
+// SignatureArtifactType is the artifactType (the config's media type) of
+// a cosign signature manifest attached as an OCI 1.1 referrer.
+const SignatureArtifactType = "application/vnd.dev.cosign.artifact.sig.v1+json"
+
+// SignReferrer signs the image ref like Sign, but attaches the signature
+// manifest the way `cosign sign --registry-referrers-mode=oci-1-1` does:
+// its config media type is SignatureArtifactType, its subject is the image,
+// and it is pushed by digest with no tag; go-containerregistry's
+// remote.Write also updates the referrers tag schema's index (tag
+// sha256-<hex>) when the registry does not serve the referrers API. It
+// returns the signature manifest's digest.
+func (r *Registry) SignReferrer(tb testing.TB, ref string, key *SigningKey) v1.Hash {
+	tb.Helper()
+	img, desc := r.signature(tb, ref, key)
+	img = mutate.ConfigMediaType(img, types.MediaType(SignatureArtifactType))
+	withSubject, ok := mutate.Subject(img, *desc).(v1.Image)
+	if !ok {
+		tb.Fatal("mutate.Subject did not return an image")
+	}
+	d, err := withSubject.Digest()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := remote.Write(r.Ref(tb, ref).Context().Digest(d.String()), withSubject, r.RemoteOptions()...); err != nil {
+		tb.Fatalf("push signature referrer of %s: %v", ref, err)
+	}
+	return d
+}
+
+// signature builds the signature image of ref, signed with key, and
+// returns it with ref's descriptor.
+func (r *Registry) signature(tb testing.TB, ref string, key *SigningKey) (v1.Image, *v1.Descriptor) {
+	tb.Helper()
 	parsed := r.Ref(tb, ref)
 	desc, err := remote.Head(parsed, r.RemoteOptions()...)
 	if err != nil {
@@ -91,13 +136,5 @@ func (r *Registry) Sign(tb testing.TB, ref string, key *SigningKey) v1.Hash {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tag := parsed.Context().Tag(desc.Digest.Algorithm + "-" + desc.Digest.Hex + ".sig")
-	if err := remote.Write(tag, img, r.RemoteOptions()...); err != nil {
-		tb.Fatalf("push signature of %s: %v", ref, err)
-	}
-	d, err := img.Digest()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return d
+	return img, desc
 }

@@ -1,0 +1,264 @@
+package apply_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/render"
+)
+
+// startXRDStandIn is a STAND-IN for one reaction of Crossplane's XRD
+// controller (crossplane/crossplane internal/controller/apiextensions/definition
+// and internal/xcrd/crd.go), which cannot run here: for every
+// CompositeResourceDefinition of group suffix it creates the CRD of the
+// composite kind (cluster-scoped, as a v1 XRD's) and of the claim kind
+// (namespaced), with the XRD's versions and schemas and a status
+// subresource. It leaves out what the real controller adds (the
+// Crossplane fields of spec and status, owner references, offered
+// conditions). It stops when the test ends and returns the names of the
+// CRDs it created.
+func startXRDStandIn(t *testing.T, c client.Client, suffix string) func() []string {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan []string)
+	go func() {
+		var made []string
+		defer func() { done <- made }()
+		for ctx.Err() == nil {
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(schema.GroupVersionKind{Group: crossplane.APIExtensionsGroup, Version: "v1", Kind: "CompositeResourceDefinitionList"})
+			if err := c.List(ctx, list); err == nil {
+				for i := range list.Items {
+					made = append(made, xrdCRDs(ctx, t, c, &list.Items[i], suffix)...)
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	var once []string
+	stopped := false
+	stop := func() []string {
+		if !stopped {
+			cancel()
+			once, stopped = <-done, true
+		}
+		return once
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// xrdCRDs creates the stand-in CRDs of one XRD (see startXRDStandIn) when
+// they are missing, and returns the names it created.
+func xrdCRDs(ctx context.Context, t *testing.T, c client.Client, xrd *unstructured.Unstructured, suffix string) []string {
+	var spec struct {
+		Group      string                                            `json:"group"`
+		Names      apiextensionsv1.CustomResourceDefinitionNames     `json:"names"`
+		ClaimNames *apiextensionsv1.CustomResourceDefinitionNames    `json:"claimNames"`
+		Versions   []apiextensionsv1.CustomResourceDefinitionVersion `json:"versions"`
+	}
+	raw, _, _ := unstructured.NestedMap(xrd.Object, "spec")
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &spec); err != nil || !strings.HasSuffix(spec.Group, suffix) {
+		return nil
+	}
+	var made []string
+	for _, n := range []struct {
+		names *apiextensionsv1.CustomResourceDefinitionNames
+		scope apiextensionsv1.ResourceScope
+	}{{&spec.Names, apiextensionsv1.ClusterScoped}, {spec.ClaimNames, apiextensionsv1.NamespaceScoped}} {
+		if n.names == nil {
+			continue
+		}
+		names := *n.names
+		names.ListKind, names.Singular = names.Kind+"List", strings.ToLower(names.Kind)
+		crd := &apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: names.Plural + "." + spec.Group, Labels: map[string]string{"lockstep.io/test": "xrd-stand-in"}},
+			Spec:       apiextensionsv1.CustomResourceDefinitionSpec{Group: spec.Group, Names: names, Scope: n.scope},
+		}
+		for i, v := range spec.Versions {
+			crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
+				Name: v.Name, Served: v.Served, Storage: i == 0, Schema: v.Schema,
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+			})
+		}
+		err := c.Create(ctx, crd)
+		switch {
+		case err == nil:
+			made = append(made, crd.Name)
+		case !apierrors.IsAlreadyExists(err) && ctx.Err() == nil:
+			t.Errorf("XRD stand-in: create CRD %s: %v", crd.Name, err)
+		}
+	}
+	return made
+}
+
+// manifestSet reads manifests with the real loader.
+func manifestSet(t *testing.T, files map[string]string) []declarations.Manifest {
+	t.Helper()
+	fsys := fstest.MapFS{}
+	for p, c := range files {
+		fsys[p] = &fstest.MapFile{Data: []byte(c)}
+	}
+	set, err := declarations.LoadFS(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set.Manifests
+}
+
+// TestManifestsAfterPackages is issue 19 item 1 on the real API server:
+// provider-kubernetes, configuration-app, a ProviderConfig of the one and
+// an XR of the other's XRD, a Namespace and a ConfigMap in it, all in one
+// commit, install in one apply: the ProviderConfig after the provider's
+// CRDs, the XR after the CRD Crossplane makes from the XRD (a labelled
+// stand-in here), the ConfigMap after its Namespace. A second apply sends
+// no mutating request; removing the ProviderConfig from Git prunes it.
+func TestManifestsAfterPackages(t *testing.T) {
+	testdata(t)
+	f := newFixture(t)
+	f.uninstallAtEnd(t, true)
+	groups := map[string]string{
+		"kubernetes.crossplane.io":   f.prefix + ".kubernetes.crossplane.io",
+		"kubernetes.m.crossplane.io": f.prefix + ".kubernetes.m.crossplane.io",
+		"platform.upbound.io":        f.prefix + ".platform.upbound.io",
+	}
+	prov := upstream(t, crossplane.KindProvider, f.prefix+"-provider-kubernetes", "provider-kubernetes-v1.2.1", "xpkg.upbound.io/upbound/provider-kubernetes", "v1.2.1", true)
+	prov.groups = groups
+	cfg := upstream(t, crossplane.KindConfiguration, f.prefix+"-configuration-app", "configuration-app-v0.11.0", "xpkg.upbound.io/upbound/configuration-app", "v0.11.0", true)
+	cfg.groups = groups
+	pkgs := []render.Package{build(t, prov), build(t, cfg)}
+	stop := startXRDStandIn(t, f.env.Client, f.prefix+".platform.upbound.io")
+	t.Cleanup(func() {
+		for _, name := range stop() {
+			_ = f.env.Client.Delete(context.Background(), &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		}
+	})
+
+	ns := f.prefix + "-apps"
+	pc := "apiVersion: " + groups["kubernetes.crossplane.io"] + "/v1alpha1\nkind: ProviderConfig\nmetadata: {name: default}\nspec:\n  credentials: {source: InjectedIdentity}\n"
+	files := map[string]string{
+		"apps/ns.yaml":    "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + ns + "}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: " + ns + "}\ndata: {size: small}\n",
+		"apps/xr.yaml":    "apiVersion: " + groups["platform.upbound.io"] + "/v1alpha1\nkind: XApp\nmetadata: {name: " + f.prefix + "-app}\nspec:\n  parameters: {providerConfigName: default}\n",
+		"configs/pc.yaml": pc,
+	}
+	out, err := render.Render(render.Input{Namespace: f.namespace, Instance: f.instance, Packages: pkgs, Manifests: manifestSet(t, files)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := f.manager(t, nil)
+	res := f.apply(t, m, out, apply.ApplyMeta{Commit: "one"})
+	mustSucceed(t, res)
+
+	type row struct {
+		Object string
+		Action string
+	}
+	results := func(res *apply.Result) []row {
+		var out []row
+		for _, mr := range res.Manifests {
+			out = append(out, row{mr.String(), string(mr.Action)})
+		}
+		return out
+	}
+	want := []row{
+		{"apps/ns.yaml:1: Namespace/" + ns, "created"},
+		{"configs/pc.yaml:1: ProviderConfig/default", "created"},
+		{"apps/xr.yaml:1: XApp/" + f.prefix + "-app", "created"},
+		{"apps/ns.yaml:5: ConfigMap/" + ns + "/settings", "created"},
+	}
+	if diff := cmp.Diff(want, results(res)); diff != "" {
+		t.Errorf("first apply, manifests: -want +got\n%s", diff)
+	}
+	for _, mr := range res.Manifests {
+		if mr.Status == "" {
+			t.Errorf("%s: no health read", mr)
+		}
+	}
+	xr := f.get(t, groups["platform.upbound.io"]+"/v1alpha1", "XApp", "", f.prefix+"-app")
+	if xr == nil || xr.GetLabels()[render.LabelInstance] != f.instance {
+		t.Fatalf("XApp %s: %v, want it applied with the instance label", f.prefix+"-app", xr)
+	}
+	if got := managers(xr); !cmp.Equal(got, []string{apply.FieldManager}) {
+		t.Errorf("XApp field managers %v, want only %s", got, apply.FieldManager)
+	}
+	inv, err := inventory.Read(context.Background(), f.c, f.namespace, f.instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range inv.Manifests {
+		ids = append(ids, e.ID+" "+string(e.Role))
+	}
+	wantIDs := []string{
+		"_default_" + groups["kubernetes.crossplane.io"] + "_ProviderConfig manifest",
+		"_" + f.prefix + "-app_" + groups["platform.upbound.io"] + "_XApp manifest",
+		"_" + ns + "__Namespace manifest",
+		ns + "_settings__ConfigMap manifest",
+	}
+	if diff := cmp.Diff(wantIDs, ids); diff != "" {
+		t.Errorf("inventory manifests: -want +got\n%s", diff)
+	}
+
+	// Nothing changed: no mutating request.
+	f.reqs.reset()
+	res = f.apply(t, m, out, apply.ApplyMeta{Commit: "one"})
+	mustSucceed(t, res)
+	if _, mutating := f.reqs.snapshot(); len(mutating) != 0 {
+		t.Errorf("the no-op apply sent mutating requests: %v", mutating)
+	}
+
+	// The ProviderConfig is removed from Git: it is pruned, the rest stays.
+	delete(files, "configs/pc.yaml")
+	out, err = render.Render(render.Input{Namespace: f.namespace, Instance: f.instance, Packages: pkgs, Manifests: manifestSet(t, files)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = f.apply(t, m, out, apply.ApplyMeta{Commit: "two"})
+	mustSucceed(t, res)
+	want = []row{
+		{"apps/ns.yaml:1: Namespace/" + ns, "unchanged"},
+		{"apps/xr.yaml:1: XApp/" + f.prefix + "-app", "unchanged"},
+		{"apps/ns.yaml:5: ConfigMap/" + ns + "/settings", "unchanged"},
+		{"ProviderConfig/default", "deleted"},
+	}
+	if diff := cmp.Diff(want, results(res)); diff != "" {
+		t.Errorf("apply without the ProviderConfig, manifests: -want +got\n%s", diff)
+	}
+	f.waitGone(t, groups["kubernetes.crossplane.io"]+"/v1alpha1", "ProviderConfig", "", "default")
+	inv, err = inventory.Read(context.Background(), f.c, f.namespace, f.instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range inv.Manifests {
+		if strings.Contains(e.ID, "ProviderConfig") {
+			t.Errorf("the inventory still lists the pruned %s", e.ID)
+		}
+	}
+}
+
+// managers returns the field managers of u's managedFields.
+func managers(u *unstructured.Unstructured) []string {
+	var out []string
+	for _, mf := range u.GetManagedFields() {
+		out = append(out, mf.Manager)
+	}
+	return out
+}
