@@ -49,8 +49,9 @@ func newApplyCommand() *cobra.Command {
 resolves versions at apply time. Each locked package is read by digest (cache
 first), rendered, and applied with server-side apply (field manager lockstep)
 in the named steps of docs/design.md#apply-steps: a package is checked with
-a server-side dry-run before its first write, and a failing package stops
-while the others go on. Revisions past revisionHistoryLimit are deleted, and
+a server-side dry-run before its first write (new CRDs in-process under
+--preflight=local, docs/design.md#preflight-modes), and a failing package
+stops while the others go on. Revisions past revisionHistoryLimit are deleted, and
 packages gone from Git are pruned; their CRDs follow --prune-crds. A lock
 without packages over an instance that installed some (declarations deleted,
 or lock run in the wrong directory) would uninstall them all; it is refused
