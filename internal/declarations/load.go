@@ -73,7 +73,7 @@ func Load(dir string) (*Set, error) {
 // is a Manifest (Set.Manifests, docs/design.md#manifests): it needs
 // metadata.name (generateName is refused), a valid metadata.namespace when
 // set, and no other document for the same group, kind, namespace and name;
-// a core Secret is refused, naming SOPS and sealed-secrets.
+// a core Secret is skipped with a warning naming SOPS and sealed-secrets.
 //
 // Objects are decoded strictly against the Crossplane CRD schemas and
 // checked the way the API server and Crossplane would, then the CRD defaults

@@ -1,6 +1,7 @@
 package declarations
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -53,21 +54,23 @@ func (m *Manifest) identity() string {
 // reads, prints or applies from Git.
 func isSecret(gk schema.GroupKind) bool { return gk.Group == "" && gk.Kind == "Secret" }
 
-// secretRefused explains why a Secret in the declarations tree is an error
-// rather than an object to apply: lockstep would print its data in render
-// and diff, and Git is no place for it unencrypted (docs/design.md#manifests).
-const secretRefused = "Secrets are not applied from the declarations directory, and lockstep never prints their data: " +
-	"keep them out of Git, or commit them encrypted (a SealedSecret of sealed-secrets, or SOPS with Flux's or Argo CD's decryption) and let that tool create the Secret"
+// secretSkipped explains why a Secret in the declarations tree is skipped
+// with a warning rather than applied: lockstep would print its data in
+// render and diff, and Secrets in Git belong to the tool that decrypts
+// them, which may read the same directory (docs/design.md#manifests).
+const secretSkipped = "not applied: Secrets are never applied from the declarations directory, and lockstep never reads or prints their data; " +
+	"let the tool that owns it create the Secret (a SealedSecret of sealed-secrets, or SOPS with Flux's or Argo CD's decryption)"
 
 // manifest records o, an object in group gv that is not a lockstep
 // declaration, as a Manifest after checking what apply needs: a name (no
 // generateName: server-side apply needs a name), a namespace that is a DNS
-// label when set, and one document per object. A core Secret is refused
-// (secretRefused).
+// label when set, and one document per object. A core Secret is skipped:
+// counted in Set.Ignored, with a warning (secretSkipped).
 func (l *loader) manifest(o object, gv schema.GroupVersion) {
 	gk := gv.WithKind(o.kind).GroupKind()
 	if isSecret(gk) {
-		l.fail(o, "kind", fmt.Errorf("%s", secretRefused))
+		l.set.Ignored[gv.String()+"/"+o.kind]++
+		l.warn(o, "kind", errors.New(secretSkipped))
 		return
 	}
 	meta, ok := o.doc.value["metadata"].(map[string]any)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestLoadManifests(t *testing.T) {
@@ -21,6 +22,9 @@ func TestLoadManifests(t *testing.T) {
 		files  map[string]string
 		want   []Manifest
 		errs   []wantErr
+		warns  []wantErr
+		// ignored is Set.Ignored, by "apiVersion/Kind".
+		ignored map[string]int
 	}{
 		"ProviderConfig": {
 			reason: "A ProviderConfig beside the declarations is a manifest with its file, line and whole document, no longer dropped.",
@@ -50,10 +54,15 @@ func TestLoadManifests(t *testing.T) {
 				{Location: Location{File: "a.yaml", Line: 5}, APIVersion: "v1", Kind: "ConfigMap", Name: "c", Namespace: "team-b"},
 			},
 		},
-		"SecretRefused": {
-			reason: "A Secret is refused naming file and line, never read as a manifest: its data must not be printed, and Git is no place for it.",
-			files:  map[string]string{"s.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\ndata: {password: aHVudGVyMg==}\n"},
-			errs:   []wantErr{{At: "s.yaml:2", Object: "Secret creds", Field: "kind", Msg: "Secrets are not applied from the declarations directory"}},
+		"SecretSkipped": {
+			reason: "A Secret is not a manifest (its data must never be applied from Git or printed) but not an error either: Secrets in Git belong to the tool that decrypts them, as in Crossplane's own e2e layouts; the warning names file and line.",
+			files: map[string]string{
+				"s.yaml":  "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\ndata: {password: aHVudGVyMg==}\n",
+				"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+			},
+			want:    []Manifest{{Location: Location{File: "cm.yaml", Line: 1}, APIVersion: "v1", Kind: "ConfigMap", Name: "c"}},
+			warns:   []wantErr{{At: "s.yaml:2", Object: "Secret creds", Field: "kind", Msg: "not applied: Secrets are never applied from the declarations directory"}},
+			ignored: map[string]int{"v1/Secret": 1},
 		},
 		"GenerateName": {
 			reason: "Server-side apply needs a name; generateName would make a new object every apply.",
@@ -98,8 +107,11 @@ func TestLoadManifests(t *testing.T) {
 			if diff := cmp.Diff(tc.want, s.Manifests, opts); diff != "" {
 				t.Errorf("%s\nLoad(...) manifests: -want, +got:\n%s", tc.reason, diff)
 			}
-			if len(s.Ignored) != 0 {
-				t.Errorf("%s\nLoad(...) ignored %v, want none", tc.reason, s.Ignored)
+			if diff := cmp.Diff(tc.ignored, s.Ignored, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\nLoad(...) ignored: -want, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.warns, project(s.Warnings, tc.warns), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\nLoad(...) warnings: -want, +got:\n%s", tc.reason, diff)
 			}
 		})
 	}
