@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockstep-gitops/lockstep/test/envtest"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
 
@@ -57,7 +58,9 @@ spec:
 }
 
 // TestApplyPrintsManifests: lockstep apply prints each manifest it applied
-// with its action and kstatus health, and a second apply prints none.
+// with its action and kstatus health, and a second apply prints none. It
+// installs the example packages, which other tests leave installed on the
+// shared control plane under another instance, so it runs on its own.
 func TestApplyPrintsManifests(t *testing.T) {
 	reg := registry.New(t)
 	pushExamples(t, reg)
@@ -65,7 +68,7 @@ func TestApplyPrintsManifests(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "apps.yaml"), []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: xp-cli-m-apps}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: xp-cli-m-apps}\ndata: {size: small}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, kubeconfig := cluster(t, "xp-cli-m")
+	_, kubeconfig := clusterOn(t, envtest.Dedicated(t), "xp-cli-m")
 	regFlags := []string{"--dir", dir, "--cache-dir", t.TempDir(), "--insecure-registry", reg.Host}
 	applyArgs := append([]string{"apply", "--instance", "cli-m", "--kubeconfig", kubeconfig, "--namespace", "xp-cli-m"}, regFlags...)
 	if out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0"}, regFlags...)...); err != nil {
