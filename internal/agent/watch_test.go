@@ -19,22 +19,33 @@ import (
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 )
 
-// countingTransport counts the requests sent through it, by method and
-// path, while on is set.
+// countingTransport counts the requests sent through every transport it
+// wraps (wrap), by method and path, while on is set.
 type countingTransport struct {
-	next http.RoundTripper
 	on   atomic.Bool
 	mu   sync.Mutex
 	seen []string
 }
 
-func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if c.on.Load() {
-		c.mu.Lock()
-		c.seen = append(c.seen, req.Method+" "+req.URL.Path+"?"+req.URL.RawQuery)
-		c.mu.Unlock()
+// wrap is a rest.Config WrapTransport: client-go calls it once per
+// transport it builds (each client, each cache), so each gets a counting
+// round tripper of its own, all counted here.
+func (c *countingTransport) wrap(next http.RoundTripper) http.RoundTripper {
+	return countingRoundTripper{next: next, c: c}
+}
+
+type countingRoundTripper struct {
+	next http.RoundTripper
+	c    *countingTransport
+}
+
+func (r countingRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if r.c.on.Load() {
+		r.c.mu.Lock()
+		r.c.seen = append(r.c.seen, req.Method+" "+req.URL.Path+"?"+req.URL.RawQuery)
+		r.c.mu.Unlock()
 	}
-	return c.next.RoundTrip(req)
+	return r.next.RoundTrip(req)
 }
 
 func (c *countingTransport) requests() []string {
@@ -54,7 +65,7 @@ func watchedAgent(t *testing.T, ns string, interval time.Duration, outcomes chan
 	f.commit(t, "install")
 	counter := &countingTransport{}
 	cfg := rest.CopyConfig(f.env.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
+	cfg.Wrap(counter.wrap)
 	c, err := client.New(cfg, client.Options{Scheme: f.env.Client.Scheme(), Mapper: f.env.Client.RESTMapper()})
 	if err != nil {
 		t.Fatal(err)
