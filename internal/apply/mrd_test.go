@@ -81,10 +81,11 @@ func (f *fixture) replicas(t *testing.T, name string) int64 {
 func TestMRDActivation(t *testing.T) {
 	testdata(t)
 	f := newFixture(t)
-	// No wait for the CRDs to go, as in TestMonolithRefused: no other test
-	// installs the ec2 CRDs, and a CRD deleted seconds after its creation
-	// can wait minutes on the API server's "storage is (re)initializing".
-	f.uninstallAtEnd(t, false)
+	// Wait for the CRDs to go: TestMonolithRefused installs the family's
+	// ProviderConfig CRDs again, and one still Terminating from here is
+	// controlled by this test's deleted revision, so that test's apply is
+	// refused ("is not lockstep's").
+	f.uninstallAtEnd(t, true)
 	m := f.manager(t, nil)
 	family := build(t, upstream(t, crossplane.KindProvider, "upbound-provider-family-aws", "provider-family-aws-v2.6.0", "xpkg.upbound.io/upbound/provider-family-aws", "v2.6.0", false))
 	ec2 := build(t, upstream(t, crossplane.KindProvider, "provider-aws-ec2", "provider-aws-ec2-v2.6.0", "xpkg.upbound.io/upbound/provider-aws-ec2", "v2.6.0", true))
