@@ -234,19 +234,6 @@ func (r *run) waitCompositeCRD(ctx context.Context, name string) error {
 	}
 }
 
-// conditionStatus returns the status of the condition typ of u, "" when
-// absent.
-func conditionStatus(u *unstructured.Unstructured, typ string) string {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if str(m["type"]) == typ {
-			return str(m["status"])
-		}
-	}
-	return ""
-}
-
 // manifestEntries returns the inventory entries of the output's manifests.
 func (r *run) manifestEntries() []inventory.Entry {
 	out := make([]inventory.Entry, 0, len(r.out.Manifests))

@@ -184,14 +184,28 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 // conditionMessage returns "status/reason: message" of a condition, "" when
 // absent.
 func conditionMessage(u *unstructured.Unstructured, typ string) string {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if str(m["type"]) == typ {
-			return str(m["status"]) + "/" + str(m["reason"]) + ": " + str(m["message"])
-		}
+	if c := findCondition(u, typ); c != nil {
+		return str(c["status"]) + "/" + str(c["reason"]) + ": " + str(c["message"])
 	}
 	return ""
+}
+
+// conditionStatus returns the status of the condition typ of u, "" when
+// absent.
+func conditionStatus(u *unstructured.Unstructured, typ string) string {
+	return str(findCondition(u, typ)["status"])
+}
+
+// findCondition returns the status.conditions entry of u whose type is
+// typ, nil when there is none.
+func findCondition(u *unstructured.Unstructured, typ string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); str(m["type"]) == typ {
+			return m
+		}
+	}
+	return nil
 }
 
 // activeRevision returns the name of the package's Active revision.
