@@ -143,7 +143,24 @@ var fixtureSeq atomic.Int64
 // ($LOCKSTEP_TESTDATA/crossplane-crds, or lockstep's stand-ins).
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	env := envtest.Shared(t)
+	return newFixtureOn(t, envtest.Shared(t))
+}
+
+// newDedicatedFixture is newFixture on a control plane of the test's own,
+// stopped when the test ends: for tests that install a real package whose
+// cluster-scoped CRDs another test installs too (the AWS family's
+// ProviderConfig CRDs). On a shared control plane, a CRD still Terminating
+// from one test is controlled by that test's deleted revision, and the
+// other test's apply is rightly refused ("is not lockstep's"); how long the
+// deletion takes depends on the machine's load, so no wait is long enough.
+func newDedicatedFixture(t *testing.T) *fixture {
+	t.Helper()
+	return newFixtureOn(t, envtest.Dedicated(t))
+}
+
+// newFixtureOn returns a fixture on env, with Crossplane's CRDs installed.
+func newFixtureOn(t *testing.T, env *envtest.Env) *fixture {
+	t.Helper()
 	standIn, err := env.InstallCrossplaneCRDs()
 	if err != nil {
 		t.Fatal(err)

@@ -80,12 +80,9 @@ func (f *fixture) replicas(t *testing.T, name string) int64 {
 // sends no mutating request.
 func TestMRDActivation(t *testing.T) {
 	testdata(t)
-	f := newFixture(t)
-	// Wait for the CRDs to go: TestMonolithRefused installs the family's
-	// ProviderConfig CRDs again, and one still Terminating from here is
-	// controlled by this test's deleted revision, so that test's apply is
-	// refused ("is not lockstep's").
-	f.uninstallAtEnd(t, true)
+	// A control plane of its own: TestMonolithRefused installs the family's
+	// ProviderConfig CRDs too.
+	f := newDedicatedFixture(t)
 	m := f.manager(t, nil)
 	family := build(t, upstream(t, crossplane.KindProvider, "upbound-provider-family-aws", "provider-family-aws-v2.6.0", "xpkg.upbound.io/upbound/provider-family-aws", "v2.6.0", false))
 	ec2 := build(t, upstream(t, crossplane.KindProvider, "provider-aws-ec2", "provider-aws-ec2-v2.6.0", "xpkg.upbound.io/upbound/provider-aws-ec2", "v2.6.0", true))

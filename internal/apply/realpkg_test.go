@@ -224,8 +224,9 @@ func TestProviderNopUpgrade(t *testing.T) {
 // names a CRD and its controller, and the family members are untouched.
 func TestMonolithRefused(t *testing.T) {
 	testdata(t)
-	f := newFixture(t)
-	f.uninstallAtEnd(t, false)
+	// A control plane of its own: TestMRDActivation installs the family's
+	// ProviderConfig CRDs too.
+	f := newDedicatedFixture(t)
 	m := f.manager(t, nil)
 	family := build(t, upstream(t, crossplane.KindProvider, "upbound-provider-family-aws", "provider-family-aws-v2.6.0", "xpkg.upbound.io/upbound/provider-family-aws", "v2.6.0", false))
 	s3 := build(t, upstream(t, crossplane.KindProvider, "provider-aws-s3", "provider-aws-s3-v2.6.0", "xpkg.upbound.io/upbound/provider-aws-s3", "v2.6.0", true))
