@@ -488,7 +488,9 @@ func condMessage(u *unstructured.Unstructured, typ string) string {
 // moment).
 func (f *fixture) waitGone(t *testing.T, apiVersion, kind, namespace, name string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	// Three minutes: a CRD's deletion waits for the API server's cleanup of
+	// its custom resources, which is slow under -race on a loaded machine.
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
 		return f.get(t, apiVersion, kind, namespace, name) == nil, nil
 	})
 	if err != nil {
