@@ -109,12 +109,14 @@ func AllowStale() Option { return func(o *options) { o.allowStale = true } }
 // diff and lock use it.
 func AllowMissingLock() Option { return func(o *options) { o.allowMissing = true } }
 
-// WithCheck sets the CrossplaneVersion and DefaultRegistry the check step
-// compares with the lock's (lockstep lock --check's flags); the other fields
-// are ignored. By default the lock's own are used.
+// WithCheck sets the CrossplaneVersion, DefaultRegistry and
+// CustomToManagedResourceConversion the check step compares with the
+// lock's (lockstep lock --check's flags); the other fields are ignored. By
+// default the lock's own are used.
 func WithCheck(opts lockfile.Options) Option {
 	return func(o *options) {
-		o.check = lockfile.Options{CrossplaneVersion: opts.CrossplaneVersion, DefaultRegistry: opts.DefaultRegistry}
+		o.check = lockfile.Options{CrossplaneVersion: opts.CrossplaneVersion, DefaultRegistry: opts.DefaultRegistry,
+			CustomToManagedResourceConversion: opts.CustomToManagedResourceConversion}
 	}
 }
 
