@@ -143,7 +143,8 @@ spec:
 		"# the CRD of an active MRD, as Crossplane's MRD controller makes it (not applied by lockstep yet)\n# controller: ProviderRevision/",
 		"# owners: ManagedResourceDefinition/buckets.demo.lockstep.io\n"}
 	offWant := []string{"kind: CustomResourceDefinition\n", "name: buckets.demo.lockstep.io\n",
-		"warning: ManagedResourceActivationPolicy all (activation.yaml:1): not evaluated"}
+		"warning: ManagedResourceActivationPolicy all (activation.yaml:1): not evaluated",
+		"turn it on with lockstep lock --enable-custom-to-managed-resource-conversion=true)\n"}
 	cases := []struct {
 		name, reason string
 		lockArgs     []string
