@@ -48,7 +48,9 @@ type Config struct {
 	// record for Crossplane v2's CRD-to-MRD conversion
 	// (snapshot.ExpectMRDConversion; lockstep agent
 	// --enable-custom-to-managed-resource-conversion): a lock that
-	// disagrees fails the reconcile's render step. nil takes each lock's
+	// disagrees stalls the reconcile at its lock step with reason
+	// StaleLock (snapshot.ConversionMismatchError, which names the
+	// lockstep lock command to run and commit). nil takes each lock's
 	// decision (lockfile.Lock.Converts) as it is.
 	MRDConversion *bool
 	// Apply are the apply options; Namespace and Instance also name the
