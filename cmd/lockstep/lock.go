@@ -114,6 +114,7 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 	cmd.Flags().BoolVar(&f.verify, "verify", false, "check online, without writing, that every pin's tag still resolves to its digest and its pulled content is what the lock records; exit 5 when not")
 	cmd.Flags().BoolVar(&f.conversion, mrdFlag, false, "record in the lock whether provider CRDs are installed as ManagedResourceDefinitions activated by ManagedResourceActivationPolicies, as Crossplane v2 does (default: what the lock records; on for a new Crossplane v2 lock); false is Crossplane's off switch")
 	cmd.MarkFlagsMutuallyExclusive("check", "update", "verify")
+	cmd.MarkFlagsMutuallyExclusive("verify", mrdFlag)
 	f.reg.register(cmd)
 	return cmd
 }
