@@ -69,7 +69,9 @@ type workload struct {
 	// Notes are printed under the workload's table.
 	Notes []string
 	// MRDs renders and applies with Crossplane v2's CRD-to-MRD conversion
-	// on (snapshot.WithMRDs, `--enable-custom-to-managed-resource-conversion`).
+	// on: the lock records it (lockstep lock
+	// --enable-custom-to-managed-resource-conversion=true) and the run asserts
+	// it (snapshot.ExpectMRDConversion).
 	MRDs bool
 	// Activate, when set, is the spec.activate of a
 	// ManagedResourceActivationPolicy declared beside the packages.
