@@ -14,9 +14,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/authn"
+	kauth "github.com/google/go-containerregistry/pkg/authn/kubernetes"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockstep-gitops/lockstep/test/faulty"
 	"github.com/lockstep-gitops/lockstep/test/registry"
@@ -203,6 +206,7 @@ func TestCloudCredentialsOrder(t *testing.T) {
 		auths        string
 		fake         *authn.AuthConfig
 		fakeErr      error
+		pullSecret   bool
 		wantCalls    int32
 		wantErr      []string
 	}{
@@ -210,6 +214,12 @@ func TestCloudCredentialsOrder(t *testing.T) {
 			name:   "ExplicitWins",
 			reason: "the Docker config's credentials are used; the cloud provider, which would answer wrong ones, is not asked",
 			cloud:  CloudCredentialsAuto, auths: basic,
+			fake: &authn.AuthConfig{Username: user, Password: "wrong"},
+		},
+		{
+			name:   "PullSecretWins",
+			reason: "a pull secret's credentials are used; the cloud provider, which would answer wrong ones, is not asked",
+			cloud:  CloudCredentialsAuto, pullSecret: true,
 			fake: &authn.AuthConfig{Username: user, Password: "wrong"},
 		},
 		{
@@ -247,6 +257,13 @@ func TestCloudCredentialsOrder(t *testing.T) {
 					return tc.fake, tc.fakeErr
 				},
 			}
+			if tc.pullSecret {
+				opts.PullSecrets = staticPullSecret{t: t, secret: corev1.Secret{
+					ObjectMeta: metav1.ObjectMeta{Namespace: "crossplane-system", Name: "regcred"},
+					Type:       corev1.SecretTypeDockerConfigJson,
+					Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{` + basic + `}}`)},
+				}}
+			}
 			cache, err := NewCache(t.TempDir())
 			if err != nil {
 				t.Fatal(err)
@@ -282,4 +299,21 @@ func TestCloudCredentialsOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// staticPullSecret is a STAND-IN for ClusterPullSecrets without an API
+// server: it turns one in-memory Secret into a keychain with the same
+// pkg/authn/kubernetes call (ClusterPullSecrets' reads are tested against
+// a real API server elsewhere).
+type staticPullSecret struct {
+	t      *testing.T
+	secret corev1.Secret
+}
+
+func (s staticPullSecret) Keychain(ctx context.Context, _ []string) (authn.Keychain, []string, error) {
+	kc, err := kauth.NewFromPullSecrets(ctx, []corev1.Secret{s.secret})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return kc, []string{s.secret.Namespace + "/" + s.secret.Name}, nil
 }
