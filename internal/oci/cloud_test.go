@@ -105,6 +105,8 @@ func isolateCloudEnv(t *testing.T) {
 		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
 		"AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
 		"AWS_EC2_METADATA_DISABLED", "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+		"AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET", "AZURE_CERTIFICATE_PATH", "AZURE_USERNAME",
+		"AZURE_FEDERATED_TOKEN", "AZURE_FEDERATED_TOKEN_FILE", "MSI_ENDPOINT", "MSI_SECRET", "IDENTITY_ENDPOINT", "IDENTITY_HEADER",
 	} {
 		t.Setenv(k, "") // restored after the test
 		if err := os.Unsetenv(k); err != nil {
@@ -116,7 +118,9 @@ func isolateCloudEnv(t *testing.T) {
 // TestCloudCredentialsHangingMetadata asks the real provider libraries
 // with their metadata endpoint overridden to a peer that accepts and never
 // answers: the lookup is cut by the bound and the error names the registry
-// host and the provider.
+// host and the provider. Google's metadata package decides once per process
+// whether it runs on GCE (GCE_METADATA_HOST set means yes); no other test
+// of this package asks it.
 func TestCloudCredentialsHangingMetadata(t *testing.T) {
 	const bound = 2 * time.Second
 	cases := []struct {
@@ -137,6 +141,15 @@ func TestCloudCredentialsHangingMetadata(t *testing.T) {
 			provider: ProviderECR,
 			env: func(hang *faulty.Server) map[string]string {
 				return map[string]string{"AWS_EC2_METADATA_SERVICE_ENDPOINT": hang.URL}
+			},
+		},
+		{
+			name:     "AzureManagedIdentity",
+			reason:   "with no service principal or workload identity acr-env asks the managed identity endpoint (MSI_ENDPOINT, as Cloud Shell sets it), which hangs",
+			host:     "lockstep.azurecr.io",
+			provider: ProviderACR,
+			env: func(hang *faulty.Server) map[string]string {
+				return map[string]string{"MSI_ENDPOINT": hang.URL + "/metadata/identity/oauth2/token"}
 			},
 		},
 	}
