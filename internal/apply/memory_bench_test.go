@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,8 @@ import (
 // /proc/self/clear_refs, after returning free memory to the system), and those as multiples of the package's YAML
 // (noop-rss/yaml, install-rss/yaml; issue 20 wants them below 3). It is the
 // quick stand-in for test/bench's monolith workload when working on
-// memory: run it with
+// memory (LOCKSTEP_BENCH_HEAP_PROFILE=<prefix> writes heap profiles near
+// each peak to <prefix>-install.pprof and <prefix>-no-op.pprof): run it with
 // `go test -run '^$' -bench ApplyMonolithMemory -benchtime 1x ./internal/apply/`.
 func BenchmarkApplyMonolithMemory(b *testing.B) {
 	td := testdata(b)
@@ -56,16 +58,19 @@ func BenchmarkApplyMonolithMemory(b *testing.B) {
 	ctx := context.Background()
 	measure := func(name string) (heap, rss uint64) {
 		debug.FreeOSMemory()
+		base := memstat.HeapObjectBytes()
 		resetPeakRSS(b)
+		stopProf := heapProfileNearPeak(os.Getenv("LOCKSTEP_BENCH_HEAP_PROFILE"), name)
 		stop := memstat.SamplePeak()
 		start := time.Now()
 		res, err := m.Apply(ctx, out, apply.ApplyMeta{})
 		heap = stop()
 		rss = peakRSS(b)
+		stopProf()
 		if err != nil || res.Err() != nil {
 			b.Fatalf("%s: %v %v", name, err, res.Err())
 		}
-		b.Logf("%s of %d objects: %s, %d writes, peak heap %d MB, peak RSS %d MB", name, len(out.Objects()), time.Since(start), res.Writes, heap>>20, rss>>20)
+		b.Logf("%s of %d objects: %s, %d writes, peak heap %d MB (%d MB before it), peak RSS %d MB", name, len(out.Objects()), time.Since(start), res.Writes, heap>>20, base>>20, rss>>20)
 		return heap, rss
 	}
 	iHeap, iRSS := measure("install")
@@ -133,4 +138,36 @@ func peakRSS(tb testing.TB) uint64 {
 	}
 	tb.Fatal("no VmHWM in /proc/self/status")
 	return 0
+}
+
+// heapProfileNearPeak writes, when prefix is set, a heap profile to
+// prefix-name.pprof each time the heap grew by a fifth past the last one
+// written, so that the file holds the live heap near the peak; the returned
+// function stops it.
+func heapProfileNearPeak(prefix, name string) (stop func()) {
+	if prefix == "" {
+		return func() {}
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		var last uint64
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if h := memstat.HeapObjectBytes(); h > last+last/5 {
+				last = h
+				if f, err := os.Create(prefix + "-" + name + ".pprof"); err == nil {
+					_ = pprof.Lookup("heap").WriteTo(f, 0)
+					f.Close()
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
