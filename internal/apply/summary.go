@@ -176,18 +176,26 @@ func project(have, want any) any {
 	return have
 }
 
-// digest returns "sha256:<hex>" of v's JSON (maps with sorted keys).
+// digest returns "sha256:<hex>" of v's JSON (maps with sorted keys), the
+// form of AnnotationContentHash.
 func digest(v any) (string, error) {
-	h := sha256.New()
-	if err := json.NewEncoder(h).Encode(v); err != nil {
+	b, err := json.Marshal(v)
+	if err != nil {
 		return "", fmt.Errorf("cannot encode: %w", err)
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 // bodyDigest returns the digest of u without its metadata, comparable with
-// liveSummary.match.
+// liveSummary.match. For an object without status that is its content,
+// whose digest setAppliedHash already set as AnnotationContentHash.
 func bodyDigest(u *unstructured.Unstructured) (string, error) {
+	if _, ok := u.Object["status"]; !ok {
+		if h := u.GetAnnotations()[AnnotationContentHash]; h != "" {
+			return h, nil
+		}
+	}
 	return digest(withoutMetadata(u))
 }
 
