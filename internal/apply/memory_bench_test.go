@@ -54,7 +54,6 @@ func BenchmarkApplyMonolithMemory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mono = render.Package{}
 	ctx := context.Background()
 	measure := func(name string) (heap, rss uint64) {
 		debug.FreeOSMemory()
