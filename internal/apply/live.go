@@ -207,14 +207,11 @@ func (r *run) load(ctx context.Context) error {
 		}
 		for _, group := range [][]*render.Object{rev.Payload, rev.ManagedCRDs} {
 			for _, o := range group {
-				id := o.ID()
-				if _, dup := r.shapes[id]; dup {
-					// Two packages render it: the summary matches
-					// neither (liveSummary.shape).
-					r.shapes[id] = nil
-					continue
+				// The first package that renders it: a match is
+				// proof whatever object it followed (project).
+				if _, dup := r.shapes[o.ID()]; !dup {
+					r.shapes[o.ID()] = o
 				}
-				r.shapes[id] = o
 			}
 		}
 	}

@@ -464,9 +464,9 @@ type run struct {
 	now  time.Time
 
 	live *cluster
-	// shapes are the payload objects of the output by inventory ID, the
-	// shapes the LIST summarizes live objects against (liveSummary); nil
-	// for an ID two packages render.
+	// shapes are the payload objects of the output by inventory ID (the
+	// first package's when two render one), the shapes the LIST
+	// summarizes live objects against (liveSummary.match).
 	shapes map[string]*render.Object
 	pkgs   []*pkgRun
 	// crossplane is the Crossplane version the cluster runs.

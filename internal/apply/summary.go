@@ -24,13 +24,12 @@ import (
 // only to learn whether what it applies still holds, which two digests
 // answer (docs/design.md#memory).
 type liveSummary struct {
-	// shape is the rendered object match was taken against, nil when the
-	// output renders no object with this identity (or renders two).
-	shape *render.Object
 	// match is the digest of the live object without metadata, projected
-	// onto the fields of shape (project): equal to the desired object's
-	// bodyDigest only when the live object holds every value lockstep
-	// applies, as contains decides.
+	// onto the fields of the rendered object with the same identity
+	// (project), "" when the output renders none: equal to a
+	// desired object's bodyDigest only when the live object holds every
+	// value of it, as contains decides, whatever object the projection
+	// followed; the rendered one makes them equal whenever contains holds.
 	match string
 	// content is the digest of the live object's content (contentOf): what
 	// drifted compares with a server-side dry-run's answer.
@@ -65,7 +64,6 @@ func summarize(raw []byte, gvk schema.GroupVersionKind, shapes map[string]*rende
 			if s.match, err = digest(project(withoutMetadata(u), withoutMetadata(want))); err != nil {
 				return nil, nil, err
 			}
-			s.shape = shape
 		}
 	}
 	switch gk {
@@ -210,7 +208,7 @@ func summaryUpToDate(live *unstructured.Unstructured, s *liveSummary, d *desired
 // matches reports whether the live object holds every value of d beyond
 // its metadata.
 func (s *liveSummary) matches(d *desired) bool {
-	return s.shape != nil && s.shape == d.obj && s.match != "" && s.match == d.match
+	return s.match != "" && s.match == d.match
 }
 
 // summaryDrifted reports what drifted reports for the listed object live

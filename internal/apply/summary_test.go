@@ -10,7 +10,8 @@ import (
 // TestProjectAgreesWithContains: the digest of a live value projected onto
 // the desired value equals the desired value's digest exactly when
 // contains says the live value holds the desired one, for the cases the
-// summary of a listed object must get right (liveSummary.match).
+// summary of a listed object must get right (liveSummary.match); projected
+// onto any other shape, an equal digest still means it holds.
 func TestProjectAgreesWithContains(t *testing.T) {
 	cases := map[string]struct {
 		reason     string
@@ -106,6 +107,17 @@ func TestProjectAgreesWithContains(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.holds, p == w); diff != "" {
 				t.Errorf("%s\ndigest of the projection equals the desired digest: -want +got\n%s", tc.reason, diff)
+			}
+			// Projected onto another shape (the object of another package,
+			// or one bound differently), an equal digest is still proof.
+			for _, shape := range []any{have, map[string]any{"spec": map[string]any{}}, nil} {
+				p, err := digest(project(have, shape))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p == w && !tc.holds {
+					t.Errorf("%s\nprojected onto %v, the digest equals the desired one but contains is false", tc.reason, shape)
+				}
 			}
 		})
 	}
