@@ -464,7 +464,11 @@ type run struct {
 	now  time.Time
 
 	live *cluster
-	pkgs []*pkgRun
+	// shapes are the payload objects of the output by inventory ID (the
+	// first package's when two render one), the shapes the LIST
+	// summarizes live objects against (liveSummary.match).
+	shapes map[string]*render.Object
+	pkgs   []*pkgRun
 	// crossplane is the Crossplane version the cluster runs.
 	crossplane CrossplaneVersion
 	// crds follows the CRDs the packages wait for (nil without a REST
