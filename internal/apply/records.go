@@ -229,7 +229,10 @@ func (r *run) newDesired(u *unstructured.Unstructured, role inventory.Role, revi
 //
 // A CRD that does not exist yet is validated in-process instead of
 // dry-run when the run's preflight mode is local and the kube-apiserver's
-// version allows it (localCRDs, checkCRDCreate).
+// version allows it (localCRDs, checkCRDCreate); so is the change of a
+// labelled CRD whose live object lacks the applied hash (checkCRDUpdate),
+// unless it has controller references to release first or the update
+// cannot be modelled in-process.
 func (r *run) plan(ctx context.Context, d *desired) error {
 	var liveAnn map[string]string
 	if d.live != nil {
@@ -269,6 +272,22 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 		}
 		d.action = ssa.CreatedAction
 		return nil
+	}
+	if d.body != nil && d.live != nil && !sameHash && len(d.release) == 0 && d.handOff == nil && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && r.localCRDs(ctx) {
+		// A CRD lockstep changes is validated in-process too: the
+		// apply merged into the live object, checked as an update.
+		live, err := r.liveObject(d)
+		if err != nil {
+			return err
+		}
+		checked, err := checkCRDUpdate(ctx, live, d.body)
+		if err != nil {
+			return fmt.Errorf("%s: in-process validation (--preflight=local) failed: %w", utils.FmtUnstructured(d.u), err)
+		}
+		if checked {
+			d.action = ssa.ConfiguredAction
+			return nil
+		}
 	}
 	dry, err := r.dryRun(ctx, d, !sameHash)
 	if err != nil {
