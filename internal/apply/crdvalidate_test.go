@@ -359,11 +359,11 @@ func TestCheckCRDUpdateAgreesWithServer(t *testing.T) {
 			defer cancel()
 			base := crdObject(t, tc.base)
 			t.Cleanup(func() { _ = env.Client.Delete(context.Background(), base.DeepCopy()) })
-			if err := env.Client.Patch(ctx, base.DeepCopy(), client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(base.DeepCopy()), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 				t.Fatal(err)
 			}
 			if tc.other != "" {
-				if err := env.Client.Patch(ctx, crdObject(t, tc.other), client.Apply, client.FieldOwner("someone-else"), client.ForceOwnership); err != nil {
+				if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(crdObject(t, tc.other)), client.FieldOwner("someone-else"), client.ForceOwnership); err != nil {
 					t.Fatal(err)
 				}
 			}
