@@ -488,6 +488,14 @@ type run struct {
 	// live.inventory gains the intents recordIntent writes, under invMu.
 	loaded *inventory.Inventory
 	invMu  sync.Mutex
+	// intentMu guards the batching of recordIntent's writes: intentView
+	// is the inventory as last written by writeIntents (nil before the
+	// first recordIntent), intentOpen the batch the next write takes,
+	// intentWriting whether a package is writing batches.
+	intentMu      sync.Mutex
+	intentView    *inventory.Inventory
+	intentOpen    *intentBatch
+	intentWriting bool
 
 	writes atomic.Int64
 	// mrdOnce lists the ManagedResourceDefinitions once per apply, for

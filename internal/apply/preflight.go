@@ -53,8 +53,8 @@ func (e *ConflictError) Error() string {
 // references), checks that no object is controlled by anything but this
 // package's revisions (or those of a package it replaces), and dry-runs
 // server-side every object that differs from the cluster, except the CRDs
-// it creates, which --preflight=local validates in-process (checkCRDCreate,
-// docs/design.md#preflight-modes). It writes
+// it creates or changes, which --preflight=local validates in-process
+// (checkCRDCreate, checkCRDUpdate, docs/design.md#preflight-modes). It writes
 // nothing, except that it may read the root CA. Any failure stops the
 // package before its first payload write.
 func (p *pkgRun) preflightStep(ctx context.Context) error {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
@@ -205,6 +206,20 @@ func header(u *unstructured.Unstructured) *unstructured.Unstructured {
 	return h
 }
 
+// liveCRD reads CRD d as the API server holds it, with its managedFields
+// and status, for checkCRDUpdate. The run keeps a listed CRD only as its
+// summary (docs/design.md#memory), so a CRD that changes is read again:
+// one GET, which costs the API server far less than the dry-run apply it
+// replaces (no merge, no validation, no schema conversion).
+func (r *run) liveCRD(ctx context.Context, d *desired) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(d.u.GroupVersionKind())
+	if err := r.c.Get(ctx, client.ObjectKey{Name: d.u.GetName()}, u); err != nil {
+		return nil, fmt.Errorf("%s: cannot read the live object: %w", d.id, err)
+	}
+	return u, nil
+}
+
 // exists reports whether the object exists in the cluster.
 func (d *desired) exists() bool { return d.live != nil || d.foreign != nil }
 
@@ -260,7 +275,10 @@ func (r *run) newDesired(u *unstructured.Unstructured, role inventory.Role, revi
 //
 // A CRD that does not exist yet is validated in-process instead of
 // dry-run when the run's preflight mode is local and the kube-apiserver's
-// version allows it (localCRDs, checkCRDCreate).
+// version allows it (localCRDs, checkCRDCreate); so is the change of a
+// labelled CRD whose live object lacks the applied hash (checkCRDUpdate),
+// unless it has controller references to release first or the update
+// cannot be modelled in-process.
 func (r *run) plan(ctx context.Context, d *desired) error {
 	var liveAnn map[string]string
 	if d.live != nil {
@@ -308,6 +326,26 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 		}
 		d.action = ssa.CreatedAction
 		return nil
+	}
+	if d.isPayload() && d.live != nil && !sameHash && len(d.release) == 0 && d.handOff == nil && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && r.localCRDs(ctx) {
+		// A CRD lockstep changes is validated in-process too: the
+		// apply merged into the live object, checked as an update.
+		live, err := r.liveCRD(ctx, d)
+		if err != nil {
+			return err
+		}
+		body, err := d.payloadJSON()
+		if err != nil {
+			return err
+		}
+		checked, err := checkCRDUpdate(ctx, live, body)
+		if err != nil {
+			return fmt.Errorf("%s: in-process validation (--preflight=local) failed: %w", utils.FmtUnstructured(d.u), err)
+		}
+		if checked {
+			d.action = ssa.ConfiguredAction
+			return nil
+		}
 	}
 	dry, err := r.dryRun(ctx, d, !sameHash)
 	if err != nil {
