@@ -160,7 +160,7 @@ func (c *Client) appendSignatures(ctx context.Context, p layout.Path, e *BundleE
 		return err
 	}
 	defer release()
-	_, _, descs, err := c.signatureManifests(ctx, src, e.Digest)
+	_, _, descs, err := c.signatureManifests(ctx, src, e.Digest, true)
 	if errors.Is(err, errNoSignature) {
 		return nil
 	}

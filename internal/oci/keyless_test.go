@@ -253,25 +253,34 @@ func TestVerifyKeyless(t *testing.T) {
 				opts.TrustedRoot = trusted
 			}
 			opts.InsecureIgnoreTlog = tc.ignoreTlog
-			c := client(t, opts, "", authoritiesConfig(reg.Host+"/org", tc.authorities...))
-			got, err := c.VerifySignature(context.Background(), digestRef(t, reg.Host+"/org/provider-demo", d), keys)
-			t.Logf("error: %v", err)
 			var want *oci.Verification
 			if tc.wantAuth != "" {
-				want = &oci.Verification{ImageConfig: "signed", Authority: tc.wantAuth, Signature: sig.String()}
+				want = &oci.Verification{ImageConfig: "signed", Authority: tc.wantAuth, Signature: sig.String(), Layout: oci.LayoutTag}
 				if tc.wantAtt {
 					want.Attestations = att.String()
 				}
 			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("%s\nVerifySignature: -want +got:\n%s\nerror: %v", tc.reason, diff, err)
-			}
-			if tc.wantErr != nil {
-				tc.wantErr = append([]string{"package " + reg.Host + "/org/provider-demo@" + d.String()}, tc.wantErr...)
-			}
-			checkSignatureError(t, tc.reason, err, tc.wantErr)
+			checkAuthorities(t, tc.reason, reg, opts, d, tc.authorities, keys, want, tc.wantErr)
 		})
 	}
+}
+
+// checkAuthorities verifies the package org/provider-demo@d of reg with a
+// client of opts and the ImageConfig "signed" listing authorities, and
+// checks the result is want and the error is an ErrSignature naming the
+// package and containing every string of wantErr (none when nil).
+func checkAuthorities(t *testing.T, reason string, reg *registry.Registry, opts oci.Options, d v1.Hash, authorities []string, keys oci.KeySource, want *oci.Verification, wantErr []string) {
+	t.Helper()
+	c := client(t, opts, "", authoritiesConfig(reg.Host+"/org", authorities...))
+	got, err := c.VerifySignature(context.Background(), digestRef(t, reg.Host+"/org/provider-demo", d), keys)
+	t.Logf("error: %v", err)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s\nVerifySignature: -want +got:\n%s\nerror: %v", reason, diff, err)
+	}
+	if wantErr != nil {
+		wantErr = append([]string{"package " + reg.Host + "/org/provider-demo@" + d.String()}, wantErr...)
+	}
+	checkSignatureError(t, reason, err, wantErr)
 }
 
 // checkSignatureError checks VerifySignature's err: nil when want is nil,

@@ -43,6 +43,13 @@ type cosignSignature struct {
 	manifest v1.Hash
 	// annotations are the layer's annotations (certificate, chain, bundle).
 	annotations map[string]string
+	// bundle is the JSON of a Sigstore bundle (a layer of a
+	// SigstoreBundleArtifactType referrer); payload, sig and annotations
+	// are unset then.
+	bundle []byte
+	// layout is where the manifest was found: LayoutTag, LayoutReferrer or
+	// LayoutSigstoreBundle.
+	layout string
 }
 
 // signatures returns the cosign signatures of the image d whose source
@@ -54,8 +61,10 @@ type cosignSignature struct {
 // registry cannot be reached at all (no HTTP answer), so an air-gapped
 // cluster verifies what a bundle carried while a reachable registry's
 // answer always wins. A signature from the cache is verified exactly like
-// one from the registry.
-func (c *Client) signatures(ctx context.Context, src string, d v1.Hash) ([]cosignSignature, error) {
+// one from the registry. With referrers, the OCI 1.1 referrers are read
+// even when the sha256-<hex>.sig image exists (attestations in Sigstore
+// bundles live there).
+func (c *Client) signatures(ctx context.Context, src string, d v1.Hash, referrers bool) ([]cosignSignature, error) {
 	repo, err := name.NewRepository(src)
 	if err == nil && c.packagePull(repo).Never {
 		sigs, err := c.cache.signatures(d)
@@ -64,7 +73,7 @@ func (c *Client) signatures(ctx context.Context, src string, d v1.Hash) ([]cosig
 		}
 		return sigs, nil
 	}
-	sigs, err := c.remoteSignatures(ctx, src, d)
+	sigs, err := c.remoteSignatures(ctx, src, d, referrers)
 	if err == nil || !unreachable(err) {
 		return sigs, err
 	}
@@ -90,13 +99,13 @@ var errNoSignature = errors.New("no cosign signature")
 // remoteSignatures fetches the signature manifests of d from the registry
 // and their signature layers (from the cache when it holds an intact copy),
 // and records them in the cache.
-func (c *Client) remoteSignatures(ctx context.Context, src string, d v1.Hash) ([]cosignSignature, error) {
+func (c *Client) remoteSignatures(ctx context.Context, src string, d v1.Hash, referrers bool) ([]cosignSignature, error) {
 	release, err := c.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	puller, repo, descs, err := c.signatureManifests(ctx, src, d)
+	puller, repo, descs, err := c.signatureManifests(ctx, src, d, referrers)
 	if err != nil {
 		return nil, err
 	}
@@ -139,13 +148,15 @@ func signatureTag(d v1.Hash) string { return d.Algorithm + "-" + d.Hex + cosignS
 // d, fetched by digest (go-containerregistry checks each against it) from
 // the repository src is pulled from after the ImageConfig rewrite: the
 // image tagged sha256-<hex>.sig (cosign's classic layout), then every
-// referrer of d whose artifactType is CosignSignatureArtifactType, listed
-// with go-containerregistry's remote.Referrers, which uses the referrers
-// API and falls back to the referrers tag schema as the OCI distribution
-// spec 1.1 says. The referrers are asked only when there is no .sig image.
+// referrer of d whose artifactType is CosignSignatureArtifactType or a
+// Sigstore bundle's (SigstoreBundleArtifactType, any bundle version),
+// listed with go-containerregistry's remote.Referrers, which uses the
+// referrers API and falls back to the referrers tag schema as the OCI
+// distribution spec 1.1 says. The referrers are asked only when there is
+// no .sig image, or when referrers is set.
 // The caller holds a slot (acquire). The error says, when neither layout
 // holds a signature, which were looked at; it wraps errNoSignature then.
-func (c *Client) signatureManifests(ctx context.Context, src string, d v1.Hash) (*remote.Puller, name.Repository, []*remote.Descriptor, error) {
+func (c *Client) signatureManifests(ctx context.Context, src string, d v1.Hash, referrers bool) (*remote.Puller, name.Repository, []*remote.Descriptor, error) {
 	s, err := c.source(src + "@" + d.String())
 	if err != nil {
 		return nil, name.Repository{}, nil, err
@@ -156,11 +167,14 @@ func (c *Client) signatureManifests(ctx context.Context, src string, d v1.Hash) 
 		return nil, repo, nil, err
 	}
 	tag := repo.Tag(signatureTag(d))
+	var out []*remote.Descriptor
 	desc, err := puller.Get(ctx, tag)
-	if err == nil {
+	switch {
+	case err == nil && !referrers:
 		return puller, repo, []*remote.Descriptor{desc}, nil
-	}
-	if !notFound(err) {
+	case err == nil:
+		out = append(out, desc)
+	case !notFound(err):
 		return nil, repo, nil, fmt.Errorf("no signature image %s: %w", tag, redact.Error(err))
 	}
 	idx, rerr := remote.Referrers(repo.Digest(d.String()), remote.Reuse(puller), remote.WithContext(ctx))
@@ -169,11 +183,10 @@ func (c *Client) signatureManifests(ctx context.Context, src string, d v1.Hash) 
 		im, rerr = idx.IndexManifest()
 	}
 	if rerr != nil {
-		return nil, repo, nil, fmt.Errorf("no signature image %s (not found), and the referrers of %s could not be listed: %w", tag, d, redact.Error(rerr))
+		return nil, repo, nil, fmt.Errorf("the OCI 1.1 referrers of %s could not be listed: %w", d, redact.Error(rerr))
 	}
-	var out []*remote.Descriptor
 	for _, r := range im.Manifests {
-		if r.ArtifactType != CosignSignatureArtifactType {
+		if r.ArtifactType != CosignSignatureArtifactType && !isSigstoreBundle(r.ArtifactType) {
 			continue
 		}
 		got, err := puller.Get(ctx, repo.Digest(r.Digest.String()))
@@ -183,8 +196,8 @@ func (c *Client) signatureManifests(ctx context.Context, src string, d v1.Hash) 
 		out = append(out, got)
 	}
 	if len(out) == 0 {
-		return nil, repo, nil, fmt.Errorf("no signature image %s (not found), and none of the %d OCI 1.1 referrers of %s is a cosign signature (artifactType %s): %w",
-			tag, len(im.Manifests), d, CosignSignatureArtifactType, errNoSignature)
+		return nil, repo, nil, fmt.Errorf("no signature image %s (not found), and none of the %d OCI 1.1 referrers of %s is a cosign signature (artifactType %s) or a Sigstore bundle (%s): %w",
+			tag, len(im.Manifests), d, CosignSignatureArtifactType, SigstoreBundleArtifactType, errNoSignature)
 	}
 	return puller, repo, out, nil
 }
@@ -223,12 +236,27 @@ func (c *Client) signatureLayer(ctx context.Context, puller *remote.Puller, repo
 
 // cosignSignatures returns the cosign signatures of the signature manifest
 // m (digest md): each layer with a base64 signature annotation and a
-// payload of at most maxSignatureLayer bytes, whose bytes read returns
-// (read must check them against the layer's digest). Layers without a
-// usable annotation are skipped, as cosign skips them.
+// payload of at most maxSignatureLayer bytes, and each Sigstore bundle
+// layer (its media type a bundle's) of at most that size, whose bytes read
+// returns (read must check them against the layer's digest). Layers
+// without a usable annotation are skipped, as cosign skips them. The
+// layout is LayoutSigstoreBundle for a bundle, LayoutReferrer for a
+// manifest with a subject, LayoutTag otherwise.
 func cosignSignatures(md v1.Hash, m *v1.Manifest, read func(v1.Descriptor) ([]byte, error)) ([]cosignSignature, error) {
 	var out []cosignSignature
+	layout := LayoutTag
+	if m.Subject != nil {
+		layout = LayoutReferrer
+	}
 	for _, l := range m.Layers {
+		if isSigstoreBundle(string(l.MediaType)) && l.Size <= maxSignatureLayer {
+			b, err := read(l)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, cosignSignature{bundle: b, manifest: md, layout: LayoutSigstoreBundle})
+			continue
+		}
 		b64, ok := l.Annotations[cosignSignatureAnnotation]
 		if !ok || l.Size > maxSignatureLayer {
 			continue
@@ -241,7 +269,7 @@ func cosignSignatures(md v1.Hash, m *v1.Manifest, read func(v1.Descriptor) ([]by
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, cosignSignature{payload: b, sig: sig, manifest: md, annotations: l.Annotations})
+		out = append(out, cosignSignature{payload: b, sig: sig, manifest: md, annotations: l.Annotations, layout: layout})
 	}
 	return out, nil
 }

@@ -87,6 +87,10 @@ type KeylessSigner struct {
 	// every signature instead of a new entry: a test replays another
 	// signature's entry with it.
 	Bundle string
+	// key is the certificate's private key and intermediate the CA
+	// certificate that issued it, for Sigstore bundles (SignBundle).
+	key          *ecdsa.PrivateKey
+	intermediate *x509.Certificate
 }
 
 // Leaf issues a code-signing certificate for identity (an e-mail address,
@@ -122,7 +126,7 @@ func (ca *TestCA) Leaf(tb testing.TB, identity, issuer string, notBefore, notAft
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &KeylessSigner{Signer: sv, Cert: cert, CertPEM: certPEM, ChainPEM: chainPEM}
+	return &KeylessSigner{Signer: sv, Cert: cert, CertPEM: certPEM, ChainPEM: chainPEM, key: key, intermediate: ca.Intermediate}
 }
 
 // TestRekor is a transparency log's signing key generated for a test: it
@@ -194,9 +198,30 @@ func (r *TestRekor) entry(tb testing.TB, certPEM, signed, sig []byte) string {
 // is built and serialised with sigstore-go's pkg/root.
 func WriteTrustedRoot(tb testing.TB, cas []*TestCA, logs ...*TestRekor) string {
 	tb.Helper()
+	return writeTrustedRoot(tb, cas, false, nil, logs)
+}
+
+// WriteTrustedRootWithTSA is WriteTrustedRoot for Sigstore bundles: it
+// also lists the intermediates of cas (a bundle v0.3 carries only the
+// leaf certificate, as a trusted root from `cosign trusted-root create`
+// lists Fulcio's intermediates) and trusts the timestamping authorities
+// timestampers (RFC 3161 timestamps).
+func WriteTrustedRootWithTSA(tb testing.TB, cas []*TestCA, timestampers []*TestTSA, logs ...*TestRekor) string {
+	tb.Helper()
+	return writeTrustedRoot(tb, cas, true, timestampers, logs)
+}
+
+// writeTrustedRoot writes the trusted root of WriteTrustedRoot and
+// WriteTrustedRootWithTSA.
+func writeTrustedRoot(tb testing.TB, cas []*TestCA, intermediates bool, timestampers []*TestTSA, logs []*TestRekor) string {
+	tb.Helper()
 	var authorities []root.CertificateAuthority
 	for _, ca := range cas {
-		authorities = append(authorities, &root.FulcioCertificateAuthority{Root: ca.Root, ValidityPeriodStart: ca.Root.NotBefore, URI: "https://fulcio.test"})
+		a := &root.FulcioCertificateAuthority{Root: ca.Root, ValidityPeriodStart: ca.Root.NotBefore, URI: "https://fulcio.test"}
+		if intermediates {
+			a.Intermediates = []*x509.Certificate{ca.Intermediate}
+		}
+		authorities = append(authorities, a)
 	}
 	tlogs := map[string]*root.TransparencyLog{}
 	for _, l := range logs {
@@ -205,7 +230,11 @@ func WriteTrustedRoot(tb testing.TB, cas []*TestCA, logs ...*TestRekor) string {
 			PublicKey: &l.key.PublicKey, ValidityPeriodStart: time.Now().Add(-48 * time.Hour),
 		}
 	}
-	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, authorities, map[string]*root.TransparencyLog{}, nil, tlogs)
+	var tsas []root.TimestampingAuthority
+	for _, t := range timestampers {
+		tsas = append(tsas, &root.SigstoreTimestampingAuthority{Root: t.Root, Leaf: t.Leaf, ValidityPeriodStart: t.Root.NotBefore, URI: t.URL})
+	}
+	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, authorities, map[string]*root.TransparencyLog{}, tsas, tlogs)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -27,6 +27,8 @@ type SigningKey struct {
 	Signer signature.Signer
 	// PublicPEM is the public key, PEM-encoded.
 	PublicPEM []byte
+	// key is the private key, for Sigstore bundles (SignBundle).
+	key *ecdsa.PrivateKey
 }
 
 // NewSigningKey generates a SigningKey.
@@ -44,7 +46,7 @@ func NewSigningKey(tb testing.TB) *SigningKey {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &SigningKey{Signer: sv, PublicPEM: pem}
+	return &SigningKey{Signer: sv, PublicPEM: pem, key: priv}
 }
 
 // WritePublic writes the public key to a file in a test directory and
