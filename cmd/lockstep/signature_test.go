@@ -106,6 +106,23 @@ spec:
 	return dir
 }
 
+// sbomType is the predicateType of the SBOM attestation signedSBOMDir's
+// authority lists.
+const sbomType = "https://spdx.dev/Document"
+
+// signedSBOMDir is signedDir whose key authority also lists an SBOM
+// attestation (sbomType).
+func signedSBOMDir(t *testing.T, reg *registry.Registry) string {
+	t.Helper()
+	return signedDirWith(t, reg, `
+      - name: release-key
+        key:
+          secretRef: {name: release, key: cosign.pub}
+        attestations:
+        - {name: sbom, predicateType: "`+sbomType+`"}
+`)
+}
+
 // lockedPackages are the example packages configuration-demo v0.1.0 locks.
 var lockedPackages = []string{"configuration-demo:v0.1.0", "provider-demo:v0.2.0", "function-demo:v0.2.0"}
 
@@ -299,14 +316,8 @@ func TestLockAndRenderVerifyKeyless(t *testing.T) {
 func TestLockAndRenderVerifyAttestations(t *testing.T) {
 	reg := registry.New(t)
 	pushExamples(t, reg)
-	const sbom = "https://spdx.dev/Document"
-	dir := signedDirWith(t, reg, `
-      - name: release-key
-        key:
-          secretRef: {name: release, key: cosign.pub}
-        attestations:
-        - {name: sbom, predicateType: "`+sbom+`"}
-`)
+	const sbom = sbomType
+	dir := signedSBOMDir(t, reg)
 	release := registry.NewSigningKey(t)
 	want := map[string]lockfile.Verification{}
 	for _, p := range lockedPackages {

@@ -220,6 +220,22 @@ func TestVerifyKeyless(t *testing.T) {
 			ignoreTlog: true,
 			wantAuth:   "ci", wantAtt: true,
 		},
+		"KeyAttestationReferrer": {
+			reason:      "an attestation attached as an OCI 1.1 referrer (cosign attest --registry-referrers-mode=oci-1-1) passes like the .att image",
+			authorities: []string{`{"name":"release-key","key":{"secretRef":{"name":"release","key":"cosign.pub"},"hashAlgorithm":"sha256"},"attestations":[{"name":"sbom","predicateType":"` + sbomType + `"}]}`},
+			sign: func(reg *registry.Registry) (v1.Hash, v1.Hash) {
+				return reg.Sign(t, pkg, release), reg.AttestReferrer(t, pkg, sbomType, release.Signer, nil)
+			},
+			wantAuth: "release-key", wantAtt: true,
+		},
+		"AttestationReferrerOtherKey": {
+			reason:      "an attestation referrer signed with another key does not pass",
+			authorities: []string{`{"name":"release-key","key":{"secretRef":{"name":"release","key":"cosign.pub"},"hashAlgorithm":"sha256"},"attestations":[{"name":"sbom","predicateType":"` + sbomType + `"}]}`},
+			sign: func(reg *registry.Registry) (v1.Hash, v1.Hash) {
+				return reg.Sign(t, pkg, release), reg.AttestReferrer(t, pkg, sbomType, other.Signer, nil)
+			},
+			wantErr: []string{`no verified attestation "sbom"`, sbomType + ": no signature verifies with this key"},
+		},
 		"AttestationOtherType": {
 			reason:      "an attestation of another predicateType does not satisfy the listed one",
 			authorities: []string{`{"name":"release-key","key":{"secretRef":{"name":"release","key":"cosign.pub"},"hashAlgorithm":"sha256"},"attestations":[{"name":"sbom","predicateType":"` + sbomType + `"}]}`},

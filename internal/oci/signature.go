@@ -159,13 +159,7 @@ func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeyS
 		listsAttestations = listsAttestations || len(a.Attestations) > 0
 	}
 	sigs, sigErr := c.signatures(ctx, src, d, listsAttestations)
-	var (
-		atts       []attestationLayer
-		attsDigest v1.Hash
-		attErr     error
-		attFetched bool
-		tried      []string
-	)
+	var tried []string
 	for _, a := range spec.Cosign.Authorities {
 		if sigErr != nil {
 			tried = append(tried, fmt.Sprintf("%s: %v", a, sigErr))
@@ -180,21 +174,15 @@ func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeyS
 			used, err = verifySignatures(check, sigs, d)
 		}
 		if err == nil && len(a.Attestations) > 0 {
-			// Attestations in Sigstore bundles among the referrers first;
-			// the .att image only for the types they do not hold.
+			// Attestations in Sigstore bundles first; DSSE envelopes of the
+			// .att image or in-toto referrers for the types they do not hold.
 			var missing []attestationSpec
 			attUsed, missing = bundleAttestations(check, sigs, d, a.Attestations)
 			if len(missing) > 0 {
-				if !attFetched {
-					atts, attsDigest, attErr = c.attestations(ctx, src, d)
-					attFetched = true
-				}
-				err = attErr
-				if err == nil {
-					err = verifyAttestations(check.signer, atts, d, missing)
-				}
-				if err == nil {
-					attUsed = appendUnique(attUsed, attsDigest)
+				var more []v1.Hash
+				more, err = verifyAttestations(check.signer, sigs, d, missing)
+				for _, h := range more {
+					attUsed = appendUnique(attUsed, h)
 				}
 			}
 		}
@@ -279,6 +267,9 @@ func verifySignatures(check authorityChecks, sigs []cosignSignature, d v1.Hash) 
 	wrongImage := false
 	last := errKeyMismatch
 	for _, s := range sigs {
+		if s.envelope != nil {
+			continue // an attestation
+		}
 		if s.bundle != nil {
 			pt, err := check.bundle(s.bundle, d)
 			switch {

@@ -2,11 +2,13 @@ package oci_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/lockstep-gitops/lockstep/internal/oci"
@@ -207,7 +209,7 @@ func TestVerifySigstoreBundle(t *testing.T) {
 			sign: func(reg *registry.Registry) (v1.Hash, v1.Hash) {
 				return v1.Hash{}, reg.AttestBundle(t, pkg, sbomType, registry.BundleSigner{Key: release})
 			},
-			wantErr: []string{`authority "release-key" (key release/cosign.pub): no signature verifies with this key`},
+			wantErr: []string{`authority "release-key" (key release/cosign.pub): neither a signature image`, "holds a cosign signature or a Sigstore bundle signature (only attestations)"},
 		},
 	}
 	for name, tc := range cases {
@@ -230,6 +232,63 @@ func TestVerifySigstoreBundle(t *testing.T) {
 				}
 			}
 			checkAuthorities(t, tc.reason, reg, opts, d, tc.authorities, keys, want, tc.wantErr)
+		})
+	}
+}
+
+// TestVerifyAttestationsFromCache: the attestations an authority lists —
+// in the .att image, an in-toto referrer and a Sigstore bundle — are kept
+// in the package cache with the signature, so a packagePullPolicy Never
+// package (an air-gapped install) verifies them with no request, and the
+// lock records every manifest that held one.
+func TestVerifyAttestationsFromCache(t *testing.T) {
+	reg := registry.New(t)
+	release := registry.NewSigningKey(t)
+	keys := keysOf(map[string]*registry.SigningKey{"release": release})
+	const (
+		pkg        = "org/provider-demo:v0.1.0"
+		provenance = "https://slsa.dev/provenance/v1"
+		vulns      = "https://cosign.sigstore.dev/attestation/vuln/v1"
+	)
+	d := push(t, reg, pkg, example(t, provider))
+	sig := reg.Sign(t, pkg, release)
+	att := reg.Attest(t, pkg, sbomType, release.Signer, nil)
+	ref := reg.AttestReferrer(t, pkg, provenance, release.Signer, nil)
+	bundled := reg.AttestBundle(t, pkg, vulns, registry.BundleSigner{Key: release})
+	authority := `{"name":"release-key","key":{"secretRef":{"name":"release","key":"cosign.pub"},"hashAlgorithm":"sha256"},"attestations":[` +
+		`{"name":"sbom","predicateType":"` + sbomType + `"},{"name":"provenance","predicateType":"` + provenance + `"},{"name":"vulns","predicateType":"` + vulns + `"}]}`
+	ic := authoritiesConfig(reg.Host+"/org", authority)
+	want := &oci.Verification{ImageConfig: "signed", Authority: "release-key", Signature: sig.String(), Layout: oci.LayoutTag,
+		Attestations: bundled.String() + "," + att.String() + "," + ref.String()}
+	dref := digestRef(t, reg.Host+"/org/provider-demo", d)
+	warm := t.TempDir()
+	got, err := client(t, options(reg), warm, ic).VerifySignature(context.Background(), dref, keys)
+	if err != nil {
+		t.Fatalf("verify against the registry: %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("verify against the registry: -want +got:\n%s", diff)
+	}
+	reg.Close()
+
+	for name, dir := range map[string]string{"Warm": warm, "Cold": t.TempDir()} {
+		t.Run(name, func(t *testing.T) {
+			c := client(t, options(reg), dir, ic)
+			c.SetPackagePulls(map[string]oci.PackagePull{reg.Host + "/org/provider-demo": {Package: "Provider provider-demo", Never: true}})
+			got, err := c.VerifySignature(context.Background(), dref, keys)
+			if dir != warm {
+				checkSignatureError(t, "Never with nothing cached names bundle load", err, []string{"lockstep bundle load BUNDLE --cache-dir " + dir})
+				return
+			}
+			if err != nil {
+				t.Fatalf("Never from the warm cache: %v", err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Never from the warm cache: -want +got:\n%s", diff)
+			}
+			if s := c.Stats(); s.Requests() != 0 {
+				t.Errorf("Never from the warm cache sent requests: %s", s)
+			}
 		})
 	}
 }

@@ -300,6 +300,34 @@ func (s *KeylessSigner) annotations(tb testing.TB, signed, sig []byte) map[strin
 // the image. It returns the attestation image's digest.
 func (r *Registry) Attest(tb testing.TB, ref, predicateType string, signer signature.Signer, keyless *KeylessSigner) v1.Hash {
 	tb.Helper()
+	digest, layer, ann := r.attestation(tb, ref, predicateType, signer, keyless)
+	return r.pushCosignImage(tb, digest, ".att", layer, ann)
+}
+
+// AttestReferrer attaches the attestation of Attest the way `cosign attest
+// --registry-referrers-mode=oci-1-1` does: a manifest of artifactType
+// application/vnd.in-toto+json whose subject is the image, pushed by
+// digest (remote.Write also updates the referrers tag schema). It returns
+// the referrer's digest.
+func (r *Registry) AttestReferrer(tb testing.TB, ref, predicateType string, signer signature.Signer, keyless *KeylessSigner) v1.Hash {
+	tb.Helper()
+	digest, layer, ann := r.attestation(tb, ref, predicateType, signer, keyless)
+	img, err := mutate.Append(mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.MediaType("application/vnd.in-toto+json")), types.OCIManifestSchema1),
+		mutate.Addendum{Layer: layer, Annotations: ann})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	subject, err := remote.Head(digest, r.RemoteOptions()...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r.writeReferrer(tb, digest.Context(), img, *subject)
+}
+
+// attestation returns the DSSE envelope layer of Attest and its
+// annotations, for the image ref resolved to digest.
+func (r *Registry) attestation(tb testing.TB, ref, predicateType string, signer signature.Signer, keyless *KeylessSigner) (name.Digest, v1.Layer, map[string]string) {
+	tb.Helper()
 	digest := r.digestOf(tb, ref)
 	stmt, err := json.Marshal(map[string]any{
 		"_type":         "https://in-toto.io/Statement/v1",
@@ -326,7 +354,7 @@ func (r *Registry) Attest(tb testing.TB, ref, predicateType string, signer signa
 		ann["dev.sigstore.cosign/certificate"] = string(keyless.CertPEM)
 		ann["dev.sigstore.cosign/chain"] = string(keyless.ChainPEM)
 	}
-	return r.pushCosignImage(tb, digest, ".att", static.NewLayer(env, types.MediaType("application/vnd.dsse.envelope.v1+json")), ann)
+	return digest, static.NewLayer(env, types.MediaType("application/vnd.dsse.envelope.v1+json")), ann
 }
 
 // SignatureBundle returns the dev.sigstore.cosign/bundle annotation of the
