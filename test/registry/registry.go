@@ -94,7 +94,7 @@ func New(tb testing.TB, opts ...Option) *Registry {
 	for _, o := range opts {
 		o(r)
 	}
-	var h http.Handler = ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)), ggcrregistry.WithReferrersSupport(r.referrers))
+	h := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)), ggcrregistry.WithReferrersSupport(r.referrers))
 	if r.referrers {
 		h = referrersArtifactType(h)
 	}
