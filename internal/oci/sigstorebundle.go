@@ -9,6 +9,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/sigstore/sigstore-go/pkg/bundle"
+	"github.com/sigstore/sigstore-go/pkg/fulcio/certificate"
 	"github.com/sigstore/sigstore-go/pkg/root"
 	sgverify "github.com/sigstore/sigstore-go/pkg/verify"
 	"github.com/sigstore/sigstore/pkg/signature"
@@ -128,7 +129,30 @@ func (k keyless) bundleCheck(raw []byte, d v1.Hash) (string, error) {
 	for _, id := range ids {
 		policy = append(policy, sgverify.WithCertificateIdentity(id))
 	}
-	return verifyBundle(b, d, k.trust, opts, policy...)
+	pt, err := verifyBundle(b, d, k.trust, opts, policy...)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", bundleSigner(b), err)
+	}
+	return pt, nil
+}
+
+// bundleSigner names the certificate of a keyless bundle for errors: its
+// identity, issuer and validity, as sigstore-go's errors do not say them.
+func bundleSigner(b *bundle.Bundle) string {
+	vc, err := b.VerificationContent()
+	if err != nil {
+		return "Sigstore bundle"
+	}
+	leaf := vc.Certificate()
+	if leaf == nil {
+		return "Sigstore bundle without a certificate"
+	}
+	summary, err := certificate.SummarizeCertificate(leaf)
+	if err != nil {
+		return "Sigstore bundle"
+	}
+	return fmt.Sprintf("Sigstore bundle certificate of %q (issuer %q, valid from %s to %s)", summary.SubjectAlternativeName, summary.Issuer,
+		leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339))
 }
 
 // parseBundle reads a Sigstore bundle's JSON with sigstore-go, which

@@ -158,7 +158,7 @@ func TestVerifySigstoreBundle(t *testing.T) {
 				return reg.SignBundle(t, pkg, registry.BundleSigner{Keyless: valid()}), v1.Hash{}
 			},
 			ignoreTlog: true,
-			wantErr:    []string{`authority "ci" (keyless)`, "Sigstore bundle does not verify"},
+			wantErr:    []string{`authority "ci" (keyless): referrer sha256:`, `certificate of "` + ciSubject + `" (issuer "` + ciIssuer + `", valid from`, "Sigstore bundle does not verify"},
 		},
 		"KeylessTimestamped": {
 			reason:      "an RFC 3161 timestamp from when the certificate was valid is the signing time: an expired certificate passes",
@@ -176,7 +176,7 @@ func TestVerifySigstoreBundle(t *testing.T) {
 				return reg.SignBundle(t, pkg, registry.BundleSigner{Keyless: expired()}), v1.Hash{}
 			},
 			ignoreTlog: true,
-			wantErr:    []string{`authority "ci" (keyless)`, "Sigstore bundle does not verify"},
+			wantErr:    []string{`authority "ci" (keyless): referrer sha256:`, `certificate of "` + ciSubject + `" (issuer "` + ciIssuer + `", valid from`, "Sigstore bundle does not verify"},
 		},
 		"KeylessTimestampWhenExpired": {
 			reason:      "a timestamp from after the certificate expired does not date it",
@@ -185,7 +185,7 @@ func TestVerifySigstoreBundle(t *testing.T) {
 				return reg.SignBundle(t, pkg, registry.BundleSigner{Keyless: expired(), TSA: tsa}), v1.Hash{}
 			},
 			ignoreTlog: true,
-			wantErr:    []string{`authority "ci" (keyless)`, "Sigstore bundle does not verify"},
+			wantErr:    []string{`authority "ci" (keyless): referrer sha256:`, `certificate of "` + ciSubject + `" (issuer "` + ciIssuer + `", valid from`, "Sigstore bundle does not verify"},
 		},
 		"BundleAttestation": {
 			reason:      "an attestation in a Sigstore bundle referrer satisfies the authority's attestation, with no .att image",
