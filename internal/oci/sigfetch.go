@@ -87,25 +87,26 @@ func anySignature(sigs []cosignSignature) bool {
 // answer always wins. A signature from the cache is verified exactly like
 // one from the registry. With attestations, the attestation image
 // (sha256-<hex>.att) and the OCI 1.1 referrers are read too, even when the
-// sha256-<hex>.sig image exists.
-func (c *Client) signatures(ctx context.Context, src string, d v1.Hash, attestations bool) ([]cosignSignature, error) {
+// sha256-<hex>.sig image exists. fromCache says the package cache
+// answered.
+func (c *Client) signatures(ctx context.Context, src string, d v1.Hash, attestations bool) (sigs []cosignSignature, fromCache bool, err error) {
 	repo, err := name.NewRepository(src)
 	if err == nil && c.packagePull(repo).Never {
 		sigs, err := c.cache.signatures(d)
 		if err != nil {
-			return nil, fmt.Errorf("packagePullPolicy is Never and %w", err)
+			return nil, true, fmt.Errorf("packagePullPolicy is Never and %w", err)
 		}
-		return sigs, nil
+		return sigs, true, nil
 	}
-	sigs, err := c.remoteSignatures(ctx, src, d, attestations)
+	sigs, err = c.remoteSignatures(ctx, src, d, attestations)
 	if err == nil || !unreachable(err) {
-		return sigs, err
+		return sigs, false, err
 	}
 	cached, cerr := c.cache.signatures(d)
 	if cerr != nil {
-		return nil, fmt.Errorf("%w; and %w", err, cerr)
+		return nil, true, fmt.Errorf("%w; and %w", err, cerr)
 	}
-	return cached, nil
+	return cached, true, nil
 }
 
 // unreachable reports whether err means the registry gave no answer (a

@@ -158,7 +158,7 @@ func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeyS
 	for _, a := range spec.Cosign.Authorities {
 		listsAttestations = listsAttestations || len(a.Attestations) > 0
 	}
-	sigs, sigErr := c.signatures(ctx, src, d, listsAttestations)
+	sigs, fromCache, sigErr := c.signatures(ctx, src, d, listsAttestations)
 	var tried []string
 	for _, a := range spec.Cosign.Authorities {
 		if sigErr != nil {
@@ -183,6 +183,9 @@ func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeyS
 				more, err = verifyAttestations(check.signer, sigs, d, missing)
 				for _, h := range more {
 					attUsed = appendUnique(attUsed, h)
+				}
+				if err != nil && fromCache {
+					err = fmt.Errorf("%w (read from the package cache %s: load a bundle created with its attestations, `lockstep bundle load BUNDLE --cache-dir %s`)", err, c.cache.dir, c.cache.dir)
 				}
 			}
 		}

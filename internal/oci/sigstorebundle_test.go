@@ -269,25 +269,50 @@ func TestVerifyAttestationsFromCache(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("verify against the registry: -want +got:\n%s", diff)
 	}
+	// A cache that a verification without attestations filled: the
+	// signature only.
+	sigOnly := t.TempDir()
+	if _, err := client(t, options(reg), sigOnly, authoritiesConfig(reg.Host+"/org", releaseKey)).VerifySignature(context.Background(), dref, keys); err != nil {
+		t.Fatalf("verify the signature only: %v", err)
+	}
 	reg.Close()
 
-	for name, dir := range map[string]string{"Warm": warm, "Cold": t.TempDir()} {
+	cold := t.TempDir()
+	cases := map[string]struct {
+		reason  string
+		dir     string
+		wantErr []string
+	}{
+		"Warm": {
+			reason: "Never verifies the signature and the three attestations from the cache, with no request",
+			dir:    warm,
+		},
+		"Cold": {
+			reason:  "Never with nothing cached names bundle load",
+			dir:     cold,
+			wantErr: []string{"holds no signature of " + d.String(), "lockstep bundle load BUNDLE --cache-dir " + cold},
+		},
+		"SignatureOnly": {
+			reason: "Never with the signature cached but not the attestations says the cache lacks them and names bundle load",
+			dir:    sigOnly,
+			wantErr: []string{`no verified attestation "sbom"`,
+				"(read from the package cache " + sigOnly + ": load a bundle created with its attestations, `lockstep bundle load BUNDLE --cache-dir " + sigOnly + "`)"},
+		},
+	}
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := client(t, options(reg), dir, ic)
+			c := client(t, options(reg), tc.dir, ic)
 			c.SetPackagePulls(map[string]oci.PackagePull{reg.Host + "/org/provider-demo": {Package: "Provider provider-demo", Never: true}})
 			got, err := c.VerifySignature(context.Background(), dref, keys)
-			if dir != warm {
-				checkSignatureError(t, "Never with nothing cached names bundle load", err, []string{"lockstep bundle load BUNDLE --cache-dir " + dir})
+			checkSignatureError(t, tc.reason, err, tc.wantErr)
+			if tc.wantErr != nil {
 				return
 			}
-			if err != nil {
-				t.Fatalf("Never from the warm cache: %v", err)
-			}
 			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("Never from the warm cache: -want +got:\n%s", diff)
+				t.Errorf("%s\n-want +got:\n%s", tc.reason, diff)
 			}
 			if s := c.Stats(); s.Requests() != 0 {
-				t.Errorf("Never from the warm cache sent requests: %s", s)
+				t.Errorf("%s\nrequests sent: %s", tc.reason, s)
 			}
 		})
 	}
