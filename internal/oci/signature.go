@@ -115,28 +115,34 @@ func (c *Client) VerificationImageConfig(ref string) *declarations.ImageConfig {
 // VerifySignature checks the cosign signatures of the package ref
 // (source@digest as the lock records it) against the ImageConfig whose
 // spec.verification applies (VerificationImageConfig), the way Crossplane
-// does: the package passes when ANY authority passes. An authority passes
-// when a layer of a signature manifest (the image tagged sha256-<hex>.sig
-// next to the package, where the package is pulled from after the
-// ImageConfig rewrite, or else its OCI 1.1 referrers of
-// CosignSignatureArtifactType; from the package cache for
-// packagePullPolicy Never or an unreachable registry: signatures) carries
-// a simple-signing payload for exactly this digest whose signature the
-// authority accepts, and, when it lists attestations, the attestation
-// image (tag sha256-<hex>.att) holds a statement about this digest of each
-// listed predicateType, signed the same way (verifyAttestations):
+// does: the package passes when ANY authority passes. Signatures and
+// attestations are read next to the package, where it is pulled from
+// after the ImageConfig rewrite (signatureManifests): the image tagged
+// sha256-<hex>.sig, its OCI 1.1 referrers (cosign signature manifests of
+// CosignSignatureArtifactType and Sigstore bundles of
+// SigstoreBundleArtifactType) when there is no .sig image or an
+// authority lists attestations, and then also the image tagged
+// sha256-<hex>.att and in-toto referrers; from the package cache for
+// packagePullPolicy Never or an unreachable registry (signatures). An
+// authority passes when a simple-signing payload for exactly this digest
+// carries a signature it accepts, or a Sigstore bundle about this digest
+// signs it (bundleCheck, SigstoreSignPredicateType), and, when it lists
+// attestations, when for each listed predicateType a Sigstore bundle or
+// a DSSE envelope holds a statement about this digest, signed the same
+// way (bundleAttestations, verifyAttestations):
 //   - a key authority accepts a signature that verifies with the public key
 //     keys returns for its secretRef, hashed with its hashAlgorithm;
 //   - a keyless authority accepts a signature whose certificate chains to
 //     a Fulcio CA of Options.TrustedRoot at the signing time and names one
-//     of its identities (keyless.check), offline.
+//     of its identities (keyless.check, keyless.bundleCheck), offline.
 //
-// Keys, certificates, transparency-log entries and signatures are checked
-// with github.com/sigstore/sigstore and github.com/sigstore/sigstore-go. It
-// returns nil, nil when no ImageConfig asks for verification. On failure
-// the error wraps ErrSignature and names the package, the ImageConfig and
-// why each authority did not pass; a registry that could not be asked
-// fails the same way, every request under Options.Timeout.
+// Keys, certificates, transparency-log entries, timestamps and signatures
+// are checked with github.com/sigstore/sigstore and
+// github.com/sigstore/sigstore-go. It returns nil, nil when no
+// ImageConfig asks for verification. On failure the error wraps
+// ErrSignature and names the package, the ImageConfig and why each
+// authority did not pass; a registry that could not be asked fails the
+// same way, every request under Options.Timeout.
 func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeySource) (*Verification, error) {
 	src := ref.Context().String()
 	ic := c.VerificationImageConfig(src)
