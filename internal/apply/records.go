@@ -209,8 +209,7 @@ func header(u *unstructured.Unstructured) *unstructured.Unstructured {
 // liveCRD reads CRD d as the API server holds it, with its managedFields
 // and status, for checkCRDUpdate. The run keeps a listed CRD only as its
 // summary (docs/design.md#memory), so a CRD that changes is read again:
-// one GET, which costs the API server far less than the dry-run apply it
-// replaces (no merge, no validation, no schema conversion).
+// one GET in place of the dry-run apply the check replaces.
 func (r *run) liveCRD(ctx context.Context, d *desired) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(d.u.GroupVersionKind())
