@@ -48,6 +48,13 @@ func (r countingRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	return r.next.RoundTrip(req)
 }
 
+// reset forgets the requests counted so far.
+func (c *countingTransport) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen = nil
+}
+
 func (c *countingTransport) requests() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
