@@ -353,7 +353,8 @@ func (r *Reconciler) SetUpdater(u *update.Updater) {
 //
 // A commit refused before apply (any declarations, lock, packages or
 // render failure) does not stop drift correction: the render of the last
-// commit that got to apply is applied again, on every interval, as Flux's
+// commit that got to apply is applied again (idle, restored or in full,
+// as an accepted commit's: docs/design.md#the-agents-steady-state), as Flux's
 // kustomize-controller keeps applying its last artifact while a new one
 // fails (fluxcd/kustomize-controller
 // internal/controller/kustomization_controller.go). The Sync stays Stalled

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -120,16 +121,24 @@ func runAgentOn(t *testing.T, cfg *rest.Config, r *agent.Reconciler, opts agent.
 func waitIdle(t *testing.T, outcomes <-chan *agent.Outcome, n int, within time.Duration) {
 	t.Helper()
 	deadline := time.After(within)
+	last := "none"
 	for row := 0; row < n; {
 		select {
 		case o := <-outcomes:
 			if o != nil && o.Idle {
 				row++
-			} else {
-				row = 0
+				continue
+			}
+			row = 0
+			if o != nil {
+				writes := int64(-1)
+				if o.Result != nil {
+					writes = o.Result.Writes
+				}
+				last = fmt.Sprintf("commit %s, writes %d, restored %v, health %s %s, watch error %v", o.Commit, writes, restoredEntries(o), o.Health.Status, o.Health.Reason, o.WatchErr)
 			}
 		case <-deadline:
-			t.Fatalf("no %d idle reconciles in a row within %s", n, within)
+			t.Fatalf("no %d idle reconciles in a row within %s; the last reconcile that was not idle: %s", n, within, last)
 		}
 	}
 }
