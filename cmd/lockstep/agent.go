@@ -135,7 +135,7 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	r, err := agent.NewReconciler(c, agent.Config{
 		VerificationKeys: keys,
 		Source:           src, Interval: f.interval, Registry: f.render.reg.clusterOptions(secrets), CacheDir: f.render.reg.cacheDir,
-		AllowedProviderPermissions: allowed, MRDs: f.render.mrds, Apply: opts, REST: counted, ReconcileTimeout: f.reconcileTO,
+		AllowedProviderPermissions: allowed, MRDConversion: f.render.conversion(), Apply: opts, REST: counted, ReconcileTimeout: f.reconcileTO,
 	}, metrics)
 	if err != nil {
 		return err

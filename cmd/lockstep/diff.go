@@ -73,8 +73,9 @@ Errors exit 1.
 
 diff is offline: it reads Git, the lock and the packages, never a cluster.
 --cluster (with --kubeconfig) adds one read-only look at the cluster: for
-each CRD the head deactivates (--enable-custom-to-managed-resource-conversion)
-it counts the custom resources that exist, which no controller of the
+each CRD the head deactivates (a ManagedResourceActivationPolicy that no
+longer names it, or the lock's MRD conversion turned on for a safe-start
+provider) it counts the custom resources that exist, which no controller of the
 provider reconciles afterwards ("−3 CRDs, 41 custom resources would be
 orphaned"). apply leaves those CRDs in place.`,
 		Example: `  lockstep diff                                   # working tree against its merge base with the default branch
@@ -173,9 +174,10 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 		snapshot.AllowMissingLock(), snapshot.AllowStale(),
 		snapshot.WithNamespace(f.namespace), snapshot.WithInstance(f.render.instance),
 		snapshot.WithAllowedProviderPermissions(allowed), snapshot.WithVerificationKeys(keys),
-		snapshot.WithMRDs(f.render.mrds),
 	}
-	hs, err := head.state(cmd.Context(), opts)
+	// The flag asserts the head's lock (what would be applied); each side
+	// renders as its own lock decides.
+	hs, err := head.state(cmd.Context(), append(slices.Clone(opts), f.render.conversionOptions()...))
 	if err != nil {
 		return err
 	}

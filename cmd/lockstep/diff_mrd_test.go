@@ -12,7 +12,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/diff"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 	"github.com/lockstep-gitops/lockstep/test/gitrepo"
 	"github.com/lockstep-gitops/lockstep/test/registry"
@@ -243,3 +245,151 @@ func TestDiffMRDActivationOnCluster(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestDiffConversionOnCluster: turning the lock's MRD conversion on
+// (lockstep lock --enable-custom-to-managed-resource-conversion=true) is a
+// reviewed change. On a cluster where provider-aws-ec2 v2.6.0 (safe-start)
+// was applied from a lock with conversion off, so every ec2 CRD exists
+// plain, custom resources exist in two kinds the policy does not
+// activate; `diff --cluster` of the switch says MRD conversion off → on,
+// lists the CRDs it deactivates and counts those custom resources as
+// orphaned. The flag on diff asserts the head's lock and lock --check
+// reports a lock recording another value as stale. On a control plane of
+// its own: the test writes cluster-scoped ec2 CRDs.
+func TestDiffConversionOnCluster(t *testing.T) {
+	reg := registry.New(t)
+	pushUpstream(t, reg, "provider-aws-ec2-v2.6.0", "upbound/provider-aws-ec2", "v2.6.0")
+	pushUpstream(t, reg, "provider-family-aws-v2.6.0", "upbound/provider-family-aws", "v2.6.0")
+	repo := gitrepo.New(t, "main")
+	dir := filepath.Join(repo.Dir, "clusters", "prod")
+	cache := t.TempDir()
+	regFlags := []string{"--dir", dir, "--cache-dir", cache, "--insecure-registry", reg.Host}
+	env, kubeconfig := clusterOn(t, envtest.Dedicated(t), "xp-conv")
+	clusterFlags := []string{"--kubeconfig", kubeconfig, "--namespace", "xp-conv"}
+	lock := func(step string, args ...string) string {
+		t.Helper()
+		out, err := run(t, append(append([]string{"lock", "--crossplane-version", "v2.1.0"}, regFlags...), args...)...)
+		if err != nil {
+			t.Fatalf("%s: lock: %v\n%s", step, err, out)
+		}
+		return out
+	}
+
+	active := ec2Names("instances", "internetgateways", "securitygroups")
+	repo.WriteFiles(t, "ec2 with 3 kinds", activationFiles(reg, active))
+	lock("off", "--enable-custom-to-managed-resource-conversion=false")
+	first := repo.WriteFiles(t, "lock, conversion off", nil)
+	if out, err := run(t, append(append([]string{"apply", "--instance", "conv"}, regFlags...), clusterFlags...)...); err != nil {
+		t.Fatalf("apply with conversion off: %v\n%s", err, out)
+	}
+	plain := crdsNamed(t, env, ec2Group)
+	for _, n := range ec2Names("vpcs", "subnets", "instances") {
+		if !slices.Contains(plain, n) {
+			t.Fatalf("CRD %s not installed by the apply with conversion off (%d ec2 CRDs)", n, len(plain))
+		}
+	}
+	ctx := envtest.Context(t, time.Minute)
+	for _, cr := range []struct{ kind, name string }{{"VPC", "a"}, {"VPC", "b"}, {"Subnet", "c"}} {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": ec2Group + "/v1beta1", "kind": cr.kind,
+			"metadata": map[string]any{"name": cr.name},
+			"spec":     map[string]any{"forProvider": map[string]any{"region": "eu-west-1"}},
+		}}
+		if err := env.Client.Create(ctx, u); err != nil {
+			t.Fatalf("create %s %s: %v", cr.kind, cr.name, err)
+		}
+	}
+
+	out := lock("on", "--enable-custom-to-managed-resource-conversion=true")
+	if !strings.Contains(out, "~ MRD conversion (customToManagedResourceConversion) off -> on") || !strings.Contains(out, ", MRD conversion on\n") {
+		t.Errorf("lock output does not show the switch:\n%s", out)
+	}
+	second := repo.WriteFiles(t, "lock, conversion on", nil)
+	if out, err := run(t, append([]string{"lock", "--check", "--enable-custom-to-managed-resource-conversion=false"}, regFlags...)...); err == nil ||
+		!strings.Contains(out, "the lock records customToManagedResourceConversion true (MRD conversion on), not false; run lockstep lock --enable-custom-to-managed-resource-conversion=false") {
+		t.Errorf("lock --check with the other value: got %v, want it stale naming the setting\n%s", err, out)
+	}
+
+	sides := []string{"--dir", dir, "--cache-dir", cache, "--insecure-registry", reg.Host, "--base", first.String(), "--head", second.String()}
+	r, err := diffReport(t, append(slices.Clone(sides), "--cluster", "--kubeconfig", kubeconfig)...)
+	if err != nil {
+		t.Fatalf("diff --cluster off → on: %v", err)
+	}
+	if diff := cmp.Diff([]diff.FieldChange{{Field: "customToManagedResourceConversion", Base: "off", Head: "on"}}, r.Lock); diff != "" {
+		t.Errorf("lock changes: -want +got\n%s", diff)
+	}
+	p := findPackage(r, "provider-aws-ec2")
+	if p == nil || p.Activation == nil {
+		t.Fatalf("diff off → on: no activation change for provider-aws-ec2: %+v", r.Packages)
+	}
+	a := p.Activation
+	wantDeactivated := slices.DeleteFunc(slices.Clone(plain), func(n string) bool { return slices.Contains(active, n) })
+	if len(a.Activated) != 0 || a.Active != len(active) || !containsAll(a.Deactivated, wantDeactivated) {
+		t.Errorf("activation: %d activated, %d active, %d deactivated; want 0, %d, and every plain ec2 CRD but the active ones (%d)",
+			len(a.Activated), a.Active, len(a.Deactivated), len(active), len(wantDeactivated))
+	}
+	if a.Orphaned == nil || *a.Orphaned != 3 || a.CustomResources["vpcs."+ec2Group] != 2 || a.CustomResources["subnets."+ec2Group] != 1 || r.Summary.CustomResourcesOrphaned != 3 {
+		t.Errorf("orphaned %v, per CRD vpcs %d subnets %d, summary %d; want 3, 2, 1, 3", a.Orphaned,
+			a.CustomResources["vpcs."+ec2Group], a.CustomResources["subnets."+ec2Group], r.Summary.CustomResourcesOrphaned)
+	}
+	text, err := run(t, append(append([]string{"diff", "--color", "never"}, sides...), "--cluster", "--kubeconfig", kubeconfig)...)
+	if err != nil {
+		t.Fatalf("diff --format text: %v\n%s", err, text)
+	}
+	for _, want := range []string{
+		"~ MRD conversion (customToManagedResourceConversion): off → on",
+		fmt.Sprintf("−%d CRDs, 3 custom resources would be orphaned: ", len(a.Deactivated)),
+		"kept: installed as a plain CRD before MRD conversion",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text output lacks %q:\n%s", want, text)
+		}
+	}
+	// The flag asserts the head's lock: false is refused, true agrees
+	// (the base, off, is not asserted).
+	if _, err := run(t, append(append([]string{"diff"}, sides...), "--enable-custom-to-managed-resource-conversion=false")...); err == nil ||
+		!strings.Contains(err.Error(), "--enable-custom-to-managed-resource-conversion=false disagrees with") {
+		t.Errorf("diff with a flag that disagrees with the head's lock: got %v, want it refused", err)
+	}
+	if out, err := run(t, append(append([]string{"diff"}, sides...), "--enable-custom-to-managed-resource-conversion=true")...); err != nil {
+		t.Errorf("diff with a flag that agrees with the head's lock: %v\n%s", err, out)
+	}
+
+	// Applying the switch keeps every CRD and its custom resources, as the
+	// diff said: the inactive kinds' MRDs are Inactive, their CRDs stay.
+	if out, err := run(t, append(append([]string{"apply", "--instance", "conv"}, regFlags...), clusterFlags...)...); err != nil {
+		t.Fatalf("apply with conversion on: %v\n%s", err, out)
+	}
+	if diff := cmp.Diff(plain, crdsNamed(t, env, ec2Group)); diff != "" {
+		t.Errorf("ec2 CRDs after the switch: -want +got\n%s", diff)
+	}
+	for name, want := range map[string]string{"vpcs." + ec2Group: "Inactive", "instances." + ec2Group: "Active"} {
+		mrd := getObj(t, env, "apiextensions.crossplane.io/v1alpha1", "ManagedResourceDefinition", name)
+		if mrd == nil {
+			t.Errorf("MRD %s missing after the switch", name)
+			continue
+		}
+		if st, _, _ := unstructured.NestedString(mrd.Object, "spec", "state"); st != want {
+			t.Errorf("MRD %s: state %q after the switch, want %s", name, st, want)
+		}
+	}
+	getCtx := envtest.Context(t, 2*time.Minute)
+	for _, name := range []string{"a", "b"} {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(ec2Group + "/v1beta1")
+		u.SetKind("VPC")
+		if err := env.Client.Get(getCtx, client.ObjectKey{Name: name}, u); err != nil {
+			t.Errorf("VPC %s after the switch: %v", name, err)
+		}
+	}
+}
+
+// containsAll reports whether every element of want is in got.
+func containsAll(got, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			return false
+		}
+	}
+	return true
+}

@@ -26,6 +26,17 @@ type lockFlags struct {
 	crossplaneVersion string
 	defaultRegistry   string
 	jobs              int
+	// conversion is mrdFlag's value; conversionSet says it was given.
+	conversion, conversionSet bool
+}
+
+// conversion is mrdFlag's value when given, nil otherwise
+// (lockfile.Options.CustomToManagedResourceConversion).
+func (f *lockFlags) conversionOption() *bool {
+	if !f.conversionSet {
+		return nil
+	}
+	return new(f.conversion)
 }
 
 func newLockCommand() *cobra.Command {
@@ -58,10 +69,22 @@ registry no longer serves, other content), or 1 when a registry could not be
 asked. Every request has --registry-timeout.
 
 The Crossplane version packages must be compatible with is recorded in the
-lock; --crossplane-version is required the first time. A declaration whose
+lock; --crossplane-version is required the first time.
+
+The lock also records whether the cluster gets Crossplane v2's CRD-to-MRD
+conversion (customToManagedResourceConversion): provider CRDs installed as
+ManagedResourceDefinitions, of which only the kinds a
+ManagedResourceActivationPolicy activates get a CRD (all of them for a
+provider that is not safe-start). A new lock for Crossplane v2.0 or later
+records it on, as Crossplane v2 converts by default; an existing lock keeps
+what it records (a lock without the field keeps it off, so upgrading
+lockstep changes no cluster); --` + mrdFlag + `=true|false sets
+it (false is Crossplane's off switch). render, diff, apply and the agent
+follow the lock (docs/design.md#managed-resource-activation). A declaration whose
 spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 --default-registry.`,
 		Example: `  lockstep lock --dir clusters/prod --crossplane-version v2.1.0
+  lockstep lock --enable-custom-to-managed-resource-conversion=true  # install providers through MRDs
   lockstep lock --update provider-nop
   lockstep lock --check   # no network, exit 4 when the lock is stale
   lockstep lock --verify  # online, exit 5 when a tag moved or a pin's content differs`,
@@ -72,6 +95,7 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.conversionSet = cmd.Flags().Changed(mrdFlag)
 			if f.check {
 				return f.runCheck(cmd)
 			}
@@ -88,7 +112,9 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 	cmd.Flags().StringVar(&f.defaultRegistry, "default-registry", "", "registry `HOST` for declarations whose spec.package names the registry "+lockfile.DefaultRegistryPlaceholder+" (default: the one recorded in the lock)")
 	cmd.Flags().IntVar(&f.jobs, "jobs", lockfile.DefaultJobs, "registry calls run in parallel at most")
 	cmd.Flags().BoolVar(&f.verify, "verify", false, "check online, without writing, that every pin's tag still resolves to its digest and its pulled content is what the lock records; exit 5 when not")
+	cmd.Flags().BoolVar(&f.conversion, mrdFlag, false, "record in the lock whether provider CRDs are installed as ManagedResourceDefinitions activated by ManagedResourceActivationPolicies, as Crossplane v2 does (default: what the lock records; on for a new Crossplane v2 lock); false is Crossplane's off switch")
 	cmd.MarkFlagsMutuallyExclusive("check", "update", "verify")
+	cmd.MarkFlagsMutuallyExclusive("verify", mrdFlag)
 	f.reg.register(cmd)
 	return cmd
 }
@@ -100,7 +126,8 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 // warnings are printed on warn.
 func (f *lockFlags) load(ctx context.Context, warn io.Writer) (*snapshot.Snapshot, error) {
 	s, err := snapshot.LoadDir(ctx, f.dir, snapshot.AllowMissingLock(), snapshot.AllowStale(),
-		snapshot.WithCheck(lockfile.Options{CrossplaneVersion: f.crossplaneVersion, DefaultRegistry: f.defaultRegistry}))
+		snapshot.WithCheck(lockfile.Options{CrossplaneVersion: f.crossplaneVersion, DefaultRegistry: f.defaultRegistry,
+			CustomToManagedResourceConversion: f.conversionOption()}))
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +145,7 @@ func (f *lockFlags) runCheck(cmd *cobra.Command) error {
 	path := s.LockName
 	printLockWarnings(cmd.ErrOrStderr(), lockfile.SkippedDependencies(s.Lock))
 	if len(s.Problems) == 0 {
-		fmt.Fprintf(out, "%s is up to date: %d packages for %d declarations, Crossplane %s\n", path, len(s.Lock.Packages), len(s.Declarations.Packages), s.Lock.CrossplaneVersion)
+		fmt.Fprintf(out, "%s is up to date: %d packages for %d declarations, Crossplane %s, MRD conversion %s\n", path, len(s.Lock.Packages), len(s.Declarations.Packages), s.Lock.CrossplaneVersion, lockfile.ConversionString(s.Lock))
 		printVerifications(out, s.Lock)
 		return nil
 	}
@@ -256,12 +283,14 @@ func (f *lockFlags) runLock(cmd *cobra.Command, packages []string) error {
 		return err
 	}
 	resolver := lockfile.NewResolver(client, lockfile.Options{
-		CrossplaneVersion:  f.crossplaneVersion,
-		DefaultRegistry:    f.defaultRegistry,
-		Update:             f.update && len(packages) == 0,
-		UpdatePackages:     packages,
-		Jobs:               f.jobs,
-		InsecureRegistries: f.reg.insecure,
+		CrossplaneVersion: f.crossplaneVersion,
+		DefaultRegistry:   f.defaultRegistry,
+
+		CustomToManagedResourceConversion: f.conversionOption(),
+		Update:                            f.update && len(packages) == 0,
+		UpdatePackages:                    packages,
+		Jobs:                              f.jobs,
+		InsecureRegistries:                f.reg.insecure,
 	})
 	res, err := resolver.Resolve(cmd.Context(), set, prev)
 	if err != nil {
@@ -293,8 +322,8 @@ func (f *lockFlags) runLock(cmd *cobra.Command, packages []string) error {
 				declared++
 			}
 		}
-		fmt.Fprintf(out, "wrote %s: %d packages (%d declared, %d dependencies) for Crossplane %s\n",
-			path, len(res.Lock.Packages), declared, len(res.Lock.Packages)-declared, res.Lock.CrossplaneVersion)
+		fmt.Fprintf(out, "wrote %s: %d packages (%d declared, %d dependencies) for Crossplane %s, MRD conversion %s\n",
+			path, len(res.Lock.Packages), declared, len(res.Lock.Packages)-declared, res.Lock.CrossplaneVersion, lockfile.ConversionString(res.Lock))
 		for _, c := range changes {
 			fmt.Fprintf(out, "  %s\n", c)
 		}
@@ -323,6 +352,11 @@ func describeChanges(prev, next *lockfile.Lock) []string {
 			return short
 		}
 		return e.Version + " (" + short + ")"
+	}
+	if prev != nil {
+		if a, b := lockfile.ConversionString(prev), lockfile.ConversionString(next); a != b {
+			out = append(out, fmt.Sprintf("~ MRD conversion (%s) %s -> %s", lockfile.ConversionField, a, b))
+		}
 	}
 	seen := map[string]bool{}
 	for i := range next.Packages {

@@ -299,3 +299,13 @@ metadata:
 		}
 	}
 }
+
+// TestLockConversionFlagRefusedWithVerify: lock --verify writes nothing, so
+// it refuses --enable-custom-to-managed-resource-conversion rather than
+// ignoring it.
+func TestLockConversionFlagRefusedWithVerify(t *testing.T) {
+	_, err := run(t, "lock", "--verify", "--enable-custom-to-managed-resource-conversion=true", "--dir", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "[enable-custom-to-managed-resource-conversion verify] were all set") {
+		t.Errorf("lock --verify with the conversion flag: got %v, want it refused", err)
+	}
+}

@@ -25,8 +25,10 @@ type renderFlags struct {
 	dir                string
 	instance           string
 	allowedPermissions string
-	// mrds is mrdFlag (snapshot.WithMRDs).
-	mrds bool
+	// mrds is mrdFlag's value, and flags the flag set it is registered
+	// in (conversion: was it given?).
+	mrds  bool
+	flags *pflag.FlagSet
 	// clusterKeys, when set (apply), reads the verification keys that no
 	// --verification-key names from the cluster's Secrets.
 	clusterKeys oci.KeySource
@@ -46,6 +48,24 @@ func (f *renderFlags) registerRender(fl *pflag.FlagSet) {
 	fl.StringVar(&f.instance, "instance", "lockstep", "name of this lockstep instance, recorded in a label on every object it renders")
 	fl.StringVar(&f.allowedPermissions, "allowed-provider-permissions", "", "YAML `FILE` with a list of RBAC PolicyRules that v1-style providers may request with spec.controller.permissionRequests (default: none)")
 	registerMRDFlag(fl, &f.mrds)
+	f.flags = fl
+}
+
+// conversion is mrdFlag's value when it was given, nil otherwise: what
+// the lock must record (snapshot.ExpectMRDConversion).
+func (f *renderFlags) conversion() *bool {
+	if f.flags == nil || !f.flags.Changed(mrdFlag) {
+		return nil
+	}
+	return new(f.mrds)
+}
+
+// conversionOptions is snapshot.ExpectMRDConversion when mrdFlag was given.
+func (f *renderFlags) conversionOptions() []snapshot.Option {
+	if want := f.conversion(); want != nil {
+		return []snapshot.Option{snapshot.ExpectMRDConversion(*want)}
+	}
+	return nil
 }
 
 // load reads --dir through the snapshot stage (internal/snapshot),
@@ -73,8 +93,8 @@ func (f *renderFlags) load(ctx context.Context, warn io.Writer, namespace string
 		snapshot.WithNamespace(namespace),
 		snapshot.WithInstance(f.instance),
 		snapshot.WithAllowedProviderPermissions(allowed),
-		snapshot.WithMRDs(f.mrds),
-	}, extra...)
+	}, f.conversionOptions()...)
+	opts = append(opts, extra...)
 	s, err := snapshot.LoadDir(ctx, f.dir, opts...)
 	var stale *snapshot.StaleLockError
 	if errors.As(err, &stale) {

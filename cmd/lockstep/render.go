@@ -28,11 +28,13 @@ pulled by the locked digest when missing. A stale lock is refused: run
 lockstep lock first. The same lock and package bytes always give the same
 output.
 
-With --` + mrdFlag + ` a Crossplane v2 lock's provider CRDs are
-rendered as ManagedResourceDefinitions, activated by the declared
+When the lock records MRD conversion (customToManagedResourceConversion:
+true, what lockstep lock writes for a new Crossplane v2 lock) provider CRDs
+are rendered as ManagedResourceDefinitions, activated by the declared
 ManagedResourceActivationPolicies (and those Configurations ship), and the
 CRDs of the active ones are printed: exactly the CRDs that will exist
-(docs/design.md#managed-resource-activation).`,
+(docs/design.md#managed-resource-activation). --` + mrdFlag + `
+asserts the lock's decision: a value that disagrees is refused.`,
 		Example: `  lockstep render --dir clusters/prod            # the YAML stream on stdout
   lockstep render --dir clusters/prod -o out/    # one file per package
   lockstep render --package provider-nop`,
@@ -74,16 +76,19 @@ CRDs of the active ones are printed: exactly the CRDs that will exist
 	return cmd
 }
 
-// mrdFlag previews Crossplane v2's CRD-to-MRD conversion and managed
-// resource activation (snapshot.WithMRDs), named after Crossplane's own
-// flag.
+// mrdFlag is Crossplane v2's CRD-to-MRD conversion switch, named after
+// Crossplane's own flag. On `lockstep lock` it sets what the lock records
+// (lockfile.Lock.CustomToManagedResourceConversion); on the commands that
+// render it asserts the lock's decision (snapshot.ExpectMRDConversion).
 const mrdFlag = "enable-custom-to-managed-resource-conversion"
 
 // registerMRDFlag registers mrdFlag on fl, for every command that renders
-// (render, diff, apply, agent). It is off by default: with it, apply
-// installs MRDs and the CRDs of the active ones, a change of what a
-// Crossplane v2 cluster gets from a lock that not every user wants at once
-// (docs/design.md#managed-resource-activation).
+// (render, diff, apply, agent). The lock decides whether provider CRDs
+// become MRDs, so that CI's render equals the cluster's; the flag only
+// asserts that decision, and a value that disagrees with the lock is
+// refused with the lockstep lock command that changes it
+// (snapshot.ConversionMismatchError;
+// docs/design.md#managed-resource-activation).
 func registerMRDFlag(fl *pflag.FlagSet, v *bool) {
-	fl.BoolVar(v, mrdFlag, false, "for a Crossplane v2 lock, render and install provider CRDs as ManagedResourceDefinitions and evaluate the ManagedResourceActivationPolicies, as Crossplane v2 does: only the CRDs of active MRDs are installed")
+	fl.BoolVar(v, mrdFlag, false, "require the lock's MRD conversion (customToManagedResourceConversion) to be this value, and fail otherwise; the lock decides it (set it with lockstep lock --"+mrdFlag+")")
 }

@@ -120,55 +120,104 @@ spec:
 	}
 }
 
-// TestRenderMRDs: with --enable-custom-to-managed-resource-conversion a
-// Crossplane v2 lock's provider CRDs are rendered as Active MRDs (the
-// example provider is not safe-start), each followed by the CRD Crossplane's
-// MRD controller makes of it; without the flag the CRDs stay plain, and a
-// declared ManagedResourceActivationPolicy is reported as not evaluated.
-// apply does not take the flag.
+// TestRenderMRDs: render follows the MRD conversion the lock records
+// (customToManagedResourceConversion). A new Crossplane v2 lock records it
+// on, so the example provider's CRDs (not safe-start) are rendered as Active
+// MRDs, each followed by the CRD Crossplane's MRD controller makes of it; a
+// lock made with --enable-custom-to-managed-resource-conversion=false keeps
+// plain CRDs and reports a declared ManagedResourceActivationPolicy as not
+// evaluated. The flag on render only asserts the lock's decision: a value
+// that disagrees is refused with the lock command that changes it.
 func TestRenderMRDs(t *testing.T) {
 	reg := registry.New(t)
 	pushExamples(t, reg)
-	dir := declarationsDir(t, reg, "v0.1.0")
-	flags := []string{"--dir", dir, "--cache-dir", t.TempDir(), "--insecure-registry", reg.Host}
-	if out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0"}, flags...)...); err != nil {
-		t.Fatalf("lock: %v\n%s", err, out)
-	}
-	// A policy does not make the lock stale: it changes no version.
-	if err := os.WriteFile(filepath.Join(dir, "activation.yaml"), []byte(`apiVersion: apiextensions.crossplane.io/v1alpha1
+	cache := t.TempDir()
+	const policy = `apiVersion: apiextensions.crossplane.io/v1alpha1
 kind: ManagedResourceActivationPolicy
 metadata:
   name: all
 spec:
   activate: ["*"]
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`
+	onWant := []string{"kind: ManagedResourceDefinition\n", "  state: Active\n", "#   MRDs:     4 (4 active, 0 inactive)\n",
+		"# the CRD of an active MRD, as Crossplane's MRD controller makes it (not applied by lockstep yet)\n# controller: ProviderRevision/",
+		"# owners: ManagedResourceDefinition/buckets.demo.lockstep.io\n"}
+	offWant := []string{"kind: CustomResourceDefinition\n", "name: buckets.demo.lockstep.io\n",
+		"warning: ManagedResourceActivationPolicy all (activation.yaml:1): not evaluated",
+		"turn it on with lockstep lock --enable-custom-to-managed-resource-conversion=true)\n"}
 	cases := []struct {
 		name, reason string
-		args         []string
+		lockArgs     []string
+		renderArgs   []string
+		wantLock     string
 		want, absent []string
+		wantErr      string
 	}{
 		{
-			name:   "off",
-			reason: "Without the flag the CRD is installed as it is and the policy is not evaluated.",
-			want: []string{"kind: CustomResourceDefinition\n", "name: buckets.demo.lockstep.io\n",
-				"warning: ManagedResourceActivationPolicy all (activation.yaml:1): not evaluated"},
-			absent: []string{"kind: ManagedResourceDefinition\n"},
+			name:     "new-v2-lock-on",
+			reason:   "A new Crossplane v2 lock records conversion on: the CRD becomes an Active MRD and the CRD of the active MRD is shown, with no flag on render.",
+			wantLock: "customToManagedResourceConversion: true\n",
+			want:     onWant,
+			absent:   []string{"not evaluated"},
 		},
 		{
-			name:   "on",
-			reason: "With the flag the CRD becomes an Active MRD and the CRD of the active MRD is shown.",
-			args:   []string{"--enable-custom-to-managed-resource-conversion"},
-			want: []string{"kind: ManagedResourceDefinition\n", "  state: Active\n", "#   MRDs:     4 (4 active, 0 inactive)\n",
-				"# the CRD of an active MRD, as Crossplane's MRD controller makes it (not applied by lockstep yet)\n# controller: ProviderRevision/",
-				"# owners: ManagedResourceDefinition/buckets.demo.lockstep.io\n"},
-			absent: []string{"not evaluated"},
+			name:       "flag-agrees",
+			reason:     "--enable-custom-to-managed-resource-conversion=true on render agrees with the lock.",
+			renderArgs: []string{"--enable-custom-to-managed-resource-conversion"},
+			wantLock:   "customToManagedResourceConversion: true\n",
+			want:       onWant,
+		},
+		{
+			name:       "flag-disagrees-off",
+			reason:     "--enable-custom-to-managed-resource-conversion=false on render is refused when the lock records it on.",
+			renderArgs: []string{"--enable-custom-to-managed-resource-conversion=false"},
+			wantLock:   "customToManagedResourceConversion: true\n",
+			wantErr: "--enable-custom-to-managed-resource-conversion=false disagrees with DIR/lockstep.lock, which has MRD conversion on (field customToManagedResourceConversion): " +
+				"the lock decides, so that every render of it is the same; run lockstep lock --enable-custom-to-managed-resource-conversion=false and commit lockstep.lock, or drop the flag",
+		},
+		{
+			name:     "lock-off",
+			reason:   "A lock made with --enable-custom-to-managed-resource-conversion=false installs the CRD as it is; the policy is not evaluated.",
+			lockArgs: []string{"--enable-custom-to-managed-resource-conversion=false"},
+			wantLock: "customToManagedResourceConversion: false\n",
+			want:     offWant,
+			absent:   []string{"kind: ManagedResourceDefinition\n"},
+		},
+		{
+			name:       "flag-disagrees-on",
+			reason:     "--enable-custom-to-managed-resource-conversion on render is refused when the lock records it off.",
+			lockArgs:   []string{"--enable-custom-to-managed-resource-conversion=false"},
+			renderArgs: []string{"--enable-custom-to-managed-resource-conversion"},
+			wantLock:   "customToManagedResourceConversion: false\n",
+			wantErr:    "--enable-custom-to-managed-resource-conversion=true disagrees with DIR/lockstep.lock, which has MRD conversion off (field customToManagedResourceConversion)",
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := run(t, append(append([]string{"render"}, flags...), tc.args...)...)
+			dir := declarationsDir(t, reg, "v0.1.0")
+			flags := []string{"--dir", dir, "--cache-dir", cache, "--insecure-registry", reg.Host}
+			if out, err := run(t, append(append([]string{"lock", "--crossplane-version", "v2.1.0"}, flags...), tc.lockArgs...)...); err != nil {
+				t.Fatalf("lock: %v\n%s", err, out)
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "lockstep.lock"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), "\ncrossplaneVersion: v2.1.0\n"+tc.wantLock) {
+				t.Errorf("%s\nthe lock does not record %q after crossplaneVersion:\n%s", tc.reason, tc.wantLock, b)
+			}
+			// A policy does not make the lock stale: it changes no version.
+			if err := os.WriteFile(filepath.Join(dir, "activation.yaml"), []byte(policy), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := run(t, append(append([]string{"render"}, flags...), tc.renderArgs...)...)
+			if tc.wantErr != "" {
+				want := strings.ReplaceAll(tc.wantErr, "DIR/", dir+"/")
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("%s\nrender: got error %v, want one containing %q\n%s", tc.reason, err, want, out)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatalf("render: %v\n%s", err, out)
 			}
@@ -183,5 +232,50 @@ spec:
 				}
 			}
 		})
+	}
+}
+
+// TestRenderSafeStartMRDs: a new Crossplane v2 lock of provider-aws-ec2
+// v2.6.0, which declares the safe-start capability, renders every
+// managed-resource CRD as an Inactive MRD with no CRD for it (only the
+// ProviderConfig-type CRDs stay plain), and the provider awaiting
+// activation with 0 replicas: what Crossplane v2 installs for it
+// (docs/design.md#managed-resource-activation).
+func TestRenderSafeStartMRDs(t *testing.T) {
+	reg := registry.New(t)
+	pushUpstream(t, reg, "provider-aws-ec2-v2.6.0", "upbound/provider-aws-ec2", "v2.6.0")
+	pushUpstream(t, reg, "provider-family-aws-v2.6.0", "upbound/provider-family-aws", "v2.6.0")
+	dir := writePackage(t, map[string]string{
+		"ec2.yaml": `apiVersion: pkg.crossplane.io/v1
+kind: Provider
+metadata:
+  name: provider-aws-ec2
+spec:
+  package: xpkg.upbound.io/upbound/provider-aws-ec2:v2.6.0
+`,
+		"mirror.yaml": mirrorTo("xpkg.upbound.io", reg),
+	})
+	flags := []string{"--dir", dir, "--cache-dir", t.TempDir(), "--insecure-registry", reg.Host}
+	out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0"}, flags...)...)
+	if err != nil {
+		t.Fatalf("lock: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "for Crossplane v2.1.0, MRD conversion on\n") {
+		t.Errorf("lock output does not say MRD conversion is on:\n%s", out)
+	}
+	out, err = run(t, append([]string{"render", "--package", "provider-aws-ec2"}, flags...)...)
+	if err != nil {
+		t.Fatalf("render: %v\n%s", err, out)
+	}
+	for _, w := range []string{"kind: ManagedResourceDefinition\n", "name: instances.ec2.aws.upbound.io\n", "replicas: 0\n"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("render of a new lock of safe-start provider-aws-ec2 lacks %q", w)
+		}
+	}
+	if n := strings.Count(out, "\nkind: CustomResourceDefinition\n"); n != 0 {
+		t.Errorf("render of safe-start provider-aws-ec2 with no policy has %d CustomResourceDefinitions, want 0: every MRD is inactive", n)
+	}
+	if n := strings.Count(out, "  state: Active\n"); n != 0 {
+		t.Errorf("render of safe-start provider-aws-ec2 with no policy has %d Active MRDs, want 0", n)
 	}
 }

@@ -29,7 +29,30 @@ type registryFlags struct {
 	keyFiles       []string
 	trustedRoot    string
 	ignoreTlog     bool
+	cloud          cloudFlag
 }
+
+// cloudFlag is --cloud-credentials: oci.ParseCloudCredentials refuses an
+// unknown value when the flag is parsed.
+type cloudFlag oci.CloudCredentials
+
+func (c *cloudFlag) String() string {
+	if *c == "" {
+		return string(oci.CloudCredentialsAuto)
+	}
+	return string(*c)
+}
+
+func (c *cloudFlag) Set(s string) error {
+	v, err := oci.ParseCloudCredentials(s)
+	if err != nil {
+		return err
+	}
+	*c = cloudFlag(v)
+	return nil
+}
+
+func (c *cloudFlag) Type() string { return "auto|off" }
 
 func (f *registryFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "directory of the content-addressed package cache")
@@ -38,6 +61,7 @@ func (f *registryFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.keyFiles, "verification-key", nil, "`SECRET[/KEY]=FILE`: the cosign public key (PEM) that an ImageConfig spec.verification key authority names by secretRef, read from FILE instead of the cluster; repeatable")
 	cmd.Flags().StringVar(&f.trustedRoot, "trusted-root", "", "Sigstore trusted_root.json `FILE` (Fulcio CAs, Rekor and CT log keys) that ImageConfig spec.verification keyless authorities are verified against, offline")
 	cmd.Flags().BoolVar(&f.ignoreTlog, "insecure-ignore-tlog", false, "accept keyless signatures without a Rekor transparency-log entry, checking their certificate at the current time instead of the logged signing time")
+	cmd.Flags().Var(&f.cloud, "cloud-credentials", "auto: credentials of ECR (*.dkr.ecr.*.amazonaws.com), Google (gcr.io, *-docker.pkg.dev) and Azure (*.azurecr.io) registries come from the cloud provider (IRSA, workload identity, instance metadata, environment) when no pull secret or Docker config credential applies; off: never ask a cloud provider")
 	cmd.Flags().DurationVar(&f.timeout, "registry-timeout", oci.DefaultTimeout, "longest wait for any progress of one registry request (connect, TLS, answer, each read of a layer); a timed-out request is retried twice; 0: no bound")
 }
 
@@ -57,7 +81,7 @@ func (f *registryFlags) options() oci.Options {
 		timeout = -1 // --registry-timeout 0: no bound, as negative values
 	}
 	return oci.Options{InsecureRegistries: f.insecure, RegistryConfig: f.registryConfig, UserAgent: "lockstep/" + version, Timeout: timeout,
-		TrustedRoot: f.trustedRoot, InsecureIgnoreTlog: f.ignoreTlog}
+		TrustedRoot: f.trustedRoot, InsecureIgnoreTlog: f.ignoreTlog, CloudCredentials: oci.CloudCredentials(f.cloud)}
 }
 
 // clusterOptions are options with the pull secrets of a command that has a

@@ -46,11 +46,15 @@ type Config struct {
 	// AllowedProviderPermissions is render's allow list for v1-style
 	// permissionRequests.
 	AllowedProviderPermissions []rbacv1.PolicyRule
-	// MRDs turns on the conversion of a Crossplane v2 lock's provider CRDs
-	// to ManagedResourceDefinitions and the evaluation of activation
-	// policies (snapshot.WithMRDs; lockstep agent
-	// --enable-custom-to-managed-resource-conversion).
-	MRDs bool
+	// MRDConversion, when set, is what every lock the agent applies must
+	// record for Crossplane v2's CRD-to-MRD conversion
+	// (snapshot.ExpectMRDConversion; lockstep agent
+	// --enable-custom-to-managed-resource-conversion): a lock that
+	// disagrees stalls the reconcile at its lock step with reason
+	// StaleLock (snapshot.ConversionMismatchError, which names the
+	// lockstep lock command to run and commit). nil takes each lock's
+	// decision (lockfile.Lock.Converts) as it is.
+	MRDConversion *bool
 	// Apply are the apply options; Namespace and Instance also name the
 	// Sync object (in Namespace, named Instance).
 	Apply apply.Options
@@ -798,15 +802,19 @@ func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered,
 		client = c
 		return c, err
 	}
-	snap, err := snapshot.LoadDir(ctx, art.Dir,
+	opts := []snapshot.Option{
 		snapshot.WithLockName(relPath(art, lockfile.FileName)),
 		snapshot.WithFetcher(newFetcher),
 		snapshot.WithInsecureRegistries(r.cfg.Registry.InsecureRegistries),
 		snapshot.WithNamespace(r.cfg.Apply.Namespace),
 		snapshot.WithInstance(r.cfg.Apply.Instance),
 		snapshot.WithAllowedProviderPermissions(r.cfg.AllowedProviderPermissions),
-		snapshot.WithMRDs(r.cfg.MRDs),
-		snapshot.WithVerificationKeys(r.keys()))
+		snapshot.WithVerificationKeys(r.keys()),
+	}
+	if want := r.cfg.MRDConversion; want != nil {
+		opts = append(opts, snapshot.ExpectMRDConversion(*want))
+	}
+	snap, err := snapshot.LoadDir(ctx, art.Dir, opts...)
 	if r.metrics != nil && client != nil {
 		st := client.Stats()
 		for kind, n := range map[string]int{"HEAD": st.Head, "tags": st.Tags, "manifest": st.Manifests, "blob": st.Blobs, "other": st.Other} {

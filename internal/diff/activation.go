@@ -44,6 +44,13 @@ type ActivationChange struct {
 const deactivationNote = "kept: an Active MRD cannot become Inactive (a validation rule of its CRD), so apply leaves it Active " +
 	"and its CRD in place with its custom resources, as --prune-crds unused never deletes a CRD that holds some; --cluster counts them"
 
+// conversionNote says what becomes of a CRD the base installs plain while
+// the head, converting (the lock's customToManagedResourceConversion turned
+// on), ships its MRD inactive.
+const conversionNote = "kept: installed as a plain CRD before MRD conversion, it stays in the cluster with its custom resources " +
+	"as a payload object the revision no longer ships, but its MRD is Inactive, so the provider no longer reconciles them " +
+	"until a ManagedResourceActivationPolicy activates the kind; --cluster counts them"
+
 // CountFunc counts the custom resources of the CRD named crd on a cluster:
 // exists is false, with n 0, when the CRD does not exist there. Its error
 // ends Report.CountOrphans.
@@ -138,7 +145,10 @@ func activation(a, b *pkgState) *ActivationChange {
 	}
 	slices.Sort(ac.Activated)
 	slices.Sort(ac.Deactivated)
-	if len(ac.Deactivated) > 0 {
+	switch {
+	case len(ac.Deactivated) > 0 && len(am) == 0:
+		ac.Note = conversionNote
+	case len(ac.Deactivated) > 0:
 		ac.Note = deactivationNote
 	}
 	return ac

@@ -165,7 +165,28 @@ func lockChanges(a, b *lockfile.Lock) []FieldChange {
 	if ar != br {
 		out = append(out, FieldChange{Field: "defaultRegistry", Base: ar, Head: br})
 	}
+	if ac, bc := conversionOf(a), conversionOf(b); ac != bc {
+		out = append(out, FieldChange{Field: lockfile.ConversionField, Base: ac, Head: bc})
+	}
 	return out
+}
+
+// conversionOf is "on" or "off" for a lock's MRD conversion
+// (lockfile.ConversionString), "" without a lock.
+func conversionOf(l *lockfile.Lock) string {
+	if l == nil {
+		return ""
+	}
+	return lockfile.ConversionString(l)
+}
+
+// lockFieldLabel is how the text and markdown reports name a lock-wide
+// setting: the lockfile field, and for MRD conversion what it means.
+func lockFieldLabel(field string) string {
+	if field == lockfile.ConversionField {
+		return "MRD conversion (" + code(field) + ")"
+	}
+	return code(field)
 }
 
 // staleness returns a warning per way the state's lock does not match its

@@ -93,7 +93,8 @@
 //	                     replaced, configured, unchanged, breaking,
 //	                     storageMigrations, permissionsGained,
 //	                     crdsActivated?, crdsDeactivated?}
-//	lock?              [FieldChange] crossplaneVersion, defaultRegistry
+//	lock?              [FieldChange] crossplaneVersion, defaultRegistry,
+//	                   customToManagedResourceConversion (off, on)
 //	packages           [PackageChange], Providers, Functions, then
 //	                   Configurations, each by name:
 //	  kind, name, source

@@ -11,8 +11,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ with the current reports")
@@ -192,10 +190,10 @@ func goldenCases() []goldenCase {
 			name:   "mrd-activation",
 			reason: "provider-aws-ec2 v2.6.0 (safe-start) with MRDs: the ManagedResourceActivationPolicy grows from 5 to 15 kinds, so the head makes 10 more CRDs; the package's digest and payload do not change.",
 			base: func(t testing.TB) *State {
-				return testState(t, "5 kinds", ec2Family(t), map[string]string{"policy.yaml": activationPolicy(ec2Kinds[:5])}, snapshot.WithMRDs(true))
+				return mrdState(t, "5 kinds", ec2Family(t), map[string]string{"policy.yaml": activationPolicy(ec2Kinds[:5])})
 			},
 			head: func(t testing.TB) *State {
-				return testState(t, "15 kinds", ec2Family(t), map[string]string{"policy.yaml": activationPolicy(ec2Kinds)}, snapshot.WithMRDs(true))
+				return mrdState(t, "15 kinds", ec2Family(t), map[string]string{"policy.yaml": activationPolicy(ec2Kinds)})
 			},
 			check: func(t *testing.T, r *Report) {
 				p := mustPackage(t, r, "provider-aws-ec2")
@@ -216,10 +214,10 @@ func goldenCases() []goldenCase {
 			name:   "mrd-deactivation",
 			reason: "The policy is removed: the 5 CRDs are reported deactivated (kept, since an MRD once Active stays so), the safe-start provider awaits activation and its Deployment goes to 0 replicas.",
 			base: func(t testing.TB) *State {
-				return testState(t, "5 kinds", ec2Family(t), map[string]string{"policy.yaml": activationPolicy(ec2Kinds[:5])}, snapshot.WithMRDs(true))
+				return mrdState(t, "5 kinds", ec2Family(t), map[string]string{"policy.yaml": activationPolicy(ec2Kinds[:5])})
 			},
 			head: func(t testing.TB) *State {
-				return testState(t, "no policy", ec2Family(t), nil, snapshot.WithMRDs(true))
+				return mrdState(t, "no policy", ec2Family(t), nil)
 			},
 			check: func(t *testing.T, r *Report) {
 				p := mustPackage(t, r, "provider-aws-ec2")
@@ -231,6 +229,39 @@ func goldenCases() []goldenCase {
 				}
 				if r.Summary.CRDsDeactivated != 5 {
 					t.Errorf("summary %+v, want 5 CRDs deactivated", r.Summary)
+				}
+			},
+		},
+		{
+			name: "mrd-conversion-on",
+			reason: "The lock's customToManagedResourceConversion turns on (lockstep lock --enable-custom-to-managed-resource-conversion=true) for provider-aws-ec2 v2.6.0 (safe-start) with a policy activating 5 kinds: " +
+				"the lock change says MRD conversion off → on, the base installs every CRD plain, the head only the 5 active ones, so the other CRDs are reported deactivated and kept.",
+			base: func(t testing.TB) *State {
+				return testState(t, "off", ec2Family(t), map[string]string{"policy.yaml": activationPolicy(ec2Kinds[:5])})
+			},
+			head: func(t testing.TB) *State {
+				return mrdState(t, "on", ec2Family(t), map[string]string{"policy.yaml": activationPolicy(ec2Kinds[:5])})
+			},
+			check: func(t *testing.T, r *Report) {
+				if diff := cmp.Diff([]FieldChange{{Field: "customToManagedResourceConversion", Base: "off", Head: "on"}}, r.Lock); diff != "" {
+					t.Errorf("lock changes: -want +got\n%s", diff)
+				}
+				p := mustPackage(t, r, "provider-aws-ec2")
+				if p.Activation == nil {
+					t.Fatalf("provider-aws-ec2: no activation change: %+v", p)
+				}
+				a := p.Activation
+				if len(a.Activated) != 0 || a.Active != 5 || a.MRDs != 208 || len(a.Deactivated) != 203 || a.Note != conversionNote || a.AwaitingActivation {
+					t.Errorf("activation: %d activated, %d of %d active, %d deactivated, awaiting %t, note %q; want 0, 5 of 208, 203, false, the conversion note",
+						len(a.Activated), a.Active, a.MRDs, len(a.Deactivated), a.AwaitingActivation, a.Note)
+				}
+				for _, k := range ec2Kinds[:5] {
+					if slices.Contains(a.Deactivated, k) {
+						t.Errorf("%s is active on the head but reported deactivated", k)
+					}
+				}
+				if r.Summary.CRDsDeactivated != 203 || r.Summary.CRDsActivated != 0 {
+					t.Errorf("summary %+v, want 203 CRDs deactivated, none activated", r.Summary)
 				}
 			},
 		},

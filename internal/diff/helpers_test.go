@@ -92,6 +92,21 @@ type spec struct {
 // constraints, payload summary), and the state is rendered with NewState.
 func testState(tb testing.TB, name string, specs []spec, files map[string]string, opts ...snapshot.Option) *State {
 	tb.Helper()
+	return testStateConverting(tb, name, specs, files, nil, opts...)
+}
+
+// mrdState is testState with a lock that records MRD conversion on
+// (lockfile.Lock.CustomToManagedResourceConversion), as `lockstep lock`
+// writes a new Crossplane v2 lock.
+func mrdState(tb testing.TB, name string, specs []spec, files map[string]string) *State {
+	tb.Helper()
+	return testStateConverting(tb, name, specs, files, new(true), snapshot.ExpectMRDConversion(true))
+}
+
+// testStateConverting is testState with the lock's
+// customToManagedResourceConversion set to conversion (nil: absent).
+func testStateConverting(tb testing.TB, name string, specs []spec, files map[string]string, conversion *bool, opts ...snapshot.Option) *State {
+	tb.Helper()
 	fsys := fstest.MapFS{}
 	var decls strings.Builder
 	for _, s := range specs {
@@ -112,7 +127,8 @@ func testState(tb testing.TB, name string, specs []spec, files map[string]string
 	if err != nil {
 		tb.Fatalf("%s: declarations: %v", name, err)
 	}
-	lock := &lockfile.Lock{APIVersion: lockfile.APIVersion, Kind: lockfile.Kind, CrossplaneVersion: "v2.1.0", DeclarationsDigest: set.Digest()}
+	lock := &lockfile.Lock{APIVersion: lockfile.APIVersion, Kind: lockfile.Kind, CrossplaneVersion: "v2.1.0", DeclarationsDigest: set.Digest(),
+		CustomToManagedResourceConversion: conversion}
 	contents := map[string]*xpkg.Package{}
 	requests := map[string][]lockfile.Request{}
 	for _, s := range specs {

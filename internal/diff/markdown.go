@@ -89,7 +89,7 @@ func (r *Report) WriteMarkdown(w io.Writer, opts MarkdownOptions) error {
 	if len(r.Lock) > 0 {
 		head.WriteString("**Lock:**")
 		for _, f := range r.Lock {
-			fmt.Fprintf(&head, " %s", md(code(f.Field)+": "+arrow(f.Base, f.Head)))
+			fmt.Fprintf(&head, " %s", md(lockFieldLabel(f.Field)+": "+arrow(f.Base, f.Head)))
 		}
 		head.WriteString("\n\n")
 	}

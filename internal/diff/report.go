@@ -31,7 +31,9 @@ type Report struct {
 	// Summary counts what changed.
 	Summary Summary `json:"summary"`
 	// Lock lists changes of the lock-wide settings (crossplaneVersion,
-	// defaultRegistry), each a FieldChange.
+	// defaultRegistry, and customToManagedResourceConversion as "off" or
+	// "on": whether the lock's providers are installed through MRDs,
+	// lockfile.Lock.Converts), each a FieldChange.
 	Lock []FieldChange `json:"lock,omitempty"`
 	// Packages are the packages that changed in any way, sorted Providers,
 	// Functions, Configurations, then by name and source. Unchanged

@@ -52,7 +52,7 @@ func (r *Report) WriteText(w io.Writer, opts TextOptions) error {
 		t.blank()
 		t.line(0, sevPlain, 0, "lock", true)
 		for _, f := range r.Lock {
-			t.line(1, sevChanged, '~', code(f.Field)+": "+arrow(f.Base, f.Head), false)
+			t.line(1, sevChanged, '~', lockFieldLabel(f.Field)+": "+arrow(f.Base, f.Head), false)
 		}
 	}
 	if len(r.Warnings) > 0 {

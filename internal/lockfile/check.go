@@ -20,7 +20,8 @@ const (
 	NoLock ProblemKind = "NoLock"
 	// DeclarationsChanged: the declarations digest differs from the lock's.
 	DeclarationsChanged ProblemKind = "DeclarationsChanged"
-	// SettingChanged: --crossplane-version or --default-registry differs
+	// SettingChanged: --crossplane-version, --default-registry or
+	// --enable-custom-to-managed-resource-conversion differs
 	// from the one recorded in the lock.
 	SettingChanged ProblemKind = "SettingChanged"
 	// MissingEntry: a declaration, or a locked package's dependency, has no
@@ -56,8 +57,9 @@ func (p Problem) String() string { return p.Subject + ": " + p.Message }
 
 // Check compares lock with the declarations in set without the network and
 // returns every mismatch, sorted by kind and subject; none means `lockstep
-// lock` would keep every pin. Only the CrossplaneVersion and DefaultRegistry
-// of opts are used; when set they must equal the lock's. It reports: a lock
+// lock` would keep every pin. Only the CrossplaneVersion, DefaultRegistry
+// and CustomToManagedResourceConversion of opts are used; when set they
+// must equal the lock's. It reports: a lock
 // that is nil; a changed declarations digest; a declaration without an
 // entry, or whose entry has another source, kind, name, tag or digest; a
 // dependency without an entry, of another kind, or whose entry no longer
@@ -84,6 +86,12 @@ func Check(set *declarations.Set, lock *Lock, opts Options) []Problem {
 	if opts.CrossplaneVersion != "" && !sameVersion(opts.CrossplaneVersion, lock.CrossplaneVersion) {
 		add(SettingChanged, FileName, "the lock was resolved for Crossplane %s, not %s", lock.CrossplaneVersion, opts.CrossplaneVersion)
 		cvString = opts.CrossplaneVersion
+	}
+	if want := opts.CustomToManagedResourceConversion; want != nil {
+		if has, _ := lock.Converts(); has != *want {
+			add(SettingChanged, FileName, "the lock records %s %s (MRD conversion %s), not %t; run lockstep lock --enable-custom-to-managed-resource-conversion=%t",
+				ConversionField, conversionValue(lock), ConversionString(lock), *want, *want)
+		}
 	}
 	defReg := lock.DefaultRegistry
 	if opts.DefaultRegistry != "" && opts.DefaultRegistry != lock.DefaultRegistry {

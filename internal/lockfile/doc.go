@@ -11,7 +11,10 @@
 //   - Lock, Entry, Marshal, WriteFile, Parse and ReadFile are the file format
 //     (apiVersion lockstep.io/v1alpha1, kind Lock): a generated-file header,
 //     the Crossplane version and declarations digest the lock was resolved
-//     for, and one entry per package with its kind, package object name,
+//     for, whether providers are installed through ManagedResourceDefinitions
+//     (customToManagedResourceConversion: true for a new Crossplane v2 lock,
+//     absent meaning off; Lock.Converts,
+//     docs/design.md#managed-resource-activation), and one entry per package with its kind, package object name,
 //     source, version tag, digest, who asked for it and how, its resolved
 //     dependencies, its spec.crossplane.version and a payload summary. Output
 //     is sorted and carries no timestamps, so two locks diff cleanly.

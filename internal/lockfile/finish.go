@@ -22,6 +22,8 @@ func (u *run) finish(g *graph) (*Result, error) {
 		Kind:               Kind,
 		CrossplaneVersion:  u.cvString,
 		DeclarationsDigest: u.set.Digest(),
+
+		CustomToManagedResourceConversion: u.conversion,
 	}}
 	if u.usedDefReg {
 		res.Lock.DefaultRegistry = u.defaultReg

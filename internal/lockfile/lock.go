@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/Masterminds/semver/v3"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -56,6 +57,19 @@ type Lock struct {
 	// sets ignoreCrossplaneConstraints
 	// (docs/crossplane-behaviour.md#crossplane-version-constraints).
 	CrossplaneVersion string `yaml:"crossplaneVersion"`
+	// CustomToManagedResourceConversion records whether the packages are
+	// installed as Crossplane v2 does with its
+	// --enable-custom-to-managed-resource-conversion: a Provider's
+	// managed-resource CRDs rendered as ManagedResourceDefinitions and
+	// activated by ManagedResourceActivationPolicies
+	// (docs/design.md#managed-resource-activation). `lockstep lock` sets
+	// it to true for a new lock whose CrossplaneVersion is v2.0 or later,
+	// keeps what an existing lock records, and sets it as
+	// --enable-custom-to-managed-resource-conversion says. nil (a lock
+	// written before this field, or a v1 lock) means off, so upgrading
+	// lockstep never changes what a cluster gets. true with a v1
+	// CrossplaneVersion is refused (Converts).
+	CustomToManagedResourceConversion *bool `yaml:"customToManagedResourceConversion,omitempty"`
 	// DefaultRegistry is the registry given to declarations that name none
 	// (--default-registry, see DefaultRegistryPlaceholder). Empty when no
 	// declaration needed one.
@@ -202,6 +216,58 @@ type Payload struct {
 	// A lock written before this field has none; the next `lockstep lock`
 	// records them.
 	Kinds []string `yaml:"kinds,omitempty"`
+}
+
+// ConversionField is the lockfile field of
+// Lock.CustomToManagedResourceConversion, for messages.
+const ConversionField = "customToManagedResourceConversion"
+
+// Converts reports whether the lock's packages are installed through
+// ManagedResourceDefinitions: CustomToManagedResourceConversion is true.
+// It returns an error naming the lockfile and field when it is true for a
+// CrossplaneVersion before v2.0, which has no MRDs. A nil lock converts
+// nothing.
+func (l *Lock) Converts() (bool, error) {
+	if l == nil || l.CustomToManagedResourceConversion == nil || !*l.CustomToManagedResourceConversion {
+		return false, nil
+	}
+	if err := conversionAllowed(l.CrossplaneVersion); err != nil {
+		return false, fmt.Errorf("%s: %s: true: %w", FileName, ConversionField, err)
+	}
+	return true, nil
+}
+
+// conversionAllowed returns an error unless version is a semantic version
+// of Crossplane v2.0 or later (prereleases of v2.0.0 included), the first
+// with ManagedResourceDefinitions.
+func conversionAllowed(version string) error {
+	v, err := semver.NewVersion(version)
+	if err != nil {
+		return fmt.Errorf("crossplane version %q is not a semantic version: %w", version, err)
+	}
+	if v.Major() < 2 {
+		return fmt.Errorf("%s is a Crossplane v1 version, which has no ManagedResourceDefinitions (they came with v2.0): run lockstep lock --enable-custom-to-managed-resource-conversion=false, or lock for Crossplane v2", version)
+	}
+	return nil
+}
+
+// ConversionString is "on" or "off" for whether lock converts (Converts;
+// an invalid lock is "off"), as `lockstep lock` and `lockstep diff` print
+// the setting.
+func ConversionString(lock *Lock) string {
+	if ok, _ := lock.Converts(); ok {
+		return "on"
+	}
+	return "off"
+}
+
+// conversionValue is how the lockfile shows CustomToManagedResourceConversion:
+// "true", "false", or "absent" when the lock does not record it.
+func conversionValue(l *Lock) string {
+	if l.CustomToManagedResourceConversion == nil {
+		return "absent"
+	}
+	return fmt.Sprint(*l.CustomToManagedResourceConversion)
 }
 
 // String names an entry as "Kind name (source)".

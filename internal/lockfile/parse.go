@@ -205,6 +205,13 @@ func (v *validator) lock(l *Lock) {
 	} else if _, err := semver.NewVersion(l.CrossplaneVersion); err != nil {
 		v.fail(fmt.Errorf("%q is not a semantic version: %w", l.CrossplaneVersion, err), "crossplaneVersion")
 	}
+	if c := l.CustomToManagedResourceConversion; c != nil && *c && l.CrossplaneVersion != "" {
+		if _, err := semver.NewVersion(l.CrossplaneVersion); err == nil {
+			if err := conversionAllowed(l.CrossplaneVersion); err != nil {
+				v.fail(fmt.Errorf("true: %w", err), ConversionField)
+			}
+		}
+	}
 	if l.DefaultRegistry != "" {
 		if _, err := name.NewRegistry(l.DefaultRegistry, name.StrictValidation); err != nil {
 			v.fail(fmt.Errorf("%q is not a registry host: %w", l.DefaultRegistry, err), "defaultRegistry")

@@ -36,6 +36,13 @@ type Options struct {
 	// DefaultRegistry replaces DefaultRegistryPlaceholder in declarations
 	// (--default-registry). Empty means the previous lock's.
 	DefaultRegistry string
+	// CustomToManagedResourceConversion sets
+	// Lock.CustomToManagedResourceConversion
+	// (--enable-custom-to-managed-resource-conversion). nil keeps the
+	// previous lock's, or for a new lock is true when the Crossplane
+	// version is v2.0 or later. For Check, when set it must equal the
+	// lock's decision.
+	CustomToManagedResourceConversion *bool
 	// Update re-resolves every package to the newest allowed version and
 	// current digest, ignoring the previous lock's pins (--update).
 	Update bool
@@ -137,6 +144,8 @@ type run struct {
 	opts       Options
 	crossplane *semver.Version
 	cvString   string
+	// conversion is the new lock's CustomToManagedResourceConversion.
+	conversion *bool
 	defaultReg string
 	usedDefReg bool
 	set        *declarations.Set
@@ -168,6 +177,32 @@ type run struct {
 	replacedBy map[string]string
 	updating   map[string]bool
 	unsettled  bool
+}
+
+// conversionFor decides the new lock's CustomToManagedResourceConversion
+// for Crossplane version cv (parsed: crossplane): explicit when set,
+// otherwise what previous records (nil stays nil: an existing lock that
+// never recorded it keeps conversion off), otherwise, for a new lock,
+// true from v2.0 on and nil before (docs/design.md#managed-resource-activation).
+// true for a v1 version is an error naming the lockfile and field.
+func conversionFor(explicit *bool, previous *Lock, crossplane *semver.Version, cv string) (*bool, error) {
+	var out *bool
+	switch {
+	case explicit != nil:
+		out = new(*explicit)
+	case previous != nil:
+		if previous.CustomToManagedResourceConversion != nil {
+			out = new(*previous.CustomToManagedResourceConversion)
+		}
+	case crossplane.Major() >= 2:
+		out = new(true)
+	}
+	if out != nil && *out {
+		if err := conversionAllowed(cv); err != nil {
+			return nil, fmt.Errorf("%s: %s: true: %w", FileName, ConversionField, err)
+		}
+	}
+	return out, nil
 }
 
 // declRef is a declaration's source, tag and digest.
@@ -202,8 +237,12 @@ func (r *Resolver) newRun(ctx context.Context, set *declarations.Set, previous *
 			return nil, fmt.Errorf("default registry %q is not a registry host: %w", defReg, err)
 		}
 	}
+	conversion, err := conversionFor(r.opts.CustomToManagedResourceConversion, previous, crossplane, cv)
+	if err != nil {
+		return nil, err
+	}
 	u := &run{
-		ctx: ctx, reg: r.registry, opts: r.opts, crossplane: crossplane, cvString: cv, defaultReg: defReg, set: set,
+		ctx: ctx, reg: r.registry, opts: r.opts, crossplane: crossplane, cvString: cv, defaultReg: defReg, set: set, conversion: conversion,
 		decls: map[string]*declarations.Declaration{}, declRef: map[string]declRef{}, prev: map[string]*Entry{}, named: map[string]bool{},
 		events: make(chan func(), 16),
 		tags:   map[string]*future[[]string]{}, digests: map[string]*future[v1.Hash]{}, pkgs: map[string]*future[*Fetched]{},

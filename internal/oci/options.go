@@ -82,6 +82,16 @@ type Options struct {
 	// TrustedRoot; its integrated time is when the certificate must have
 	// been valid.
 	InsecureIgnoreTlog bool
+	// CloudCredentials says whether the credentials of ECR, Google and
+	// Azure registry hosts come from their cloud provider (CloudProvider)
+	// when no explicit credential applies: after the pull secrets and the
+	// Docker config, each lookup bounded by Timeout. Empty means
+	// CloudCredentialsAuto; a value other than auto and off is refused by
+	// Keychain.
+	CloudCredentials CloudCredentials
+
+	// cloudLookup replaces the real providers in tests; nil means them.
+	cloudLookup cloudLookup
 }
 
 // DefaultJobs is the default bound on concurrent registry operations
@@ -130,9 +140,29 @@ func (o Options) ParseRepository(s string) (name.Repository, error) {
 }
 
 // Keychain returns the credentials source: RegistryConfig when set, otherwise
-// go-containerregistry's default keychain (Docker and Podman config files).
-// It fails when RegistryConfig cannot be read or parsed, naming the file.
+// go-containerregistry's default keychain (Docker and Podman config files),
+// then, unless CloudCredentials is off, the cloud providers' credentials
+// for their own hosts (cloudKeychain, authn.NewMultiKeychain: the first
+// keychain with credentials for a registry wins). It fails when
+// RegistryConfig cannot be read or parsed, naming the file, or when
+// CloudCredentials is not a known value.
 func (o Options) Keychain() (authn.Keychain, error) {
+	docker, err := o.dockerKeychain()
+	if err != nil {
+		return nil, err
+	}
+	switch o.CloudCredentials {
+	case CloudCredentialsOff:
+		return docker, nil
+	case "", CloudCredentialsAuto:
+		return authn.NewMultiKeychain(docker, newCloudKeychain(o.timeout(), o.cloudLookup)), nil
+	}
+	_, err = ParseCloudCredentials(string(o.CloudCredentials))
+	return nil, fmt.Errorf("--cloud-credentials: %w", err)
+}
+
+// dockerKeychain is Keychain without the cloud providers.
+func (o Options) dockerKeychain() (authn.Keychain, error) {
 	if o.RegistryConfig == "" {
 		return authn.DefaultKeychain, nil
 	}

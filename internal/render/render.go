@@ -102,7 +102,8 @@ func Render(in Input) (*Output, error) {
 	out := &Output{Namespace: in.Namespace, Instance: in.Instance, Packages: make([]*PackageOutput, 0, len(pkgs))}
 	if !r.converts {
 		for _, p := range in.ActivationPolicies {
-			out.warnings = append(out.warnings, fmt.Sprintf("%s %s (%s): not evaluated: MRD conversion is off or the lock's Crossplane version %q has no MRDs, so every provider CRD is installed",
+			out.warnings = append(out.warnings, fmt.Sprintf("%s %s (%s): not evaluated: MRD conversion is off or the lock's Crossplane version %q has no MRDs, so every provider CRD is installed "+
+				"(the lock's customToManagedResourceConversion; turn it on with lockstep lock --enable-custom-to-managed-resource-conversion=true)",
 				crossplane.GroupKindMRAP.Kind, p.Name, p.Location, in.CrossplaneVersion))
 		}
 	}

@@ -67,3 +67,27 @@ func (e *StaleLockError) Error() string {
 	}
 	return b.String()
 }
+
+// ConversionMismatchError is the check step's error when
+// ExpectMRDConversion disagrees with what the lock records
+// (lockfile.Lock.CustomToManagedResourceConversion): the lock decides,
+// so the fix is to record the wanted value with lockstep lock and commit
+// it.
+type ConversionMismatchError struct {
+	// Lock names the lock file as the caller named it (WithLockName).
+	Lock string
+	// Want is the expected decision.
+	Want bool
+}
+
+// Error names the flag, the lock file, its field and the command that
+// changes it.
+func (e *ConversionMismatchError) Error() string {
+	have := "off"
+	if !e.Want {
+		have = "on"
+	}
+	return fmt.Sprintf("--enable-custom-to-managed-resource-conversion=%t disagrees with %s, which has MRD conversion %s (field %s): "+
+		"the lock decides, so that every render of it is the same; run lockstep lock --enable-custom-to-managed-resource-conversion=%t and commit %s, or drop the flag",
+		e.Want, e.Lock, have, lockfile.ConversionField, e.Want, lockfile.FileName)
+}

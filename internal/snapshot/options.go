@@ -70,7 +70,8 @@ type options struct {
 	allowed      []rbacv1.PolicyRule
 	only         []string
 	keys         oci.KeySource
-	mrds         bool
+	// expectConversion is ExpectMRDConversion's value; nil: no expectation.
+	expectConversion *bool
 }
 
 func newOptions(opts []Option) *options {
@@ -108,12 +109,14 @@ func AllowStale() Option { return func(o *options) { o.allowStale = true } }
 // diff and lock use it.
 func AllowMissingLock() Option { return func(o *options) { o.allowMissing = true } }
 
-// WithCheck sets the CrossplaneVersion and DefaultRegistry the check step
-// compares with the lock's (lockstep lock --check's flags); the other fields
-// are ignored. By default the lock's own are used.
+// WithCheck sets the CrossplaneVersion, DefaultRegistry and
+// CustomToManagedResourceConversion the check step compares with the
+// lock's (lockstep lock --check's flags); the other fields are ignored. By
+// default the lock's own are used.
 func WithCheck(opts lockfile.Options) Option {
 	return func(o *options) {
-		o.check = lockfile.Options{CrossplaneVersion: opts.CrossplaneVersion, DefaultRegistry: opts.DefaultRegistry}
+		o.check = lockfile.Options{CrossplaneVersion: opts.CrossplaneVersion, DefaultRegistry: opts.DefaultRegistry,
+			CustomToManagedResourceConversion: opts.CustomToManagedResourceConversion}
 	}
 }
 
@@ -144,10 +147,14 @@ func WithVerificationKeys(keys oci.KeySource) Option { return func(o *options) {
 // Nothing else changes: the lock is still checked and fetched whole.
 func Only(names ...string) Option { return func(o *options) { o.only = names } }
 
-// WithMRDs makes the render step convert Providers' managed-resource CRDs
-// to ManagedResourceDefinitions when the lock's crossplaneVersion has them
-// and evaluate the declared ManagedResourceActivationPolicies
-// (render.MRDConversionAuto; docs/design.md#managed-resource-activation).
-// Without it conversion is off (the CLI's and the agent's default,
-// --enable-custom-to-managed-resource-conversion).
-func WithMRDs(enabled bool) Option { return func(o *options) { o.mrds = enabled } }
+// ExpectMRDConversion makes the check step fail unless the lock decides
+// Crossplane v2's CRD-to-MRD conversion as want
+// (lockfile.Lock.Converts; docs/design.md#managed-resource-activation):
+// what --enable-custom-to-managed-resource-conversion on render, diff
+// (for the head), apply and the agent asserts. The lock alone decides
+// what is rendered, so CI's render equals the cluster's; a flag that
+// disagrees is a ConversionMismatchError, even with AllowStale. Without
+// this option the lock's decision is taken as it is.
+func ExpectMRDConversion(want bool) Option {
+	return func(o *options) { o.expectConversion = &want }
+}

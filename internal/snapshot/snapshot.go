@@ -199,6 +199,15 @@ func (l *loader) lock() error {
 
 // check is the check step.
 func (l *loader) check() error {
+	if want := l.opts.expectConversion; want != nil && l.s.Lock != nil {
+		has, err := l.s.Lock.Converts()
+		if err != nil {
+			return err
+		}
+		if has != *want {
+			return &ConversionMismatchError{Lock: l.opts.lockName, Want: *want}
+		}
+	}
 	problems := lockfile.Check(l.s.Declarations, l.s.Lock, l.opts.check)
 	if len(problems) == 0 {
 		return nil
@@ -397,7 +406,11 @@ func (l *loader) input() error {
 		ActivationPolicies:         set.ActivationPolicies,
 		Manifests:                  set.Manifests,
 	}
-	if l.opts.mrds {
+	converts, err := l.s.Lock.Converts()
+	if err != nil {
+		return err
+	}
+	if converts {
 		l.s.Input.MRDConversion = render.MRDConversionAuto
 	}
 	l.s.Replaces = l.s.Input.Replaces()

@@ -44,7 +44,8 @@ const waitTimeout = 15 * time.Minute
 // by digest (cache first), render, and apply with apply.Manager under
 // lockstep's default options (the wait interval excepted, which the
 // harness sets for lockstep and Flux alike), with
-// --enable-custom-to-managed-resource-conversion when spec.MRDs is set.
+// --enable-custom-to-managed-resource-conversion=MRDS: the lock written by
+// lockAndRender records that decision.
 // The uninstall scenario is the same with no package declared: apply
 // prunes everything.
 func runLockstep(ctx context.Context, spec *childSpec, cfg *rest.Config, m *Measurement) error {
@@ -66,7 +67,7 @@ func runLockstep(ctx context.Context, spec *childSpec, cfg *rest.Config, m *Meas
 			return c, err
 		}),
 		snapshot.WithInsecureRegistries(spec.Insecure),
-		snapshot.WithNamespace(benchNamespace), snapshot.WithInstance(benchInstance), snapshot.WithMRDs(spec.MRDs))
+		snapshot.WithNamespace(benchNamespace), snapshot.WithInstance(benchInstance), snapshot.ExpectMRDConversion(spec.MRDs))
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,9 @@ type workload struct {
 	// Notes are printed under the workload's table.
 	Notes []string
 	// MRDs renders and applies with Crossplane v2's CRD-to-MRD conversion
-	// on (snapshot.WithMRDs, `--enable-custom-to-managed-resource-conversion`).
+	// on: the lock records it (lockstep lock
+	// --enable-custom-to-managed-resource-conversion=true) and the run asserts
+	// it (snapshot.ExpectMRDConversion).
 	MRDs bool
 	// Activate, when set, is the spec.activate of a
 	// ManagedResourceActivationPolicy declared beside the packages.
@@ -290,9 +292,10 @@ spec:
 }
 
 // lockAndRender resolves the declarations in dir into dir/lockstep.lock, as
-// `lockstep lock --crossplane-version v2.1.0` does, and renders the lock for
-// the baselines through the snapshot stage, as `lockstep render` does (with
-// `--enable-custom-to-managed-resource-conversion` when mrds is set).
+// `lockstep lock --crossplane-version v2.1.0
+// --enable-custom-to-managed-resource-conversion=MRDS` does, and renders
+// the lock for the baselines through the snapshot stage, as `lockstep
+// render` does.
 func lockAndRender(ctx context.Context, dir string, cache *oci.Cache, opts oci.Options, host string, mrds bool) (*render.Output, error) {
 	decls, err := snapshot.LoadDir(ctx, dir, snapshot.AllowMissingLock(), snapshot.AllowStale())
 	if err != nil {
@@ -302,7 +305,7 @@ func lockAndRender(ctx context.Context, dir string, cache *oci.Cache, opts oci.O
 	if err != nil {
 		return nil, err
 	}
-	res, err := lockfile.NewResolver(client, lockfile.Options{CrossplaneVersion: "v2.1.0", InsecureRegistries: []string{host}}).Resolve(ctx, decls.Declarations, nil)
+	res, err := lockfile.NewResolver(client, lockfile.Options{CrossplaneVersion: "v2.1.0", CustomToManagedResourceConversion: new(mrds), InsecureRegistries: []string{host}}).Resolve(ctx, decls.Declarations, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -312,7 +315,7 @@ func lockAndRender(ctx context.Context, dir string, cache *oci.Cache, opts oci.O
 	snap, err := snapshot.LoadDir(ctx, dir,
 		snapshot.WithFetcher(func([]declarations.ImageConfig) (snapshot.Fetcher, error) { return client, nil }),
 		snapshot.WithInsecureRegistries([]string{host}),
-		snapshot.WithNamespace(benchNamespace), snapshot.WithInstance(benchInstance), snapshot.WithMRDs(mrds))
+		snapshot.WithNamespace(benchNamespace), snapshot.WithInstance(benchInstance), snapshot.ExpectMRDConversion(mrds))
 	if err != nil {
 		return nil, err
 	}
