@@ -25,6 +25,7 @@ type agentFlags struct {
 	git         gitFlags
 	cluster     clusterFlags
 	preflight   preflightFlags
+	memLimit    memoryLimitFlag
 	interval    time.Duration
 	reconcileTO time.Duration
 	pruneCRDs   string
@@ -76,6 +77,7 @@ declarations' warnings are logged and sent as Warning Events on the Sync.`,
 	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists), never, always")
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "apply a commit whose lock has no packages even when this instance installed some, uninstalling them all (without it such a commit stalls the Sync and the last good commit stays applied)")
 	f.preflight.register(fl)
+	f.memLimit.register(fl)
 	fl.BoolVar(&f.protect, "deletion-protection", true, "let only lockstep's own user (and the garbage collector) delete this instance's package and revision records, CRDs, MRDs and XRDs, with a ValidatingAdmissionPolicy (docs/design.md#deletion-protection); false removes the policy")
 	fl.StringVar(&f.pullSA, "pull-service-account", "", "`NAMESPACE/NAME` of a ServiceAccount (the agent's own) whose imagePullSecrets are tried for every package pull, after the package's packagePullSecrets and the ImageConfig's pull secret; empty: none")
 	fl.BoolVar(&f.once, "once", false, "reconcile once and exit (non-zero when the reconcile failed)")
@@ -90,6 +92,9 @@ declarations' warnings are logged and sent as Warning Events on the Sync.`,
 
 func (f *agentFlags) run(cmd *cobra.Command) error {
 	ctx := cmd.Context()
+	if err := f.memLimit.apply(); err != nil {
+		return usageError(err)
+	}
 	var pullSA types.NamespacedName
 	if f.pullSA != "" {
 		ns, n, ok := strings.Cut(f.pullSA, "/")

@@ -29,6 +29,7 @@ type applyFlags struct {
 	render      renderFlags
 	cluster     clusterFlags
 	preflight   preflightFlags
+	memLimit    memoryLimitFlag
 	dryRun      bool
 	timeout     time.Duration
 	pruneCRDs   string
@@ -94,12 +95,16 @@ and says so.`,
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also list unchanged objects")
 	fl.DurationVar(&f.lockTimeout, "lock-timeout", 0, "wait this long for another apply of the instance (lockstep apply or the agent) to finish (0: fail at once)")
 	f.preflight.register(fl)
+	f.memLimit.register(fl)
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "apply a lock without packages even when this instance installed some, uninstalling them all")
 	return cmd
 }
 
 func (f *applyFlags) run(cmd *cobra.Command) error {
 	ctx := cmd.Context()
+	if err := f.memLimit.apply(); err != nil {
+		return usageError(err)
+	}
 	if f.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, f.timeout)

@@ -125,15 +125,15 @@ registry. It sends no network request.`,
 	return cmd
 }
 
-// bundledSignatures describes the signatures e carries for a bundle
-// command's line: their number, or a warning when an ImageConfig requires
-// a signature and there is none.
+// bundledSignatures describes the signatures and attestations e carries
+// for a bundle command's line: the number of their manifests, or a
+// warning when an ImageConfig requires a signature and there is none.
 func bundledSignatures(e oci.BundleEntry) string {
 	switch n := len(e.Signatures); {
-	case n > 0:
-		return fmt.Sprintf(" (%d %s)", n, plural(n, "signature", "signatures"))
-	case e.RequiresSignature != "":
+	case e.RequiresSignature != "" && !e.Signed:
 		return fmt.Sprintf(" (WARNING: no signature, and ImageConfig %s requires one: installing it from this bundle will be refused)", e.RequiresSignature)
+	case n > 0:
+		return fmt.Sprintf(" (%d %s)", n, plural(n, "signature or attestation manifest", "signature and attestation manifests"))
 	}
 	return ""
 }

@@ -26,24 +26,32 @@ spec:
 }
 
 // TestBundleAirGapped is issue 18's air-gapped install, with an
-// ImageConfig that requires every package to be signed: sign the packages
-// in the in-process registry, lock, bundle create (packages and
+// ImageConfig that requires every package to be signed and attested (an
+// SBOM, attached as a DSSE referrer, a .att image and a Sigstore bundle):
+// sign and attest the packages in the in-process registry, lock, bundle create (packages and
 // signatures), and a second bundle whose configuration lost its signature;
 // stop the registry, then apply with an empty package cache fails for the
 // packagePullPolicy: Never Configuration naming bundle load, the unsigned
 // bundle loads but its configuration is refused, bundle load of the signed
 // one fills the cache without a registry, and apply verifies and installs
 // every package against the real API server. bundle push then fills a
-// second registry, a mirror, with the same digests and signatures.
+// second registry, a mirror, with the same digests, signatures and
+// attestations.
 func TestBundleAirGapped(t *testing.T) {
 	reg := registry.New(t)
 	pushExamples(t, reg)
-	dir := signedDir(t, reg)
+	const sbom = sbomType
+	dir := signedSBOMDir(t, reg)
 	release := registry.NewSigningKey(t)
 	keyFlag := "release=" + release.WritePublic(t)
 	for _, p := range lockedPackages {
 		reg.Sign(t, "lockstep-examples/"+p, release)
 	}
+	// The authority lists an attestation: each package carries it in
+	// another of cosign's layouts.
+	reg.AttestReferrer(t, "lockstep-examples/configuration-demo:v0.1.0", sbom, release.Signer, nil)
+	reg.Attest(t, "lockstep-examples/provider-demo:v0.2.0", sbom, release.Signer, nil)
+	reg.AttestBundle(t, "lockstep-examples/function-demo:v0.2.0", sbom, registry.BundleSigner{Key: release})
 	decl := configurationDemo("v0.1.0", "  packagePullPolicy: Never\n")
 	if err := os.WriteFile(filepath.Join(dir, "platform.yaml"), []byte(decl), 0o644); err != nil {
 		t.Fatal(err)
@@ -57,7 +65,7 @@ func TestBundleAirGapped(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bundle create: %v\n%s", err, out)
 	}
-	for _, w := range []string{"3 packages written to " + bundle, "configuration-demo:v0.1.0@sha256:", "(1 signature)\nbundled"} {
+	for _, w := range []string{"3 packages written to " + bundle, "configuration-demo:v0.1.0@sha256:", "(2 signature and attestation manifests)\nbundled"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("bundle create output lacks %q:\n%s", w, out)
 		}
@@ -167,9 +175,11 @@ func TestBundleAirGapped(t *testing.T) {
 	if _, err := remote.Head(ref, mirror.RemoteOptions()...); err != nil {
 		t.Errorf("the mirror does not serve the pushed configuration: %v", err)
 	}
-	ref = mirror.Ref(t, "mirror/lockstep-examples/provider-demo:sha256-"+lockedDigest(t, dir, "lockstep-examples-provider-demo")+".sig")
-	if _, err := remote.Head(ref, mirror.RemoteOptions()...); err != nil {
-		t.Errorf("the mirror does not serve the provider's signature: %v", err)
+	for _, suffix := range []string{".sig", ".att"} {
+		ref = mirror.Ref(t, "mirror/lockstep-examples/provider-demo:sha256-"+lockedDigest(t, dir, "lockstep-examples-provider-demo")+suffix)
+		if _, err := remote.Head(ref, mirror.RemoteOptions()...); err != nil {
+			t.Errorf("the mirror does not serve the provider's %s image: %v", suffix, err)
+		}
 	}
 }
 

@@ -7,15 +7,18 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/writelock"
 )
@@ -208,6 +211,89 @@ func TestExampleDeployRBAC(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, tc.got); diff != "" {
 				t.Errorf("%s\nexamples/deploy: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestExampleDeployTrustedRoot keeps the agent's --trusted-root in
+// examples/deploy pointing at a Sigstore trusted root that is there and
+// reads: the flag names a file under the mount of a ConfigMap volume, the
+// ConfigMap is one of the example's resources (kustomization.yaml) and has
+// that key, and its content is a trusted_root.json that oci.LoadTrustedRoot
+// (the agent's reader) accepts.
+func TestExampleDeployTrustedRoot(t *testing.T) {
+	ex := readDeployExample(t)
+	dir := filepath.Join("..", "..", "examples", "deploy")
+	pod := ex.deployment.Spec.Template.Spec
+	var flag string
+	for _, a := range pod.Containers[0].Args {
+		if v, ok := strings.CutPrefix(a, "--trusted-root="); ok {
+			flag = v
+		}
+	}
+	// The volume mounted at the flag's directory, and the ConfigMap it reads.
+	var volume, configMap string
+	for _, m := range pod.Containers[0].VolumeMounts {
+		if filepath.Dir(flag) == filepath.Clean(m.MountPath) {
+			volume = m.Name
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.Name == volume && v.ConfigMap != nil {
+			configMap = v.ConfigMap.Name
+		}
+	}
+	var kust struct {
+		Resources []string `json:"resources"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err == nil {
+		err = yaml.UnmarshalStrict(b, &kust)
+	}
+	if err != nil {
+		t.Fatalf("examples/deploy/kustomization.yaml: %v", err)
+	}
+	var cm corev1.ConfigMap
+	b, err = os.ReadFile(filepath.Join(dir, "trusted-root.yaml"))
+	if err == nil {
+		err = yaml.UnmarshalStrict(b, &cm)
+	}
+	if err != nil {
+		t.Fatalf("examples/deploy/trusted-root.yaml: %v", err)
+	}
+	content, hasKey := cm.Data[filepath.Base(flag)]
+	root := filepath.Join(t.TempDir(), "trusted_root.json")
+	if err := os.WriteFile(root, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, loadErr := oci.LoadTrustedRoot(root)
+
+	cases := map[string]struct {
+		reason string
+		got    any
+		want   any
+	}{
+		"FlagUnderConfigMapMount": {
+			reason: "--trusted-root names a file in a mounted ConfigMap volume",
+			got:    []any{flag != "", volume != "", configMap},
+			want:   []any{true, true, cm.Name},
+		},
+		"ConfigMapDeployed": {
+			reason: "the ConfigMap is a resource of the example, in the agent's namespace",
+			got:    []any{slices.Contains(kust.Resources, "trusted-root.yaml"), cm.Namespace},
+			want:   []any{true, ex.deployment.Namespace},
+		},
+		"ConfigMapHasTheFile": {
+			reason: "the ConfigMap has the key the flag names, holding a trusted root the agent reads",
+			got:    []any{hasKey, loadErr == nil},
+			want:   []any{true, true},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.got); diff != "" {
+				t.Errorf("%s (load error: %v)\nexamples/deploy: -want, +got:\n%s", tc.reason, loadErr, diff)
 			}
 		})
 	}

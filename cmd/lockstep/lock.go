@@ -171,7 +171,11 @@ func printVerifications(out io.Writer, lock *lockfile.Lock) {
 			if v.Attestations != "" {
 				att = ", attestations " + v.Attestations
 			}
-			fmt.Fprintf(out, "  signature verified: %s %s by ImageConfig %s authority %s (signature %s%s)\n", e.Kind, e.Name, v.ImageConfig, v.Authority, v.Signature, att)
+			layout := ""
+			if v.Layout != "" {
+				layout = ", " + v.Layout
+			}
+			fmt.Fprintf(out, "  signature verified: %s %s by ImageConfig %s authority %s (signature %s%s%s)\n", e.Kind, e.Name, v.ImageConfig, v.Authority, v.Signature, layout, att)
 		}
 	}
 }

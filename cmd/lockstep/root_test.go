@@ -47,6 +47,18 @@ func TestExitCodes(t *testing.T) {
 			want:   exitUsage,
 			msg:    `--fail-on "sometimes" is not none, breaking or any`,
 		},
+		"BadMemoryLimit": {
+			reason: "A --memory-limit that is not a quantity is a usage error.",
+			args:   []string{"apply", "--dir", empty, "--memory-limit", "lots"},
+			want:   exitUsage,
+			msg:    `--memory-limit "lots": quantities must match`,
+		},
+		"NegativeMemoryLimit": {
+			reason: "A --memory-limit that is not positive is a usage error.",
+			args:   []string{"agent", "--memory-limit", "-5Mi"},
+			want:   exitUsage,
+			msg:    `--memory-limit "-5Mi": want a positive number of bytes`,
+		},
 		"ExclusiveFlags": {
 			reason: "Flags that exclude each other are a usage error.",
 			args:   []string{"lock", "--dir", empty, "--check", "--update"},

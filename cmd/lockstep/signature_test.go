@@ -106,6 +106,23 @@ spec:
 	return dir
 }
 
+// sbomType is the predicateType of the SBOM attestation signedSBOMDir's
+// authority lists.
+const sbomType = "https://spdx.dev/Document"
+
+// signedSBOMDir is signedDir whose key authority also lists an SBOM
+// attestation (sbomType).
+func signedSBOMDir(t *testing.T, reg *registry.Registry) string {
+	t.Helper()
+	return signedDirWith(t, reg, `
+      - name: release-key
+        key:
+          secretRef: {name: release, key: cosign.pub}
+        attestations:
+        - {name: sbom, predicateType: "`+sbomType+`"}
+`)
+}
+
 // lockedPackages are the example packages configuration-demo v0.1.0 locks.
 var lockedPackages = []string{"configuration-demo:v0.1.0", "provider-demo:v0.2.0", "function-demo:v0.2.0"}
 
@@ -156,7 +173,7 @@ func TestLockAndRenderVerifySignatures(t *testing.T) {
 	if err != nil {
 		t.Fatalf("lock of signed packages: %v\n%s", err, out)
 	}
-	if w := "  signature verified: Provider lockstep-examples-provider-demo by ImageConfig signed authority release-key (signature " + sigs["provider-demo:v0.2.0"] + ")"; !strings.Contains(out, w) {
+	if w := "  signature verified: Provider lockstep-examples-provider-demo by ImageConfig signed authority release-key (signature " + sigs["provider-demo:v0.2.0"] + ", cosign-tag)"; !strings.Contains(out, w) {
 		t.Errorf("lock output lacks %q:\n%s", w, out)
 	}
 	l, err := lockfile.ReadFile(lockPath)
@@ -173,7 +190,7 @@ func TestLockAndRenderVerifySignatures(t *testing.T) {
 	}
 	want := map[string]lockfile.Verification{}
 	for _, p := range lockedPackages {
-		want[p] = lockfile.Verification{ImageConfig: "signed", Authority: "release-key", Signature: sigs[p]}
+		want[p] = lockfile.Verification{ImageConfig: "signed", Authority: "release-key", Signature: sigs[p], Layout: "cosign-tag"}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("lock verification records: -want +got:\n%s", diff)
@@ -183,7 +200,7 @@ func TestLockAndRenderVerifySignatures(t *testing.T) {
 		t.Errorf("lock --check after a verified lock: %v\n%s", err, out)
 	}
 	for _, p := range lockedPackages {
-		if w := "by ImageConfig signed authority release-key (signature " + sigs[p] + ")"; !strings.Contains(out, w) {
+		if w := "by ImageConfig signed authority release-key (signature " + sigs[p] + ", cosign-tag)"; !strings.Contains(out, w) {
 			t.Errorf("lock --check does not show the verification record of %s (%q):\n%s", p, w, out)
 		}
 	}
@@ -260,7 +277,7 @@ func TestLockAndRenderVerifyKeyless(t *testing.T) {
 		}
 	}
 	for _, p := range lockedPackages {
-		want[p] = lockfile.Verification{ImageConfig: "signed", Authority: "ci", Signature: sigs[p]}
+		want[p] = lockfile.Verification{ImageConfig: "signed", Authority: "ci", Signature: sigs[p], Layout: "cosign-tag"}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("lock verification records: -want +got:\n%s", diff)
@@ -299,20 +316,14 @@ func TestLockAndRenderVerifyKeyless(t *testing.T) {
 func TestLockAndRenderVerifyAttestations(t *testing.T) {
 	reg := registry.New(t)
 	pushExamples(t, reg)
-	const sbom = "https://spdx.dev/Document"
-	dir := signedDirWith(t, reg, `
-      - name: release-key
-        key:
-          secretRef: {name: release, key: cosign.pub}
-        attestations:
-        - {name: sbom, predicateType: "`+sbom+`"}
-`)
+	const sbom = sbomType
+	dir := signedSBOMDir(t, reg)
 	release := registry.NewSigningKey(t)
 	want := map[string]lockfile.Verification{}
 	for _, p := range lockedPackages {
 		ref := "lockstep-examples/" + p
 		want[p] = lockfile.Verification{ImageConfig: "signed", Authority: "release-key",
-			Signature: reg.Sign(t, ref, release).String(), Attestations: reg.Attest(t, ref, sbom, release.Signer, nil).String()}
+			Signature: reg.Sign(t, ref, release).String(), Layout: "cosign-tag", Attestations: reg.Attest(t, ref, sbom, release.Signer, nil).String()}
 	}
 	flags := []string{"--dir", dir, "--cache-dir", t.TempDir(), "--insecure-registry", reg.Host, "--verification-key", "release=" + release.WritePublic(t)}
 	out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0"}, flags...)...)
@@ -320,7 +331,7 @@ func TestLockAndRenderVerifyAttestations(t *testing.T) {
 		t.Fatalf("lock of signed and attested packages: %v\n%s", err, out)
 	}
 	p := want["provider-demo:v0.2.0"]
-	if w := "  signature verified: Provider lockstep-examples-provider-demo by ImageConfig signed authority release-key (signature " + p.Signature + ", attestations " + p.Attestations + ")"; !strings.Contains(out, w) {
+	if w := "  signature verified: Provider lockstep-examples-provider-demo by ImageConfig signed authority release-key (signature " + p.Signature + ", cosign-tag, attestations " + p.Attestations + ")"; !strings.Contains(out, w) {
 		t.Errorf("lock output lacks %q:\n%s", w, out)
 	}
 	l, err := lockfile.ReadFile(filepath.Join(dir, lockfile.FileName))

@@ -49,17 +49,16 @@ func idFor(ns, name string, gk schema.GroupKind) string {
 // (see contentOf), then computes the hash of u without
 // AnnotationAppliedHash, sets that annotation to it and returns it.
 func setAppliedHash(u *unstructured.Unstructured) (string, error) {
-	cb, err := json.Marshal(contentOf(u.Object))
+	content, err := digest(contentOf(u.Object))
 	if err != nil {
-		return "", fmt.Errorf("%s: cannot encode: %w", utils.FmtUnstructured(u), err)
+		return "", fmt.Errorf("%s: %w", utils.FmtUnstructured(u), err)
 	}
-	csum := sha256.Sum256(cb)
 	ann := u.GetAnnotations()
 	delete(ann, AnnotationAppliedHash)
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[AnnotationContentHash] = "sha256:" + hex.EncodeToString(csum[:])
+	ann[AnnotationContentHash] = content
 	u.SetAnnotations(ann)
 	b, err := json.Marshal(u.Object) // maps are encoded with sorted keys
 	if err != nil {

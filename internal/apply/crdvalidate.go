@@ -6,14 +6,19 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsinstall "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/install"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
+	crdapply "k8s.io/apiextensions-apiserver/pkg/client/applyconfiguration"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -101,7 +106,8 @@ type PreflightMode string
 
 const (
 	// PreflightLocal validates a CustomResourceDefinition that does not
-	// exist yet in-process (checkCRDCreate) when the kube-apiserver runs
+	// exist yet (checkCRDCreate), or that lockstep installed and changes
+	// (checkCRDUpdate), in-process when the kube-apiserver runs
 	// the Kubernetes minor version of lockstep's validation (up to
 	// Options.PreflightSkew minors older); otherwise, and for every other
 	// object, it sends a server-side dry-run as PreflightServer does.
@@ -161,4 +167,91 @@ func (m *Manager) localValidation(ctx context.Context, skew int) string {
 		return fmt.Sprintf("the kube-apiserver runs Kubernetes %s (%s), lockstep validates CustomResourceDefinitions as Kubernetes 1.%d does (--preflight-skew=%d)", v.GitVersion, v.Major+"."+v.Minor, lib, skew)
 	}
 	return ""
+}
+
+// crdFieldManager merges a server-side apply into a live
+// CustomResourceDefinition as kube-apiserver's apply handler does
+// (k8s.io/apiserver pkg/endpoints/handlers/patch.go, applyPatcher): the
+// structured-merge-diff FieldManager with the type schema of
+// apiextensions.k8s.io/v1, converting through lockstep's scheme to the
+// internal version and defaulting the merged object.
+var crdFieldManager = sync.OnceValues(func() (*managedfields.FieldManager, error) {
+	return managedfields.NewDefaultFieldManager(
+		crdapply.NewTypeConverter(crdScheme), crdScheme, crdScheme, crdScheme,
+		apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"),
+		apiextensions.SchemeGroupVersion, "", nil)
+})
+
+// checkCRDUpdate validates the server-side apply of body (the JSON of a
+// CustomResourceDefinition, applied by FieldManager with force) to live,
+// the CustomResourceDefinition as the API server returned it (with its
+// managedFields and status), the way kube-apiserver validates that update
+// (kubernetes apiextensions-apiserver
+// pkg/registry/customresourcedefinition/strategy.go, PrepareForUpdate and
+// ValidateUpdate): it merges body into live with crdFieldManager, so fields
+// other managers own stay and fields lockstep stopped applying go, gives
+// the result live's status, the next generation and the new storage
+// version in status.storedVersions, and runs
+// validation.ValidateCustomResourceDefinitionUpdate with live as the old
+// object, which ratchets what live already had (CEL rules, unchanged
+// schemas, conversion review versions) and refuses what the update breaks
+// (a stored version removed, a changed scope, an invalid schema).
+//
+// checked is false when the update could not be modelled in-process (live
+// has no managedFields, or the merge fails): the caller then dry-runs on
+// the server. When checked is true, err is nil or the API server's Invalid
+// StatusError. Fields of disabled feature gates that the update strategy
+// drops, admission webhooks and policies, and writes that race this one are
+// not checked (docs/design.md, "Preflight modes").
+func checkCRDUpdate(ctx context.Context, live *unstructured.Unstructured, body []byte) (checked bool, err error) {
+	if len(live.GetManagedFields()) == 0 {
+		return false, nil
+	}
+	select {
+	case validationSlots <- struct{}{}:
+		defer func() { <-validationSlots }()
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	fm, err := crdFieldManager()
+	if err != nil {
+		return false, nil
+	}
+	oldV1 := &apiextensionsv1.CustomResourceDefinition{}
+	if err := kruntime.DefaultUnstructuredConverter.FromUnstructured(live.Object, oldV1); err != nil {
+		return false, nil
+	}
+	crdScheme.Default(oldV1)
+	old := &apiextensions.CustomResourceDefinition{}
+	if err := crdScheme.Convert(oldV1, old, nil); err != nil {
+		return false, nil
+	}
+	applied := &unstructured.Unstructured{}
+	if err := utiljson.Unmarshal(body, &applied.Object); err != nil {
+		return false, nil
+	}
+	merged, err := fm.Apply(old.DeepCopy(), applied, FieldManager, true)
+	if err != nil {
+		return false, nil
+	}
+	crd, ok := merged.(*apiextensions.CustomResourceDefinition)
+	if !ok {
+		return false, nil
+	}
+	crd.Status = old.Status
+	if !apiequality.Semantic.DeepEqual(old.Spec, crd.Spec) {
+		crd.Generation = old.Generation + 1
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			if !apiextensions.IsStoredVersion(crd, v.Name) {
+				crd.Status.StoredVersions = append(crd.Status.StoredVersions, v.Name)
+			}
+			break
+		}
+	}
+	if errs := crdvalidation.ValidateCustomResourceDefinitionUpdate(ctx, crd, old); len(errs) > 0 {
+		return true, apierrors.NewInvalid(crossplane.GroupKindCRD, crd.Name, errs)
+	}
+	return true, nil
 }

@@ -15,7 +15,9 @@ import (
 	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/semver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -246,4 +248,166 @@ func TestValidationMinorMatchesGoMod(t *testing.T) {
 	if diff := cmp.Diff(fmt.Sprintf("v0.%d", validationMinor), got); diff != "" {
 		t.Errorf("validationMinor does not match go.mod's k8s.io/apiextensions-apiserver: -want +got\n%s", diff)
 	}
+}
+
+// TestCheckCRDUpdateAgreesWithServer: checkCRDUpdate accepts and refuses
+// the server-side applies of a changed CRD that the real kube-apiserver
+// accepts and refuses (a server-side dry-run apply as FieldManager with
+// force, as the payload step sends), with the same invalid fields. Every
+// case starts from a CRD lockstep applied (and, in the "other manager"
+// cases, to which another field manager applied fields too), read back
+// from the server once it is Established, as the apply's LIST would see it.
+func TestCheckCRDUpdateAgreesWithServer(t *testing.T) {
+	env := envtest.Shared(t)
+	g := fmt.Sprintf("crdupdate%d.lockstep.io", time.Now().UnixNano())
+	const celSpec = `            type: object
+            x-kubernetes-validations:
+            - rule: "self.size > 0"
+            properties:
+              size: {type: integer}`
+	v1beta1 := func(crd string) string {
+		return strings.Replace(crd, "  - name: v1alpha1", `  - name: v1beta1
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema: {type: object}
+  - name: v1alpha1`, 1)
+	}
+	cases := map[string]struct {
+		reason string
+		// base is what lockstep applied; other, when set, what
+		// another field manager applied on top of it.
+		base, other string
+		update      string
+		invalid     bool
+	}{
+		"property added": {
+			reason: "a valid change passes both",
+			base:   testCRD(g, "added", okSpec, ""),
+			update: testCRD(g, "added", okSpec+"\n              name: {type: string}", ""),
+		},
+		"CEL rule kept, property unchanged": {
+			reason: "a CEL rule already there is ratcheted, a printer column added",
+			base:   testCRD(g, "celkept", celSpec, ""),
+			update: testCRD(g, "celkept", celSpec, "    additionalPrinterColumns: [{name: Size, type: integer, jsonPath: .spec.size}]"),
+		},
+		"stored version removed": {
+			reason:  "a version in status.storedVersions must stay in spec.versions",
+			base:    testCRD(g, "stored", okSpec, ""),
+			update:  strings.Replace(testCRD(g, "stored", okSpec, ""), "name: v1alpha1", "name: v1beta1", 1),
+			invalid: true,
+		},
+		"scope changed": {
+			reason:  "spec.scope is immutable",
+			base:    testCRD(g, "scope", okSpec, ""),
+			update:  strings.Replace(testCRD(g, "scope", okSpec, ""), "scope: Cluster", "scope: Namespaced", 1),
+			invalid: true,
+		},
+		"property made invalid": {
+			reason:  "a property of an unknown type is refused on update too",
+			base:    testCRD(g, "badtype", okSpec, ""),
+			update:  testCRD(g, "badtype", "            type: strin", ""),
+			invalid: true,
+		},
+		"names changed once Established": {
+			reason:  "spec.names.kind cannot change once the CRD is Established",
+			base:    testCRD(g, "kind", okSpec, ""),
+			update:  strings.Replace(testCRD(g, "kind", okSpec, ""), "kind: Thing,", "kind: Other,", 1),
+			invalid: true,
+		},
+		"other manager's version kept": {
+			reason: "spec.versions is an atomic list: lockstep's update replaces it, dropping the version another manager added, which was never stored",
+			base:   testCRD(g, "otherver", okSpec, ""),
+			other:  v1beta1(testCRD(g, "otherver", okSpec, "")),
+			update: testCRD(g, "otherver", okSpec+"\n              name: {type: string}", ""),
+		},
+		"other manager's version made the storage version": {
+			reason:  "lockstep's update marks the version another manager added as storage too: two storage versions",
+			base:    testCRD(g, "twostorage", okSpec, ""),
+			other:   v1beta1(testCRD(g, "twostorage", okSpec, "")),
+			update:  strings.Replace(v1beta1(testCRD(g, "twostorage", okSpec, "")), "storage: false", "storage: true", 1),
+			invalid: true,
+		},
+		"other manager's CEL rule on a changed property": {
+			reason: "another manager's CEL rule stays in the merge; once lockstep changes the property's type it no longer compiles, which an update ratchets as a rule already there",
+			base:   testCRD(g, "othercel", okSpec, ""),
+			other:  testCRD(g, "othercel", celSpec, ""),
+			update: testCRD(g, "othercel", "            type: object\n            properties:\n              size: {type: string}", ""),
+		},
+		"conversion webhook another manager set": {
+			reason: "lockstep's update sets conversion strategy None; the webhook another manager set stays in the merge, which the server refuses (the body alone is valid)",
+			base:   testCRD(g, "conv", okSpec, ""),
+			other: testCRD(g, "conv", okSpec, `  conversion:
+    strategy: Webhook
+    webhook:
+      conversionReviewVersions: [v1]
+      clientConfig: {url: "https://example.com/convert"}`),
+			update:  testCRD(g, "conv", okSpec, "  conversion: {strategy: None}"),
+			invalid: true,
+		},
+		"version removed that another manager applied too": {
+			reason:  "spec.versions is an atomic list: another manager's identical apply does not keep the version lockstep renames, status.storedVersions refuses it",
+			base:    testCRD(g, "coowned", okSpec, ""),
+			other:   testCRD(g, "coowned", okSpec, ""),
+			update:  strings.Replace(testCRD(g, "coowned", okSpec, ""), "name: v1alpha1", "name: v1beta1", 1),
+			invalid: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			base := crdObject(t, tc.base)
+			t.Cleanup(func() { _ = env.Client.Delete(context.Background(), base.DeepCopy()) })
+			if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(base.DeepCopy()), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+				t.Fatal(err)
+			}
+			if tc.other != "" {
+				if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(crdObject(t, tc.other)), client.FieldOwner("someone-else"), client.ForceOwnership); err != nil {
+					t.Fatal(err)
+				}
+			}
+			live := &unstructured.Unstructured{}
+			live.SetGroupVersionKind(base.GroupVersionKind())
+			for {
+				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(base), live); err != nil {
+					t.Fatal(err)
+				}
+				if conditionStatus(live, "Established") == "True" {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatalf("%s is not Established: %v", base.GetName(), ctx.Err())
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			body, err := yaml.YAMLToJSON([]byte(tc.update))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checked, local := checkCRDUpdate(ctx, live, body)
+			if !checked {
+				t.Fatalf("%s: the update was not checked in-process (%v)", tc.reason, local)
+			}
+			server := env.Client.Patch(ctx, crdObject(t, tc.update), client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(FieldManager),
+				client.ForceOwnership, client.FieldValidation(metav1.FieldValidationIgnore), client.DryRunAll)
+			if got := server != nil; got != tc.invalid {
+				t.Fatalf("%s: the server's answer %v is not what the case expects (invalid=%v): fix the case", tc.reason, server, tc.invalid)
+			}
+			if diff := cmp.Diff(invalidFields(t, server), invalidFields(t, local)); diff != "" {
+				t.Errorf("%s: in-process validation disagrees with the server on the invalid fields: -server +local\n%s\nserver: %v\nlocal: %v", tc.reason, diff, server, local)
+			}
+		})
+	}
+}
+
+// crdObject decodes the YAML of a CRD.
+func crdObject(t *testing.T, y string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

@@ -2,8 +2,10 @@ package apply_test
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,4 +175,52 @@ func (f *fixture) labelled(t *testing.T, po *render.PackageOutput, out *render.O
 	}
 	sort.Strings(left)
 	return left
+}
+
+// TestIntentsShareInventoryWrites: packages that record their intent
+// while another package's inventory write is in flight share the next
+// write instead of writing the ConfigMap one by one. The first write is
+// held (by a test hook, up to 3 minutes) until the other packages queued
+// behind it, so the count does not depend on timing: one write for the
+// first package, one for the rest (the final write has nothing new);
+// each package's entry is in the inventory.
+func TestIntentsShareInventoryWrites(t *testing.T) {
+	const n = 4
+	f := newFixture(t)
+	m := f.manager(t, nil)
+	var pkgs []render.Package
+	for i := range n {
+		s := f.demo(t, "function-demo", "v0.1.0")
+		s.name = fmt.Sprintf("%s-fn%d", f.prefix, i)
+		pkgs = append(pkgs, build(t, s))
+	}
+	var once sync.Once
+	apply.SetIntentWriteHook(func(queued func() int) {
+		once.Do(func() {
+			deadline := time.Now().Add(3 * time.Minute)
+			for queued() < n-1 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	})
+	t.Cleanup(func() { apply.SetIntentWriteHook(nil) })
+	f.reqs.reset()
+	mustSucceed(t, f.apply(t, m, f.render(t, pkgs...), apply.ApplyMeta{}))
+	_, mutating := f.reqs.snapshot()
+	var writes []string
+	for _, l := range mutating {
+		if strings.Contains(l, "/configmaps/"+inventory.ConfigMapName(f.instance)) {
+			writes = append(writes, l)
+		}
+	}
+	if len(writes) != 2 {
+		t.Errorf("%d packages wrote the inventory %d times, want 2 (the first package's intent, then the rest's together; the final write has nothing new): %v", n, len(writes), writes)
+	}
+	inv, err := inventory.Read(context.Background(), f.c, f.namespace, f.instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Packages) != n {
+		t.Errorf("the inventory has %d packages, want %d", len(inv.Packages), n)
+	}
 }

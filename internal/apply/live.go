@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"sync"
 
@@ -62,10 +63,10 @@ type cluster struct {
 	// objects are the live objects labelled with this instance, of every
 	// kind lockstep applies in this run, by inventory ID.
 	objects map[string]*unstructured.Unstructured
-	// raw holds, for objects of compactKinds listed by the rawLister, the
-	// JSON the API server sent; their entry in objects is a header (see
-	// compactObject).
-	raw map[string][]byte
+	// sums holds, for objects of compactKinds listed by the rawLister, the
+	// summary of their content; their entry in objects is a header (see
+	// summarize).
+	sums map[string]*liveSummary
 	// foreign are objects of those kinds that exist without this
 	// instance's label, found only when a desired object was missing from
 	// objects; only their metadata is read.
@@ -150,25 +151,19 @@ func (c *cluster) forget(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.objects, id)
-	delete(c.raw, id)
+	delete(c.sums, id)
 }
 
-// full returns the live object with inventory ID id in full: the listed
-// object, or for a compact kind a fresh decode of its JSON. It returns nil
-// when there is no such object.
-func (c *cluster) full(id string) (*unstructured.Unstructured, error) {
+// summaryOf returns the summary of the listed object u with inventory ID
+// id, nil when it has none or u is no longer the object the LIST left
+// (a package applied in this run wrote it since).
+func (c *cluster) summaryOf(id string, u *unstructured.Unstructured) *liveSummary {
 	c.mu.RLock()
-	u, raw := c.objects[id], c.raw[id]
-	c.mu.RUnlock()
-	if raw == nil {
-		return u, nil
+	defer c.mu.RUnlock()
+	if u == nil || c.objects[id] != u {
+		return nil
 	}
-	full, err := decodeItem(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s: cannot decode the live object: %w", id, err)
-	}
-	full.SetGroupVersionKind(u.GroupVersionKind())
-	return full, nil
+	return c.sums[id]
 }
 
 // load reads the cluster state of the run: the inventory, every package and
@@ -179,7 +174,7 @@ func (r *run) load(ctx context.Context) error {
 		revisions:  map[pkgKey][]*unstructured.Unstructured{},
 		byUID:      map[types.UID]*unstructured.Unstructured{},
 		objects:    map[string]*unstructured.Unstructured{},
-		raw:        map[string][]byte{},
+		sums:       map[string]*liveSummary{},
 		foreign:    map[string]*metav1.PartialObjectMetadata{},
 		metaListed: map[listKey]chan struct{}{},
 		listed:     map[listKey]bool{},
@@ -202,11 +197,21 @@ func (r *run) load(ctx context.Context) error {
 
 	// One labelled LIST per kind and namespace of the objects to apply.
 	keys := map[listKey]bool{}
+	r.shapes = map[string]*render.Object{}
 	for _, po := range r.out.Packages {
 		rev := po.Revision
 		for _, group := range [][]*render.Object{rev.Payload, rev.ManagedCRDs, rev.Runtime, rev.RBAC} {
 			for _, o := range group {
 				keys[listKeyFor(o.APIVersion, o.Kind, o.Namespace)] = true
+			}
+		}
+		for _, group := range [][]*render.Object{rev.Payload, rev.ManagedCRDs} {
+			for _, o := range group {
+				// The first package that renders it: a match is
+				// proof whatever object it followed (project).
+				if _, dup := r.shapes[o.ID()]; !dup {
+					r.shapes[o.ID()] = o
+				}
 			}
 		}
 	}
@@ -220,7 +225,7 @@ func (r *run) load(ctx context.Context) error {
 func (r *run) listAllLabelled(ctx context.Context, keys []listKey) error {
 	type listed struct {
 		objs []*unstructured.Unstructured
-		raw  [][]byte
+		sums []*liveSummary
 		err  error
 	}
 	results := make([]listed, len(keys))
@@ -231,13 +236,13 @@ func (r *run) listAllLabelled(ctx context.Context, keys []listKey) error {
 			continue
 		}
 		g.Go(func() error {
-			objs, raw, err := r.listLabelled(gctx, k)
+			objs, sums, err := r.listLabelled(gctx, k)
 			if err != nil && !isNotServed(err) {
 				err = fmt.Errorf("cannot list %s: %w", k.gvk.Kind, err)
 			} else {
 				err = nil
 			}
-			results[i] = listed{objs: objs, raw: raw, err: err}
+			results[i] = listed{objs: objs, sums: sums, err: err}
 			return nil
 		})
 	}
@@ -251,8 +256,8 @@ func (r *run) listAllLabelled(ctx context.Context, keys []listKey) error {
 		for j, o := range results[i].objs {
 			id := objectID(o)
 			r.live.objects[id] = o
-			if raw := results[i].raw; raw != nil && raw[j] != nil {
-				r.live.raw[id] = raw[j]
+			if sums := results[i].sums; sums != nil && sums[j] != nil {
+				r.live.sums[id] = sums[j]
 			}
 		}
 		r.live.listed[k] = true
@@ -265,42 +270,65 @@ func (r *run) listAllLabelled(ctx context.Context, keys []listKey) error {
 
 // listLabelled lists the objects of k labelled with this instance. With
 // the Manager's rawLister, objects of compactKinds come back as headers,
-// with their JSON at the same index of raw; other objects, and every
-// object without a rawLister, in full.
-func (r *run) listLabelled(ctx context.Context, k listKey) ([]*unstructured.Unstructured, [][]byte, error) {
+// with their summary at the same index of sums (summarize, on every core
+// while the LIST is read); other objects, and every object without a
+// rawLister, in full.
+func (r *run) listLabelled(ctx context.Context, k listKey) ([]*unstructured.Unstructured, []*liveSummary, error) {
 	sel := map[string]string{render.LabelInstance: r.opts.Instance}
 	if r.m.lister == nil {
 		objs, err := live.ListAll(ctx, r.c, k.gvk, k.namespace, client.MatchingLabels(sel))
 		return objs, nil, err
 	}
-	compact := compactKinds[k.gvk.GroupKind()]
-	var objs []*unstructured.Unstructured
-	var raws [][]byte
+	gk := k.gvk.GroupKind()
+	compact := compactKinds[gk]
+	var (
+		objs []*unstructured.Unstructured
+		sums []*liveSummary
+		mu   sync.Mutex
+		g    errgroup.Group
+	)
+	g.SetLimit(runtime.GOMAXPROCS(0))
 	rv, err := r.m.lister.list(ctx, k.gvk, k.namespace, sel, func(b []byte) error {
-		if compact {
-			u, err := compactObject(b)
+		mu.Lock()
+		i := len(objs)
+		objs, sums = append(objs, nil), append(sums, nil)
+		mu.Unlock()
+		g.Go(func() error {
+			var (
+				u   *unstructured.Unstructured
+				s   *liveSummary
+				err error
+			)
+			if compact {
+				u, s, err = summarize(b, k.gvk, r.shapes)
+			} else {
+				u, err = decodeItem(b)
+			}
 			if err != nil {
 				return err
 			}
-			objs, raws = append(objs, u), append(raws, b)
+			mu.Lock()
+			objs[i], sums[i] = u, s
+			mu.Unlock()
 			return nil
-		}
-		u, err := decodeItem(b)
-		if err != nil {
-			return err
-		}
-		objs, raws = append(objs, u), append(raws, nil)
+		})
 		return nil
 	})
+	if gerr := g.Wait(); err == nil {
+		err = gerr
+	}
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, o := range objs {
 		o.SetGroupVersionKind(k.gvk)
 	}
-	if err == nil && k.gvk.GroupKind() == crossplane.GroupKindCRD && r.crds != nil {
+	if gk == crossplane.GroupKindCRD && r.crds != nil {
 		// The CRD tracker's watch starts from this LIST, which it
 		// selects the same way (crdwait.Tracker.Seed).
 		r.crds.Seed(rv, r.listedCRD)
 	}
-	return objs, raws, err
+	return objs, sums, nil
 }
 
 func listKeyFor(apiVersion, kind, namespace string) listKey {

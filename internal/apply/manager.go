@@ -472,7 +472,11 @@ type run struct {
 	now  time.Time
 
 	live *cluster
-	pkgs []*pkgRun
+	// shapes are the payload objects of the output by inventory ID (the
+	// first package's when two render one), the shapes the LIST
+	// summarizes live objects against (liveSummary.match).
+	shapes map[string]*render.Object
+	pkgs   []*pkgRun
 	// crossplane is the Crossplane version the cluster runs.
 	crossplane CrossplaneVersion
 	// crds follows the CRDs the packages wait for (nil without a REST
@@ -492,6 +496,14 @@ type run struct {
 	// live.inventory gains the intents recordIntent writes, under invMu.
 	loaded *inventory.Inventory
 	invMu  sync.Mutex
+	// intentMu guards the batching of recordIntent's writes: intentView
+	// is the inventory as last written by writeIntents (nil before the
+	// first recordIntent), intentOpen the batch the next write takes,
+	// intentWriting whether a package is writing batches.
+	intentMu      sync.Mutex
+	intentView    *inventory.Inventory
+	intentOpen    *intentBatch
+	intentWriting bool
 
 	writes atomic.Int64
 	// mrdOnce lists the ManagedResourceDefinitions once per apply, for

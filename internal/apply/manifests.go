@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/health"
@@ -206,16 +207,27 @@ func (r *run) applyManifest(ctx context.Context, mo *render.ManifestOutput, serv
 
 // waitCompositeCRD waits until the CRD name, which Crossplane's XRD
 // controller makes for a composite or claim kind, exists and is
-// Established, polling every Options.WaitInterval for up to
-// Options.WaitTimeout. lockstep does not write that CRD: a cluster without
-// a running Crossplane never gets it, and the wait says so. A dry run does
-// not wait.
+// Established, for up to Options.WaitTimeout: with a watch of that one CRD
+// (crdwait.Selector.Name) when the Manager has a REST config, else polling
+// every Options.WaitInterval. lockstep does not write that CRD: a cluster
+// without a running Crossplane never gets it, and the wait says so. A dry
+// run does not wait.
 func (r *run) waitCompositeCRD(ctx context.Context, name string) error {
 	if r.opts.DryRun {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.opts.WaitTimeout)
 	defer cancel()
+	notEstablished := fmt.Errorf("CustomResourceDefinition %s, which Crossplane makes from the CompositeResourceDefinition, is not Established after %s (is Crossplane running?)", name, r.opts.WaitTimeout)
+	if r.m.crds != nil {
+		t := r.m.crds.Track(crdwait.Selector{Name: name})
+		defer t.Stop()
+		err := t.Wait(ctx, []crdwait.Want{{Name: name}}, 0)
+		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return notEstablished
+		}
+		return err
+	}
 	for {
 		crd := &unstructured.Unstructured{}
 		crd.SetGroupVersionKind(crossplane.GroupKindCRD.WithVersion("v1"))
@@ -228,7 +240,7 @@ func (r *run) waitCompositeCRD(ctx context.Context, name string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("CustomResourceDefinition %s, which Crossplane makes from the CompositeResourceDefinition, is not Established after %s (is Crossplane running?)", name, r.opts.WaitTimeout)
+			return notEstablished
 		case <-time.After(r.opts.WaitInterval):
 		}
 	}

@@ -164,8 +164,17 @@ func TestManifestsAfterPackages(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := f.manager(t, nil)
+	f.reqs.reset()
 	res := f.apply(t, m, out, apply.ApplyMeta{Commit: "one"})
 	mustSucceed(t, res)
+	// The XApp waits for its CRD with a watch of that CRD, not by
+	// polling GETs of it.
+	all, _ := f.reqs.snapshot()
+	for _, l := range all {
+		if strings.HasPrefix(l, "GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/xapps.") {
+			t.Errorf("the wait for the XApp's CRD polled it: %s", l)
+		}
+	}
 
 	type row struct {
 		Object string

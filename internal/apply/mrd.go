@@ -1,9 +1,7 @@
 package apply
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,7 +35,7 @@ func (p *pkgRun) bindManaged(mrds []*desired, crds []*render.Object) ([]*desired
 	p.setMRDUIDs(mrds)
 	out := make([]*desired, 0, len(crds))
 	for _, o := range crds {
-		d := &desired{obj: o, role: inventory.RolePayload, id: renderedID(o), managed: true}
+		d := &desired{obj: o, role: inventory.RolePayload, id: renderedID(o), managed: true, p: p}
 		d.live = p.r.live.object(d.id)
 		if err := p.rebind(d); err != nil {
 			return nil, err
@@ -110,38 +108,22 @@ func (p *pkgRun) writeManaged(ctx context.Context, mrds, objs []*desired) error 
 	return p.writeAll(ctx, objs)
 }
 
-// activeState is how an Active MRD's spec.state reads in the JSON the API
-// server sends (compact, no space after the colon): a cheap test before
-// an exact decode, since a string value "Active" under the key "state"
-// cannot occur elsewhere in unescaped form.
-var activeState = []byte(`"state":"` + crossplane.MRDStateActive + `"`)
-
 // liveActive reports whether the live labelled MRD with inventory ID id is
-// Active (spec.state), false when there is none.
+// Active (spec.state), false when there is none, and returns it: for a
+// listed MRD its header with the spec fields of its summary
+// (liveSummary.def), enough for countInstances.
 func (c *cluster) liveActive(id string) (bool, *unstructured.Unstructured, error) {
 	c.mu.RLock()
-	u, raw := c.objects[id], c.raw[id]
+	u, sum := c.objects[id], c.sums[id]
 	c.mu.RUnlock()
 	if u == nil {
 		return false, nil, nil
 	}
-	if raw != nil && !bytes.Contains(raw, activeState) {
-		return false, nil, nil
-	}
-	if raw != nil {
-		var head struct {
-			Spec struct {
-				State string `json:"state"`
-			} `json:"spec"`
-		}
-		if err := json.Unmarshal(raw, &head); err != nil {
-			return false, nil, fmt.Errorf("%s: cannot decode the live object: %w", id, err)
-		}
-		if head.Spec.State != crossplane.MRDStateActive {
-			return false, nil, nil
-		}
-		full, err := c.full(id)
-		return err == nil, full, err
+	if sum != nil && sum.def != nil {
+		// A header: its definition stub holds what is read of it.
+		full := u.DeepCopy()
+		full.Object["spec"] = sum.def["spec"]
+		u = full
 	}
 	st, _, _ := unstructured.NestedString(u.Object, "spec", "state")
 	return st == crossplane.MRDStateActive, u, nil

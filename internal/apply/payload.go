@@ -267,15 +267,14 @@ func (r *run) waitEstablished(ctx context.Context, crds []*desired) error {
 }
 
 // listedCRD returns what the apply's LIST said of the CRD name: its
-// resourceVersion and conditions, decoded from the JSON the LIST kept
-// (cluster.raw). It is false when the LIST did not have it.
+// resourceVersion and conditions, kept in its summary (liveSummary.crd).
+// It is false when the LIST did not have it.
 func (r *run) listedCRD(name string) (crdwait.State, bool) {
-	raw := read(r.live, func() []byte { return r.live.raw[idFor("", name, crossplane.GroupKindCRD)] })
-	if raw == nil {
+	s := read(r.live, func() *liveSummary { return r.live.sums[idFor("", name, crossplane.GroupKindCRD)] })
+	if s == nil || s.crd == nil {
 		return crdwait.State{}, false
 	}
-	st, err := crdwait.StateOf(raw)
-	return st, err == nil
+	return *s.crd, true
 }
 
 // objectRefs returns the status.objectRefs of a revision that established

@@ -53,8 +53,8 @@ func (e *ConflictError) Error() string {
 // references), checks that no object is controlled by anything but this
 // package's revisions (or those of a package it replaces), and dry-runs
 // server-side every object that differs from the cluster, except the CRDs
-// it creates, which --preflight=local validates in-process (checkCRDCreate,
-// docs/design.md#preflight-modes). It writes
+// it creates or changes, which --preflight=local validates in-process
+// (checkCRDCreate, checkCRDUpdate, docs/design.md#preflight-modes). It writes
 // nothing, except that it may read the root CA. Any failure stops the
 // package before its first payload write.
 func (p *pkgRun) preflightStep(ctx context.Context) error {
@@ -135,7 +135,7 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 					} `json:"names"`
 				} `json:"spec"`
 			}
-			if err := json.Unmarshal(d.body, &crd); err != nil {
+			if err := json.Unmarshal(d.obj.JSON(), &crd); err != nil {
 				return fmt.Errorf("%s: %w", d.id, err)
 			}
 			pending[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = true
@@ -212,7 +212,7 @@ func (p *pkgRun) bindAll(objs []*render.Object) ([]*desired, error) {
 // bundle, TLS data, and for payload objects the owner references of other
 // owners to keep (see extraOwners).
 func (p *pkgRun) bind(o *render.Object, role inventory.Role, revision string) (*desired, error) {
-	d := &desired{obj: o, role: role, revision: revision, id: renderedID(o)}
+	d := &desired{obj: o, role: role, revision: revision, id: renderedID(o), p: p}
 	d.live = p.r.live.object(d.id)
 	if err := p.rebind(d); err != nil {
 		return nil, err
@@ -220,7 +220,13 @@ func (p *pkgRun) bind(o *render.Object, role inventory.Role, revision string) (*
 	return d, nil
 }
 
-func (p *pkgRun) rebind(d *desired) error {
+// rebind binds d again (bindDesired), keeping no body.
+func (p *pkgRun) rebind(d *desired) error { return p.bindDesired(d, false) }
+
+// bindDesired binds d.obj for this apply and sets d's object, hash and,
+// for a payload object, match digest; with keepBody a payload object's
+// JSON goes to d.body (see payloadJSON).
+func (p *pkgRun) bindDesired(d *desired, keepBody bool) error {
 	o := d.obj
 	b := render.Binding{UIDs: p.uids}
 	if o.CABundle != nil {
@@ -251,7 +257,7 @@ func (p *pkgRun) rebind(d *desired) error {
 	}
 	d.u, d.hash = u, h
 	if d.role == inventory.RolePayload {
-		return d.compact()
+		return d.compact(keepBody)
 	}
 	return nil
 }

@@ -82,3 +82,80 @@ func TestInvalidCRDInstallsNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestCRDUpdateValidatedInProcess: with --preflight=local, the upgrade of
+// a package whose CRD changes validates the change in-process
+// (checkCRDUpdate) instead of dry-running the CRD on the server; a change
+// the API server would refuse (a changed scope) stops the package at
+// preflight with the server's error, and the live CRD stays as it was.
+func TestCRDUpdateValidatedInProcess(t *testing.T) {
+	cases := map[string]struct {
+		reason  string
+		from    string
+		to      string
+		wantErr string
+	}{
+		"valid change": {
+			reason: "a raised maximum is applied without a dry-run of the CRD",
+			from:   "maximum: 100}",
+			to:     "maximum: 200}",
+		},
+		"scope changed": {
+			reason:  "spec.scope is immutable: the in-process check refuses it before the first payload write",
+			from:    "scope: Cluster",
+			to:      "scope: Namespaced",
+			wantErr: "in-process validation (--preflight=local) failed: CustomResourceDefinition.apiextensions.k8s.io \"queues.",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			m := f.manager(t, func(o *apply.Options) { o.Preflight, o.PreflightSkew = apply.PreflightLocal, 1 })
+			s := f.demo(t, "provider-demo", "v0.1.0")
+			mustSucceed(t, f.apply(t, m, f.render(t, build(t, s)), apply.ApplyMeta{}))
+			queues := "queues." + f.prefix + ".demo.lockstep.io"
+			before := f.crd(t, queues)
+
+			s = synthetic(s, 7)
+			s.edit = func(files map[string]string) {
+				files["crds/demo.lockstep.io_queues.yaml"] = strings.Replace(files["crds/demo.lockstep.io_queues.yaml"], tc.from, tc.to, 1)
+			}
+			f.reqs.reset()
+			res := f.apply(t, m, f.render(t, build(t, s)), apply.ApplyMeta{})
+			all, _ := f.reqs.snapshot()
+			for _, l := range all {
+				if strings.Contains(l, "/customresourcedefinitions/") && strings.HasSuffix(l, "(dry-run)") {
+					t.Errorf("%s: the CRD was dry-run on the server: %s", tc.reason, l)
+				}
+			}
+			for _, w := range res.Warnings {
+				if strings.Contains(w, "--preflight=local") {
+					t.Errorf("%s: local validation was not used: %s", tc.reason, w)
+				}
+			}
+			if tc.wantErr == "" {
+				mustSucceed(t, res)
+				if f.crd(t, queues).GetGeneration() == before.GetGeneration() {
+					t.Errorf("%s: the CRD was not updated", tc.reason)
+				}
+				return
+			}
+			if len(res.Packages) != 1 || res.Packages[0].Err == nil {
+				t.Fatalf("%s: the package upgraded: %v", tc.reason, res.Err())
+			}
+			p := res.Packages[0]
+			if diff := cmp.Diff("preflight", p.Step); diff != "" {
+				t.Errorf("%s: failed step -want +got\n%s", tc.reason, diff)
+			}
+			for _, want := range []string{tc.wantErr, "spec.scope: Invalid value: \"Namespaced\": field is immutable"} {
+				if !strings.Contains(p.Err.Error(), want) {
+					t.Errorf("%s: the error %q does not say %q", tc.reason, p.Err, want)
+				}
+			}
+			after := f.crd(t, queues)
+			if diff := cmp.Diff(before.GetResourceVersion(), after.GetResourceVersion()); diff != "" {
+				t.Errorf("%s: the refused upgrade wrote the CRD: -before +after\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

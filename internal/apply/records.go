@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
@@ -96,12 +97,22 @@ type desired struct {
 	// body the whole object (see full).
 	u    *unstructured.Unstructured
 	hash string
-	// body is the JSON of a payload object as applied, nil for records and
+	// match is the digest of a payload object without its metadata
+	// (bodyDigest), which a listed object's summary matches when it holds
+	// every value of it (liveSummary.matches).
+	match string
+	// body is the JSON of a payload object as applied, while a request
+	// needs it (payloadJSON); nil otherwise, and always for records and
 	// runtime. A provider's payload is thousands of CRDs of up to a
-	// megabyte: kept decoded for the whole apply they cost about ten times
-	// their JSON, so apply keeps the JSON, sends it as the apply patch
-	// as it is, and decodes it only to compare it with a live object.
+	// megabyte: kept for the whole apply, even as JSON, they cost about
+	// what the rendered output does, and an apply that changes nothing
+	// sends none of them; so apply keeps a payload object's header, hash
+	// and match digest, and binds it again for the requests that send it
+	// (docs/design.md#memory).
 	body []byte
+	// p is the package run that binds a payload object (pkgRun.bind), nil
+	// for records and runtime.
+	p *pkgRun
 	// create holds fields applied only when the object is created (a
 	// Manual revision's spec.desiredState); nil for none.
 	create map[string]any
@@ -131,37 +142,58 @@ type desired struct {
 	managed bool
 }
 
+// isPayload reports whether d is a payload object, kept compact (see
+// body).
+func (d *desired) isPayload() bool { return d.role == inventory.RolePayload }
+
 // full returns the whole object lockstep applies: u, or for a payload
-// object a fresh decode of body.
+// object a decode of payloadJSON.
 func (d *desired) full() (*unstructured.Unstructured, error) {
-	if d.body == nil {
+	if !d.isPayload() {
 		return d.u, nil
 	}
+	b, err := d.payloadJSON()
+	if err != nil {
+		return nil, err
+	}
 	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(d.body); err != nil {
+	if err := u.UnmarshalJSON(b); err != nil {
 		return nil, fmt.Errorf("%s: cannot decode: %w", d.id, err)
 	}
 	return u, nil
 }
 
-// liveObject returns d's live object in full: d.live, or the decode of the
-// JSON of a compact kind's live object (cluster.full) when d.live is the
-// header the LIST left.
-func (r *run) liveObject(d *desired) (*unstructured.Unstructured, error) {
-	if r.live.object(d.id) != d.live {
-		return d.live, nil
+// payloadJSON returns the JSON of payload object d as it is applied: body
+// when set, else a fresh bind of it (pkgRun.bindDesired), which d does not
+// keep. The bind is the same as the one the hash was taken from, since its
+// inputs (UIDs, CA bundles, the live owner references) do not change once
+// the preflight bound d; it sets d's header and hash again regardless.
+func (d *desired) payloadJSON() ([]byte, error) {
+	if d.body != nil {
+		return d.body, nil
 	}
-	return r.live.full(d.id)
+	if err := d.p.bindDesired(d, true); err != nil {
+		return nil, err
+	}
+	b := d.body
+	d.body = nil
+	return b, nil
 }
 
-// compact keeps a payload object as JSON (body) and u as its
-// apiVersion, kind and metadata only.
-func (d *desired) compact() error {
-	b, err := json.Marshal(d.u.Object)
-	if err != nil {
-		return fmt.Errorf("%s: cannot encode: %w", d.id, err)
+// compact keeps u of a payload object as its apiVersion, kind and
+// metadata only, with the digest of the rest (match), and with keep its
+// JSON as body.
+func (d *desired) compact(keep bool) error {
+	var err error
+	if keep {
+		if d.body, err = json.Marshal(d.u.Object); err != nil {
+			return fmt.Errorf("%s: cannot encode: %w", d.id, err)
+		}
 	}
-	d.body, d.u = b, header(d.u)
+	if d.match, err = bodyDigest(d.u); err != nil {
+		return fmt.Errorf("%s: %w", d.id, err)
+	}
+	d.u = header(d.u)
 	return nil
 }
 
@@ -172,6 +204,20 @@ func header(u *unstructured.Unstructured) *unstructured.Unstructured {
 		h.Object["metadata"] = m
 	}
 	return h
+}
+
+// liveCRD reads CRD d as the API server holds it, with its managedFields
+// and status, for checkCRDUpdate. The run keeps a listed CRD only as its
+// summary (docs/design.md#memory), so a CRD that changes is read again:
+// one GET, which costs the API server far less than the dry-run apply it
+// replaces (no merge, no validation, no schema conversion).
+func (r *run) liveCRD(ctx context.Context, d *desired) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(d.u.GroupVersionKind())
+	if err := r.c.Get(ctx, client.ObjectKey{Name: d.u.GetName()}, u); err != nil {
+		return nil, fmt.Errorf("%s: cannot read the live object: %w", d.id, err)
+	}
+	return u, nil
 }
 
 // exists reports whether the object exists in the cluster.
@@ -229,7 +275,10 @@ func (r *run) newDesired(u *unstructured.Unstructured, role inventory.Role, revi
 //
 // A CRD that does not exist yet is validated in-process instead of
 // dry-run when the run's preflight mode is local and the kube-apiserver's
-// version allows it (localCRDs, checkCRDCreate).
+// version allows it (localCRDs, checkCRDCreate); so is the change of a
+// labelled CRD whose live object lacks the applied hash (checkCRDUpdate),
+// unless it has controller references to release first or the update
+// cannot be modelled in-process.
 func (r *run) plan(ctx context.Context, d *desired) error {
 	var liveAnn map[string]string
 	if d.live != nil {
@@ -238,21 +287,25 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 	sameHash := d.live != nil && liveAnn[AnnotationAppliedHash] == d.hash
 	contentHash := d.u.GetAnnotations()[AnnotationContentHash]
 	sameContent := !sameHash && d.live != nil && contentHash != "" && liveAnn[AnnotationContentHash] == contentHash
+	// A listed object of a compact kind is compared through its summary;
+	// any other in full.
+	sum := r.live.summaryOf(d.id, d.live)
 	var live, full *unstructured.Unstructured
-	if sameHash || sameContent {
+	if (sameHash || sameContent) && sum == nil {
 		var err error
-		if live, err = r.liveObject(d); err != nil {
-			return err
-		}
+		live = d.live
 		if full, err = d.full(); err != nil {
 			return err
 		}
 	}
 	switch {
-	case sameHash && upToDate(live, full, d.hash):
+	case sameHash && sum != nil && summaryUpToDate(d.live, sum, d):
 		d.action, d.result = ssa.UnchangedAction, d.live
 		return nil
-	case sameContent && metadataOnly(live, full):
+	case sameHash && sum == nil && upToDate(live, full, d.hash):
+		d.action, d.result = ssa.UnchangedAction, d.live
+		return nil
+	case sameContent && ((sum != nil && sum.matches(d)) || (sum == nil && metadataOnly(live, full))):
 		// A change of metadata alone (a new revision taking control) is
 		// checked in-process: the API server accepted this content before.
 		if err := validateMetadata(d.u); err != nil {
@@ -261,21 +314,56 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 		d.action = ssa.ConfiguredAction
 		return nil
 	}
-	if d.body != nil && !d.exists() && len(d.release) == 0 && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && r.localCRDs(ctx) {
+	if d.isPayload() && !d.exists() && len(d.release) == 0 && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && r.localCRDs(ctx) {
 		// A CRD that does not exist yet is validated in-process
 		// (--preflight=local): its create is the body as sent, defaulted.
-		if err := checkCRDCreate(ctx, d.body); err != nil {
+		body, err := d.payloadJSON()
+		if err != nil {
+			return err
+		}
+		if err := checkCRDCreate(ctx, body); err != nil {
 			return fmt.Errorf("%s: in-process validation (--preflight=local) failed: %w", utils.FmtUnstructured(d.u), err)
 		}
 		d.action = ssa.CreatedAction
 		return nil
 	}
+	if d.isPayload() && d.live != nil && !sameHash && len(d.release) == 0 && d.handOff == nil && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && r.localCRDs(ctx) {
+		// A CRD lockstep changes is validated in-process too: the
+		// apply merged into the live object, checked as an update.
+		live, err := r.liveCRD(ctx, d)
+		if err != nil {
+			return err
+		}
+		body, err := d.payloadJSON()
+		if err != nil {
+			return err
+		}
+		checked, err := checkCRDUpdate(ctx, live, body)
+		if err != nil {
+			return fmt.Errorf("%s: in-process validation (--preflight=local) failed: %w", utils.FmtUnstructured(d.u), err)
+		}
+		if checked {
+			d.action = ssa.ConfiguredAction
+			return nil
+		}
+	}
 	dry, err := r.dryRun(ctx, d, !sameHash)
 	if err != nil {
 		return ssaerrors.NewDryRunErr(err, d.u)
 	}
+	unchanged := false
 	switch {
-	case sameHash && !drifted(live, dry):
+	case sameHash && sum != nil:
+		drift, err := summaryDrifted(d.live, sum, dry)
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.id, err)
+		}
+		unchanged = !drift
+	case sameHash:
+		unchanged = !drifted(live, dry)
+	}
+	switch {
+	case unchanged:
 		d.action, d.result = ssa.UnchangedAction, d.live
 	case d.exists():
 		d.action = ssa.ConfiguredAction
@@ -308,7 +396,7 @@ func (r *run) dryRun(ctx context.Context, d *desired, metaOnly bool) (*unstructu
 	u.SetOwnerReferences(refs)
 	cp := *d
 	cp.u, cp.body = u, nil
-	if d.body != nil {
+	if d.isPayload() {
 		if cp.body, err = json.Marshal(u.Object); err != nil {
 			return nil, err
 		}

@@ -381,7 +381,7 @@ func (p *pkgRun) remember() {
 	for _, d := range append(append([]*desired(nil), p.payload...), p.runtime...) {
 		if d.result != nil && !p.r.opts.DryRun {
 			view.objects[d.id] = d.result
-			delete(view.raw, d.id)
+			delete(view.sums, d.id)
 			delete(view.foreign, d.id)
 		}
 	}

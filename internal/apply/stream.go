@@ -24,10 +24,10 @@ import (
 )
 
 // compactKinds are the kinds whose live objects apply keeps compact: their
-// metadata decoded, the rest as the JSON the API server sent. They are the
-// bulk of a provider's payload (a monolith's 2,000 CRDs list as ~150 MB of
-// JSON, ~10 times that decoded), and apply reads their content only to
-// compare it with what it applies (liveObject).
+// header decoded, the rest as digests (liveSummary). They are the bulk of
+// a provider's payload (a monolith's 2,000 CRDs list as ~70 MB of JSON,
+// ~10 times that decoded), and apply reads their content only to compare
+// it with what it applies.
 var compactKinds = map[schema.GroupKind]bool{
 	crossplane.GroupKindCRD: true, crossplane.GroupKindMRD: true, crossplane.GroupKindXRD: true, crossplane.GroupKindComposition: true,
 }
@@ -137,22 +137,6 @@ func expectDelim(dec *json.Decoder, want json.Delim) error {
 		return fmt.Errorf("want %q in the list response, got %v", want, t)
 	}
 	return nil
-}
-
-// compactObject returns the header of a live object (apiVersion, kind and
-// metadata without managedFields) from its JSON; the caller keeps the JSON
-// for liveObject.
-func compactObject(raw []byte) (*unstructured.Unstructured, error) {
-	var h struct {
-		APIVersion string         `json:"apiVersion"`
-		Kind       string         `json:"kind"`
-		Metadata   map[string]any `json:"metadata"`
-	}
-	if err := utiljson.Unmarshal(raw, &h); err != nil {
-		return nil, err
-	}
-	delete(h.Metadata, "managedFields")
-	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": h.APIVersion, "kind": h.Kind, "metadata": h.Metadata}}, nil
 }
 
 // decodeItem decodes the JSON of a list item, which the API server sends

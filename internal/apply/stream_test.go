@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 func TestReadList(t *testing.T) {
@@ -31,12 +33,15 @@ func TestReadList(t *testing.T) {
 		t.Errorf("items: -want +got\n%s", diff)
 	}
 
-	h, err := compactObject([]byte(items[0]))
+	h, sum, err := summarize([]byte(items[0]), crossplane.GroupKindCRD.WithVersion("v1"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.GetName() != "a.x.io" || h.GetGeneration() != 3 || len(h.GetManagedFields()) != 0 || h.Object["spec"] != nil {
-		t.Errorf("compactObject = %v, want the name and generation (as int64), no managedFields, no spec", h.Object)
+	if h.GetName() != "a.x.io" || h.GetGeneration() != 3 || len(h.GetManagedFields()) != 0 || h.Object["spec"] != nil || h.GetKind() != "CustomResourceDefinition" {
+		t.Errorf("summarize = %v, want the kind, name and generation (as int64), no managedFields, no spec", h.Object)
+	}
+	if sum.content == "" || sum.match != "" || sum.crd == nil {
+		t.Errorf("summary = %+v, want a content digest, no match (nothing rendered) and the CRD's state", sum)
 	}
 
 	if _, err := readList(strings.NewReader(`{"items":{}}`), func([]byte) error { return nil }); err == nil {

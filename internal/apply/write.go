@@ -40,8 +40,12 @@ func (r *run) ssaApply(ctx context.Context, u *unstructured.Unstructured, manage
 // alone (the server encodes a PartialObjectMetadata), which is all apply
 // keeps of it. Records and runtime are sent and answered in full.
 func (r *run) applyDesired(ctx context.Context, d *desired, dryRun, metaOnly bool) (*unstructured.Unstructured, error) {
-	if d.body == nil {
+	if !d.isPayload() {
 		return r.ssaApply(ctx, d.applyObject(), FieldManager, dryRun)
+	}
+	body, err := d.payloadJSON()
+	if err != nil {
+		return nil, err
 	}
 	// Unknown or duplicate fields never fail a request unless validation
 	// is Strict; lockstep does not show the API server's warnings about
@@ -51,7 +55,7 @@ func (r *run) applyDesired(ctx context.Context, d *desired, dryRun, metaOnly boo
 	if dryRun || r.opts.DryRun {
 		opts = append(opts, client.DryRunAll)
 	}
-	patch := client.RawPatch(types.ApplyPatchType, d.body)
+	patch := client.RawPatch(types.ApplyPatchType, body)
 	gvk := d.u.GroupVersionKind()
 	var out *unstructured.Unstructured
 	if metaOnly {

@@ -146,8 +146,15 @@ type Verification struct {
 	Authority string `yaml:"authority"`
 	// Signature is the digest of the cosign signature manifest, sha256:<hex>.
 	Signature string `yaml:"signature"`
+	// Layout is where the signature was found (internal/oci
+	// Verification.Layout): cosign-tag (the sha256-<hex>.sig image),
+	// cosign-referrer (a cosign signature manifest as an OCI 1.1 referrer)
+	// or sigstore-bundle (a Sigstore bundle as an OCI 1.1 referrer). Empty
+	// in locks written before it was recorded.
+	Layout string `yaml:"layout,omitempty"`
 	// Attestations is the digest of the cosign attestation manifest,
-	// sha256:<hex>, when the authority lists attestations (ImageConfig
+	// sha256:<hex> (comma-separated when they came from several Sigstore
+	// bundle referrers), when the authority lists attestations (ImageConfig
 	// spec.verification.cosign.authorities[].attestations); empty otherwise.
 	Attestations string `yaml:"attestations,omitempty"`
 }

@@ -1,8 +1,6 @@
 package oci
 
 import (
-	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -11,8 +9,6 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
-
-	"github.com/lockstep-gitops/lockstep/internal/redact"
 )
 
 // cosign's classic attestation layout: the attestations of the image
@@ -42,73 +38,27 @@ type inTotoStatement struct {
 	} `json:"subject"`
 }
 
-// attestationLayer is one DSSE envelope layer of an attestation image,
-// checked against its digest, with the layer's annotations.
-type attestationLayer struct {
-	content     []byte
-	annotations map[string]string
-}
-
-// attestations fetches the attestation image of d next to src (the image
-// tagged sha256-<hex>.att where the package is pulled from after the
-// ImageConfig rewrite): its DSSE envelope layers, each at most
-// maxSignatureLayer bytes and read like signature layers
-// (signatureLayer: from the cache when intact, else from the registry and
-// checked against its digest), and its manifest digest.
-func (c *Client) attestations(ctx context.Context, src string, d v1.Hash) ([]attestationLayer, v1.Hash, error) {
-	release, err := c.acquire(ctx)
-	if err != nil {
-		return nil, v1.Hash{}, err
-	}
-	defer release()
-	s, err := c.source(src + "@" + d.String())
-	if err != nil {
-		return nil, v1.Hash{}, err
-	}
-	repo := s.ref.Context()
-	puller, _, err := c.puller(ctx, src, repo)
-	if err != nil {
-		return nil, v1.Hash{}, err
-	}
-	tag := repo.Tag(d.Algorithm + "-" + d.Hex + cosignAttestationSuffix)
-	desc, err := puller.Get(ctx, tag)
-	if err != nil {
-		return nil, v1.Hash{}, fmt.Errorf("no attestation image %s: %w", tag, redact.Error(err))
-	}
-	m, err := v1.ParseManifest(bytes.NewReader(desc.Manifest))
-	if err != nil {
-		return nil, v1.Hash{}, fmt.Errorf("attestation image %s: %w", tag, err)
-	}
-	var out []attestationLayer
-	for _, l := range m.Layers {
-		if l.MediaType != dsseEnvelopeMediaType || l.Size > maxSignatureLayer {
-			continue
-		}
-		b, err := c.signatureLayer(ctx, puller, repo, l)
-		if err != nil {
-			return nil, v1.Hash{}, fmt.Errorf("attestation image %s: %w", tag, err)
-		}
-		out = append(out, attestationLayer{content: b, annotations: l.Annotations})
-	}
-	if len(out) == 0 {
-		return nil, v1.Hash{}, fmt.Errorf("attestation image %s holds no DSSE envelope", tag)
-	}
-	return out, desc.Digest, nil
-}
-
 // verifyAttestations passes when, for every attestation the authority
-// lists, one envelope of atts holds an in-toto statement of its
+// lists, one DSSE envelope layer of sigs (from the sha256-<hex>.att image
+// or an attestation referrer) holds an in-toto statement of its
 // predicateType about exactly d, signed as check requires — Crossplane's
 // "at least one attestation payload of that type" per listed attestation
 // (crossplane/crossplane-runtime pkg/xpkg/signature/validate.go). The DSSE
 // signature covers the envelope's pre-authentication encoding (dsse.PAE
-// of github.com/secure-systems-lab/go-securesystemslib).
-func verifyAttestations(check signerCheck, atts []attestationLayer, d v1.Hash, want []attestationSpec) error {
-	found := map[string]bool{}
+// of github.com/secure-systems-lab/go-securesystemslib). It returns the
+// manifests that held the attestations, in the order of want; the error
+// names the types not found and why envelopes of them were refused.
+func verifyAttestations(check signerCheck, sigs []cosignSignature, d v1.Hash, want []attestationSpec) ([]v1.Hash, error) {
+	found := map[string]v1.Hash{}
 	var problems []string
-	for _, l := range atts {
+	envelopes := 0
+	for _, l := range sigs {
+		if l.envelope == nil {
+			continue
+		}
+		envelopes++
 		var env dsse.Envelope
-		if err := json.Unmarshal(l.content, &env); err != nil || env.PayloadType != inTotoPayloadType {
+		if err := json.Unmarshal(l.envelope, &env); err != nil || env.PayloadType != inTotoPayloadType {
 			continue
 		}
 		payload, err := env.DecodeB64Payload()
@@ -140,23 +90,35 @@ func verifyAttestations(check signerCheck, atts []attestationLayer, d v1.Hash, w
 		case !aboutDigest(st, d):
 			problems = append(problems, fmt.Sprintf("attestation %s is about another image than %s", st.PredicateType, d))
 		default:
-			found[st.PredicateType] = true
+			if _, ok := found[st.PredicateType]; !ok {
+				found[st.PredicateType] = l.manifest
+			}
 		}
 	}
-	var missing []string
+	var (
+		missing []string
+		used    []v1.Hash
+	)
 	for _, w := range want {
-		if !found[w.PredicateType] {
+		h, ok := found[w.PredicateType]
+		if !ok {
 			missing = append(missing, fmt.Sprintf("%q (predicateType %s)", w.Name, w.PredicateType))
+			continue
 		}
+		used = appendUnique(used, h)
 	}
 	if len(missing) == 0 {
-		return nil
+		return used, nil
 	}
 	msg := "no verified attestation " + strings.Join(missing, ", ")
+	if envelopes == 0 {
+		msg = fmt.Sprintf("no attestation image (tag %s-%s%s) and no attestation referrer (artifactType %s) of %s: %s",
+			d.Algorithm, d.Hex, cosignAttestationSuffix, inTotoPayloadType, d, msg)
+	}
 	if len(problems) > 0 {
 		msg += ": " + strings.Join(problems, "; ")
 	}
-	return errors.New(msg)
+	return nil, errors.New(msg)
 }
 
 // aboutDigest reports whether one of st's subjects is d.

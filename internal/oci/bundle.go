@@ -45,13 +45,36 @@ type BundleEntry struct {
 	Ref string
 	// Digest is the digest of its manifest or index.
 	Digest v1.Hash
-	// Signatures are the digests of the package's cosign signature
-	// manifests the bundle carries.
+	// Signatures are the digests of the package's signature and
+	// attestation manifests the bundle carries (cosign's .sig and .att
+	// images, and referrers).
 	Signatures []v1.Hash
+	// Signed says that one of Signatures holds a signature, not only
+	// attestations (WriteBundle only).
+	Signed bool
 	// RequiresSignature names the ImageConfig whose spec.verification
 	// applies to the package (WriteBundle only; "" when none), so a
 	// package bundled without signatures can be pointed out.
 	RequiresSignature string
+}
+
+// holdsSignature reports whether the signature manifest m holds a
+// signature rather than only attestations: a cosign simple-signing layer,
+// or a Sigstore bundle whose predicateType annotation (cosign's
+// dev.sigstore.bundle.predicateType) is a signature's or absent.
+func holdsSignature(m *v1.Manifest) bool {
+	for _, l := range m.Layers {
+		switch {
+		case isSigstoreBundle(string(l.MediaType)):
+			if pt := m.Annotations["dev.sigstore.bundle.predicateType"]; pt == "" || pt == SigstoreSignPredicateType {
+				return true
+			}
+		case l.MediaType == dsseEnvelopeMediaType:
+		case l.Annotations[cosignSignatureAnnotation] != "":
+			return true
+		}
+	}
+	return false
 }
 
 // WriteBundle writes the complete images (every platform of an index,
@@ -59,10 +82,12 @@ type BundleEntry struct {
 // from them) of the packages refs into one OCI image layout
 // (go-containerregistry pkg/v1/layout), archived as a tar file at path,
 // each named by BundleRefAnnotation, followed by each package's cosign
-// signature manifests (the sha256-<hex>.sig image, or the OCI 1.1
-// referrers when there is none; signatureManifests), marked with
-// BundleSignatureAnnotation, so verification works from a loaded cache
-// or a mirror. A package without signatures is bundled without them. Each ref is "source:tag@digest" or
+// signature and attestation manifests (the sha256-<hex>.sig and
+// sha256-<hex>.att images and the OCI 1.1 referrers that are cosign
+// signatures, DSSE attestations or Sigstore bundles; signatureManifests),
+// marked with BundleSignatureAnnotation, so verification, attestations
+// included, works from a loaded cache or a mirror. A package without
+// signatures is bundled without them. Each ref is "source:tag@digest" or
 // "source@digest"; it is pulled by digest from where the ImageConfigs send
 // it, with the Client's credentials and --registry-timeout. path is written
 // to a temporary file first and renamed, so a failure leaves no bundle.
@@ -160,7 +185,7 @@ func (c *Client) appendSignatures(ctx context.Context, p layout.Path, e *BundleE
 		return err
 	}
 	defer release()
-	_, _, descs, err := c.signatureManifests(ctx, src, e.Digest)
+	_, _, descs, err := c.signatureManifests(ctx, src, e.Digest, true)
 	if errors.Is(err, errNoSignature) {
 		return nil
 	}
@@ -179,6 +204,9 @@ func (c *Client) appendSignatures(ctx context.Context, p layout.Path, e *BundleE
 			return fmt.Errorf("signature manifest %s: %w", desc.Digest, redact.Error(err))
 		}
 		e.Signatures = append(e.Signatures, desc.Digest)
+		if m, err := v1.ParseManifest(bytes.NewReader(desc.Manifest)); err == nil && holdsSignature(m) {
+			e.Signed = true
+		}
 	}
 	return nil
 }
@@ -430,7 +458,8 @@ func (b *Bundle) push(opts Options, ropts []remote.Option, prefix string, e Bund
 // the way it was found: a referrer (a manifest with a subject) by digest,
 // which also updates the referrers tag schema where the mirror lacks the
 // referrers API (go-containerregistry remote.Write), otherwise as the
-// image tagged sha256-<hex>.sig.
+// image tagged sha256-<hex>.att when it holds DSSE envelopes (cosign's
+// classic attestation image) or sha256-<hex>.sig.
 func (b *Bundle) pushSignature(ropts []remote.Option, repo name.Repository, d, s v1.Hash) error {
 	img, err := b.path.Image(s)
 	if err != nil {
@@ -441,6 +470,11 @@ func (b *Bundle) pushSignature(ropts []remote.Option, repo name.Repository, d, s
 		return err
 	}
 	var ref name.Reference = repo.Tag(signatureTag(d))
+	for _, l := range m.Layers {
+		if l.MediaType == dsseEnvelopeMediaType {
+			ref = repo.Tag(d.Algorithm + "-" + d.Hex + cosignAttestationSuffix)
+		}
+	}
 	if m.Subject != nil {
 		ref = repo.Digest(s.String())
 	}

@@ -220,6 +220,22 @@ func TestVerifyKeyless(t *testing.T) {
 			ignoreTlog: true,
 			wantAuth:   "ci", wantAtt: true,
 		},
+		"KeyAttestationReferrer": {
+			reason:      "an attestation attached as an OCI 1.1 referrer (cosign attest --registry-referrers-mode=oci-1-1) passes like the .att image",
+			authorities: []string{`{"name":"release-key","key":{"secretRef":{"name":"release","key":"cosign.pub"},"hashAlgorithm":"sha256"},"attestations":[{"name":"sbom","predicateType":"` + sbomType + `"}]}`},
+			sign: func(reg *registry.Registry) (v1.Hash, v1.Hash) {
+				return reg.Sign(t, pkg, release), reg.AttestReferrer(t, pkg, sbomType, release.Signer, nil)
+			},
+			wantAuth: "release-key", wantAtt: true,
+		},
+		"AttestationReferrerOtherKey": {
+			reason:      "an attestation referrer signed with another key does not pass",
+			authorities: []string{`{"name":"release-key","key":{"secretRef":{"name":"release","key":"cosign.pub"},"hashAlgorithm":"sha256"},"attestations":[{"name":"sbom","predicateType":"` + sbomType + `"}]}`},
+			sign: func(reg *registry.Registry) (v1.Hash, v1.Hash) {
+				return reg.Sign(t, pkg, release), reg.AttestReferrer(t, pkg, sbomType, other.Signer, nil)
+			},
+			wantErr: []string{`no verified attestation "sbom"`, sbomType + ": no signature verifies with this key"},
+		},
 		"AttestationOtherType": {
 			reason:      "an attestation of another predicateType does not satisfy the listed one",
 			authorities: []string{`{"name":"release-key","key":{"secretRef":{"name":"release","key":"cosign.pub"},"hashAlgorithm":"sha256"},"attestations":[{"name":"sbom","predicateType":"` + sbomType + `"}]}`},
@@ -253,25 +269,34 @@ func TestVerifyKeyless(t *testing.T) {
 				opts.TrustedRoot = trusted
 			}
 			opts.InsecureIgnoreTlog = tc.ignoreTlog
-			c := client(t, opts, "", authoritiesConfig(reg.Host+"/org", tc.authorities...))
-			got, err := c.VerifySignature(context.Background(), digestRef(t, reg.Host+"/org/provider-demo", d), keys)
-			t.Logf("error: %v", err)
 			var want *oci.Verification
 			if tc.wantAuth != "" {
-				want = &oci.Verification{ImageConfig: "signed", Authority: tc.wantAuth, Signature: sig.String()}
+				want = &oci.Verification{ImageConfig: "signed", Authority: tc.wantAuth, Signature: sig.String(), Layout: oci.LayoutTag}
 				if tc.wantAtt {
 					want.Attestations = att.String()
 				}
 			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("%s\nVerifySignature: -want +got:\n%s\nerror: %v", tc.reason, diff, err)
-			}
-			if tc.wantErr != nil {
-				tc.wantErr = append([]string{"package " + reg.Host + "/org/provider-demo@" + d.String()}, tc.wantErr...)
-			}
-			checkSignatureError(t, tc.reason, err, tc.wantErr)
+			checkAuthorities(t, tc.reason, reg, opts, d, tc.authorities, keys, want, tc.wantErr)
 		})
 	}
+}
+
+// checkAuthorities verifies the package org/provider-demo@d of reg with a
+// client of opts and the ImageConfig "signed" listing authorities, and
+// checks the result is want and the error is an ErrSignature naming the
+// package and containing every string of wantErr (none when nil).
+func checkAuthorities(t *testing.T, reason string, reg *registry.Registry, opts oci.Options, d v1.Hash, authorities []string, keys oci.KeySource, want *oci.Verification, wantErr []string) {
+	t.Helper()
+	c := client(t, opts, "", authoritiesConfig(reg.Host+"/org", authorities...))
+	got, err := c.VerifySignature(context.Background(), digestRef(t, reg.Host+"/org/provider-demo", d), keys)
+	t.Logf("error: %v", err)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s\nVerifySignature: -want +got:\n%s\nerror: %v", reason, diff, err)
+	}
+	if wantErr != nil {
+		wantErr = append([]string{"package " + reg.Host + "/org/provider-demo@" + d.String()}, wantErr...)
+	}
+	checkSignatureError(t, reason, err, wantErr)
 }
 
 // checkSignatureError checks VerifySignature's err: nil when want is nil,

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -43,6 +44,36 @@ type cosignSignature struct {
 	manifest v1.Hash
 	// annotations are the layer's annotations (certificate, chain, bundle).
 	annotations map[string]string
+	// bundle is the JSON of a Sigstore bundle (a layer of a
+	// SigstoreBundleArtifactType referrer); payload, sig and annotations
+	// are unset then.
+	bundle []byte
+	// envelope is a DSSE envelope layer (an attestation of the
+	// sha256-<hex>.att image or of an in-toto referrer), with its
+	// annotations; payload and sig are unset then.
+	envelope []byte
+	// layout is where the manifest was found: LayoutTag, LayoutReferrer or
+	// LayoutSigstoreBundle.
+	layout string
+	// predicateType is, for a bundle, the manifest's
+	// dev.sigstore.bundle.predicateType annotation (cosign writes it; a
+	// claim only, until the bundle is verified).
+	predicateType string
+}
+
+// signature reports whether s may be a signature rather than only an
+// attestation: a simple-signing layer, or a bundle that does not say it
+// holds another predicateType than a signature's.
+func (s cosignSignature) signature() bool {
+	if s.bundle != nil {
+		return s.predicateType == "" || s.predicateType == SigstoreSignPredicateType
+	}
+	return s.envelope == nil
+}
+
+// anySignature reports whether one of sigs may be a signature.
+func anySignature(sigs []cosignSignature) bool {
+	return slices.ContainsFunc(sigs, cosignSignature.signature)
 }
 
 // signatures returns the cosign signatures of the image d whose source
@@ -54,25 +85,28 @@ type cosignSignature struct {
 // registry cannot be reached at all (no HTTP answer), so an air-gapped
 // cluster verifies what a bundle carried while a reachable registry's
 // answer always wins. A signature from the cache is verified exactly like
-// one from the registry.
-func (c *Client) signatures(ctx context.Context, src string, d v1.Hash) ([]cosignSignature, error) {
+// one from the registry. With attestations, the attestation image
+// (sha256-<hex>.att) and the OCI 1.1 referrers are read too, even when the
+// sha256-<hex>.sig image exists. fromCache says the package cache
+// answered.
+func (c *Client) signatures(ctx context.Context, src string, d v1.Hash, attestations bool) (sigs []cosignSignature, fromCache bool, err error) {
 	repo, err := name.NewRepository(src)
 	if err == nil && c.packagePull(repo).Never {
 		sigs, err := c.cache.signatures(d)
 		if err != nil {
-			return nil, fmt.Errorf("packagePullPolicy is Never and %w", err)
+			return nil, true, fmt.Errorf("packagePullPolicy is Never and %w", err)
 		}
-		return sigs, nil
+		return sigs, true, nil
 	}
-	sigs, err := c.remoteSignatures(ctx, src, d)
+	sigs, err = c.remoteSignatures(ctx, src, d, attestations)
 	if err == nil || !unreachable(err) {
-		return sigs, err
+		return sigs, false, err
 	}
 	cached, cerr := c.cache.signatures(d)
 	if cerr != nil {
-		return nil, fmt.Errorf("%w; and %w", err, cerr)
+		return nil, true, fmt.Errorf("%w; and %w", err, cerr)
 	}
-	return cached, nil
+	return cached, true, nil
 }
 
 // unreachable reports whether err means the registry gave no answer (a
@@ -90,13 +124,13 @@ var errNoSignature = errors.New("no cosign signature")
 // remoteSignatures fetches the signature manifests of d from the registry
 // and their signature layers (from the cache when it holds an intact copy),
 // and records them in the cache.
-func (c *Client) remoteSignatures(ctx context.Context, src string, d v1.Hash) ([]cosignSignature, error) {
+func (c *Client) remoteSignatures(ctx context.Context, src string, d v1.Hash, attestations bool) ([]cosignSignature, error) {
 	release, err := c.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	puller, repo, descs, err := c.signatureManifests(ctx, src, d)
+	puller, repo, descs, err := c.signatureManifests(ctx, src, d, attestations)
 	if err != nil {
 		return nil, err
 	}
@@ -123,8 +157,9 @@ func (c *Client) remoteSignatures(ctx context.Context, src string, d v1.Hash) ([
 		out = append(out, sigs...)
 		digests = append(digests, desc.Digest)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no signature image %s holds a cosign signature: %w", repo.Tag(signatureTag(d)), errNoSignature)
+	if !anySignature(out) {
+		return nil, fmt.Errorf("neither a signature image %s nor an OCI 1.1 referrer of %s holds a cosign signature or a Sigstore bundle signature (only attestations): %w",
+			repo.Tag(signatureTag(d)), d, errNoSignature)
 	}
 	if err := c.cache.writeSignatureIndex(d, digests); err != nil {
 		return nil, err
@@ -139,13 +174,18 @@ func signatureTag(d v1.Hash) string { return d.Algorithm + "-" + d.Hex + cosignS
 // d, fetched by digest (go-containerregistry checks each against it) from
 // the repository src is pulled from after the ImageConfig rewrite: the
 // image tagged sha256-<hex>.sig (cosign's classic layout), then every
-// referrer of d whose artifactType is CosignSignatureArtifactType, listed
-// with go-containerregistry's remote.Referrers, which uses the referrers
-// API and falls back to the referrers tag schema as the OCI distribution
-// spec 1.1 says. The referrers are asked only when there is no .sig image.
+// referrer of d whose artifactType is CosignSignatureArtifactType or a
+// Sigstore bundle's (SigstoreBundleArtifactType, any bundle version),
+// listed with go-containerregistry's remote.Referrers, which uses the
+// referrers API and falls back to the referrers tag schema as the OCI
+// distribution spec 1.1 says. The referrers are asked only when there is
+// no .sig image, or with attestations, which also adds the image tagged
+// sha256-<hex>.att (cosign's classic attestation layout) and referrers
+// of artifactType application/vnd.in-toto+json (DSSE envelopes of `cosign
+// attest --registry-referrers-mode=oci-1-1`).
 // The caller holds a slot (acquire). The error says, when neither layout
 // holds a signature, which were looked at; it wraps errNoSignature then.
-func (c *Client) signatureManifests(ctx context.Context, src string, d v1.Hash) (*remote.Puller, name.Repository, []*remote.Descriptor, error) {
+func (c *Client) signatureManifests(ctx context.Context, src string, d v1.Hash, attestations bool) (*remote.Puller, name.Repository, []*remote.Descriptor, error) {
 	s, err := c.source(src + "@" + d.String())
 	if err != nil {
 		return nil, name.Repository{}, nil, err
@@ -156,12 +196,25 @@ func (c *Client) signatureManifests(ctx context.Context, src string, d v1.Hash) 
 		return nil, repo, nil, err
 	}
 	tag := repo.Tag(signatureTag(d))
+	var out []*remote.Descriptor
 	desc, err := puller.Get(ctx, tag)
-	if err == nil {
+	switch {
+	case err == nil && !attestations:
 		return puller, repo, []*remote.Descriptor{desc}, nil
-	}
-	if !notFound(err) {
+	case err == nil:
+		out = append(out, desc)
+	case !notFound(err):
 		return nil, repo, nil, fmt.Errorf("no signature image %s: %w", tag, redact.Error(err))
+	}
+	if attestations {
+		att := repo.Tag(d.Algorithm + "-" + d.Hex + cosignAttestationSuffix)
+		desc, err := puller.Get(ctx, att)
+		switch {
+		case err == nil:
+			out = append(out, desc)
+		case !notFound(err):
+			return nil, repo, nil, fmt.Errorf("attestation image %s: %w", att, redact.Error(err))
+		}
 	}
 	idx, rerr := remote.Referrers(repo.Digest(d.String()), remote.Reuse(puller), remote.WithContext(ctx))
 	var im *v1.IndexManifest
@@ -169,11 +222,11 @@ func (c *Client) signatureManifests(ctx context.Context, src string, d v1.Hash) 
 		im, rerr = idx.IndexManifest()
 	}
 	if rerr != nil {
-		return nil, repo, nil, fmt.Errorf("no signature image %s (not found), and the referrers of %s could not be listed: %w", tag, d, redact.Error(rerr))
+		return nil, repo, nil, fmt.Errorf("the OCI 1.1 referrers of %s could not be listed: %w", d, redact.Error(rerr))
 	}
-	var out []*remote.Descriptor
 	for _, r := range im.Manifests {
-		if r.ArtifactType != CosignSignatureArtifactType {
+		if r.ArtifactType != CosignSignatureArtifactType && !isSigstoreBundle(r.ArtifactType) &&
+			(!attestations || r.ArtifactType != inTotoPayloadType) {
 			continue
 		}
 		got, err := puller.Get(ctx, repo.Digest(r.Digest.String()))
@@ -183,8 +236,8 @@ func (c *Client) signatureManifests(ctx context.Context, src string, d v1.Hash) 
 		out = append(out, got)
 	}
 	if len(out) == 0 {
-		return nil, repo, nil, fmt.Errorf("no signature image %s (not found), and none of the %d OCI 1.1 referrers of %s is a cosign signature (artifactType %s): %w",
-			tag, len(im.Manifests), d, CosignSignatureArtifactType, errNoSignature)
+		return nil, repo, nil, fmt.Errorf("no signature image %s (not found), and none of the %d OCI 1.1 referrers of %s is a cosign signature (artifactType %s) or a Sigstore bundle (%s): %w",
+			tag, len(im.Manifests), d, CosignSignatureArtifactType, SigstoreBundleArtifactType, errNoSignature)
 	}
 	return puller, repo, out, nil
 }
@@ -223,12 +276,36 @@ func (c *Client) signatureLayer(ctx context.Context, puller *remote.Puller, repo
 
 // cosignSignatures returns the cosign signatures of the signature manifest
 // m (digest md): each layer with a base64 signature annotation and a
-// payload of at most maxSignatureLayer bytes, whose bytes read returns
-// (read must check them against the layer's digest). Layers without a
-// usable annotation are skipped, as cosign skips them.
+// payload of at most maxSignatureLayer bytes, and each Sigstore bundle
+// layer (its media type a bundle's) of at most that size, whose bytes read
+// returns (read must check them against the layer's digest). Layers
+// without a usable annotation are skipped, as cosign skips them. The
+// layout is LayoutSigstoreBundle for a bundle, LayoutReferrer for a
+// manifest with a subject, LayoutTag otherwise.
 func cosignSignatures(md v1.Hash, m *v1.Manifest, read func(v1.Descriptor) ([]byte, error)) ([]cosignSignature, error) {
 	var out []cosignSignature
+	layout := LayoutTag
+	if m.Subject != nil {
+		layout = LayoutReferrer
+	}
 	for _, l := range m.Layers {
+		if isSigstoreBundle(string(l.MediaType)) && l.Size <= maxSignatureLayer {
+			b, err := read(l)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, cosignSignature{bundle: b, manifest: md, layout: LayoutSigstoreBundle,
+				predicateType: m.Annotations["dev.sigstore.bundle.predicateType"]})
+			continue
+		}
+		if l.MediaType == dsseEnvelopeMediaType && l.Size <= maxSignatureLayer {
+			b, err := read(l)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, cosignSignature{envelope: b, manifest: md, annotations: l.Annotations, layout: layout})
+			continue
+		}
 		b64, ok := l.Annotations[cosignSignatureAnnotation]
 		if !ok || l.Size > maxSignatureLayer {
 			continue
@@ -241,7 +318,7 @@ func cosignSignatures(md v1.Hash, m *v1.Manifest, read func(v1.Descriptor) ([]by
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, cosignSignature{payload: b, sig: sig, manifest: md, annotations: l.Annotations})
+		out = append(out, cosignSignature{payload: b, sig: sig, manifest: md, annotations: l.Annotations, layout: layout})
 	}
 	return out, nil
 }
@@ -336,8 +413,8 @@ func (c *Cache) signatures(d v1.Hash) ([]cosignSignature, error) {
 		}
 		out = append(out, sigs...)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("the package cache %s holds no cosign signature of %s: %w", c.dir, d, ErrNotCached)
+	if !anySignature(out) {
+		return nil, fmt.Errorf("the package cache %s holds no signature of %s (%w): load a bundle created with its signatures, `lockstep bundle load BUNDLE --cache-dir %s`", c.dir, d, ErrNotCached, c.dir)
 	}
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,9 +41,14 @@ type Verification struct {
 	// signature: the sha256-<digest>.sig image (cosign's classic layout) or
 	// an OCI 1.1 referrer.
 	Signature string
-	// Attestations is "sha256:<hex>" of the attestation manifest (the
-	// sha256-<digest>.att tag) when the authority lists attestations,
-	// empty otherwise.
+	// Layout is where the signature was found: LayoutTag, LayoutReferrer
+	// or LayoutSigstoreBundle.
+	Layout string
+	// Attestations is "sha256:<hex>" of the manifest that held the
+	// attestations (the sha256-<hex>.att image, or Sigstore bundle
+	// referrers, comma-separated, in the order the authority lists the
+	// attestations) when the authority lists attestations, empty
+	// otherwise.
 	Attestations string
 }
 
@@ -109,28 +115,34 @@ func (c *Client) VerificationImageConfig(ref string) *declarations.ImageConfig {
 // VerifySignature checks the cosign signatures of the package ref
 // (source@digest as the lock records it) against the ImageConfig whose
 // spec.verification applies (VerificationImageConfig), the way Crossplane
-// does: the package passes when ANY authority passes. An authority passes
-// when a layer of a signature manifest (the image tagged sha256-<hex>.sig
-// next to the package, where the package is pulled from after the
-// ImageConfig rewrite, or else its OCI 1.1 referrers of
-// CosignSignatureArtifactType; from the package cache for
-// packagePullPolicy Never or an unreachable registry: signatures) carries
-// a simple-signing payload for exactly this digest whose signature the
-// authority accepts, and, when it lists attestations, the attestation
-// image (tag sha256-<hex>.att) holds a statement about this digest of each
-// listed predicateType, signed the same way (verifyAttestations):
+// does: the package passes when ANY authority passes. Signatures and
+// attestations are read next to the package, where it is pulled from
+// after the ImageConfig rewrite (signatureManifests): the image tagged
+// sha256-<hex>.sig, its OCI 1.1 referrers (cosign signature manifests of
+// CosignSignatureArtifactType and Sigstore bundles of
+// SigstoreBundleArtifactType) when there is no .sig image or an
+// authority lists attestations, and then also the image tagged
+// sha256-<hex>.att and in-toto referrers; from the package cache for
+// packagePullPolicy Never or an unreachable registry (signatures). An
+// authority passes when a simple-signing payload for exactly this digest
+// carries a signature it accepts, or a Sigstore bundle about this digest
+// signs it (bundleCheck, SigstoreSignPredicateType), and, when it lists
+// attestations, when for each listed predicateType a Sigstore bundle or
+// a DSSE envelope holds a statement about this digest, signed the same
+// way (bundleAttestations, verifyAttestations):
 //   - a key authority accepts a signature that verifies with the public key
 //     keys returns for its secretRef, hashed with its hashAlgorithm;
 //   - a keyless authority accepts a signature whose certificate chains to
 //     a Fulcio CA of Options.TrustedRoot at the signing time and names one
-//     of its identities (keyless.check), offline.
+//     of its identities (keyless.check, keyless.bundleCheck), offline.
 //
-// Keys, certificates, transparency-log entries and signatures are checked
-// with github.com/sigstore/sigstore and github.com/sigstore/sigstore-go. It
-// returns nil, nil when no ImageConfig asks for verification. On failure
-// the error wraps ErrSignature and names the package, the ImageConfig and
-// why each authority did not pass; a registry that could not be asked
-// fails the same way, every request under Options.Timeout.
+// Keys, certificates, transparency-log entries, timestamps and signatures
+// are checked with github.com/sigstore/sigstore and
+// github.com/sigstore/sigstore-go. It returns nil, nil when no
+// ImageConfig asks for verification. On failure the error wraps
+// ErrSignature and names the package, the ImageConfig and why each
+// authority did not pass; a registry that could not be asked fails the
+// same way, every request under Options.Timeout.
 func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeySource) (*Verification, error) {
 	src := ref.Context().String()
 	ic := c.VerificationImageConfig(src)
@@ -148,65 +160,82 @@ func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeyS
 	if err != nil {
 		return nil, fmt.Errorf("package %s: %w", ref, err)
 	}
-	sigs, sigErr := c.signatures(ctx, src, d)
-	var (
-		atts       []attestationLayer
-		attsDigest v1.Hash
-		attErr     error
-		attFetched bool
-		tried      []string
-	)
+	listsAttestations := false
+	for _, a := range spec.Cosign.Authorities {
+		listsAttestations = listsAttestations || len(a.Attestations) > 0
+	}
+	sigs, fromCache, sigErr := c.signatures(ctx, src, d, listsAttestations)
+	var tried []string
 	for _, a := range spec.Cosign.Authorities {
 		if sigErr != nil {
 			tried = append(tried, fmt.Sprintf("%s: %v", a, sigErr))
 			continue
 		}
-		var used v1.Hash
+		var (
+			used    cosignSignature
+			attUsed []v1.Hash
+		)
 		check, err := c.authorityCheck(ctx, a, keys)
 		if err == nil {
 			used, err = verifySignatures(check, sigs, d)
 		}
 		if err == nil && len(a.Attestations) > 0 {
-			if !attFetched {
-				atts, attsDigest, attErr = c.attestations(ctx, src, d)
-				attFetched = true
-			}
-			err = attErr
-			if err == nil {
-				err = verifyAttestations(check, atts, d, a.Attestations)
+			// Attestations in Sigstore bundles first; DSSE envelopes of the
+			// .att image or in-toto referrers for the types they do not hold.
+			var missing []attestationSpec
+			attUsed, missing = bundleAttestations(check, sigs, d, a.Attestations)
+			if len(missing) > 0 {
+				var more []v1.Hash
+				more, err = verifyAttestations(check.signer, sigs, d, missing)
+				for _, h := range more {
+					attUsed = appendUnique(attUsed, h)
+				}
+				if err != nil && fromCache {
+					err = fmt.Errorf("%w (read from the package cache %s: load a bundle created with its attestations, `lockstep bundle load BUNDLE --cache-dir %s`)", err, c.cache.dir, c.cache.dir)
+				}
 			}
 		}
 		if err != nil {
 			tried = append(tried, fmt.Sprintf("%s: %v", a, err))
 			continue
 		}
-		v := &Verification{ImageConfig: ic.Name, Authority: a.Name, Signature: used.String()}
-		if len(a.Attestations) > 0 {
-			v.Attestations = attsDigest.String()
+		v := &Verification{ImageConfig: ic.Name, Authority: a.Name, Signature: used.manifest.String(), Layout: used.layout}
+		for _, h := range attUsed {
+			if v.Attestations != "" {
+				v.Attestations += ","
+			}
+			v.Attestations += h.String()
 		}
 		return v, nil
 	}
 	return nil, fmt.Errorf("package %s: ImageConfig %s requires a cosign signature: %w: %s", ref, ic.Name, ErrSignature, strings.Join(tried, "; "))
 }
 
-// authorityCheck returns the signerCheck of authority a: its public key
-// from keys, or its keyless identities with the Client's trusted root.
-func (c *Client) authorityCheck(ctx context.Context, a authoritySpec, keys KeySource) (signerCheck, error) {
+// authorityChecks are how an authority checks a signature: signer for
+// cosign's signature and attestation layers, bundle for Sigstore bundles.
+type authorityChecks struct {
+	signer signerCheck
+	bundle bundleCheck
+}
+
+// authorityCheck returns the checks of authority a: its public key from
+// keys, or its keyless identities with the Client's trusted root.
+func (c *Client) authorityCheck(ctx context.Context, a authoritySpec, keys KeySource) (authorityChecks, error) {
 	switch {
 	case a.Key != nil && a.Key.SecretRef != nil:
 		v, err := keyVerifier(ctx, a.Key.SecretRef.Name, a.Key.SecretRef.Key, a.Key.HashAlgorithm, keys)
 		if err != nil {
-			return nil, err
+			return authorityChecks{}, err
 		}
-		return keyCheck(v), nil
+		return authorityChecks{signer: keyCheck(v), bundle: keyBundleCheck(v)}, nil
 	case a.Keyless != nil:
 		if c.trust == nil {
-			return nil, errors.New("no Sigstore trusted root to verify keyless signatures with: give one with --trusted-root FILE (trusted_root.json)")
+			return authorityChecks{}, errors.New("no Sigstore trusted root to verify keyless signatures with: give one with --trusted-root FILE (trusted_root.json)")
 		}
 		k := keyless{spec: *a.Keyless, trust: c.trust, ignoreTlog: c.opts.InsecureIgnoreTlog, now: time.Now}
-		return k.check, nil
+		return authorityChecks{signer: k.check, bundle: k.bundleCheck}, nil
 	}
-	return nil, errors.New("sets neither key nor keyless")
+	return authorityChecks{}, errors.New("sets neither key nor keyless")
 }
 
 // hashAlgorithms maps key.hashAlgorithm (ImageConfig CRD enum) to the hash.
@@ -237,15 +266,30 @@ func keyVerifier(ctx context.Context, secret, key, hashAlgorithm string, keys Ke
 	return verifier, nil
 }
 
-// verifySignatures passes when one of sigs is accepted by check and its
-// payload is a cosign container image signature for exactly d; it returns
-// the digest of the signature manifest that held it. The error says why
-// the last rejected signature was not accepted.
-func verifySignatures(check signerCheck, sigs []cosignSignature, d v1.Hash) (v1.Hash, error) {
+// verifySignatures passes when one of sigs is accepted by check and
+// signs exactly d: a cosign simple-signing payload for d, or a Sigstore
+// bundle about d whose statement is a signature
+// (SigstoreSignPredicateType) or which is a message signature of d. It
+// returns the signature that passed. The error says why the last
+// rejected signature was not accepted.
+func verifySignatures(check authorityChecks, sigs []cosignSignature, d v1.Hash) (cosignSignature, error) {
 	wrongImage := false
 	last := errKeyMismatch
 	for _, s := range sigs {
-		if err := check(s.annotations, s.payload, s.sig, s.payload); err != nil {
+		if s.envelope != nil {
+			continue // an attestation
+		}
+		if s.bundle != nil {
+			pt, err := check.bundle(s.bundle, d)
+			switch {
+			case err != nil:
+				last = fmt.Errorf("referrer %s: %w", s.manifest, err)
+			case pt == "" || pt == SigstoreSignPredicateType:
+				return s, nil
+			}
+			continue
+		}
+		if err := check.signer(s.annotations, s.payload, s.sig, s.payload); err != nil {
 			last = err
 			continue
 		}
@@ -255,10 +299,48 @@ func verifySignatures(check signerCheck, sigs []cosignSignature, d v1.Hash) (v1.
 			wrongImage = true
 			continue
 		}
-		return s.manifest, nil
+		return s, nil
 	}
 	if wrongImage {
-		return v1.Hash{}, fmt.Errorf("a signature verifies but signs another image than %s", d)
+		return cosignSignature{}, fmt.Errorf("a signature verifies but signs another image than %s", d)
 	}
-	return v1.Hash{}, last
+	return cosignSignature{}, last
+}
+
+// bundleAttestations returns the manifests of the Sigstore bundles among
+// sigs that hold, verified by check, a statement about d of each
+// predicateType of want, and the attestations of want none holds.
+func bundleAttestations(check authorityChecks, sigs []cosignSignature, d v1.Hash, want []attestationSpec) ([]v1.Hash, []attestationSpec) {
+	found := map[string]v1.Hash{}
+	for _, s := range sigs {
+		if s.bundle == nil {
+			continue
+		}
+		if pt, err := check.bundle(s.bundle, d); err == nil && pt != "" {
+			if _, ok := found[pt]; !ok {
+				found[pt] = s.manifest
+			}
+		}
+	}
+	var (
+		used    []v1.Hash
+		missing []attestationSpec
+	)
+	for _, w := range want {
+		h, ok := found[w.PredicateType]
+		if !ok {
+			missing = append(missing, w)
+			continue
+		}
+		used = appendUnique(used, h)
+	}
+	return used, missing
+}
+
+// appendUnique appends h to hs unless it is there.
+func appendUnique(hs []v1.Hash, h v1.Hash) []v1.Hash {
+	if slices.Contains(hs, h) {
+		return hs
+	}
+	return append(hs, h)
 }

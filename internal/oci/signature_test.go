@@ -76,13 +76,13 @@ func TestVerifySignature(t *testing.T) {
 			reason: "a package signed with the authority's key passes, through the ImageConfig rewrite",
 			ics:    []declarations.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release")},
 			pkg:    "provider-demo", digest: signed, keys: keys,
-			want: &oci.Verification{ImageConfig: "signed", Authority: "a0", Signature: sig.String()},
+			want: &oci.Verification{ImageConfig: "signed", Authority: "a0", Signature: sig.String(), Layout: oci.LayoutTag},
 		},
 		"AnyAuthority": {
 			reason: "the package passes when any authority passes; the first that does is recorded",
 			ics:    []declarations.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "other-team", "release")},
 			pkg:    "provider-demo", digest: signed, keys: keys,
-			want: &oci.Verification{ImageConfig: "signed", Authority: "a1", Signature: sig.String()},
+			want: &oci.Verification{ImageConfig: "signed", Authority: "a1", Signature: sig.String(), Layout: oci.LayoutTag},
 		},
 		"NoVerification": {
 			reason: "no ImageConfig with spec.verification matches: nothing to verify",
@@ -172,7 +172,7 @@ func TestVerifySignatureReferrers(t *testing.T) {
 			reg.Reset()
 			c := client(t, options(reg), "", verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release"))
 			got, err := c.VerifySignature(context.Background(), digestRef(t, source+"/provider-demo", d), keys)
-			want := &oci.Verification{ImageConfig: "signed", Authority: "a0", Signature: sig.String()}
+			want := &oci.Verification{ImageConfig: "signed", Authority: "a0", Signature: sig.String(), Layout: oci.LayoutReferrer}
 			if !checkVerified(t, tc.reason, want, got, err, tc.wantErr) {
 				return
 			}
@@ -196,7 +196,7 @@ func TestVerifySignatureFromCache(t *testing.T) {
 	const source = "xpkg.example.com/org"
 	ic := verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release")
 	ref := digestRef(t, source+"/provider-demo", d)
-	want := &oci.Verification{ImageConfig: "signed", Authority: "a0", Signature: sig.String()}
+	want := &oci.Verification{ImageConfig: "signed", Authority: "a0", Signature: sig.String(), Layout: oci.LayoutTag}
 	warm, cold := t.TempDir(), t.TempDir()
 	if _, err := client(t, options(reg), warm, ic).VerifySignature(context.Background(), ref, keys); err != nil {
 		t.Fatalf("verify against the registry: %v", err)

@@ -305,7 +305,7 @@ func RecordVerifications(ctx context.Context, lock *lockfile.Lock, v SignatureVe
 	for i := range lock.Packages {
 		lock.Packages[i].Verification = nil
 		if g := got[i]; g != nil {
-			lock.Packages[i].Verification = &lockfile.Verification{ImageConfig: g.ImageConfig, Authority: g.Authority, Signature: g.Signature, Attestations: g.Attestations}
+			lock.Packages[i].Verification = &lockfile.Verification{ImageConfig: g.ImageConfig, Authority: g.Authority, Signature: g.Signature, Layout: g.Layout, Attestations: g.Attestations}
 		}
 	}
 	return nil

@@ -65,7 +65,7 @@ spec:
 		t.Fatalf("poll once the re-push is signed: %v", err)
 	}
 	p := entry(t, e.lockAt(e.remote.Ref(t, "refs/heads/lockstep/updates")), "provider-demo")
-	want := &lockfile.Verification{ImageConfig: "signed", Authority: "release-key", Signature: sig.String()}
+	want := &lockfile.Verification{ImageConfig: "signed", Authority: "release-key", Signature: sig.String(), Layout: "cosign-tag"}
 	if diff := cmp.Diff(want, p.Verification); diff != "" || p.Digest != moved {
 		t.Errorf("proposed provider-demo %s, verification -want +got:\n%s", p.Digest, diff)
 	}

@@ -67,8 +67,9 @@ func TestAPICounts(t *testing.T) {
 		c.add(r.verb, r.resource, r.dry, float64(i))
 	}
 	want := APICounts{Total: 7, Mutating: 2, DryRun: 2, Reads: 2, Discovery: 1,
-		ByVerb:   map[string]int{"apply": 1, "apply (dry-run)": 2, "get": 1, "list": 1, "delete": 1, "discovery": 1},
-		Timeline: map[string][2]float64{"apply crds": {0, 0}, "apply (dry-run) crds": {1, 6}, "get crds": {2, 2}, "list crds": {3, 3}, "delete crds": {4, 4}, "discovery": {5, 5}}}
+		ByVerb:     map[string]int{"apply": 1, "apply (dry-run)": 2, "get": 1, "list": 1, "delete": 1, "discovery": 1},
+		Timeline:   map[string][2]float64{"apply crds": {0, 0}, "apply (dry-run) crds": {1, 6}, "get crds": {2, 2}, "list crds": {3, 3}, "delete crds": {4, 4}, "discovery": {5, 5}},
+		ByResource: map[string]int{"apply crds": 1, "apply (dry-run) crds": 2, "get crds": 1, "list crds": 1, "delete crds": 1, "discovery": 1}}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("counts: -want +got\n%s", diff)
 	}

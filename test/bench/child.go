@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -59,6 +61,10 @@ type childSpec struct {
 	// and PreflightSkew.
 	Preflight     string `json:"preflight,omitempty"`
 	PreflightSkew int    `json:"preflightSkew,omitempty"`
+	// MemoryLimit is lockstep's --memory-limit (Go's soft memory limit,
+	// a Kubernetes quantity), "" for none; it applies to the lockstep
+	// child only.
+	MemoryLimit string `json:"memoryLimit,omitempty"`
 	// CPUProfile, when set, is where the measured phase's CPU profile goes;
 	// a heap profile taken near the peak of the heap goes beside it
 	// (.heap.pprof instead of .pprof).
@@ -173,6 +179,13 @@ func measure(spec *childSpec) *Measurement {
 		objs = nil
 	}
 
+	if spec.Tool == toolLockstep && spec.MemoryLimit != "" {
+		q, err := resource.ParseQuantity(spec.MemoryLimit)
+		if err != nil {
+			return fail(fmt.Errorf("-memory-limit: %w", err))
+		}
+		debug.SetMemoryLimit(q.Value())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	if spec.CPUProfile != "" {

@@ -68,6 +68,7 @@ func main() {
 		conc      = flag.Int("concurrency", apply.DefaultOptions().Concurrency, "lockstep's --concurrency")
 		preflight = flag.String("preflight", string(apply.DefaultOptions().Preflight), "lockstep's --preflight (local or server)")
 		skew      = flag.Int("preflight-skew", 0, "lockstep's --preflight-skew")
+		memLimit  = flag.String("memory-limit", "", "lockstep's --memory-limit (Go's soft memory limit, e.g. 200Mi); empty: none")
 		profile   = flag.Bool("profile", false, "write a CPU profile and a heap profile of every lockstep run, and kube-apiserver's CPU profile during every run of every tool, to <out>/bench/profiles")
 		only      = flag.String("tools", strings.Join(tools, ","), "comma-separated tools to run (lockstep, floor, flux); targets need all three")
 		reprint   = flag.String("report", "", "print the Markdown of a saved results.json `FILE` and exit")
@@ -92,7 +93,7 @@ func main() {
 		}
 		return
 	}
-	h := &harness{testdata: *testdata, interval: *interval, concurrency: *conc, preflight: *preflight, skew: *skew, profile: *profile, keep: *keep,
+	h := &harness{testdata: *testdata, interval: *interval, concurrency: *conc, preflight: *preflight, skew: *skew, memLimit: *memLimit, profile: *profile, keep: *keep,
 		reps: map[string]int{"monolith": *reps, "family": *reps, "small": *smallReps, mrd10Key: *reps, mrdAllKey: *reps}}
 	for _, s := range strings.Split(*scens, ",") {
 		if s = strings.TrimSpace(s); !slices.Contains(scenarios, s) {
@@ -138,8 +139,10 @@ type harness struct {
 	// preflight and skew are lockstep's --preflight and --preflight-skew.
 	preflight string
 	skew      int
-	reps      map[string]int
-	tools     []string
+	// memLimit is lockstep's --memory-limit, "" for none.
+	memLimit string
+	reps     map[string]int
+	tools    []string
 	// scenarios are the scenarios each tool runs, in order: -scenarios,
 	// or with -agent the cold install and the agent; agent, edits and
 	// window are -agent, -agent-edits and -agent-window.
@@ -202,7 +205,7 @@ func (h *harness) run(out string, names []string) error {
 		Machine: machine(),
 		Settings: Settings{
 			WaitInterval: h.interval.String(), Reps: map[string]int{}, FloorConcurrency: floorConcurrency,
-			FluxConcurrency: fluxConcurrency, LockstepConcurrency: h.concurrency, LockstepPreflight: h.preflight, LockstepPreflightSkew: h.skew, ClientQPS: 1000,
+			FluxConcurrency: fluxConcurrency, LockstepConcurrency: h.concurrency, LockstepPreflight: h.preflight, LockstepPreflightSkew: h.skew, LockstepMemoryLimit: h.memLimit, ClientQPS: 1000,
 			Testdata: h.testdata != "",
 		},
 	}
@@ -404,7 +407,7 @@ func (h *harness) runTool(ctx context.Context, p *prepared, tool string, rep int
 			sp.waitIdle(idleWait)
 		}
 		scName := strings.ReplaceAll(sc, " ", "-")
-		spec := &childSpec{Tool: tool, Scenario: sc, KubeConfig: kubeconfig, WaitInterval: h.interval, Concurrency: h.concurrency, Preflight: h.preflight, PreflightSkew: h.skew,
+		spec := &childSpec{Tool: tool, Scenario: sc, KubeConfig: kubeconfig, WaitInterval: h.interval, Concurrency: h.concurrency, Preflight: h.preflight, PreflightSkew: h.skew, MemoryLimit: h.memLimit,
 			Result: filepath.Join(dir, scName+".result.json"), DriftEdits: h.edits, IdleWindow: h.window}
 		state := map[string]string{"cold install": stateInstall, "no-op": stateInstall, "upgrade": stateUpgrade, "uninstall": stateUninstall, scenarioAgent: stateInstall}[sc]
 		switch tool {

@@ -60,10 +60,12 @@ type Settings struct {
 	// LockstepPreflight and LockstepPreflightSkew are lockstep's
 	// --preflight and --preflight-skew ("" in runs from before they
 	// existed: server-side dry-runs).
-	LockstepPreflight     string  `json:"lockstepPreflight,omitempty"`
-	LockstepPreflightSkew int     `json:"lockstepPreflightSkew,omitempty"`
-	ClientQPS             float32 `json:"clientQPS"`
-	Testdata              bool    `json:"testdata"`
+	LockstepPreflight     string `json:"lockstepPreflight,omitempty"`
+	LockstepPreflightSkew int    `json:"lockstepPreflightSkew,omitempty"`
+	// LockstepMemoryLimit is lockstep's --memory-limit, "" for none.
+	LockstepMemoryLimit string  `json:"lockstepMemoryLimit,omitempty"`
+	ClientQPS           float32 `json:"clientQPS"`
+	Testdata            bool    `json:"testdata"`
 }
 
 // WorkloadReport is one workload's measurements.
@@ -426,5 +428,9 @@ func preflightText(s Settings) string {
 	if s.LockstepPreflight == "" {
 		return ""
 	}
-	return fmt.Sprintf(", --preflight=%s --preflight-skew=%d", s.LockstepPreflight, s.LockstepPreflightSkew)
+	t := fmt.Sprintf(", --preflight=%s --preflight-skew=%d", s.LockstepPreflight, s.LockstepPreflightSkew)
+	if s.LockstepMemoryLimit != "" {
+		t += " --memory-limit=" + s.LockstepMemoryLimit
+	}
+	return t
 }

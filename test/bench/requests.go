@@ -126,6 +126,9 @@ type APICounts struct {
 	// request was sent, in seconds since the measured phase began: where
 	// a run spent its time (dry-runs, then applies, then polling).
 	Timeline map[string][2]float64 `json:"timeline,omitempty"`
+	// ByResource counts requests per Timeline key (verb and resource,
+	// "apply providers/status"): where the requests of a run go.
+	ByResource map[string]int `json:"byResource,omitempty"`
 }
 
 // add counts one request for resource, sent at seconds since the
@@ -134,6 +137,7 @@ func (c *APICounts) add(verb, resource string, dryRun bool, at float64) {
 	if c.ByVerb == nil {
 		c.ByVerb = map[string]int{}
 		c.Timeline = map[string][2]float64{}
+		c.ByResource = map[string]int{}
 	}
 	c.Total++
 	key := verb
@@ -155,6 +159,7 @@ func (c *APICounts) add(verb, resource string, dryRun bool, at float64) {
 		c.Timeline[tk] = [2]float64{min(t[0], at), max(t[1], at)}
 	}
 	c.ByVerb[key]++
+	c.ByResource[tk]++
 }
 
 // String returns the counts by verb, "apply=12 get=3 ...", sorted.

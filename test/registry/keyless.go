@@ -87,6 +87,10 @@ type KeylessSigner struct {
 	// every signature instead of a new entry: a test replays another
 	// signature's entry with it.
 	Bundle string
+	// key is the certificate's private key and intermediate the CA
+	// certificate that issued it, for Sigstore bundles (SignBundle).
+	key          *ecdsa.PrivateKey
+	intermediate *x509.Certificate
 }
 
 // Leaf issues a code-signing certificate for identity (an e-mail address,
@@ -122,7 +126,7 @@ func (ca *TestCA) Leaf(tb testing.TB, identity, issuer string, notBefore, notAft
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &KeylessSigner{Signer: sv, Cert: cert, CertPEM: certPEM, ChainPEM: chainPEM}
+	return &KeylessSigner{Signer: sv, Cert: cert, CertPEM: certPEM, ChainPEM: chainPEM, key: key, intermediate: ca.Intermediate}
 }
 
 // TestRekor is a transparency log's signing key generated for a test: it
@@ -194,9 +198,30 @@ func (r *TestRekor) entry(tb testing.TB, certPEM, signed, sig []byte) string {
 // is built and serialised with sigstore-go's pkg/root.
 func WriteTrustedRoot(tb testing.TB, cas []*TestCA, logs ...*TestRekor) string {
 	tb.Helper()
+	return writeTrustedRoot(tb, cas, false, nil, logs)
+}
+
+// WriteTrustedRootWithTSA is WriteTrustedRoot for Sigstore bundles: it
+// also lists the intermediates of cas (a bundle v0.3 carries only the
+// leaf certificate, as a trusted root from `cosign trusted-root create`
+// lists Fulcio's intermediates) and trusts the timestamping authorities
+// timestampers (RFC 3161 timestamps).
+func WriteTrustedRootWithTSA(tb testing.TB, cas []*TestCA, timestampers []*TestTSA, logs ...*TestRekor) string {
+	tb.Helper()
+	return writeTrustedRoot(tb, cas, true, timestampers, logs)
+}
+
+// writeTrustedRoot writes the trusted root of WriteTrustedRoot and
+// WriteTrustedRootWithTSA.
+func writeTrustedRoot(tb testing.TB, cas []*TestCA, intermediates bool, timestampers []*TestTSA, logs []*TestRekor) string {
+	tb.Helper()
 	var authorities []root.CertificateAuthority
 	for _, ca := range cas {
-		authorities = append(authorities, &root.FulcioCertificateAuthority{Root: ca.Root, ValidityPeriodStart: ca.Root.NotBefore, URI: "https://fulcio.test"})
+		a := &root.FulcioCertificateAuthority{Root: ca.Root, ValidityPeriodStart: ca.Root.NotBefore, URI: "https://fulcio.test"}
+		if intermediates {
+			a.Intermediates = []*x509.Certificate{ca.Intermediate}
+		}
+		authorities = append(authorities, a)
 	}
 	tlogs := map[string]*root.TransparencyLog{}
 	for _, l := range logs {
@@ -205,7 +230,11 @@ func WriteTrustedRoot(tb testing.TB, cas []*TestCA, logs ...*TestRekor) string {
 			PublicKey: &l.key.PublicKey, ValidityPeriodStart: time.Now().Add(-48 * time.Hour),
 		}
 	}
-	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, authorities, map[string]*root.TransparencyLog{}, nil, tlogs)
+	var tsas []root.TimestampingAuthority
+	for _, t := range timestampers {
+		tsas = append(tsas, &root.SigstoreTimestampingAuthority{Root: t.Root, Leaf: t.Leaf, ValidityPeriodStart: t.Root.NotBefore, URI: t.URL})
+	}
+	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, authorities, map[string]*root.TransparencyLog{}, tsas, tlogs)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -271,6 +300,34 @@ func (s *KeylessSigner) annotations(tb testing.TB, signed, sig []byte) map[strin
 // the image. It returns the attestation image's digest.
 func (r *Registry) Attest(tb testing.TB, ref, predicateType string, signer signature.Signer, keyless *KeylessSigner) v1.Hash {
 	tb.Helper()
+	digest, layer, ann := r.attestation(tb, ref, predicateType, signer, keyless)
+	return r.pushCosignImage(tb, digest, ".att", layer, ann)
+}
+
+// AttestReferrer attaches the attestation of Attest the way `cosign attest
+// --registry-referrers-mode=oci-1-1` does: a manifest of artifactType
+// application/vnd.in-toto+json whose subject is the image, pushed by
+// digest (remote.Write also updates the referrers tag schema). It returns
+// the referrer's digest.
+func (r *Registry) AttestReferrer(tb testing.TB, ref, predicateType string, signer signature.Signer, keyless *KeylessSigner) v1.Hash {
+	tb.Helper()
+	digest, layer, ann := r.attestation(tb, ref, predicateType, signer, keyless)
+	img, err := mutate.Append(mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.MediaType("application/vnd.in-toto+json")), types.OCIManifestSchema1),
+		mutate.Addendum{Layer: layer, Annotations: ann})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	subject, err := remote.Head(digest, r.RemoteOptions()...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r.writeReferrer(tb, digest.Context(), img, *subject)
+}
+
+// attestation returns the DSSE envelope layer of Attest and its
+// annotations, for the image ref resolved to digest.
+func (r *Registry) attestation(tb testing.TB, ref, predicateType string, signer signature.Signer, keyless *KeylessSigner) (name.Digest, v1.Layer, map[string]string) {
+	tb.Helper()
 	digest := r.digestOf(tb, ref)
 	stmt, err := json.Marshal(map[string]any{
 		"_type":         "https://in-toto.io/Statement/v1",
@@ -297,7 +354,7 @@ func (r *Registry) Attest(tb testing.TB, ref, predicateType string, signer signa
 		ann["dev.sigstore.cosign/certificate"] = string(keyless.CertPEM)
 		ann["dev.sigstore.cosign/chain"] = string(keyless.ChainPEM)
 	}
-	return r.pushCosignImage(tb, digest, ".att", static.NewLayer(env, types.MediaType("application/vnd.dsse.envelope.v1+json")), ann)
+	return digest, static.NewLayer(env, types.MediaType("application/vnd.dsse.envelope.v1+json")), ann
 }
 
 // SignatureBundle returns the dev.sigstore.cosign/bundle annotation of the

@@ -5,7 +5,9 @@
 package registry
 
 import (
+	"bytes"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -13,6 +15,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
@@ -91,6 +95,9 @@ func New(tb testing.TB, opts ...Option) *Registry {
 		o(r)
 	}
 	h := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)), ggcrregistry.WithReferrersSupport(r.referrers))
+	if r.referrers {
+		h = referrersArtifactType(h)
+	}
 	var served http.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if r.latency > 0 {
 			time.Sleep(r.latency)
@@ -214,4 +221,54 @@ func (r *Registry) Summary() string {
 		fmt.Fprintf(&b, "%4d %s\n", counts[k], k)
 	}
 	return b.String()
+}
+
+// referrersArtifactType makes the referrers API of go-containerregistry's
+// registry follow the OCI distribution spec 1.1: a referrer's descriptor
+// carries the manifest's artifactType when it has one (that registry
+// always gives the config's media type, which for an artifact with the
+// empty config, as cosign's Sigstore bundles are, is
+// application/vnd.oci.empty.v1+json).
+func referrersArtifactType(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		repo, _, ok := strings.Cut(req.URL.Path, "/referrers/")
+		if req.Method != http.MethodGet || !ok {
+			h.ServeHTTP(w, req)
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var idx v1.IndexManifest
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &idx) != nil {
+			copyResponse(w, rec)
+			return
+		}
+		for i, d := range idx.Manifests {
+			mrec := httptest.NewRecorder()
+			h.ServeHTTP(mrec, httptest.NewRequest(http.MethodGet, repo+"/manifests/"+d.Digest.String(), nil))
+			var m struct {
+				ArtifactType string `json:"artifactType"`
+			}
+			if mrec.Code == http.StatusOK && json.Unmarshal(mrec.Body.Bytes(), &m) == nil && m.ArtifactType != "" {
+				idx.Manifests[i].ArtifactType = m.ArtifactType
+			}
+		}
+		b, err := json.Marshal(idx)
+		if err != nil {
+			copyResponse(w, rec)
+			return
+		}
+		rec.Body = bytes.NewBuffer(b)
+		rec.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		copyResponse(w, rec)
+	})
+}
+
+// copyResponse writes the recorded response rec to w.
+func copyResponse(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
 }

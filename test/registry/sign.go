@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -27,6 +28,8 @@ type SigningKey struct {
 	Signer signature.Signer
 	// PublicPEM is the public key, PEM-encoded.
 	PublicPEM []byte
+	// key is the private key, for Sigstore bundles (SignBundle).
+	key *ecdsa.PrivateKey
 }
 
 // NewSigningKey generates a SigningKey.
@@ -44,7 +47,7 @@ func NewSigningKey(tb testing.TB) *SigningKey {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &SigningKey{Signer: sv, PublicPEM: pem}
+	return &SigningKey{Signer: sv, PublicPEM: pem, key: priv}
 }
 
 // WritePublic writes the public key to a file in a test directory and
@@ -94,7 +97,15 @@ func (r *Registry) SignReferrer(tb testing.TB, ref string, key *SigningKey) v1.H
 	tb.Helper()
 	img, desc := r.signature(tb, ref, key)
 	img = mutate.ConfigMediaType(img, types.MediaType(SignatureArtifactType))
-	withSubject, ok := mutate.Subject(img, *desc).(v1.Image)
+	return r.writeReferrer(tb, r.Ref(tb, ref).Context(), img, *desc)
+}
+
+// writeReferrer pushes img with subject as its subject to repo, by
+// digest (remote.Write also updates the referrers tag schema), and
+// returns its digest.
+func (r *Registry) writeReferrer(tb testing.TB, repo name.Repository, img v1.Image, subject v1.Descriptor) v1.Hash {
+	tb.Helper()
+	withSubject, ok := mutate.Subject(img, subject).(v1.Image)
 	if !ok {
 		tb.Fatal("mutate.Subject did not return an image")
 	}
@@ -102,8 +113,8 @@ func (r *Registry) SignReferrer(tb testing.TB, ref string, key *SigningKey) v1.H
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := remote.Write(r.Ref(tb, ref).Context().Digest(d.String()), withSubject, r.RemoteOptions()...); err != nil {
-		tb.Fatalf("push signature referrer of %s: %v", ref, err)
+	if err := remote.Write(repo.Digest(d.String()), withSubject, r.RemoteOptions()...); err != nil {
+		tb.Fatalf("push referrer of %s: %v", subject.Digest, err)
 	}
 	return d
 }

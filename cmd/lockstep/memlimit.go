@@ -1,0 +1,39 @@
+package main
+
+import (
+	"fmt"
+	"runtime/debug"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// memoryLimitFlag is --memory-limit, shared by apply and agent: Go's soft
+// memory limit (runtime/debug.SetMemoryLimit, what GOMEMLIMIT sets), so
+// that the garbage collector runs more often instead of letting the heap
+// grow to twice what is live. It complements keeping little in memory
+// (docs/design.md#memory); it is no hard cap: a process that needs more
+// gets more, with the collector running nearly all the time.
+type memoryLimitFlag struct{ value string }
+
+func (f *memoryLimitFlag) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.value, "memory-limit", "", "Go's soft memory limit, a Kubernetes quantity (e.g. 250Mi): the garbage collector works harder to keep lockstep's memory under it, so the peak resident set of a large package stays near what it needs (about 90% of the container's memory limit is a good value); empty keeps the GOMEMLIMIT environment variable or Go's default, no limit")
+}
+
+// apply sets the soft memory limit when the flag is set. It returns an
+// error naming the flag for a value that is not a positive quantity.
+func (f *memoryLimitFlag) apply() error {
+	if f.value == "" {
+		return nil
+	}
+	q, err := resource.ParseQuantity(f.value)
+	if err != nil {
+		return fmt.Errorf("--memory-limit %q: %w", f.value, err)
+	}
+	n, ok := q.AsInt64()
+	if !ok || n <= 0 {
+		return fmt.Errorf("--memory-limit %q: want a positive number of bytes, such as 250Mi", f.value)
+	}
+	debug.SetMemoryLimit(n)
+	return nil
+}
