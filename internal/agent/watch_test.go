@@ -65,9 +65,12 @@ func (c *countingTransport) requests() []string {
 // watchedAgent installs the example Configuration (and its dependencies)
 // through an agent whose every request — its client, apply's, the
 // manager's and the watches' — goes through the returned counter.
-func watchedAgent(t *testing.T, ns string, interval time.Duration, outcomes chan<- *agent.Outcome) (*fixture, *countingTransport) {
+func watchedAgent(t *testing.T, ns string, interval time.Duration, outcomes chan<- *agent.Outcome, edits ...func(*fixture)) (*fixture, *countingTransport) {
 	t.Helper()
 	f := newFixture(t, ns)
+	for _, e := range edits {
+		e(f)
+	}
 	f.write(t, "configuration.yaml", configurationDemo("v0.1.0"))
 	f.lock(t)
 	f.commit(t, "install")

@@ -76,7 +76,7 @@ func (m *Manager) keepRestorable(r *run) {
 	}
 	st := &restorable{out: r.out, meta: r.meta, objects: map[string]restorableObject{},
 		live: &cluster{packages: r.live.packages, revisions: r.live.revisions, byUID: r.live.byUID,
-			objects: map[string]*unstructured.Unstructured{}, raw: map[string][]byte{}, foreign: map[string]*metav1.PartialObjectMetadata{},
+			objects: map[string]*unstructured.Unstructured{}, sums: map[string]*liveSummary{}, foreign: map[string]*metav1.PartialObjectMetadata{},
 			metaListed: map[listKey]chan struct{}{}, listed: map[listKey]bool{}, inventory: r.live.inventory, inventoryExists: r.live.inventoryExists}}
 	shared := map[string]bool{}
 	for _, p := range r.pkgs {
@@ -90,9 +90,12 @@ func (m *Manager) keepRestorable(r *run) {
 		rev := p.po.Revision
 		add := func(objs []*render.Object, role inventory.Role) {
 			for _, o := range objs {
-				if o.TLS != nil || o.CABundle != nil || o.GroupKind() == crossplane.GroupKindMRD {
-					// TLS data and CA bundles are decided from the live
-					// Secrets; MRDs by their activation: a full apply's.
+				if o.TLS != nil || o.GroupKind() == crossplane.GroupKindMRD {
+					// TLS data is decided from the live Secrets, MRDs by
+					// their activation: a full apply's. An object with a
+					// CA bundle (a CRD with a conversion webhook) is bound
+					// with the TLS data the apply decided: a change of the
+					// Secret it comes from is an event Restore refuses.
 					continue
 				}
 				id := renderedID(o)
@@ -135,8 +138,8 @@ func (m *Manager) keepRestorable(r *run) {
 // It returns an error wrapping ErrNotRestorable, having written nothing,
 // when there is no such Apply, when a ref names something that is not a
 // payload, runtime or RBAC object of exactly one applied package (a
-// record, a manifest, an MRD, a TLS Secret, an object with a CA bundle,
-// the inventory, an object of no package), or when an object's
+// record, a manifest, an MRD, a TLS Secret, the inventory, an object of
+// no package), or when an object's
 // controller is not the one the Apply set (a hand-off or a conflict a
 // full Apply decides and reports). Other errors are the Lease's or the
 // API server's; a failed object is in Result.Err. A Restore that
@@ -227,7 +230,7 @@ func restoreStep(ds []*desired) string {
 // error wrapping ErrNotRestorable when the controller is not the one the
 // package sets.
 func (p *pkgRun) restoreDesired(ctx context.Context, o restorableObject) (*desired, error) {
-	d := &desired{obj: o.obj, role: o.role, revision: o.revision, id: renderedID(o.obj)}
+	d := &desired{obj: o.obj, role: o.role, revision: o.revision, id: renderedID(o.obj), p: p}
 	u := &unstructured.Unstructured{}
 	gv, err := schema.ParseGroupVersion(o.obj.APIVersion)
 	if err != nil {
