@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/lockstep-gitops/lockstep/internal/agent"
 )
@@ -32,6 +33,16 @@ func printOutcome(w io.Writer, o *agent.Outcome, err error) {
 		}
 		return
 	case o == nil:
+		return
+	}
+	if o.Restore != nil {
+		var objs []string
+		for _, p := range o.Restore.Packages {
+			for _, e := range p.Changes.Entries {
+				objs = append(objs, e.Subject+" "+string(e.Action))
+			}
+		}
+		fmt.Fprintf(w, "restored drift at %s with a targeted apply: %s, %d writes\n", commit, strings.Join(objs, ", "), o.Restore.Writes)
 		return
 	}
 	fmt.Fprintf(w, "reconciled %s: %s, %d writes\n", commit, o.Health.Status, writes)

@@ -40,6 +40,9 @@ type fixture struct {
 	// pull reads pull secrets from the cluster for lock and the agent;
 	// nil reads none.
 	pull oci.PullSecretReader
+	// conversion is the lock's customToManagedResourceConversion; nil
+	// takes lock's default.
+	conversion *bool
 }
 
 // regOptions are the registry options of the fixture's lock and agent.
@@ -128,7 +131,7 @@ func (f *fixture) lock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := lockfile.NewResolver(c, lockfile.Options{CrossplaneVersion: "v2.1.0", InsecureRegistries: []string{f.reg.Host}}).Resolve(context.Background(), set, prev)
+	res, err := lockfile.NewResolver(c, lockfile.Options{CrossplaneVersion: "v2.1.0", InsecureRegistries: []string{f.reg.Host}, CustomToManagedResourceConversion: f.conversion}).Resolve(context.Background(), set, prev)
 	if err != nil {
 		t.Fatalf("lock: %v", err)
 	}

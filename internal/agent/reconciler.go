@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fluxcd/pkg/ssa"
+
 	"github.com/lockstep-gitops/lockstep/internal/agent/api/v1alpha1"
 	"github.com/lockstep-gitops/lockstep/internal/apply"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
@@ -137,12 +139,25 @@ type Outcome struct {
 	// before it read the cluster (docs/design.md#the-agent). Result,
 	// Report, Health and Packages are then that apply's, and the Sync
 	// status is not written again.
+	//
+	// A reconcile of a refused commit is idle when the last good commit's
+	// re-apply is (its error is then returned again, and the status is
+	// not written again when it would not change); so is a suspended
+	// reconcile when the watches saw no change since the last one read
+	// the health.
 	Idle bool
 	// WatchErr says why the apply of this reconcile is not watched (a kind
 	// that cannot be listed and watched, the watches not started yet): the
 	// next reconcile applies in full again. Nil when it is, and without
 	// watches (RunOptions.Once, or a Reconciler not run by Run).
 	WatchErr error
+	// Restore is the result of a targeted restore (apply.Manager.Restore)
+	// when this reconcile re-applied only the objects its watches named,
+	// nil otherwise; Result, Report and Health are then the last full
+	// apply's, with the health of the packages whose runtime Deployment
+	// was named read again
+	// (docs/design.md#the-agents-steady-state).
+	Restore *apply.Result
 	// Reapplied is the last rendered commit, applied again to correct drift
 	// because Commit was refused before apply (bad declarations, a stale
 	// lock, a package that cannot be fetched or rendered); "" when Commit
@@ -204,8 +219,16 @@ type Reconciler struct {
 	watch      *liveWatch
 	syncReader client.Reader
 	// verified is the last apply that wrote nothing, nil when the last
-	// apply wrote or failed, or was not watched.
+	// apply wrote or failed, or was not watched; watched says whether the
+	// last full apply was watched.
 	verified *verified
+	watched  bool
+	// suspendedAt is the last suspended reconcile that read the health,
+	// nil when the last reconcile was not suspended.
+	suspendedAt *verified
+	// statusKey is what the last status write showed (statusKey), "" when
+	// it failed or none was written.
+	statusKey string
 	// statusPolls is the updater's poll count the last status write showed.
 	statusPolls int
 	// resync is Config.Resync or DefaultResync.
@@ -334,7 +357,8 @@ func (r *Reconciler) SetUpdater(u *update.Updater) {
 //
 // A commit refused before apply (any declarations, lock, packages or
 // render failure) does not stop drift correction: the render of the last
-// commit that got to apply is applied again, on every interval, as Flux's
+// commit that got to apply is applied again (idle, restored or in full,
+// as an accepted commit's: docs/design.md#the-agents-steady-state), as Flux's
 // kustomize-controller keeps applying its last artifact while a new one
 // fails (fluxcd/kustomize-controller
 // internal/controller/kustomization_controller.go). The Sync stays Stalled
@@ -387,18 +411,47 @@ func (r *Reconciler) Reconcile(ctx context.Context) (*Outcome, error) {
 			r.metrics.Errors.WithLabelValues(se.Step).Inc()
 		}
 	}
-	if out.Idle && err == nil && !r.updatesChanged() {
-		// Nothing changed since the status was last written; the commit
-		// is still applied, which the metric says without a request.
-		if r.metrics != nil {
+	key := statusKey(out, err)
+	if (out.Idle || out.Restore != nil) && key == r.statusKey && !r.updatesChanged() && r.specIntact(ctx) {
+		// Nothing the status shows changed since it was last written (an
+		// idle reconcile, a refused commit refused again, a suspended
+		// Sync, a restore that left the health as it was); the last good
+		// commit is still applied, which the metric says without a
+		// request.
+		if r.metrics != nil && err == nil && !out.suspended {
 			r.metrics.LastAppliedTimestamp.Set(float64(now().Unix()))
 		}
-		return out, nil
+		return out, err
 	}
-	if serr := r.writeStatus(ctx, out, err); serr != nil && err == nil {
+	serr := r.writeStatus(ctx, out, err)
+	r.statusKey = ""
+	if serr == nil {
+		r.statusKey = key
+	} else if err == nil {
 		err = &StepError{Step: StepStatus, Reason: ReasonApplyFailed, Err: serr}
 	}
 	return out, err
+}
+
+// statusKey sums up what the Sync status shows of a reconcile: the
+// commits, the error, the re-apply, suspension and the health; two
+// reconciles with the same key write the same status.
+func statusKey(o *Outcome, err error) string {
+	if o == nil {
+		o = &Outcome{}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%v|%s|%v|%v|%s|%s", o.Commit, o.Applied, o.Reapplied, o.refused, o.suspended, o.Health.Status, o.Health.Reason)
+	if err != nil {
+		b.WriteString("|" + err.Error())
+	}
+	if o.reapplyErr != nil {
+		b.WriteString("|" + o.reapplyErr.Error())
+	}
+	for _, p := range o.Packages {
+		fmt.Fprintf(&b, "|%+v", p)
+	}
+	return b.String()
 }
 
 // reconcileTimeout is the cause of a reconcile context that
@@ -441,6 +494,7 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	} else if suspended {
 		return r.reconcileSuspended(ctx)
 	}
+	r.suspendedAt = nil
 	art, err := r.src.Checkout(ctx)
 	if err != nil {
 		return out, &StepError{Step: StepSource, Reason: ReasonGitOperationFailed, Err: err}
@@ -468,15 +522,10 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	if idle := r.idle(ctx, rd); idle != nil {
 		return idle, nil
 	}
-	var m mark
-	if r.watch != nil {
-		m, out.WatchErr = r.watch.prepare(ctx, rd.out, r.cfg.Apply.DeletionProtection, watchSyncTimeout)
+	if restored := r.restore(ctx, rd); restored != nil {
+		return restored, nil
 	}
-	err = r.applyRendered(ctx, rd, out)
-	r.verified = nil
-	if m.ok && err == nil && out.Applied && out.Result != nil && out.Result.Writes == 0 {
-		r.verified = &verified{rd: rd, changes: m.changes, at: now(), out: *out}
-	}
+	err = r.applyWatched(ctx, rd, out)
 	var se *StepError
 	if errors.As(err, &se) && se.Reason == ReasonEmptyLockRefused {
 		// Apply refused the commit before any write: the last good commit
@@ -489,6 +538,23 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	return out, err
 }
 
+// applyWatched runs the apply and health steps of rd in full, with the
+// watches prepared for everything the apply reads, and keeps the apply as
+// verified when it wrote nothing (see Reconciler.idle).
+func (r *Reconciler) applyWatched(ctx context.Context, rd *rendered, out *Outcome) error {
+	var m mark
+	if r.watch != nil {
+		m, out.WatchErr = r.watch.prepare(ctx, rd.out, r.cfg.Apply.DeletionProtection, watchSyncTimeout)
+	}
+	r.watched = m.ok
+	err := r.applyRendered(ctx, rd, out)
+	r.verified = nil
+	if m.ok && err == nil && out.Applied && out.Result != nil && out.Result.Writes == 0 {
+		r.verified = &verified{rd: rd, changes: m.changes, at: now(), out: *out}
+	}
+	return err
+}
+
 // watchSyncTimeout bounds the wait for a new watch's initial list.
 const watchSyncTimeout = 15 * time.Second
 
@@ -498,17 +564,112 @@ const watchSyncTimeout = 15 * time.Second
 // spec is not what the agent writes, or the last full apply is older than
 // the resync period.
 func (r *Reconciler) idle(ctx context.Context, rd *rendered) *Outcome {
-	v := r.verified
-	if r.watch == nil || v == nil || v.rd != rd || r.watch.changes.Load() != v.changes || now().Sub(v.at) >= r.resync {
-		return nil
-	}
-	if spec, err := r.readSpec(ctx); err != nil || spec == nil || *spec != r.syncSpec() {
-		// A Sync edited or deleted: the status write puts it back.
+	v := r.current(ctx, rd)
+	if v == nil || r.watch.changes.Load() != v.changes {
 		return nil
 	}
 	out := v.out
 	out.Idle, out.Warnings, out.WatchErr = true, nil, nil
 	return &out
+}
+
+// current returns the last verified apply when it applied rd and may
+// still stand for it: the watches run, the Sync's spec is what the agent
+// writes, and the apply is less than the resync period old; nil
+// otherwise.
+func (r *Reconciler) current(ctx context.Context, rd *rendered) *verified {
+	v := r.verified
+	if r.watch == nil || v == nil || v.rd != rd || now().Sub(v.at) >= r.resync || !r.specIntact(ctx) {
+		return nil
+	}
+	return v
+}
+
+// specIntact reports whether the Sync's spec, read from the manager's
+// cache, is what the agent writes (spec.suspend aside); false when it was edited or deleted
+// (the status write puts it back) or cannot be read.
+func (r *Reconciler) specIntact(ctx context.Context) bool {
+	spec, err := r.readSpec(ctx)
+	if err != nil || spec == nil {
+		return false
+	}
+	s := *spec
+	s.Suspend = false // the user's (lockstep suspend), never written back
+	return s == r.syncSpec()
+}
+
+// restore is the targeted restore of drift: when rd is the render of the
+// last verified apply and every watch event since names an object that
+// one package of it applies (not a package or revision record, not the
+// Lock, at most maxPending objects), only those objects are applied again
+// (apply.Manager.Restore: one GET each, then the full apply's checks and
+// server-side apply), and the health of the packages whose runtime
+// Deployment they include is read again. It returns nil when a full apply
+// must run instead: no such apply, an event outside the render, or a
+// Restore that refused or failed. A restore that re-created an object
+// leaves no verified apply, so the next reconcile applies in full; one
+// that only re-applied keeps it, counting the events it covered.
+func (r *Reconciler) restore(ctx context.Context, rd *rendered) *Outcome {
+	v := r.current(ctx, rd)
+	if v == nil {
+		return nil
+	}
+	refs, count, ok := r.watch.take()
+	if !ok || len(refs) == 0 {
+		return nil
+	}
+	res, err := r.mgr.Restore(ctx, rd.out, refs)
+	if err != nil || res.Err() != nil {
+		return nil
+	}
+	out := v.out
+	out.Warnings, out.WatchErr, out.Restore = nil, nil, res
+	if rep, err := r.restoreHealth(ctx, v.out.Report, refs); err != nil {
+		return nil
+	} else if rep != nil {
+		out.Report, out.Health, out.Packages = rep, rep.Summary, packageHealth(rep)
+	}
+	created := false
+	for _, p := range res.Packages {
+		created = created || p.Counts()[ssa.CreatedAction] > 0
+	}
+	if created {
+		r.verified = nil
+	} else {
+		r.verified = &verified{rd: rd, changes: count, at: v.at, out: out}
+		r.verified.out.Restore = nil
+	}
+	return &out
+}
+
+// restoreHealth reads again the health of the packages of prev whose
+// objects refs name (their runtime Deployment: a package or revision
+// record is never restored), and returns prev with them replaced; nil
+// when refs name none.
+func (r *Reconciler) restoreHealth(ctx context.Context, prev *health.Report, refs []apply.ObjectRef) (*health.Report, error) {
+	if prev == nil || r.lastResult == nil {
+		return nil, nil
+	}
+	named := map[apply.ObjectRef]bool{}
+	for _, ref := range refs {
+		named[ref] = true
+	}
+	var targets []health.Target
+	for _, t := range r.lastResult.HealthTargets() {
+		if slices.ContainsFunc(t.Objects, func(o health.Ref) bool {
+			return named[apply.ObjectRef{GroupKind: o.GroupVersionKind.GroupKind(), Namespace: o.Namespace, Name: o.Name}]
+		}) {
+			targets = append(targets, t)
+		}
+	}
+	if len(targets) == 0 {
+		return nil, nil
+	}
+	fresh, err := health.Check(ctx, r.c, targets)
+	if err != nil {
+		return nil, err
+	}
+	return health.Merge(prev, fresh), nil
 }
 
 // updatesChanged reports whether the updater polled since the status last
@@ -553,7 +714,6 @@ func (r *Reconciler) keys() oci.KeySource {
 // verification must hold before every install in the agent (issue 18): a
 // last good commit whose package no longer verifies is not re-applied.
 func (r *Reconciler) reapply(ctx context.Context, out *Outcome) {
-	r.verified = nil
 	if r.last == nil {
 		if err := r.renderLastApplied(ctx); err != nil {
 			out.reapplyErr = err
@@ -566,13 +726,25 @@ func (r *Reconciler) reapply(ctx context.Context, out *Outcome) {
 	if r.last == nil {
 		return
 	}
-	again := &Outcome{Commit: r.last.commit}
-	if err := r.applyRendered(ctx, r.last, again); err != nil {
+	// As for an accepted commit: nothing is applied while the watches
+	// show no change since the last verified apply of this render, and
+	// drift they report is restored by a targeted apply when it can be.
+	again := r.idle(ctx, r.last)
+	if again == nil {
+		again = r.restore(ctx, r.last)
+	}
+	var err error
+	if again == nil {
+		again = &Outcome{Commit: r.last.commit}
+		err = r.applyWatched(ctx, r.last, again)
+	}
+	if err != nil {
 		out.reapplyErr = fmt.Errorf("re-applying commit %s failed: %w", short(r.last.commit), err)
 	} else {
 		out.Reapplied = r.last.commit
 	}
 	out.Result, out.Report, out.Health = again.Result, again.Report, again.Health
+	out.Idle, out.Restore, out.WatchErr = again.Idle, again.Restore, again.WatchErr
 }
 
 // renderLastApplied sets r.last to the render of the Sync's

@@ -89,14 +89,30 @@ func (r *Reconciler) readSpec(ctx context.Context) (*v1alpha1.SyncSpec, error) {
 // reconcileSuspended is a reconcile while spec.suspend is true: nothing is
 // checked out or applied; the health of what the last apply of this
 // process installed is read again, so the status keeps reporting.
+//
+// With watches (Run), a suspended reconcile is idle and sends no request
+// when the last one read the health, the watches saw no change since, and
+// that was less than the resync period ago: the health it would read is
+// the one it read (Outcome.Idle; the status is not written again).
 func (r *Reconciler) reconcileSuspended(ctx context.Context) (*Outcome, error) {
+	if s := r.suspendedAt; s != nil && r.watch != nil && (r.lastResult == nil || r.watched) &&
+		r.watch.changes.Load() == s.changes && now().Sub(s.at) < r.resync {
+		out := s.out
+		out.Idle = true
+		return &out, nil
+	}
+	r.suspendedAt = nil
 	out := &Outcome{suspended: true}
-	if r.lastResult == nil {
-		return out, nil
+	var before int64
+	if r.watch != nil {
+		before = r.watch.changes.Load()
 	}
-	if err := r.readHealth(ctx, r.lastResult, out); err != nil {
-		return out, &StepError{Step: StepHealth, Reason: ReasonHealthCheckFailed, Err: err}
+	if r.lastResult != nil {
+		if err := r.readHealth(ctx, r.lastResult, out); err != nil {
+			return out, &StepError{Step: StepHealth, Reason: ReasonHealthCheckFailed, Err: err}
+		}
 	}
+	r.suspendedAt = &verified{changes: before, at: now(), out: *out}
 	return out, nil
 }
 

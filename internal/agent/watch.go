@@ -92,6 +92,13 @@ type liveWatch struct {
 	failed    map[watchKey]failure
 	// changes counts the events of objects the agent did not write.
 	changes atomic.Int64
+	// evMu guards the events counted since the last prepare or take:
+	// pending names the objects of the labelled and namespace scopes;
+	// whole is set by an event only a full apply covers (a package or
+	// revision record, the Lock) and when pending outgrew maxPending.
+	evMu    sync.Mutex
+	pending map[apply.ObjectRef]struct{}
+	whole   bool
 	// notify, set by the controller, asks for a reconcile.
 	notify atomic.Pointer[func()]
 }
@@ -204,7 +211,10 @@ func (w *liveWatch) prepare(ctx context.Context, out *render.Output, protection 
 			optional[watchKey{scopeLabelled, schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: kind}}] = true
 		}
 	}
+	w.evMu.Lock()
 	before := w.changes.Load()
+	w.pending, w.whole = nil, false
+	w.evMu.Unlock()
 	var errs []error
 	for _, k := range sortedKeys(want) {
 		if err := w.ensure(ctx, k, timeout); err != nil {
@@ -256,7 +266,7 @@ func (w *liveWatch) ensure(ctx context.Context, k watchKey, timeout time.Duratio
 	c := w.caches[k.scope]
 	if st == nil {
 		var err error
-		if st, err = w.start(c, obj); err != nil {
+		if st, err = w.start(c, k, obj); err != nil {
 			w.fail(k, err)
 			return err
 		}
@@ -294,9 +304,9 @@ type informer struct {
 	since time.Time
 }
 
-// start starts the informer of obj's kind in c, with the handler that
+// start starts the informer of obj's kind (k) in c, with the handler that
 // counts changes.
-func (w *liveWatch) start(c cache.Cache, obj *metav1.PartialObjectMetadata) (*informer, error) {
+func (w *liveWatch) start(c cache.Cache, k watchKey, obj *metav1.PartialObjectMetadata) (*informer, error) {
 	inf, err := c.GetInformer(w.ctx, obj, cache.BlockUntilSynced(false))
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, err)
@@ -304,15 +314,15 @@ func (w *liveWatch) start(c cache.Cache, obj *metav1.PartialObjectMetadata) (*in
 	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(o any, initial bool) {
 			if !initial {
-				w.changed(o)
+				w.changed(k, o)
 			}
 		},
 		UpdateFunc: func(old, o any) {
 			if resourceVersion(old) != resourceVersion(o) { // not a resync
-				w.changed(o)
+				w.changed(k, o)
 			}
 		},
-		DeleteFunc: func(o any) { w.changed(o) },
+		DeleteFunc: func(o any) { w.changed(k, o) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, err)
@@ -320,25 +330,70 @@ func (w *liveWatch) start(c cache.Cache, obj *metav1.PartialObjectMetadata) (*in
 	return &informer{inf: inf, reg: reg, since: now()}, nil
 }
 
-// changed counts an event of o, unless the agent's own write caused it, and
-// asks for a reconcile.
-func (w *liveWatch) changed(o any) {
+// maxPending is how many objects the events since the last full apply
+// may name before a reconcile applies in full instead of restoring them.
+const maxPending = 64
+
+// changed counts an event of o, of the informer k, unless the agent's own
+// write caused it, remembers the object it names, and asks for a
+// reconcile.
+func (w *liveWatch) changed(k watchKey, o any) {
 	if w.own.has(resourceVersion(o)) {
 		return
 	}
+	w.evMu.Lock()
 	w.changes.Add(1)
+	m := accessor(o)
+	switch {
+	case m == nil || k.scope == scopeAll || k.scope == scopeLock || len(w.pending) >= maxPending:
+		w.whole = true
+	default:
+		if w.pending == nil {
+			w.pending = map[apply.ObjectRef]struct{}{}
+		}
+		w.pending[apply.ObjectRef{GroupKind: k.gvk.GroupKind(), Namespace: m.GetNamespace(), Name: m.GetName()}] = struct{}{}
+	}
+	w.evMu.Unlock()
 	if f := w.notify.Load(); f != nil {
 		(*f)()
 	}
 }
 
-// resourceVersion returns the resourceVersion of an informer's object, ""
-// when it has none.
-func resourceVersion(o any) string {
+// take returns the objects the events since the last prepare or take
+// named, sorted, and the change count that includes them, and forgets
+// them. It returns false when some event needs a full apply: one of a
+// package or revision record or of the Lock, or more than maxPending
+// objects.
+func (w *liveWatch) take() ([]apply.ObjectRef, int64, bool) {
+	w.evMu.Lock()
+	defer w.evMu.Unlock()
+	refs := make([]apply.ObjectRef, 0, len(w.pending))
+	for ref := range w.pending {
+		refs = append(refs, ref)
+	}
+	whole, count := w.whole, w.changes.Load()
+	w.pending, w.whole = nil, false
+	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
+	return refs, count, !whole
+}
+
+// accessor returns the metadata of an informer's object, nil when it has
+// none.
+func accessor(o any) metav1.Object {
 	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
 		o = d.Obj
 	}
-	if m, err := meta.Accessor(o); err == nil {
+	m, err := meta.Accessor(o)
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// resourceVersion returns the resourceVersion of an informer's object, ""
+// when it has none.
+func resourceVersion(o any) string {
+	if m := accessor(o); m != nil {
 		return m.GetResourceVersion()
 	}
 	return ""

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -48,6 +49,13 @@ func (r countingRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	return r.next.RoundTrip(req)
 }
 
+// reset forgets the requests counted so far.
+func (c *countingTransport) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen = nil
+}
+
 func (c *countingTransport) requests() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -57,9 +65,12 @@ func (c *countingTransport) requests() []string {
 // watchedAgent installs the example Configuration (and its dependencies)
 // through an agent whose every request — its client, apply's, the
 // manager's and the watches' — goes through the returned counter.
-func watchedAgent(t *testing.T, ns string, interval time.Duration, outcomes chan<- *agent.Outcome) (*fixture, *countingTransport) {
+func watchedAgent(t *testing.T, ns string, interval time.Duration, outcomes chan<- *agent.Outcome, edits ...func(*fixture)) (*fixture, *countingTransport) {
 	t.Helper()
 	f := newFixture(t, ns)
+	for _, e := range edits {
+		e(f)
+	}
 	f.write(t, "configuration.yaml", configurationDemo("v0.1.0"))
 	f.lock(t)
 	f.commit(t, "install")
@@ -113,16 +124,24 @@ func runAgentOn(t *testing.T, cfg *rest.Config, r *agent.Reconciler, opts agent.
 func waitIdle(t *testing.T, outcomes <-chan *agent.Outcome, n int, within time.Duration) {
 	t.Helper()
 	deadline := time.After(within)
+	last := "none"
 	for row := 0; row < n; {
 		select {
 		case o := <-outcomes:
 			if o != nil && o.Idle {
 				row++
-			} else {
-				row = 0
+				continue
+			}
+			row = 0
+			if o != nil {
+				writes := int64(-1)
+				if o.Result != nil {
+					writes = o.Result.Writes
+				}
+				last = fmt.Sprintf("commit %s, writes %d, restored %v, health %s %s, watch error %v", o.Commit, writes, restoredEntries(o), o.Health.Status, o.Health.Reason, o.WatchErr)
 			}
 		case <-deadline:
-			t.Fatalf("no %d idle reconciles in a row within %s", n, within)
+			t.Fatalf("no %d idle reconciles in a row within %s; the last reconcile that was not idle: %s", n, within, last)
 		}
 	}
 }

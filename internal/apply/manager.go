@@ -167,6 +167,10 @@ type Manager struct {
 	// read (localValidation).
 	versionMu     sync.Mutex
 	serverVersion *version.Info
+	// restoreMu guards restorable, what the last full Apply that wrote
+	// nothing left for Restore (nil when there is none).
+	restoreMu  sync.Mutex
+	restorable *restorable
 }
 
 // ManagerOption configures a Manager beyond its Options.
@@ -389,6 +393,9 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 		return nil, fmt.Errorf("the render output is for namespace %q and instance %q, but this apply is for namespace %q and instance %q",
 			out.Namespace, out.Instance, m.opts.Namespace, m.opts.Instance)
 	}
+	m.restoreMu.Lock()
+	m.restorable = nil
+	m.restoreMu.Unlock()
 	r := &run{m: m, c: m.client, opts: m.opts, out: out, meta: meta, res: &Result{}, now: m.now()}
 	if m.lock != nil && !m.opts.DryRun {
 		// The Lease lives in the Crossplane namespace, which a first
@@ -450,6 +457,7 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 	r.finish(ctx)
 	r.lockStep(ctx)
 	r.res.Writes = r.writes.Load()
+	m.keepRestorable(r)
 	return r.res, nil
 }
 

@@ -146,3 +146,30 @@ func read(ctx context.Context, c client.Reader, ref Ref) (ObjectStatus, error) {
 	s.Status, s.Message = res.Status, res.Message
 	return s, nil
 }
+
+// Merge returns prev with each package that fresh also has replaced by
+// fresh's, in Check's order, and the Summary aggregated again over every
+// package's objects: the report of a Check of every target when only the
+// targets of fresh were read again (the agent's targeted restore,
+// docs/design.md#the-agents-steady-state). Neither report is modified.
+func Merge(prev, fresh *Report) *Report {
+	type key struct {
+		kind crossplane.Kind
+		name string
+	}
+	byKey := map[key]PackageHealth{}
+	for _, p := range fresh.Packages {
+		byKey[key{p.Kind, p.Name}] = p
+	}
+	out := &Report{Packages: make([]PackageHealth, 0, len(prev.Packages))}
+	var all []ObjectStatus
+	for _, p := range prev.Packages {
+		if f, ok := byKey[key{p.Kind, p.Name}]; ok {
+			p = f
+		}
+		out.Packages = append(out.Packages, p)
+		all = append(all, p.Objects...)
+	}
+	out.Summary = Aggregate(all)
+	return out
+}
