@@ -18,6 +18,10 @@ import (
 // Writers during the packages' steps (recordIntent, through writeIntents)
 // hold r.invMu.
 func (r *run) writeInventory(ctx context.Context, inv *inventory.Inventory) error {
+	// inv is the writer's own: sorted in place, as the run's view keeps it.
+	// The view itself (r.live.inventory) is only read: packages running in
+	// parallel read it (joinIntents).
+	inv.Sort()
 	b, err := inv.Encode()
 	if err != nil {
 		return err

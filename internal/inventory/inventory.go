@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
@@ -187,11 +188,21 @@ func sortEntries(entries []Entry) []Entry {
 	return out
 }
 
-// Encode sorts the inventory (Sort) and returns it as the ConfigMap stores
-// it under DataKey: indented JSON. It returns an error only when JSON
-// encoding fails.
+// Encode returns the inventory, sorted (Sort), as the ConfigMap stores it
+// under DataKey: indented JSON. It sorts a copy and never changes inv, so
+// that readers of inv may run alongside (apply's packages read the run's
+// view of the inventory while one of them encodes it). It returns an error
+// only when JSON encoding fails.
 func (inv *Inventory) Encode() ([]byte, error) {
-	inv.Sort()
+	cp := *inv
+	cp.Packages = make([]Package, len(inv.Packages))
+	for i, p := range inv.Packages {
+		p.Entries = slices.Clone(p.Entries)
+		cp.Packages[i] = p
+	}
+	cp.Manifests = slices.Clone(inv.Manifests)
+	cp.Sort()
+	inv = &cp
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", " ")

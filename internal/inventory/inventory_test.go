@@ -95,3 +95,35 @@ func TestWithout(t *testing.T) {
 		t.Errorf("Without drops exactly the named IDs, in order: -want, +got:\n%s", diff)
 	}
 }
+
+// TestEncodeLeavesInventory: Encode returns the sorted form but never
+// changes the inventory it encodes. Apply encodes its view of the cluster's
+// inventory while packages running in parallel read that view (the race
+// detector caught Encode sorting it in place during a CI run).
+func TestEncodeLeavesInventory(t *testing.T) {
+	in := Inventory{Instance: "i", Packages: []Package{
+		{Kind: crossplane.KindProvider, Name: "b", Entries: []Entry{{ID: "_b__K"}, {ID: "_a__K"}}},
+		{Kind: crossplane.KindFunction, Name: "z"},
+	}, Manifests: []Entry{{ID: "_y__K"}, {ID: "_x__K"}}}
+	before := Inventory{Instance: "i", Packages: []Package{
+		{Kind: crossplane.KindProvider, Name: "b", Entries: []Entry{{ID: "_b__K"}, {ID: "_a__K"}}},
+		{Kind: crossplane.KindFunction, Name: "z"},
+	}, Manifests: []Entry{{ID: "_y__K"}, {ID: "_x__K"}}}
+	got, err := in.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before, in); diff != "" {
+		t.Errorf("Encode changed the inventory: -before +after:\n%s", diff)
+	}
+	sorted := before
+	sorted.Packages = []Package{before.Packages[1], {Kind: crossplane.KindProvider, Name: "b", Entries: []Entry{{ID: "_a__K"}, {ID: "_b__K"}}}}
+	sorted.Manifests = []Entry{{ID: "_x__K"}, {ID: "_y__K"}}
+	want, err := sorted.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("Encode of an unsorted inventory differs from the sorted one's: -want +got:\n%s", diff)
+	}
+}
