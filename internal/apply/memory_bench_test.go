@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -139,34 +138,12 @@ func peakRSS(tb testing.TB) uint64 {
 	return 0
 }
 
-// heapProfileNearPeak writes, when prefix is set, a heap profile to
-// prefix-name.pprof each time the heap grew by a fifth past the last one
-// written, so that the file holds the live heap near the peak; the returned
+// heapProfileNearPeak writes, when prefix is set, heap profiles near the
+// peak to prefix-name.pprof (memstat.HeapProfilesNearPeak); the returned
 // function stops it.
 func heapProfileNearPeak(prefix, name string) (stop func()) {
 	if prefix == "" {
 		return func() {}
 	}
-	done, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		var last uint64
-		t := time.NewTicker(20 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-			if h := memstat.HeapObjectBytes(); h > last+last/5 {
-				last = h
-				if f, err := os.Create(prefix + "-" + name + ".pprof"); err == nil {
-					_ = pprof.Lookup("heap").WriteTo(f, 0)
-					f.Close()
-				}
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
+	return memstat.HeapProfilesNearPeak(prefix + "-" + name + ".pprof")
 }

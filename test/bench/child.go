@@ -199,7 +199,7 @@ func measure(spec *childSpec) *Measurement {
 		}
 	}
 	if spec.CPUProfile != "" {
-		stop := heapProfiles(strings.TrimSuffix(spec.CPUProfile, ".pprof") + ".heap.pprof")
+		stop := memstat.HeapProfilesNearPeak(strings.TrimSuffix(spec.CPUProfile, ".pprof") + ".heap.pprof")
 		defer stop()
 	}
 	cpu0 := cpuTime()
@@ -234,35 +234,6 @@ func measure(spec *childSpec) *Measurement {
 		return fail(err)
 	}
 	return m
-}
-
-// heapProfiles writes a heap profile to path each time the heap has grown
-// by a fifth past the one written last, so that the file ends up holding
-// the live heap near its peak (as of the garbage collection before it).
-func heapProfiles(path string) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		var last uint64
-		t := time.NewTicker(20 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-			if h := memstat.HeapObjectBytes(); h > last+last/5 {
-				last = h
-				if f, err := os.Create(path); err == nil {
-					_ = pprof.Lookup("heap").WriteTo(f, 0)
-					f.Close()
-				}
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
 }
 
 // countedConfig loads a kubeconfig into a rest.Config whose requests are
