@@ -147,17 +147,7 @@ func TestDiffMRDActivationOnCluster(t *testing.T) {
 	}
 
 	// Custom resources in two kinds the next commit deactivates.
-	ctx := envtest.Context(t, time.Minute)
-	for _, cr := range []struct{ kind, name string }{{"VPC", "a"}, {"VPC", "b"}, {"Subnet", "c"}} {
-		u := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": ec2Group + "/v1beta1", "kind": cr.kind,
-			"metadata": map[string]any{"name": cr.name},
-			"spec":     map[string]any{"forProvider": map[string]any{"region": "eu-west-1"}},
-		}}
-		if err := env.Client.Create(ctx, u); err != nil {
-			t.Fatalf("create %s %s: %v", cr.kind, cr.name, err)
-		}
-	}
+	createEC2Resources(t, env)
 	deactivated := ec2Names("flowlogs", "subnets", "vpcs")
 	twelve := slices.DeleteFunc(slices.Clone(fifteen), func(n string) bool { return slices.Contains(deactivated, n) })
 	third := repo.WriteFiles(t, "ec2 with 12 kinds", activationFiles(reg, twelve))
@@ -288,17 +278,7 @@ func TestDiffConversionOnCluster(t *testing.T) {
 			t.Fatalf("CRD %s not installed by the apply with conversion off (%d ec2 CRDs)", n, len(plain))
 		}
 	}
-	ctx := envtest.Context(t, time.Minute)
-	for _, cr := range []struct{ kind, name string }{{"VPC", "a"}, {"VPC", "b"}, {"Subnet", "c"}} {
-		u := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": ec2Group + "/v1beta1", "kind": cr.kind,
-			"metadata": map[string]any{"name": cr.name},
-			"spec":     map[string]any{"forProvider": map[string]any{"region": "eu-west-1"}},
-		}}
-		if err := env.Client.Create(ctx, u); err != nil {
-			t.Fatalf("create %s %s: %v", cr.kind, cr.name, err)
-		}
-	}
+	createEC2Resources(t, env)
 
 	out := lock("on", "--enable-custom-to-managed-resource-conversion=true")
 	if !strings.Contains(out, "~ MRD conversion (customToManagedResourceConversion) off -> on") || !strings.Contains(out, ", MRD conversion on\n") {
@@ -392,4 +372,21 @@ func containsAll(got, want []string) bool {
 		}
 	}
 	return true
+}
+
+// createEC2Resources creates three custom resources of provider-aws-ec2's
+// kinds that the tests' next commit deactivates: VPCs a and b, Subnet c.
+func createEC2Resources(t *testing.T, env *envtest.Env) {
+	t.Helper()
+	ctx := envtest.Context(t, time.Minute)
+	for _, cr := range []struct{ kind, name string }{{"VPC", "a"}, {"VPC", "b"}, {"Subnet", "c"}} {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": ec2Group + "/v1beta1", "kind": cr.kind,
+			"metadata": map[string]any{"name": cr.name},
+			"spec":     map[string]any{"forProvider": map[string]any{"region": "eu-west-1"}},
+		}}
+		if err := env.Client.Create(ctx, u); err != nil {
+			t.Fatalf("create %s %s: %v", cr.kind, cr.name, err)
+		}
+	}
 }
