@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 // a round tripper on its rest.Config.
 type requests struct {
 	mu  sync.Mutex
-	log []string // "METHOD path[?dryRun]"
+	log []string // "METHOD path[ (dry-run)][ (watch)]"
 	// cancelAfter, when positive, calls cancel once that many mutating
 	// requests were sent.
 	cancelAfter int64
@@ -70,6 +70,9 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	line := req.Method + " " + req.URL.Path
 	if dry {
 		line += " (dry-run)"
+	}
+	if req.URL.Query().Get("watch") == "true" {
+		line += " (watch)"
 	}
 	t.r.mu.Lock()
 	t.r.log = append(t.r.log, line)

@@ -230,7 +230,35 @@ func (r *run) load(ctx context.Context) error {
 			}
 		}
 	}
-	return r.listAllLabelled(ctx, sortedListKeys(keys))
+	sorted := sortedListKeys(keys)
+	if len(r.live.inventory.Packages) > 0 {
+		return r.listAllLabelled(ctx, sorted)
+	}
+	// A first install (the inventory lists no package): every object to
+	// apply is likely missing from the labelled LISTs, and the preflight
+	// would list each kind's metadata after them (listForeign); both run
+	// at once instead, which saves a round of LISTs before the first
+	// dry-run or write.
+	var g errgroup.Group
+	g.Go(func() error { return r.listAllLabelled(ctx, sorted) })
+	g.Go(func() error { return r.listAllForeign(ctx, sorted) })
+	return g.Wait()
+}
+
+// listAllForeign lists the metadata of every object of every key
+// (listForeign), Concurrency LISTs at a time.
+func (r *run) listAllForeign(ctx context.Context, keys []listKey) error {
+	errs := make([]error, len(keys))
+	var g errgroup.Group
+	g.SetLimit(r.opts.Concurrency)
+	for i, k := range keys {
+		g.Go(func() error {
+			errs[i] = r.listForeign(ctx, k)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return errors.Join(errs...)
 }
 
 // listAllLabelled lists the labelled objects of every key, Concurrency
@@ -268,6 +296,7 @@ func (r *run) listAllLabelled(ctx context.Context, keys []listKey) error {
 			errs = append(errs, res.err)
 			continue
 		}
+		r.live.mu.Lock()
 		for j, o := range results[i].objs {
 			id := objectID(o)
 			r.live.objects[id] = o
@@ -276,6 +305,7 @@ func (r *run) listAllLabelled(ctx context.Context, keys []listKey) error {
 			}
 		}
 		r.live.listed[k] = true
+		r.live.mu.Unlock()
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -459,7 +489,10 @@ func (r *run) listForeign(ctx context.Context, k listKey) error {
 			m := &list.Items[i]
 			m.SetGroupVersionKind(k.gvk)
 			id := idFor(m.Namespace, m.Name, k.gvk.GroupKind())
-			if _, ok := r.live.objects[id]; !ok {
+			// An object labelled with this instance is the labelled
+			// LIST's, whether that LIST has finished or not (load may
+			// run both at once).
+			if _, ok := r.live.objects[id]; !ok && m.Labels[render.LabelInstance] != r.opts.Instance {
 				r.live.foreign[id] = m
 			}
 		}

@@ -1,6 +1,7 @@
 package apply_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
@@ -162,4 +163,52 @@ func TestCRDUpdateValidatedInProcess(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFirstInstallListsOnce (issue 20): on a first install (the inventory
+// lists no package) apply reads the cluster in one round, the labelled
+// LISTs and the metadata LISTs of objects without lockstep's label at
+// once, before its first write; before, each package's preflight sent the
+// metadata LISTs after the package's records were written.
+func TestFirstInstallListsOnce(t *testing.T) {
+	f := newFixture(t)
+	m := f.manager(t, func(o *apply.Options) { o.Preflight, o.PreflightSkew = apply.PreflightLocal, 1 })
+	s := f.demo(t, "provider-demo", "v0.1.0")
+	f.reqs.reset()
+	mustSucceed(t, f.apply(t, m, f.render(t, build(t, s)), apply.ApplyMeta{}))
+	all, _ := f.reqs.snapshot()
+	firstWrite := -1
+	for i, l := range all {
+		method := strings.Fields(l)[0]
+		if method == http.MethodPatch && !strings.HasSuffix(l, "(dry-run)") && !strings.Contains(l, "/validatingadmissionpolicies") && !strings.Contains(l, "/validatingadmissionpolicybindings") {
+			firstWrite = i
+			break
+		}
+	}
+	if firstWrite < 0 {
+		t.Fatalf("the install wrote nothing: %q", all)
+	}
+	for _, l := range all[firstWrite:] {
+		if strings.HasPrefix(l, "GET ") && !strings.HasSuffix(l, "(watch)") && isListPath(l) {
+			t.Errorf("a LIST after the first write (%s): %s", all[firstWrite], l)
+		}
+	}
+}
+
+// isListPath reports whether the request line l ("METHOD path") reads a
+// collection: its path ends in a resource, not a name.
+func isListPath(l string) bool {
+	p := strings.Split(strings.Fields(l)[1], "/")
+	switch {
+	case len(p) >= 2 && p[1] == "api": // /api/v1/RESOURCE[/NAME] or /api/v1/namespaces/NS/RESOURCE[/NAME]
+		p = p[3:]
+	case len(p) >= 2 && p[1] == "apis": // /apis/GROUP/VERSION/...
+		p = p[4:]
+	default:
+		return false
+	}
+	if len(p) >= 2 && p[0] == "namespaces" && len(p) != 2 {
+		p = p[2:]
+	}
+	return len(p) == 1
 }
