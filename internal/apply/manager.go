@@ -515,6 +515,10 @@ type run struct {
 	// (localCRDs).
 	localOnce sync.Once
 	local     bool
+	// access holds the authorizer's answers for creating runtime objects
+	// without a dry-run (mayCreate), under accessMu.
+	accessMu sync.Mutex
+	access   map[accessKey]*accessAnswer
 }
 
 // wrote counts one mutating request, unless the run is a dry run.
