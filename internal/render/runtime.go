@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -232,7 +232,7 @@ func validName(kind, name string) bool {
 	case "Service":
 		return len(validation.IsDNS1035Label(name)) == 0
 	case "ClusterRole", "ClusterRoleBinding":
-		return len(path.IsValidPathSegmentName(name)) == 0
+		return len(content.IsPathSegmentName(name)) == 0
 	}
 	return len(validation.IsDNS1123Subdomain(name)) == 0
 }
