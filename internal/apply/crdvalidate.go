@@ -117,7 +117,9 @@ const (
 	PreflightServer PreflightMode = "server"
 )
 
-// localCRDs reports whether this run validates new CRDs in-process: the
+// localCRDs reports whether this run validates new CRDs in-process (and
+// creates new runtime objects of lockstep's defaults without a dry-run,
+// see plan): the
 // mode is PreflightLocal, and the kube-apiserver's minor version, read once
 // per Manager from /version, is that of lockstep's validation or at most
 // Options.PreflightSkew older. When it cannot be used the run warns once,
@@ -130,7 +132,7 @@ func (r *run) localCRDs(ctx context.Context) bool {
 		why := r.m.localValidation(ctx, r.opts.PreflightSkew)
 		r.local = why == ""
 		if !r.local {
-			r.warn(nil, "--preflight=local: %s; new CustomResourceDefinitions are checked with server-side dry-runs, as --preflight=server does", why)
+			r.warn(nil, "--preflight=local: %s; new CustomResourceDefinitions and runtime objects are checked with server-side dry-runs, as --preflight=server does", why)
 		}
 	})
 	return r.local

@@ -91,9 +91,11 @@ type Options struct {
 	// (render.DeletionProtection, docs/design.md#deletion-protection);
 	// false deletes that policy when it exists.
 	DeletionProtection bool
-	// Preflight is how new CustomResourceDefinitions are checked before a
-	// package's first write (--preflight): PreflightLocal in-process,
-	// PreflightServer with server-side dry-runs (docs/design.md#preflight-modes).
+	// Preflight is how new CustomResourceDefinitions, and new runtime
+	// objects rendered from lockstep's defaults, are checked before a
+	// package's first write (--preflight): PreflightLocal in-process (the
+	// runtime objects against the authorizer), PreflightServer with
+	// server-side dry-runs (docs/design.md#preflight-modes).
 	Preflight PreflightMode
 	// PreflightSkew is how many minor versions older than lockstep's CRD
 	// validation the kube-apiserver may be for PreflightLocal to validate
@@ -517,6 +519,10 @@ type run struct {
 	// (localCRDs).
 	localOnce sync.Once
 	local     bool
+	// access holds the authorizer's answers for creating runtime objects
+	// without a dry-run (mayCreate), under accessMu.
+	accessMu sync.Mutex
+	access   map[accessKey]*accessAnswer
 }
 
 // wrote counts one mutating request, unless the run is a dry run.

@@ -287,7 +287,12 @@ func (r *run) newDesired(u *unstructured.Unstructured, role inventory.Role, revi
 // version allows it (localCRDs, checkCRDCreate); so is the change of a
 // labelled CRD whose live object lacks the applied hash (checkCRDUpdate),
 // unless it has controller references to release first or the update
-// cannot be modelled in-process.
+// cannot be modelled in-process. In the same local mode, a runtime or RBAC
+// object that does not exist yet, has no controller reference to release
+// and no hand-off, and is rendered from lockstep's defaults alone
+// (render.Object.FromDefaults) is not dry-run when the authorizer lets
+// lockstep create it (mayCreate); otherwise it is dry-run, and the error
+// is the API server's (docs/design.md#preflight-modes).
 func (r *run) plan(ctx context.Context, d *desired) error {
 	var liveAnn map[string]string
 	if d.live != nil {
@@ -355,6 +360,14 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 			d.action = ssa.ConfiguredAction
 			return nil
 		}
+	}
+	if d.role == inventory.RoleRuntime && d.obj.FromDefaults && !d.exists() && len(d.release) == 0 && d.handOff == nil &&
+		r.localCRDs(ctx) && r.mayCreate(ctx, d.u.GroupVersionKind().GroupKind(), d.u.GetNamespace()) {
+		// A new runtime or RBAC object rendered from lockstep's defaults
+		// alone is valid by construction (--preflight=local): only the
+		// authorizer could refuse its create, and it was asked.
+		d.action = ssa.CreatedAction
+		return nil
 	}
 	dry, err := r.dryRun(ctx, d, !sameHash)
 	if err != nil {

@@ -54,6 +54,16 @@ type Object struct {
 	// spec.revision (and, for a Manual revision being created,
 	// spec.desiredState) Bind sets.
 	RevisionRecord bool
+	// FromDefaults says a runtime or RBAC object is made from lockstep's
+	// defaults alone, with names the API server accepts for its kind: no
+	// DeploymentRuntimeConfig template, ImageConfig, declared pull secret,
+	// v1-style spec.controller image or package permission request shaped
+	// it (what shapes which object: docs/design.md#preflight-modes). The
+	// API server accepts such an object by construction (apply's tests
+	// dry-run them), so --preflight=local creates it without a
+	// server-side dry-run when it does not exist yet. False for payload
+	// and records, and whenever user or package input could be invalid.
+	FromDefaults bool
 
 	raw []byte
 }

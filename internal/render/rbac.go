@@ -115,7 +115,12 @@ func capabilityMatch(caps []string, want string) bool {
 // metadata have no role to go into: it says so in the revision's Warnings.
 // When v1-style metadata requests permissions that the allow list does not
 // cover, it renders nothing and returns a *PermissionError.
-func (r *renderer) rbac(p *Package, po *PackageOutput, saName string) ([]*Object, error) {
+//
+// Object.FromDefaults is set on every object except the system ClusterRole
+// when the package requests permissions, and the ClusterRoleBinding unless
+// subjectDefault says the ServiceAccount is lockstep's default one (no
+// DeploymentRuntimeConfig template named it).
+func (r *renderer) rbac(p *Package, po *PackageOutput, saName string, subjectDefault bool) ([]*Object, error) {
 	resources := definedResources(p)
 	if family := p.Contents.Meta.Labels[LabelProviderFamily]; family != "" {
 		for _, m := range r.providers {
@@ -196,7 +201,8 @@ func (r *renderer) rbac(p *Package, po *PackageOutput, saName string) ([]*Object
 
 	revRef := po.revisionRef()
 	out := make([]*Object, 0, 4)
-	for _, obj := range []any{edit, view, sys, binding} {
+	defaults := []bool{true, true, len(requests) == 0, subjectDefault}
+	for i, obj := range []any{edit, view, sys, binding} {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 		if err != nil {
 			return nil, fmt.Errorf("%s: cannot convert RBAC object: %w", p, err)
@@ -207,6 +213,7 @@ func (r *renderer) rbac(p *Package, po *PackageOutput, saName string) ([]*Object
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 		o.Controller = &revRef
+		o.FromDefaults = defaults[i] && validName(o.Kind, o.Name)
 		out = append(out, o)
 	}
 	sortObjects(out)

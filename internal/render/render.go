@@ -167,7 +167,7 @@ func (r *renderer) renderPackage(p *Package) (*PackageOutput, error) {
 		return po, nil
 	}
 
-	image, resolved, err := r.runtimeImage(p)
+	image, resolved, rewrittenBy, err := r.runtimeImage(p)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +176,7 @@ func (r *renderer) renderPackage(p *Package) (*PackageOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	ri := &runtimeInputs{p: p, d: &d, po: po, drc: drc}
+	ri := &runtimeInputs{p: p, d: &d, po: po, drc: drc, rewrittenBy: rewrittenBy, controllerImage: image != resolved}
 	ri.pull, _ = r.images.pullSecret(resolved)
 	var saName string
 	if rev.Runtime, saName, err = r.runtime(ri); err != nil {
@@ -192,7 +192,7 @@ func (r *renderer) renderPackage(p *Package) (*PackageOutput, error) {
 		rev.Endpoint = fmt.Sprintf("dns:///%s.%s:%d", svc, r.in.Namespace, GRPCPort)
 		return po, nil
 	}
-	rev.RBAC, err = r.rbac(p, po, saName)
+	rev.RBAC, err = r.rbac(p, po, saName, !runtimeConfigured(drc))
 	var perr *PermissionError
 	if errors.As(err, &perr) {
 		rev.Problem, rev.RBAC, err = perr, nil, nil

@@ -8,9 +8,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -43,6 +45,12 @@ type runtimeInputs struct {
 	po   *PackageOutput
 	drc  *declarations.DeploymentRuntimeConfig
 	pull string // the ImageConfig pull secret for the runtime image, "" for none
+	// rewrittenBy is the ImageConfig that rewrote the runtime image, ""
+	// for none; controllerImage says v1-style metadata's
+	// spec.controller.image is the image. Both shape the Deployment
+	// (Object.FromDefaults).
+	rewrittenBy     string
+	controllerImage bool
 }
 
 // runtimeImage returns the image of the runtime container and the resolved
@@ -54,21 +62,22 @@ type runtimeInputs struct {
 // metadata, which is used as it is. Unlike Crossplane, which runs the tag
 // unless spec.package is a digest, the package image always runs by digest
 // here because lockstep's spec.package is a digest (docs/design.md#differences-from-crossplane).
-func (r *renderer) runtimeImage(p *Package) (image, resolved string, err error) {
+// config is the ImageConfig that rewrote the reference, "" for none.
+func (r *renderer) runtimeImage(p *Package) (image, resolved, config string, err error) {
 	rewritten, config, err := r.images.rewrite(p.ref())
 	if err != nil {
-		return "", "", fmt.Errorf("%s: %w", p, err)
+		return "", "", "", fmt.Errorf("%s: %w", p, err)
 	}
 	ref, err := name.ParseReference(rewritten, name.StrictValidation)
 	if err != nil {
-		return "", "", fmt.Errorf("%s: ImageConfig %s rewrites %s to %q, which is not a valid image reference: %w", p, config, p.ref(), rewritten, err)
+		return "", "", "", fmt.Errorf("%s: ImageConfig %s rewrites %s to %q, which is not a valid image reference: %w", p, config, p.ref(), rewritten, err)
 	}
 	resolved = ref.Name()
 	image = resolved
 	if c := p.Contents.Meta.Controller; p.Kind.Descriptor().MetaController && c != nil && c.Image != "" {
 		image = c.Image
 	}
-	return image, resolved, nil
+	return image, resolved, config, nil
 }
 
 // runtimeConfig returns the DeploymentRuntimeConfig that shapes the
@@ -173,8 +182,59 @@ func (r *renderer) runtime(ri *runtimeInputs) ([]*Object, string, error) {
 		return nil, "", err
 	}
 	o.RevisionUID = true
+	markDefaults(out, ri)
 	sortObjects(out)
 	return out, dep.Spec.Template.Spec.ServiceAccountName, nil
+}
+
+// runtimeConfigured reports whether the DeploymentRuntimeConfig has a
+// template, which may shape the Service, the ServiceAccount, the
+// Deployment and the ClusterRoleBinding's subject.
+func runtimeConfigured(drc *declarations.DeploymentRuntimeConfig) bool {
+	s := drc.Spec
+	return s.DeploymentTemplate != nil || s.ServiceTemplate != nil || s.ServiceAccountTemplate != nil
+}
+
+// markDefaults sets Object.FromDefaults on runtime objects that no input
+// other than lockstep's defaults shaped. A TLS Secret has only its name
+// and labels. The DeploymentRuntimeConfig's templates may shape the
+// Service, the ServiceAccount and the Deployment; the declared pull
+// secrets the ServiceAccount and the Deployment; an ImageConfig (rewrite
+// or pull secret) and spec.controller.image the Deployment. The package
+// name, which names the Secrets and the Service, must also be a valid
+// name for each kind (a Service's is a DNS-1035 label).
+func markDefaults(objs []*Object, ri *runtimeInputs) {
+	drc := runtimeConfigured(ri.drc)
+	pullSecrets := len(ri.d.Spec.PackagePullSecrets) > 0
+	for _, o := range objs {
+		var shaped bool
+		switch o.Kind {
+		case "Secret":
+		case "Service":
+			shaped = drc
+		case "ServiceAccount":
+			shaped = drc || pullSecrets
+		case "Deployment":
+			shaped = drc || pullSecrets || ri.pull != "" || ri.rewrittenBy != "" || ri.controllerImage
+		default:
+			shaped = true
+		}
+		o.FromDefaults = !shaped && validName(o.Kind, o.Name)
+	}
+}
+
+// validName reports whether the API server accepts name for an object of
+// kind: a DNS-1035 label for a Service, a path segment for RBAC objects,
+// a DNS-1123 subdomain otherwise (k8s.io/apimachinery/pkg/api/validation
+// NameIsDNSSubdomain, NameIsDNS1035Label; rbac's ValidateRBACName).
+func validName(kind, name string) bool {
+	switch kind {
+	case "Service":
+		return len(validation.IsDNS1035Label(name)) == 0
+	case "ClusterRole", "ClusterRoleBinding":
+		return len(content.IsPathSegmentName(name)) == 0
+	}
+	return len(validation.IsDNS1123Subdomain(name)) == 0
 }
 
 // serviceDNSNames are the DNS names of a server certificate for a Service
