@@ -90,6 +90,14 @@ func (o *Object) JSON() []byte {
 	return append(b, s.src[s.end:]...)
 }
 
+// Size returns the length of the object's JSON without making it.
+func (o *Object) Size() int {
+	if s := o.splice; s != nil {
+		return s.at + len(s.meta) + len(s.src) - s.end
+	}
+	return len(o.raw)
+}
+
 // setJSON makes raw the object's JSON.
 func (o *Object) setJSON(raw []byte) { o.raw, o.splice = raw, nil }
 

@@ -86,6 +86,9 @@ func TestSpliceMetadata(t *testing.T) {
 			if diff := cmp.Diff(string(want), string(o.JSON())); diff != "" {
 				t.Errorf("%s\nthe splice is not what withMetadata writes (-want +got):\n%s", tc.reason, diff)
 			}
+			if o.Size() != len(want) {
+				t.Errorf("%s\nSize() = %d, want %d", tc.reason, o.Size(), len(want))
+			}
 		})
 	}
 }
@@ -128,6 +131,13 @@ func TestRenderSharesPackageBytes(t *testing.T) {
 			t.Errorf("%s: rendered JSON is not the package's with its labels (-want +got):\n%s", o, diff)
 		}
 		own, total = own+o.ownBytes(), total+len(o.JSON())
+	}
+	var size int
+	for _, o := range out.Objects() {
+		size += len(o.JSON())
+	}
+	if got := out.Size(); got != int64(size) {
+		t.Errorf("Output.Size() = %d, want the %d bytes of its objects' JSON", got, size)
 	}
 	if len(payload) == 0 || own*10 > total {
 		t.Errorf("%d payload objects hold %d of their %d bytes of JSON: the rendered payload copies the package's documents instead of sharing them", len(payload), own, total)
