@@ -233,6 +233,19 @@ type Reconciler struct {
 	statusPolls int
 	// resync is Config.Resync or DefaultResync.
 	resync time.Duration
+	// emptyRefused is the last commit apply refused as an empty lock
+	// (ReasonEmptyLockRefused), with the watches' change count after the
+	// refusal, nil when there is none.
+	emptyRefused *refusal
+}
+
+// refusal is a commit apply refused, the error it gave and the watches'
+// change count once the last good commit was re-applied after it.
+type refusal struct {
+	commit  string
+	err     error
+	changes int64
+	at      time.Time
 }
 
 // verified is an apply that found the cluster as the render says: it wrote
@@ -525,6 +538,16 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	if restored := r.restore(ctx, rd); restored != nil {
 		return restored, nil
 	}
+	if f := r.emptyRefused; f != nil && f.commit == art.Commit && r.watch != nil &&
+		r.watch.changes.Load() == f.changes && now().Sub(f.at) < r.resync {
+		// The same commit was refused as an empty lock and the watches
+		// saw nothing since (the inventory included): apply would refuse
+		// it again, so it is not read again.
+		out.refused = true
+		r.reapply(ctx, out)
+		return out, f.err
+	}
+	r.emptyRefused = nil
 	err = r.applyWatched(ctx, rd, out)
 	var se *StepError
 	if errors.As(err, &se) && se.Reason == ReasonEmptyLockRefused {
@@ -532,6 +555,9 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 		// is applied again, as for a commit refused before apply.
 		out.refused = true
 		r.reapply(ctx, out)
+		if r.watch != nil {
+			r.emptyRefused = &refusal{commit: art.Commit, err: err, changes: r.watch.changes.Load(), at: now()}
+		}
 		return out, err
 	}
 	r.last = rd

@@ -201,41 +201,90 @@ func TestAgentTargetedRestore(t *testing.T) {
 	}
 }
 
-// TestAgentIdleWhileRefused (issue 20): a commit refused before apply
-// stays refused and reported, and while nothing changes the agent sends
-// no request per interval (before, it re-applied the last good render on
-// every one); another field manager's edit is still taken back.
+// TestAgentIdleWhileRefused (issue 20): a refused commit stays refused
+// and reported, and while nothing changes the agent sends no request per
+// interval; another field manager's edit is still taken back. A commit is
+// refused before apply (broken declarations; before, the last good render
+// was re-applied on every interval) or by apply (an empty lock over
+// installed packages, EmptyLockRefused; before, every interval read the
+// cluster again to refuse it and applied the last good render in full).
 func TestAgentIdleWhileRefused(t *testing.T) {
-	outcomes := make(chan *agent.Outcome, 64)
-	interval := 500 * time.Millisecond
-	f, counter := watchedAgent(t, "agent-refused", interval, outcomes)
-	ctx := envtest.Context(t, 10*time.Minute)
-	c := f.env.Client
-	waitIdle(t, outcomes, 2, 5*time.Minute)
+	cases := map[string]struct {
+		reason  string
+		ns      string
+		breaks  func(t *testing.T, f *fixture)
+		stalled string
+	}{
+		"BrokenDeclarations": {
+			reason: "a commit the agent cannot read is refused before apply",
+			ns:     "agent-refused",
+			breaks: func(t *testing.T, f *fixture) {
+				f.write(t, "broken.yaml", "apiVersion: pkg.crossplane.io/v1\nkind: Provider\nmetadata: [\n")
+			},
+			stalled: agent.ReasonInvalidSource,
+		},
+		"EmptyLock": {
+			reason: "a typo in the group makes lock ignore the declaration and write an empty lock, which apply refuses",
+			ns:     "agent-empty-idle",
+			breaks: func(t *testing.T, f *fixture) {
+				f.write(t, "configuration.yaml", strings.Replace(configurationDemo("v0.1.0"), "pkg.crossplane.io/v1", "pkg.crossplan.io/v1", 1))
+				f.lock(t)
+			},
+			stalled: agent.ReasonEmptyLockRefused,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			outcomes := make(chan *agent.Outcome, 64)
+			interval := 500 * time.Millisecond
+			f, counter := watchedAgent(t, tc.ns, interval, outcomes)
+			ctx := envtest.Context(t, 10*time.Minute)
+			c := f.env.Client
+			waitIdle(t, outcomes, 2, 5*time.Minute)
 
-	f.write(t, "broken.yaml", "apiVersion: pkg.crossplane.io/v1\nkind: Provider\nmetadata: [\n")
-	bad := f.commit(t, "break the declarations")
-	waitOutcome(t, outcomes, 3*time.Minute, "of the refused commit", func(o *agent.Outcome) bool { return o.Commit == bad })
-	waitIdle(t, outcomes, 2, 3*time.Minute)
+			tc.breaks(t, f)
+			bad := f.commit(t, "break it")
+			waitOutcome(t, outcomes, 3*time.Minute, "of the refused commit", func(o *agent.Outcome) bool { return o.Commit == bad })
+			waitIdle(t, outcomes, 2, 3*time.Minute)
 
+			expectRefusedIdle(t, outcomes, counter, bad, tc.reason)
+			st := syncStatus(t, c, f.ns)
+			if stalled := condition(st, agent.ConditionStalled); stalled.Status != metav1.ConditionTrue || stalled.Reason != tc.stalled ||
+				!strings.Contains(stalled.Message, bad[:12]) || !strings.Contains(stalled.Message, "re-applied") {
+				t.Errorf("%s: Stalled condition: %+v, want True, %s, naming the refused commit %s and the re-applied one", tc.reason, stalled, tc.stalled, bad[:12])
+			}
+
+			// Drift of the last good state is still corrected.
+			expectLabelRestored(ctx, t, c, "while the commit is refused")
+		})
+	}
+}
+
+// expectRefusedIdle waits for 6 reconciles of the refused commit bad and
+// fails unless each was idle, re-applied the last good commit and sent no
+// API request (counted by counter); what says why bad is refused, for the
+// messages.
+func expectRefusedIdle(t *testing.T, outcomes <-chan *agent.Outcome, counter *countingTransport, bad, what string) {
+	t.Helper()
 	counter.on.Store(true)
 	const intervals = 6
 	for range intervals {
 		o := waitOutcome(t, outcomes, 3*time.Minute, "", func(*agent.Outcome) bool { return true })
 		if !o.Idle || o.Commit != bad || o.Reapplied == "" {
-			t.Fatalf("a reconcile of the refused commit with nothing changed: idle %v, commit %s, re-applied %q; want idle, %s, the last good commit", o.Idle, o.Commit, o.Reapplied, bad)
+			t.Fatalf("a reconcile of %s with nothing changed: idle %v, commit %s, re-applied %q; want idle, %s, the last good commit", what, o.Idle, o.Commit, o.Reapplied, bad)
 		}
 	}
 	counter.on.Store(false)
 	if diff := cmp.Diff([]string(nil), counter.requests()); diff != "" {
-		t.Errorf("reconciles of a refused commit: API requests over %d intervals (-want +got):\n%s", intervals, diff)
+		t.Errorf("reconciles of %s: API requests over %d intervals (-want +got):\n%s", what, intervals, diff)
 	}
-	st := syncStatus(t, c, f.ns)
-	if stalled := condition(st, agent.ConditionStalled); stalled.Status != metav1.ConditionTrue || !strings.Contains(stalled.Message, bad[:12]) || !strings.Contains(stalled.Message, "re-applied") {
-		t.Errorf("Stalled condition: %+v, want True naming the refused commit %s and the re-applied one", stalled, bad[:12])
-	}
+}
 
-	// Drift of the last good state is still corrected.
+// expectLabelRestored changes lockstep's managed-by label of the example
+// provider's buckets CRD as another field manager and waits until the
+// agent has put it back; when says in which state, for the message.
+func expectLabelRestored(ctx context.Context, t *testing.T, c client.Client, when string) {
+	t.Helper()
 	const name = "buckets.demo.lockstep.io"
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := c.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
@@ -246,7 +295,7 @@ func TestAgentIdleWhileRefused(t *testing.T) {
 	if err := c.Patch(ctx, crd.DeepCopy(), patch, client.FieldOwner("kubectl-edit")); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 3*time.Minute, "the label restored while the commit is refused", func() bool {
+	waitUntil(t, 3*time.Minute, "the label restored "+when, func() bool {
 		got := &apiextensionsv1.CustomResourceDefinition{}
 		return c.Get(ctx, types.NamespacedName{Name: name}, got) == nil && got.Labels[render.LabelManagedBy] == want
 	})

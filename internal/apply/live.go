@@ -166,6 +166,21 @@ func (c *cluster) summaryOf(id string, u *unstructured.Unstructured) *liveSummar
 	return c.sums[id]
 }
 
+// takeListed returns the listed JSON that the summary of the listed
+// object u with inventory ID id keeps (liveSummary.raw) and drops it from
+// the summary, so that it is freed once used; nil when there is none.
+func (c *cluster) takeListed(id string, u *unstructured.Unstructured) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sums[id]
+	if u == nil || c.objects[id] != u || s == nil {
+		return nil
+	}
+	raw := s.raw
+	s.raw = nil
+	return raw
+}
+
 // load reads the cluster state of the run: the inventory, every package and
 // revision, and the live objects of every kind the output applies.
 func (r *run) load(ctx context.Context) error {
@@ -301,6 +316,9 @@ func (r *run) listLabelled(ctx context.Context, k listKey) ([]*unstructured.Unst
 			)
 			if compact {
 				u, s, err = summarize(b, k.gvk, r.shapes)
+				if err == nil && s.changes && r.keepListed(len(b)) {
+					s.raw = b
+				}
 			} else {
 				u, err = decodeItem(b)
 			}
@@ -329,6 +347,24 @@ func (r *run) listLabelled(ctx context.Context, k listKey) ([]*unstructured.Unst
 		r.crds.Seed(rv, r.listedCRD)
 	}
 	return objs, sums, nil
+}
+
+// keepListedBudget is how many bytes of listed CRD JSON a run keeps for
+// the in-process update check of the CRDs it upgrades (liveSummary.raw):
+// 32 MiB covers every upgrade of a provider-family package (ec2's 208 CRDs
+// are about 9 MB); the CRDs of an upgrade beyond it (a monolith's) are
+// read with one GET each when they are checked, so that peak memory stays
+// bounded.
+const keepListedBudget = 32 << 20
+
+// keepListed reports whether n more bytes of listed JSON fit in
+// keepListedBudget, and if so counts them.
+func (r *run) keepListed(n int) bool {
+	if r.keptListed.Add(int64(n)) <= keepListedBudget {
+		return true
+	}
+	r.keptListed.Add(-int64(n))
+	return false
 }
 
 func listKeyFor(apiVersion, kind, namespace string) listKey {

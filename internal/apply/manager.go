@@ -506,6 +506,8 @@ type run struct {
 	intentWriting bool
 
 	writes atomic.Int64
+	// keptListed counts the bytes of listed CRD JSON kept (keepListed).
+	keptListed atomic.Int64
 	// mrdOnce lists the ManagedResourceDefinitions once per apply, for
 	// adoption and prune (mrdsOwnedBy): mrds, or mrdErr.
 	mrdOnce sync.Once

@@ -85,7 +85,8 @@ func TestInvalidCRDInstallsNothing(t *testing.T) {
 
 // TestCRDUpdateValidatedInProcess: with --preflight=local, the upgrade of
 // a package whose CRD changes validates the change in-process
-// (checkCRDUpdate) instead of dry-running the CRD on the server; a change
+// (checkCRDUpdate) instead of dry-running the CRD on the server, from the
+// live CRD its LIST returned (no GET); a change
 // the API server would refuse (a changed scope) stops the package at
 // preflight with the server's error, and the live CRD stays as it was.
 func TestCRDUpdateValidatedInProcess(t *testing.T) {
@@ -126,6 +127,9 @@ func TestCRDUpdateValidatedInProcess(t *testing.T) {
 			for _, l := range all {
 				if strings.Contains(l, "/customresourcedefinitions/") && strings.HasSuffix(l, "(dry-run)") {
 					t.Errorf("%s: the CRD was dry-run on the server: %s", tc.reason, l)
+				}
+				if l == "GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/"+queues {
+					t.Errorf("%s: the changed CRD was read again after the LIST, which holds it: %s", tc.reason, l)
 				}
 			}
 			for _, w := range res.Warnings {

@@ -206,11 +206,21 @@ func header(u *unstructured.Unstructured) *unstructured.Unstructured {
 	return h
 }
 
-// liveCRD reads CRD d as the API server holds it, with its managedFields
+// liveCRD returns CRD d as the API server holds it, with its managedFields
 // and status, for checkCRDUpdate. The run keeps a listed CRD only as its
-// summary (docs/design.md#memory), so a CRD that changes is read again:
-// one GET in place of the dry-run apply the check replaces.
+// summary (docs/design.md#memory), except the listed JSON of a CRD an
+// upgrade changes, within keepListedBudget (liveSummary.raw), which is
+// used once and dropped; any other CRD is read again with one GET, in
+// place of the dry-run apply the check replaces.
 func (r *run) liveCRD(ctx context.Context, d *desired) (*unstructured.Unstructured, error) {
+	if raw := r.live.takeListed(d.id, d.live); raw != nil {
+		u, err := decodeItem(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s: cannot decode the listed object: %w", d.id, err)
+		}
+		u.SetGroupVersionKind(d.u.GroupVersionKind())
+		return u, nil
+	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(d.u.GroupVersionKind())
 	if err := r.c.Get(ctx, client.ObjectKey{Name: d.u.GetName()}, u); err != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"reflect"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,6 +44,13 @@ type liveSummary struct {
 	// countInstances read: state, group, names.kind, claimNames.kind and
 	// the versions' names and served flags.
 	def map[string]any
+	// changes says that the listed object is a CRD that another revision
+	// controls and whose content differs from the rendered one: an upgrade
+	// is about to change it (changesContent). raw is then its listed JSON
+	// when run.keepListed allowed it, which the in-process update check
+	// reads instead of a GET (run.liveCRD); nil otherwise and once taken.
+	changes bool
+	raw     []byte
 }
 
 // summarize decodes the JSON of a listed object of the compact kind gvk
@@ -61,11 +69,14 @@ func summarize(raw []byte, gvk schema.GroupVersionKind, shapes map[string]*rende
 	if s.content, err = digest(contentOf(u.Object)); err != nil {
 		return nil, nil, err
 	}
+	var want *unstructured.Unstructured
 	if shape != nil {
-		if want, err := shapeOf(shape); err == nil {
+		if want, err = shapeOf(shape); err == nil {
 			if s.match, err = digest(project(withoutMetadata(u), withoutMetadata(want))); err != nil {
 				return nil, nil, err
 			}
+		} else {
+			want = nil
 		}
 	}
 	switch gk {
@@ -75,6 +86,13 @@ func summarize(raw []byte, gvk schema.GroupVersionKind, shapes map[string]*rende
 			return nil, nil, err
 		}
 		s.crd = &st
+		var controller *render.Reference
+		if shape != nil {
+			controller = shape.Controller
+		}
+		if s.changes, err = changesContent(u, controller, want, s.match); err != nil {
+			return nil, nil, err
+		}
 	case crossplane.GroupKindMRD:
 		s.def = definitionStub(u.Object)
 	}
@@ -83,6 +101,26 @@ func summarize(raw []byte, gvk schema.GroupVersionKind, shapes map[string]*rende
 		delete(m, "managedFields")
 	}
 	return h, s, nil
+}
+
+// changesContent reports whether the listed CRD u is about to be upgraded:
+// the rendered object (want, as shapeOf completes it) is controlled by
+// controller, another revision than u's controller, and its content
+// differs from u's, whose projection onto want has the digest match. The
+// content digest of want is computed only when the controller differs, so
+// a run that changes no revision pays nothing for it.
+func changesContent(u *unstructured.Unstructured, controller *render.Reference, want *unstructured.Unstructured, match string) (bool, error) {
+	if want == nil || controller == nil {
+		return false, nil
+	}
+	if c := metav1.GetControllerOfNoCopy(u); c != nil && c.Kind == controller.Kind && c.Name == controller.Name {
+		return false, nil
+	}
+	content, err := digest(contentOf(want.Object))
+	if err != nil {
+		return false, err
+	}
+	return content != match, nil
 }
 
 // shapeOf returns the rendered object o completed as Bind completes it,

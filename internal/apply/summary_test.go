@@ -4,7 +4,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
 // TestProjectAgreesWithContains: the digest of a live value projected onto
@@ -118,6 +121,71 @@ func TestProjectAgreesWithContains(t *testing.T) {
 				if p == w && !tc.holds {
 					t.Errorf("%s\nprojected onto %v, the digest equals the desired one but contains is false", tc.reason, shape)
 				}
+			}
+		})
+	}
+}
+
+// TestChangesContent: a listed CRD is kept for the in-process update check
+// (liveSummary.changes) only when another revision is taking control of it
+// and its content changes.
+func TestChangesContent(t *testing.T) {
+	rev := func(name string) string {
+		return `{"apiVersion":"pkg.crossplane.io/v1","kind":"ProviderRevision","name":"` + name + `","uid":"u","controller":true}`
+	}
+	const spec = `"spec":{"group":"x.io","scope":"Cluster"}`
+	cases := map[string]struct {
+		reason     string
+		live       string
+		want       string
+		controller *render.Reference
+		changes    bool
+	}{
+		"SameRevision": {
+			reason:     "a CRD its rendered revision already controls is not upgraded, whatever its content (drift is read when needed)",
+			live:       `{"metadata":{"ownerReferences":[` + rev("p-1") + `]},"spec":{"group":"x.io","scope":"Namespaced"}}`,
+			want:       `{` + spec + `}`,
+			controller: &render.Reference{APIVersion: "pkg.crossplane.io/v1", Kind: "ProviderRevision", Name: "p-1"},
+		},
+		"NewRevisionSameContent": {
+			reason:     "a new revision taking control of an unchanged CRD changes its metadata alone",
+			live:       `{"metadata":{"ownerReferences":[` + rev("p-1") + `]},` + spec + `,"status":{"acceptedNames":{}}}`,
+			want:       `{` + spec + `}`,
+			controller: &render.Reference{APIVersion: "pkg.crossplane.io/v1", Kind: "ProviderRevision", Name: "p-2"},
+		},
+		"NewRevisionNewContent": {
+			reason:     "a new revision that changes the CRD's content upgrades it",
+			live:       `{"metadata":{"ownerReferences":[` + rev("p-1") + `]},"spec":{"group":"x.io","scope":"Namespaced"}}`,
+			want:       `{` + spec + `}`,
+			controller: &render.Reference{APIVersion: "pkg.crossplane.io/v1", Kind: "ProviderRevision", Name: "p-2"},
+			changes:    true,
+		},
+		"NoController": {
+			reason: "an object rendered without a controller is no revision's payload",
+			live:   `{"spec":{"group":"x.io","scope":"Namespaced"}}`,
+			want:   `{` + spec + `}`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var live, want map[string]any
+			if err := utiljson.Unmarshal([]byte(tc.live), &live); err != nil {
+				t.Fatal(err)
+			}
+			if err := utiljson.Unmarshal([]byte(tc.want), &want); err != nil {
+				t.Fatal(err)
+			}
+			u, w := &unstructured.Unstructured{Object: live}, &unstructured.Unstructured{Object: want}
+			match, err := digest(project(withoutMetadata(u), withoutMetadata(w)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := changesContent(u, tc.controller, w, match)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.changes, got); diff != "" {
+				t.Errorf("%s: changes -want +got\n%s", tc.reason, diff)
 			}
 		})
 	}

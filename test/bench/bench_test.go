@@ -63,17 +63,19 @@ func TestAPICounts(t *testing.T) {
 	for i, r := range []struct {
 		verb, resource string
 		dry            bool
-	}{{verbApply, "crds", false}, {verbApply, "crds", true}, {verbGet, "crds", false}, {verbList, "crds", false}, {verbDelete, "crds", false}, {verbDiscovery, "", false}, {verbApply, "crds", true}} {
+	}{{verbApply, "crds", false}, {verbApply, "crds", true}, {verbGet, "crds", false}, {verbList, "crds", false}, {verbDelete, "crds", false}, {verbDiscovery, "", false}, {verbApply, "crds", true},
+		{verbCreate, "selfsubjectreviews", false}, {verbCreate, "selfsubjectaccessreviews", false}} {
 		c.add(r.verb, r.resource, r.dry, float64(i))
 	}
-	want := APICounts{Total: 7, Mutating: 2, DryRun: 2, Reads: 2, Discovery: 1,
-		ByVerb:     map[string]int{"apply": 1, "apply (dry-run)": 2, "get": 1, "list": 1, "delete": 1, "discovery": 1},
-		Timeline:   map[string][2]float64{"apply crds": {0, 0}, "apply (dry-run) crds": {1, 6}, "get crds": {2, 2}, "list crds": {3, 3}, "delete crds": {4, 4}, "discovery": {5, 5}},
-		ByResource: map[string]int{"apply crds": 1, "apply (dry-run) crds": 2, "get crds": 1, "list crds": 1, "delete crds": 1, "discovery": 1}}
+	// A review (whoami, access) is a POST that stores nothing: a read.
+	want := APICounts{Total: 9, Mutating: 2, DryRun: 2, Reads: 4, Discovery: 1,
+		ByVerb:     map[string]int{"apply": 1, "apply (dry-run)": 2, "get": 1, "list": 1, "delete": 1, "discovery": 1, "create": 2},
+		Timeline:   map[string][2]float64{"apply crds": {0, 0}, "apply (dry-run) crds": {1, 6}, "get crds": {2, 2}, "list crds": {3, 3}, "delete crds": {4, 4}, "discovery": {5, 5}, "create selfsubjectreviews": {7, 7}, "create selfsubjectaccessreviews": {8, 8}},
+		ByResource: map[string]int{"apply crds": 1, "apply (dry-run) crds": 2, "get crds": 1, "list crds": 1, "delete crds": 1, "discovery": 1, "create selfsubjectreviews": 1, "create selfsubjectaccessreviews": 1}}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("counts: -want +got\n%s", diff)
 	}
-	if got, want := c.String(), "apply=1 apply(dry-run)=2 delete=1 discovery=1 get=1 list=1"; got != want {
+	if got, want := c.String(), "apply=1 apply(dry-run)=2 create=2 delete=1 discovery=1 get=1 list=1"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 }

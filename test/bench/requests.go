@@ -105,16 +105,27 @@ func mutating(verb string) bool {
 	return false
 }
 
+// reviews are the resources whose create asks the API server a question
+// and stores nothing (authentication.k8s.io and authorization.k8s.io
+// reviews, https://kubernetes.io/docs/reference/access-authn-authz/authorization/#checking-api-access):
+// APICounts counts them as reads, not as writes.
+var reviews = map[string]bool{
+	"selfsubjectreviews": true, "selfsubjectaccessreviews": true, "selfsubjectrulesreviews": true,
+	"subjectaccessreviews": true, "localsubjectaccessreviews": true, "tokenreviews": true,
+}
+
 // APICounts are the API requests a process sent, by verb.
 type APICounts struct {
 	// Total counts every request.
 	Total int `json:"total"`
 	// Mutating counts requests that change the cluster: create, update,
-	// patch, apply, delete, deletecollection, dry-runs excepted.
+	// patch, apply, delete, deletecollection, dry-runs and reviews
+	// excepted.
 	Mutating int `json:"mutating"`
 	// DryRun counts server-side dry-run requests (dryRun=All).
 	DryRun int `json:"dryRun"`
-	// Reads counts get, list and watch requests.
+	// Reads counts get, list and watch requests, and the creates of
+	// reviews, which store nothing.
 	Reads int `json:"reads"`
 	// Discovery counts discovery and OpenAPI requests.
 	Discovery int `json:"discovery"`
@@ -145,7 +156,7 @@ func (c *APICounts) add(verb, resource string, dryRun bool, at float64) {
 	case dryRun:
 		c.DryRun++
 		key += dryRunSuffix
-	case mutating(verb):
+	case mutating(verb) && !reviews[resource]:
 		c.Mutating++
 	case verb == verbDiscovery:
 		c.Discovery++
