@@ -6,9 +6,10 @@ import "github.com/lockstep-gitops/lockstep/internal/render"
 const (
 	// memoryLimitWorkingSet is what DefaultMemoryLimit allows beyond the
 	// rendered JSON and the room for garbage: the objects bound on each
-	// core, the LIST page being read, the live objects' summaries and the
-	// clients' discovery caches (about 40 MB for the provider-aws monolith,
-	// docs/design.md#memory).
+	// core, the LIST page being read, the live objects' summaries, the
+	// clients' discovery caches (about 50 MB for the provider-aws monolith,
+	// docs/design.md#memory) and an upgrade's listed CRDs kept for the
+	// update check (keepListedBudget).
 	memoryLimitWorkingSet = 64 << 20
 	// minMemoryLimit is the smallest DefaultMemoryLimit, far above what an
 	// apply of a few small packages holds, so that the collector works as
