@@ -142,6 +142,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	f.memLimit.applyDefault(apply.DefaultMemoryLimit(out))
 	cfg, err := f.cluster.restConfig()
 	if err != nil {
 		return err

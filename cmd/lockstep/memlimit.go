@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"runtime/debug"
 
 	"github.com/spf13/pflag"
@@ -17,7 +18,7 @@ import (
 type memoryLimitFlag struct{ value string }
 
 func (f *memoryLimitFlag) register(fl *pflag.FlagSet) {
-	fl.StringVar(&f.value, "memory-limit", "", "Go's soft memory limit, a Kubernetes quantity (e.g. 250Mi): the garbage collector works harder to keep lockstep's memory under it, so the peak resident set of a large package stays near what it needs (about 90% of the container's memory limit is a good value); empty keeps the GOMEMLIMIT environment variable or Go's default, no limit")
+	fl.StringVar(&f.value, "memory-limit", "", "Go's soft memory limit, a Kubernetes quantity (e.g. 250Mi): the garbage collector works harder to keep lockstep's memory under it, so the peak resident set of a large package stays near what it needs (about 90% of the container's memory limit is a good value); empty keeps the GOMEMLIMIT environment variable if set, else apply sets twice the rendered packages' JSON plus 64Mi (at least 128Mi) and the agent none")
 }
 
 // apply sets the soft memory limit when the flag is set. It returns an
@@ -36,4 +37,19 @@ func (f *memoryLimitFlag) apply() error {
 	}
 	debug.SetMemoryLimit(n)
 	return nil
+}
+
+// applyDefault sets the soft memory limit to n, lockstep apply's default
+// (apply.DefaultMemoryLimit), unless the flag or the GOMEMLIMIT environment
+// variable (which Go reads at start; GOMEMLIMIT=off keeps no limit) already
+// chose one. It reports whether it set it.
+func (f *memoryLimitFlag) applyDefault(n int64) bool {
+	if f.value != "" {
+		return false
+	}
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
+		return false
+	}
+	debug.SetMemoryLimit(n)
+	return true
 }

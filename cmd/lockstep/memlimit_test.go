@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"os"
 	"runtime/debug"
 	"testing"
 
@@ -29,6 +30,47 @@ func TestMemoryLimitFlag(t *testing.T) {
 			if err := f.apply(); err != nil {
 				t.Fatalf("%s: %v", tc.reason, err)
 			}
+			if diff := cmp.Diff(tc.want, debug.SetMemoryLimit(-1)); diff != "" {
+				t.Errorf("%s: soft memory limit: -want +got\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestMemoryLimitDefault: lockstep apply's default soft memory limit
+// (apply.DefaultMemoryLimit) is set only when neither --memory-limit nor
+// the GOMEMLIMIT environment variable chose one.
+func TestMemoryLimitDefault(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	const def = 300 << 20
+	cases := map[string]struct {
+		reason string
+		flag   string
+		env    *string
+		want   int64
+	}{
+		"Neither":  {reason: "no flag and no GOMEMLIMIT: the default", want: def},
+		"Flag":     {reason: "--memory-limit wins", flag: "250Mi", want: 250 << 20},
+		"EnvOff":   {reason: "GOMEMLIMIT=off keeps Go's no limit", env: new("off"), want: math.MaxInt64},
+		"EnvLimit": {reason: "GOMEMLIMIT's limit, which Go read at start, stays", env: new("1GiB"), want: math.MaxInt64},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("GOMEMLIMIT", "")
+			if tc.env != nil {
+				t.Setenv("GOMEMLIMIT", *tc.env)
+			} else {
+				_ = os.Unsetenv("GOMEMLIMIT")
+			}
+			// The process's limit as Go set it at start stands for what
+			// GOMEMLIMIT chose: math.MaxInt64 here.
+			debug.SetMemoryLimit(math.MaxInt64)
+			f := memoryLimitFlag{value: tc.flag}
+			if err := f.apply(); err != nil {
+				t.Fatalf("%s: %v", tc.reason, err)
+			}
+			f.applyDefault(def)
 			if diff := cmp.Diff(tc.want, debug.SetMemoryLimit(-1)); diff != "" {
 				t.Errorf("%s: soft memory limit: -want +got\n%s", tc.reason, diff)
 			}

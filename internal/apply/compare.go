@@ -1,8 +1,6 @@
 package apply
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -60,12 +58,10 @@ func setAppliedHash(u *unstructured.Unstructured) (string, error) {
 	}
 	ann[AnnotationContentHash] = content
 	u.SetAnnotations(ann)
-	b, err := json.Marshal(u.Object) // maps are encoded with sorted keys
+	h, err := digest(u.Object) // maps are encoded with sorted keys
 	if err != nil {
-		return "", fmt.Errorf("%s: cannot encode: %w", utils.FmtUnstructured(u), err)
+		return "", fmt.Errorf("%s: %w", utils.FmtUnstructured(u), err)
 	}
-	sum := sha256.Sum256(b)
-	h := "sha256:" + hex.EncodeToString(sum[:])
 	ann[AnnotationAppliedHash] = h
 	u.SetAnnotations(ann)
 	return h, nil

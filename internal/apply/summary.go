@@ -1,10 +1,12 @@
 package apply
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -212,15 +214,29 @@ func project(have, want any) any {
 	return have
 }
 
-// digest returns "sha256:<hex>" of v's JSON (maps with sorted keys), the
-// form of AnnotationContentHash.
+// digest returns "sha256:<hex>" of v's JSON as json.Marshal writes it
+// (maps with sorted keys), the form of AnnotationContentHash. It hashes
+// the encoder's own buffer, which encoding/json reuses, instead of the copy
+// json.Marshal returns: a CRD of the monolith is up to a megabyte of JSON,
+// hashed two or three times per bind (docs/design.md#memory).
 func digest(v any) (string, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	h := sha256.New()
+	// Encode writes json.Marshal's bytes and a newline in one Write.
+	if err := json.NewEncoder(endlessWriter{h}).Encode(v); err != nil {
 		return "", fmt.Errorf("cannot encode: %w", err)
 	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// endlessWriter writes to w what it is given without its final newline.
+type endlessWriter struct{ w io.Writer }
+
+// Write implements io.Writer.
+func (e endlessWriter) Write(p []byte) (int, error) {
+	if _, err := e.w.Write(bytes.TrimSuffix(p, []byte("\n"))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // bodyDigest returns the digest of u without its metadata, comparable with

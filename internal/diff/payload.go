@@ -12,13 +12,26 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
+	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
-// payloadItem is one payload object on one side.
+// payloadItem is one payload object on one side: raw for a Function's
+// input CRD, obj for a rendered object, whose JSON (a new copy for a
+// relabelled payload object, render.Object.JSON) is made only while the
+// two sides are compared.
 type payloadItem struct {
 	ref ObjectRef
 	gk  schema.GroupKind
 	raw []byte
+	obj *render.Object
+}
+
+// json returns the item's JSON.
+func (p *payloadItem) json() []byte {
+	if p.obj != nil {
+		return p.obj.JSON()
+	}
+	return p.raw
 }
 
 func (p payloadItem) key() string {
@@ -65,7 +78,7 @@ func payloadItems(p *pkgState) (items []payloadItem, installed bool) {
 		gk := o.GroupKind()
 		items = append(items, payloadItem{
 			ref: ObjectRef{Category: category(gk), APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name},
-			gk:  gk, raw: o.JSON(),
+			gk:  gk, obj: o,
 		})
 	}
 	return items, true
@@ -94,11 +107,12 @@ func (c *comparer) payload(a, b *pkgState) (*PayloadChange, error) {
 			pc.Added = append(pc.Added, nb.ref)
 			continue
 		}
-		if bytes.Equal(na.raw, nb.raw) {
+		ra, rb := na.json(), nb.json()
+		if bytes.Equal(ra, rb) {
 			pc.Unchanged++
 			continue
 		}
-		changed, err := c.payloadObject(pc, na, nb)
+		changed, err := c.payloadObject(pc, nb, ra, rb)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", nb.ref.Kind, nb.ref.Name, err)
 		}
@@ -123,28 +137,28 @@ func (c *comparer) payload(a, b *pkgState) (*PayloadChange, error) {
 	return pc, nil
 }
 
-// payloadObject compares one object present on both sides whose bytes
-// differ, and records the change in pc. It reports whether anything that
-// matters changed.
-func (c *comparer) payloadObject(pc *PayloadChange, a, b *payloadItem) (bool, error) {
+// payloadObject compares one object present on both sides whose JSON
+// differs (a's is ra, b's rb), and records the change in pc. It reports
+// whether anything that matters changed.
+func (c *comparer) payloadObject(pc *PayloadChange, b *payloadItem, ra, rb []byte) (bool, error) {
 	switch {
 	case isDefinition(b.gk):
-		d, err := CompareDefinition(a.raw, b.raw)
+		d, err := CompareDefinition(ra, rb)
 		if err != nil || d == nil {
 			return false, err
 		}
 		pc.Definitions = append(pc.Definitions, *d)
 		return true, nil
 	case b.gk == crossplane.GroupKindComposition:
-		cc, err := compareCompositions(b.ref.Name, a.raw, b.raw)
+		cc, err := compareCompositions(b.ref.Name, ra, rb)
 		if err != nil || cc == nil {
 			return false, err
 		}
-		cc.MissingFunctions = c.missingFunctions(b.raw)
+		cc.MissingFunctions = c.missingFunctions(rb)
 		pc.Compositions = append(pc.Compositions, *cc)
 		return true, nil
 	}
-	f, more, err := diffJSON(a.raw, b.raw, c.opts.MaxFieldChanges)
+	f, more, err := diffJSON(ra, rb, c.opts.MaxFieldChanges)
 	if err != nil {
 		return false, err
 	}

@@ -295,7 +295,7 @@ func KeepActive(o *Object) (*Object, error) {
 		return nil, fmt.Errorf("%s: not a %s", o, crossplane.GroupKindMRD.Kind)
 	}
 	var top map[string]json.RawMessage
-	if err := json.Unmarshal(o.raw, &top); err != nil {
+	if err := json.Unmarshal(o.JSON(), &top); err != nil {
 		return nil, fmt.Errorf("%s: cannot decode: %w", o, err)
 	}
 	var spec map[string]json.RawMessage
@@ -312,6 +312,6 @@ func KeepActive(o *Object) (*Object, error) {
 		return nil, fmt.Errorf("%s: cannot encode: %w", o, err)
 	}
 	out := *o
-	out.raw = raw
+	out.setJSON(raw)
 	return &out, nil
 }

@@ -22,9 +22,13 @@ import (
 //
 // The object is kept as compact JSON with sorted keys (JSON), so a package
 // with thousands of large CRDs costs about its own size; Unstructured and
-// Bind decode a fresh copy on each call. The JSON leaves out what only the
-// cluster knows (owner references, a revision record's spec.revision, CA
-// bundles, REVISION_UID); Bind adds it.
+// Bind decode a fresh copy on each call. A payload object render only
+// relabels is kept as its new metadata between two slices of the package's
+// document (xpkg.Object.Raw), which it shares rather than copies, so the
+// rendered output and the parsed package together cost about the package
+// once, not twice (docs/design.md#memory). The JSON leaves out what only
+// the cluster knows (owner references, a revision record's spec.revision,
+// CA bundles, REVISION_UID); Bind adds it.
 type Object struct {
 	// APIVersion, Kind, Name and Namespace identify the object. Namespace is
 	// "" for cluster-scoped objects.
@@ -65,12 +69,56 @@ type Object struct {
 	// and records, and whenever user or package input could be invalid.
 	FromDefaults bool
 
-	raw []byte
+	// raw is the object's JSON, unless splice holds it.
+	raw    []byte
+	splice *splice
+}
+
+// splice is the JSON of a relabelled payload object in three parts: the
+// package document's bytes before its metadata value (src[:at]), the new
+// metadata, and the document's bytes after the old metadata (src[end:]).
+// src is the xpkg.Object's Raw, shared, never written.
+type splice struct {
+	src     []byte
+	at, end int
+	meta    []byte
 }
 
 // JSON returns the rendered object as compact JSON with sorted keys, without
-// the parts Bind adds. The caller must not modify the returned slice.
-func (o *Object) JSON() []byte { return o.raw }
+// the parts Bind adds. The caller must not modify the returned slice. For a
+// relabelled payload object it is a new slice on each call, joined from the
+// package's document and the new metadata: a caller that reads it more than
+// once should keep it for as long as it needs it, and no longer.
+func (o *Object) JSON() []byte {
+	s := o.splice
+	if s == nil {
+		return o.raw
+	}
+	b := make([]byte, 0, s.at+len(s.meta)+len(s.src)-s.end)
+	b = append(b, s.src[:s.at]...)
+	b = append(b, s.meta...)
+	return append(b, s.src[s.end:]...)
+}
+
+// Size returns the length of the object's JSON without making it.
+func (o *Object) Size() int {
+	if s := o.splice; s != nil {
+		return s.at + len(s.meta) + len(s.src) - s.end
+	}
+	return len(o.raw)
+}
+
+// setJSON makes raw the object's JSON.
+func (o *Object) setJSON(raw []byte) { o.raw, o.splice = raw, nil }
+
+// ownBytes returns the bytes of JSON the object holds that it does not
+// share with the package's document.
+func (o *Object) ownBytes() int {
+	if o.splice != nil {
+		return len(o.splice.meta)
+	}
+	return len(o.raw)
+}
 
 // GroupKind returns the object's API group and kind.
 func (o *Object) GroupKind() schema.GroupKind {
@@ -97,7 +145,7 @@ func (o *Object) ID() string {
 // parts Bind adds.
 func (o *Object) Unstructured() (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(o.raw); err != nil {
+	if err := u.UnmarshalJSON(o.JSON()); err != nil {
 		return nil, fmt.Errorf("%s: cannot decode rendered object: %w", o, err)
 	}
 	return u, nil

@@ -326,6 +326,26 @@ func (o *Output) Objects() []*Object {
 	return out
 }
 
+// Size returns the bytes of JSON of every object of the output (Objects,
+// the revisions' ManagedCRDs and the Manifests; Object.Size): about what
+// the output, with the parsed packages whose bytes it shares, holds in
+// memory (docs/design.md#memory).
+func (o *Output) Size() int64 {
+	var n int64
+	for _, p := range o.Packages {
+		for _, obj := range p.Objects() {
+			n += int64(obj.Size())
+		}
+		for _, obj := range p.Revision.ManagedCRDs {
+			n += int64(obj.Size())
+		}
+	}
+	for _, m := range o.Manifests {
+		n += int64(m.Object.Size())
+	}
+	return n
+}
+
 // Objects returns every object of the package (its record, and its
 // revision's record, payload, runtime and RBAC) sorted in apply order, the
 // staged order of fluxcd/pkg/ssa: CustomResourceDefinitions first, then the

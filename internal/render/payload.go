@@ -165,11 +165,15 @@ func (r *renderer) payloadObject(p *Package, src *xpkg.Object, labels, annotatio
 		o.CABundle = &CABundleRequest{SecretName: tlsServerSecretName(p.Name), Key: TLSCertKey}
 		return o, o.encode(obj)
 	}
+	if sp, err := spliceMetadata(src.Raw, labels, annotations); sp != nil || err != nil {
+		o.splice = sp
+		return o, err
+	}
 	raw, err := withMetadata(src.Raw, labels, annotations)
 	if err != nil {
 		return nil, err
 	}
-	o.raw = raw
+	o.setJSON(raw)
 	return o, nil
 }
 
@@ -212,7 +216,7 @@ func (o *Object) encode(obj map[string]any) error {
 	if err != nil {
 		return fmt.Errorf("cannot encode: %w", err)
 	}
-	o.raw = raw
+	o.setJSON(raw)
 	return nil
 }
 
@@ -259,6 +263,88 @@ func mergeMetadata(meta map[string]any, labels, annotations map[string]string) m
 	merge("annotations", annotations)
 	return meta
 }
+
+// spliceMetadata is withMetadata without a copy of the document: when raw
+// is compact JSON whose top-level keys are sorted, unique and spelled as
+// marshalJSON spells them, and it has a metadata object, it returns the
+// splice that replaces that object with the merged one, which is byte for
+// byte what withMetadata returns. It returns nil and no error for any other
+// document, which withMetadata then rebuilds (and reports, if it is not
+// JSON). A package's documents come from xpkg as sigs.k8s.io/yaml's
+// YAMLToJSON wrote them, encoding/json's sorted compact form, so a
+// provider's CRDs are spliced and share the package's bytes.
+func spliceMetadata(raw []byte, labels, annotations map[string]string) (*splice, error) {
+	at, end, ok := topLevelValue(raw, "metadata")
+	if !ok || raw[at] != '{' {
+		return nil, nil
+	}
+	meta, err := decodeMap(raw[at:end])
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	mb, err := marshalJSON(mergeMetadata(meta, labels, annotations))
+	if err != nil {
+		return nil, fmt.Errorf("metadata: cannot encode: %w", err)
+	}
+	return &splice{src: raw, at: at, end: end, meta: bytes.Clone(mb)}, nil
+}
+
+// topLevelValue returns the bytes raw[at:end] of the value of key in raw,
+// a JSON object, when raw is written the way withMetadata writes one: no
+// space between tokens at the top level, keys sorted and unique, each key
+// as marshalJSON encodes it. ok is false otherwise, or when key is absent.
+func topLevelValue(raw []byte, key string) (at, end int, ok bool) {
+	if len(raw) < 2 || raw[0] != '{' || raw[len(raw)-1] != '}' {
+		return 0, 0, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return 0, 0, false
+	}
+	pos, prev, found := 1, "", false
+	for dec.More() {
+		t, err := dec.Token()
+		k, isKey := t.(string)
+		if err != nil || !isKey || (pos > 1 && k <= prev) {
+			return 0, 0, false
+		}
+		kb, err := marshalJSON(k)
+		off := int(dec.InputOffset())
+		if err != nil || off != pos+len(kb) || !bytes.Equal(raw[pos:off], kb) || off >= len(raw) || raw[off] != ':' {
+			return 0, 0, false
+		}
+		var skip skipValue
+		if err := dec.Decode(&skip); err != nil {
+			return 0, 0, false
+		}
+		vEnd := int(dec.InputOffset())
+		// The value starts right after the colon: the decoder skips
+		// leading space, which this form does not allow.
+		if vEnd <= off+1 || isSpace(raw[off+1]) || isSpace(raw[vEnd-1]) {
+			return 0, 0, false
+		}
+		if k == key {
+			at, end, found = off+1, vEnd, true
+		}
+		if vEnd >= len(raw) || (raw[vEnd] != ',' && raw[vEnd] != '}') {
+			return 0, 0, false
+		}
+		pos, prev = vEnd+1, k
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') || int(dec.InputOffset()) != len(raw) || pos != len(raw) {
+		return 0, 0, false
+	}
+	return at, end, found
+}
+
+// skipValue decodes any JSON value into nothing, without a copy.
+type skipValue struct{}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (*skipValue) UnmarshalJSON([]byte) error { return nil }
+
+// isSpace reports whether c is JSON white space.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // withMetadata returns raw, a compact JSON object with sorted keys, with
 // labels and annotations merged into its metadata. Only the top level and

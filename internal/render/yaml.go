@@ -170,7 +170,7 @@ func (o *Object) writeYAMLNote(w *bufio.Writer, ns, note string) error {
 	}
 	if o.RevisionRecord {
 		w.WriteString("# spec.revision: set by apply (the next number among the package's revisions)\n")
-		if !bytes.Contains(o.raw, []byte(`"desiredState"`)) {
+		if !bytes.Contains(o.JSON(), []byte(`"desiredState"`)) {
 			w.WriteString("# spec.desiredState: set by apply when it creates the revision (Manual activation)\n")
 		}
 	}
@@ -184,7 +184,7 @@ func (o *Object) writeYAMLNote(w *bufio.Writer, ns, note string) error {
 	if o.RevisionUID {
 		fmt.Fprintf(w, "# env %s: set by apply to the controller's UID\n", RevisionUIDEnv)
 	}
-	y, err := yaml.JSONToYAML(o.raw)
+	y, err := yaml.JSONToYAML(o.JSON())
 	if err != nil {
 		return fmt.Errorf("%s: cannot convert to YAML: %w", o, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -83,6 +85,11 @@ func runLockstep(ctx context.Context, spec *childSpec, cfg *rest.Config, m *Meas
 	}
 	m.Objects = len(out.Objects())
 	phase("render")
+	// As lockstep apply does without --memory-limit and GOMEMLIMIT
+	// (cmd/lockstep memoryLimitFlag.applyDefault).
+	if _, env := os.LookupEnv("GOMEMLIMIT"); spec.MemoryLimit == "" && !env {
+		debug.SetMemoryLimit(apply.DefaultMemoryLimit(out))
+	}
 
 	c, err := client.New(cfg, client.Options{Scheme: envtest.Scheme()})
 	if err != nil {
