@@ -1,6 +1,7 @@
 package declarations
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -92,6 +93,16 @@ func refs(s *Set) []string {
 
 // writeSet writes the objects of s back as a stream of JSON documents (JSON
 // is YAML).
+// unmarshalNumbers decodes the JSON b into v keeping numbers as
+// json.Number: an integer such as a revisionHistoryLimit of
+// 9007199270000001 does not fit a float64, and writing it back rounded
+// would give the set another digest than the one loaded.
+func unmarshalNumbers(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(v)
+}
+
 func writeSet(t *testing.T, s *Set) []byte {
 	t.Helper()
 	var docs []string
@@ -103,7 +114,7 @@ func writeSet(t *testing.T, s *Set) []byte {
 		// The Kubernetes types encode some unset fields as null (PodSpec's
 		// containers) or {} (PodTemplateSpec's spec); see dropNulls.
 		var m any
-		if err := json.Unmarshal(b, &m); err != nil {
+		if err := unmarshalNumbers(b, &m); err != nil {
 			t.Fatal(err)
 		}
 		if b, err = json.Marshal(dropNulls(m, "")); err != nil {
@@ -117,7 +128,7 @@ func writeSet(t *testing.T, s *Set) []byte {
 			t.Fatalf("cannot encode the spec of %s: %v", d, err)
 		}
 		spec := map[string]any{}
-		if err := json.Unmarshal(b, &spec); err != nil {
+		if err := unmarshalNumbers(b, &spec); err != nil {
 			t.Fatal(err)
 		}
 		if d.RuntimeConfigRef != nil {
