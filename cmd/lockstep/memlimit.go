@@ -2,11 +2,12 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"runtime/debug"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/lockstep-gitops/lockstep/internal/apply"
 )
 
 // memoryLimitFlag is --memory-limit, shared by apply and agent: Go's soft
@@ -41,15 +42,8 @@ func (f *memoryLimitFlag) apply() error {
 
 // applyDefault sets the soft memory limit to n, lockstep apply's default
 // (apply.DefaultMemoryLimit), unless the flag or the GOMEMLIMIT environment
-// variable (which Go reads at start; GOMEMLIMIT=off keeps no limit) already
-// chose one. It reports whether it set it.
+// variable already chose one (apply.SetDefaultMemoryLimit). It reports
+// whether it set it.
 func (f *memoryLimitFlag) applyDefault(n int64) bool {
-	if f.value != "" {
-		return false
-	}
-	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
-		return false
-	}
-	debug.SetMemoryLimit(n)
-	return true
+	return f.value == "" && apply.SetDefaultMemoryLimit(n)
 }

@@ -1,6 +1,11 @@
 package apply
 
-import "github.com/lockstep-gitops/lockstep/internal/render"
+import (
+	"os"
+	"runtime/debug"
+
+	"github.com/lockstep-gitops/lockstep/internal/render"
+)
 
 // Bounds of DefaultMemoryLimit.
 const (
@@ -36,4 +41,18 @@ func DefaultMemoryLimit(out *render.Output) int64 {
 		n = out.Size()
 	}
 	return max(2*n+memoryLimitWorkingSet, minMemoryLimit)
+}
+
+// SetDefaultMemoryLimit sets Go's soft memory limit to n bytes
+// (runtime/debug.SetMemoryLimit), a default such as DefaultMemoryLimit,
+// unless the GOMEMLIMIT environment variable chose one: Go reads it at
+// start, and GOMEMLIMIT=off keeps no limit. It reports whether it set the
+// limit. A caller with a limit of its own (--memory-limit) does not call
+// it.
+func SetDefaultMemoryLimit(n int64) bool {
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
+		return false
+	}
+	debug.SetMemoryLimit(n)
+	return true
 }

@@ -71,12 +71,11 @@ func summarize(raw []byte, gvk schema.GroupVersionKind, shapes map[string]*rende
 	}
 	var want *unstructured.Unstructured
 	if shape != nil {
-		if want, err = shapeOf(shape); err == nil {
+		if w, err := shapeOf(shape); err == nil {
+			want = w
 			if s.match, err = digest(project(withoutMetadata(u), withoutMetadata(want))); err != nil {
 				return nil, nil, err
 			}
-		} else {
-			want = nil
 		}
 	}
 	switch gk {

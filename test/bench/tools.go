@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -85,10 +83,10 @@ func runLockstep(ctx context.Context, spec *childSpec, cfg *rest.Config, m *Meas
 	}
 	m.Objects = len(out.Objects())
 	phase("render")
-	// As lockstep apply does without --memory-limit and GOMEMLIMIT
-	// (cmd/lockstep memoryLimitFlag.applyDefault).
-	if _, env := os.LookupEnv("GOMEMLIMIT"); spec.MemoryLimit == "" && !env {
-		debug.SetMemoryLimit(apply.DefaultMemoryLimit(out))
+	// As lockstep apply does without --memory-limit (cmd/lockstep
+	// memoryLimitFlag.applyDefault).
+	if spec.MemoryLimit == "" {
+		apply.SetDefaultMemoryLimit(apply.DefaultMemoryLimit(out))
 	}
 
 	c, err := client.New(cfg, client.Options{Scheme: envtest.Scheme()})

@@ -26,10 +26,8 @@ func HeapObjectBytes() uint64 {
 // measured code added.
 func SamplePeak() (stop func() uint64) {
 	var (
-		mu   sync.Mutex
-		max  = HeapObjectBytes()
-		done = make(chan struct{})
-		wg   sync.WaitGroup
+		mu  sync.Mutex
+		max = HeapObjectBytes()
 	)
 	record := func() {
 		v := HeapObjectBytes()
@@ -39,23 +37,9 @@ func SamplePeak() (stop func() uint64) {
 		}
 		mu.Unlock()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				record()
-			}
-		}
-	}()
+	stopTicks := every(time.Millisecond, record)
 	return func() uint64 {
-		close(done)
-		wg.Wait()
+		stopTicks()
 		record()
 		mu.Lock()
 		defer mu.Unlock()
@@ -71,24 +55,32 @@ func SamplePeak() (stop func() uint64) {
 // profile that cannot be written is skipped: the figure it would explain
 // is measured elsewhere.
 func HeapProfilesNearPeak(path string) (stop func()) {
+	var last uint64
+	return every(20*time.Millisecond, func() {
+		if h := HeapObjectBytes(); h > last+last/5 {
+			last = h
+			if f, err := os.Create(path); err == nil { //nolint:gosec // a path the benchmark's caller chose
+				_ = pprof.Lookup("heap").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}
+	})
+}
+
+// every calls f every interval on a goroutine of its own until the
+// returned function is called, which returns once f is no longer running.
+func every(interval time.Duration, f func()) (stop func()) {
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)
-		var last uint64
-		t := time.NewTicker(20 * time.Millisecond)
+		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-done:
 				return
 			case <-t.C:
-			}
-			if h := HeapObjectBytes(); h > last+last/5 {
-				last = h
-				if f, err := os.Create(path); err == nil { //nolint:gosec // a path the benchmark's caller chose
-					_ = pprof.Lookup("heap").WriteTo(f, 0)
-					_ = f.Close()
-				}
+				f()
 			}
 		}
 	}()
