@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -88,7 +89,17 @@ func TestApplyCRDAndReadBack(t *testing.T) {
 	w.SetGroupVersionKind(schema.GroupVersionKind{Group: "example.lockstep.io", Version: "v1", Kind: "Widget"})
 	w.SetName("small")
 	w.Object["spec"] = map[string]any{"size": int64(3)}
-	if err := env.Client.Create(ctx, w); err != nil {
+	// Established comes before the API server's discovery lists the new
+	// kind, which the client's REST mapper reads: a create that finds no
+	// mapping yet is tried again.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := env.Client.Create(ctx, w)
+		if meta.IsNoMatchError(err) {
+			return false, nil
+		}
+		return true, err
+	})
+	if err != nil {
 		t.Fatalf("create Widget: %v", err)
 	}
 	big := w.DeepCopy()
