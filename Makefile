@@ -38,11 +38,22 @@ generate: ## regenerate the Sync CRD and DeepCopy methods from internal/agent/ap
 	  object paths=./internal/agent/api/... \
 	  crd paths=./internal/agent/api/... output:crd:dir=internal/agent/crds
 
+# Crossplane core for the end-to-end tests (test/e2e), one folder per
+# release: bin/k8s/crossplane/<version>/crossplane and crds/ (its own CRDs,
+# which `crossplane core init` installs from CRDS_PATH). Each release is
+# built from tools/crossplane/<version>, a module of its own that requires
+# Crossplane (and, from v2.1, its apis module) at that exact version:
+# Crossplane's go.mod replaces apis with ./apis, so `go install` refuses it.
+# The version is set as its release build sets it (in crossplane-runtime
+# from v2.1, in Crossplane's internal/version before; -X skips the other).
+CROSSPLANE_VERSIONS := v2.0.2 v2.3.4 v2.4.0
+CROSSPLANE_BINS := $(foreach v,$(CROSSPLANE_VERSIONS),$(K8S_BIN)/crossplane/$(v)/crossplane $(K8S_BIN)/crossplane/$(v)/crds)
+
 # The control plane for tests: kube-apiserver from k8s.io/kubernetes and etcd
 # from go.etcd.io/etcd/server/v3/etcdmain, built in tools/k8s, a module of its
 # own so the kubernetes dependency graph stays out of lockstep's go.mod.
 # Each binary is built only when it is missing.
-testbin: $(K8S_BIN)/kube-apiserver $(K8S_BIN)/etcd $(K8S_BIN)/kube-controller-manager $(K8S_BIN)/kube-scheduler $(K8S_BIN)/kwok $(K8S_BIN)/kwok-stages.yaml ## build the test control plane into bin/k8s
+testbin: $(K8S_BIN)/kube-apiserver $(K8S_BIN)/etcd $(K8S_BIN)/kube-controller-manager $(K8S_BIN)/kube-scheduler $(K8S_BIN)/kwok $(K8S_BIN)/kwok-stages.yaml $(CROSSPLANE_BINS) ## build the test control plane and Crossplane into bin/k8s
 
 $(K8S_BIN)/kube-apiserver:
 	@mkdir -p $(K8S_BIN)
@@ -69,6 +80,18 @@ $(K8S_BIN)/kwok-stages.yaml:
 	dir=$$($(GO) mod download -json sigs.k8s.io/kwok@$(KWOK_VERSION) | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'); \
 	for f in node/fast/node-initialize.yaml pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do \
 	  echo "---"; cat "$$dir/kustomize/stage/$$f"; done > $@.tmp && mv $@.tmp $@
+
+
+$(K8S_BIN)/crossplane/%/crossplane:
+	@mkdir -p $(dir $@)
+	cd tools/crossplane/$* && $(GO) build -trimpath \
+	  -ldflags "-s -w -X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$* -X github.com/crossplane/crossplane/v2/internal/version.version=$*" \
+	  -o $@ github.com/crossplane/crossplane/v2/cmd/crossplane
+
+$(K8S_BIN)/crossplane/%/crds:
+	@mkdir -p $(dir $@)
+	dir=$$(cd tools/crossplane/$* && $(GO) mod download -json github.com/crossplane/crossplane/v2@$* | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'); \
+	rm -rf $@.tmp && cp -r "$$dir/cluster/crds" $@.tmp && chmod -R u+w $@.tmp && mv $@.tmp $@
 
 vet: ## go vet
 	$(GO) vet ./...
