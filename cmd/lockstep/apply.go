@@ -138,11 +138,6 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	out, err := snap.Output()
-	if err != nil {
-		return err
-	}
-	f.memLimit.applyDefault(apply.DefaultMemoryLimit(out))
 	cfg, err := f.cluster.restConfig()
 	if err != nil {
 		return err
@@ -151,6 +146,14 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	if err := readClusterActivation(ctx, snap, c, cfg, f.render.instance); err != nil {
+		return err
+	}
+	out, err := snap.Output()
+	if err != nil {
+		return err
+	}
+	f.memLimit.applyDefault(apply.DefaultMemoryLimit(out))
 	lock, err := writeLock(cfg, opts.Namespace, opts.Instance, "lockstep apply", f.lockTimeout)
 	if err != nil {
 		return err

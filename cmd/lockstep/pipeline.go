@@ -10,9 +10,12 @@ import (
 	"github.com/spf13/pflag"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/snapshot"
@@ -142,4 +145,25 @@ func readPolicyRules(path string) ([]rbacv1.PolicyRule, error) {
 		return nil, fmt.Errorf("--allowed-provider-permissions %s: %w", path, err)
 	}
 	return rules, nil
+}
+
+// readClusterActivation sets the render input's cluster activation state
+// (render.Input.Cluster, read by live.ReadActivation) before snap renders,
+// when the lock converts CRDs to MRDs: what the cluster's own policies and
+// Active MRDs add to Git's activation (docs/design.md#managed-resource-activation).
+// It does nothing for a snapshot without packages or without conversion.
+func readClusterActivation(ctx context.Context, snap *snapshot.Snapshot, c client.Reader, cfg *rest.Config, instance string) error {
+	if snap == nil || snap.Input == nil {
+		return nil
+	}
+	converts, err := snap.Input.Converts()
+	if err != nil || !converts {
+		return err
+	}
+	ca, err := live.ReadActivation(ctx, c, cfg, instance)
+	if err != nil {
+		return fmt.Errorf("cannot read the cluster's activation state: %w", err)
+	}
+	snap.Input.Cluster = ca
+	return nil
 }

@@ -235,11 +235,11 @@ spec:
 	}
 }
 
-// TestRenderSafeStartMRDs: a new Crossplane v2 lock of provider-aws-ec2
+// TestRenderSafeStartMRDs: a new Crossplane v2.4.0 lock of provider-aws-ec2
 // v2.6.0, which declares the safe-start capability, renders every
 // managed-resource CRD as an Inactive MRD with no CRD for it (only the
 // ProviderConfig-type CRDs stay plain), and the provider awaiting
-// activation with 0 replicas: what Crossplane v2 installs for it
+// activation with 0 replicas: what Crossplane v2.4.0 installs for it
 // (docs/design.md#managed-resource-activation).
 func TestRenderSafeStartMRDs(t *testing.T) {
 	reg := registry.New(t)
@@ -256,11 +256,11 @@ spec:
 		"mirror.yaml": mirrorTo("xpkg.upbound.io", reg),
 	})
 	flags := []string{"--dir", dir, "--cache-dir", t.TempDir(), "--insecure-registry", reg.Host}
-	out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0"}, flags...)...)
+	out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.4.0"}, flags...)...)
 	if err != nil {
 		t.Fatalf("lock: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "for Crossplane v2.1.0, MRD conversion on\n") {
+	if !strings.Contains(out, "for Crossplane v2.4.0, MRD conversion on\n") {
 		t.Errorf("lock output does not say MRD conversion is on:\n%s", out)
 	}
 	out, err = run(t, append([]string{"render", "--package", "provider-aws-ec2"}, flags...)...)

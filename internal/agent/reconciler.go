@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/git"
 	"github.com/lockstep-gitops/lockstep/internal/health"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/redact"
@@ -497,6 +499,10 @@ type rendered struct {
 	// verification each reconcile repeats (verifyAgain).
 	lock         *lockfile.Lock
 	imageConfigs []declarations.ImageConfig
+	// activation is the cluster's activation state the render used
+	// (render.Input.Cluster), nil when the lock does not convert CRDs to
+	// MRDs.
+	activation *render.ClusterActivation
 }
 
 func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
@@ -548,6 +554,14 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 		return out, f.err
 	}
 	r.emptyRefused = nil
+	if rd == r.last && r.activationChanged(ctx, rd) {
+		// Crossplane activated an MRD, or a policy changed in the
+		// cluster, since the commit was rendered: render it again.
+		if rd, _, err = r.prepare(ctx, art); err != nil {
+			r.reapply(ctx, out)
+			return out, err
+		}
+	}
 	err = r.applyWatched(ctx, rd, out)
 	var se *StepError
 	if errors.As(err, &se) && se.Reason == ReasonEmptyLockRefused {
@@ -860,14 +874,70 @@ func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered,
 		warnings = append(warnings, w.Error())
 	}
 	var ro *render.Output
+	var ca *render.ClusterActivation
 	if err == nil {
+		if ca, err = r.clusterActivation(ctx, snap.Input); err != nil {
+			return nil, warnings, &StepError{Step: StepRender, Reason: ReasonApplyFailed, Err: err}
+		}
+		if snap.Input != nil {
+			snap.Input.Cluster = ca
+		}
 		ro, err = snap.Output()
 	}
 	if err != nil {
 		return nil, warnings, stepError(err)
 	}
 	return &rendered{commit: art.Commit, lockDigest: snap.LockDigest, out: ro, replaces: snap.Replaces,
-		lock: snap.Lock, imageConfigs: snap.Declarations.ImageConfigs}, warnings, nil
+		lock: snap.Lock, imageConfigs: snap.Declarations.ImageConfigs, activation: ca}, warnings, nil
+}
+
+// clusterActivation reads the cluster's activation state for the render
+// input in (live.ReadActivation: its own policies and Active MRDs,
+// docs/design.md#managed-resource-activation) when in converts CRDs to
+// MRDs; nil otherwise, and without a REST config.
+func (r *Reconciler) clusterActivation(ctx context.Context, in *render.Input) (*render.ClusterActivation, error) {
+	if in == nil || r.cfg.REST == nil {
+		return nil, nil
+	}
+	converts, err := in.Converts()
+	if err != nil || !converts {
+		return nil, err
+	}
+	ca, err := live.ReadActivation(ctx, r.c, r.cfg.REST, r.cfg.Apply.Instance)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the cluster's activation state: %w", err)
+	}
+	return ca, nil
+}
+
+// activationChanged reports whether the cluster's activation state differs
+// from the one rd was rendered with: a policy the cluster added or changed,
+// or an MRD activated since. It is read only before a full apply, never in
+// the idle steady state; a failed read counts as unchanged (the apply
+// goes on with rd).
+func (r *Reconciler) activationChanged(ctx context.Context, rd *rendered) bool {
+	if rd.activation == nil {
+		return false
+	}
+	ca, err := live.ReadActivation(ctx, r.c, r.cfg.REST, r.cfg.Apply.Instance)
+	if err != nil {
+		return false
+	}
+	return !sameActivation(ca, rd.activation)
+}
+
+// sameActivation reports whether a and b hold the same policies (name and
+// patterns, in order) and Active MRDs.
+func sameActivation(a, b *render.ClusterActivation) bool {
+	if len(a.Policies) != len(b.Policies) || !maps.Equal(a.ActiveMRDs, b.ActiveMRDs) {
+		return false
+	}
+	for i := range a.Policies {
+		if a.Policies[i].Name != b.Policies[i].Name || !slices.Equal(a.Policies[i].Spec.Activate, b.Policies[i].Spec.Activate) {
+			return false
+		}
+	}
+	return true
 }
 
 // stepError maps a snapshot step's error to the agent's step, Sync reason

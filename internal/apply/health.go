@@ -14,6 +14,11 @@ func healthTarget(po *render.PackageOutput) health.Target {
 	t := health.Target{Kind: po.Kind, Name: po.Name, Version: po.Tag, Digest: po.Digest}
 	if po.Revision != nil {
 		t.Revision = po.Revision.Name
+		for _, m := range po.Revision.MRDs {
+			if m.Active {
+				t.ActiveMRDs++
+			}
+		}
 	}
 	if po.Record == nil {
 		return t

@@ -138,12 +138,17 @@ func (c *cluster) liveActive(id string) (bool, *unstructured.Unstructured, error
 // A warning per MRD says so and whether custom resources of its kind
 // exist (docs/design.md#managed-resource-activation).
 func (p *pkgRun) keepActiveMRDs(ctx context.Context, payload []*desired) error {
-	active := map[string]bool{}
+	active, latched := map[string]bool{}, map[string]bool{}
 	for _, o := range p.po.Revision.ManagedCRDs {
 		active[o.Name] = true
 	}
+	for _, m := range p.po.Revision.MRDs {
+		// Rendered Active only because the cluster has it Active
+		// (render.Input.Cluster): no policy activates it any more.
+		latched[m.Name] = m.By == render.ByCluster
+	}
 	for _, d := range payload {
-		if d.obj.GroupKind() != crossplane.GroupKindMRD || active[d.obj.Name] {
+		if d.obj.GroupKind() != crossplane.GroupKindMRD || (active[d.obj.Name] && !latched[d.obj.Name]) {
 			continue
 		}
 		// An MRD the provider ships with state Active, or one activated
@@ -155,11 +160,14 @@ func (p *pkgRun) keepActiveMRDs(ctx context.Context, payload []*desired) error {
 		if !ok {
 			continue
 		}
-		if d.obj, err = render.KeepActive(d.obj); err != nil {
-			return err
-		}
-		if err := p.rebind(d); err != nil {
-			return err
+		if !latched[d.obj.Name] {
+			// Rendered without the cluster's state: keep it Active here.
+			if d.obj, err = render.KeepActive(d.obj); err != nil {
+				return err
+			}
+			if err := p.rebind(d); err != nil {
+				return err
+			}
 		}
 		n, err := p.r.countInstances(ctx, live)
 		if err != nil {

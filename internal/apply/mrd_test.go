@@ -21,12 +21,13 @@ import (
 	"github.com/lockstep-gitops/lockstep/test/xpstate"
 )
 
-// renderMRDs renders pkgs for the fixture as for a Crossplane v2.3.4 lock
-// with MRD conversion on and the policies, one per name, activating
-// patterns.
+// renderMRDs renders pkgs for the fixture as for a Crossplane v2.4.0 lock
+// (the first release that scales a safe-start runtime to zero while no MRD
+// is Active) with MRD conversion on and the policies, one per name,
+// activating patterns.
 func (f *fixture) renderMRDs(t *testing.T, policies map[string][]string, pkgs ...render.Package) *render.Output {
 	t.Helper()
-	in := render.Input{Namespace: f.namespace, Instance: f.instance, Packages: pkgs, CrossplaneVersion: "v2.3.4", MRDConversion: render.MRDConversionAuto}
+	in := render.Input{Namespace: f.namespace, Instance: f.instance, Packages: pkgs, CrossplaneVersion: "v2.4.0", MRDConversion: render.MRDConversionAuto}
 	for name, activate := range policies {
 		in.ActivationPolicies = append(in.ActivationPolicies, declarations.ActivationPolicy{
 			TypeMeta:   metav1.TypeMeta{APIVersion: render.MRDAPIVersion, Kind: crossplane.GroupKindMRAP.Kind},

@@ -42,6 +42,31 @@ type Target struct {
 	Version, Digest, Revision string
 	// Objects are what decides the package's health, in NewTarget's order.
 	Objects []Ref
+	// ActiveMRDs is how many ManagedResourceDefinitions of the current
+	// revision are Active. A provider with any reconciles managed
+	// resources of those kinds only while its runtime runs, so its
+	// Deployment is Current only with an available replica (RuntimeRule).
+	ActiveMRDs int
+}
+
+// RuntimeRule is the health of the runtime Deployment u of a package whose
+// current revision has activeMRDs Active ManagedResourceDefinitions, given
+// its status s from Compute: a Deployment that kstatus calls Current with
+// no available replica (scaled to zero) is InProgress while activeMRDs is
+// above zero, since nothing reconciles the managed resources of those kinds
+// (Crossplane v2.4.0 and later scale a safe-start provider up as soon as
+// one MRD is Active: crossplane/crossplane
+// internal/controller/pkg/runtime/runtime.go). Any other status is kept.
+func RuntimeRule(s ObjectStatus, u *unstructured.Unstructured, activeMRDs int) ObjectStatus {
+	if activeMRDs == 0 || s.Status != status.CurrentStatus || u == nil {
+		return s
+	}
+	if available, _, _ := unstructured.NestedInt64(u.Object, "status", "availableReplicas"); available > 0 {
+		return s
+	}
+	s.Status = status.InProgressStatus
+	s.Message = fmt.Sprintf("no available replica while %d ManagedResourceDefinitions are Active: nothing reconciles their managed resources", activeMRDs)
+	return s
 }
 
 // NewTarget returns the Target of package p (kind, name, version and
@@ -105,9 +130,12 @@ func Check(ctx context.Context, c client.Reader, targets []Target) (*Report, err
 	for _, t := range targets {
 		ph := PackageHealth{Kind: t.Kind, Name: t.Name, Version: t.Version, Digest: t.Digest, Revision: t.Revision}
 		for _, ref := range t.Objects {
-			s, err := read(ctx, c, ref)
+			s, u, err := read(ctx, c, ref)
 			if err != nil {
 				return nil, err
+			}
+			if ref.GroupVersionKind.Kind == "Deployment" && ref.GroupVersionKind.Group == "apps" {
+				s = RuntimeRule(s, u, t.ActiveMRDs)
 			}
 			ph.Objects = append(ph.Objects, s)
 		}
@@ -126,25 +154,26 @@ func Check(ctx context.Context, c client.Reader, targets []Target) (*Report, err
 	return rep, nil
 }
 
-// read returns the status of the object ref names.
-func read(ctx context.Context, c client.Reader, ref Ref) (ObjectStatus, error) {
+// read returns the status of the object ref names, and the object (nil
+// when it does not exist).
+func read(ctx context.Context, c client.Reader, ref Ref) (ObjectStatus, *unstructured.Unstructured, error) {
 	s := ObjectStatus{ID: object.ObjMetadata{GroupKind: ref.GroupVersionKind.GroupKind(), Namespace: ref.Namespace, Name: ref.Name}}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(ref.GroupVersionKind)
 	err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, u)
 	if client.IgnoreNotFound(err) != nil {
-		return s, fmt.Errorf("read %s: %w", ref, err)
+		return s, nil, fmt.Errorf("read %s: %w", ref, err)
 	}
 	if err != nil {
 		s.Status, s.Message = status.NotFoundStatus, "not found"
-		return s, nil
+		return s, nil, nil
 	}
 	res, err := Compute(u)
 	if err != nil {
-		return s, fmt.Errorf("health of %s: %w", ref, err)
+		return s, nil, fmt.Errorf("health of %s: %w", ref, err)
 	}
 	s.Status, s.Message = res.Status, res.Message
-	return s, nil
+	return s, u, nil
 }
 
 // Merge returns prev with each package that fresh also has replaced by

@@ -169,3 +169,45 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+func TestRuntimeRule(t *testing.T) {
+	deployment := func(replicas, available int64) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apps/v1", "kind": "Deployment",
+			"spec":   map[string]any{"replicas": replicas},
+			"status": map[string]any{"availableReplicas": available},
+		}}
+	}
+	current := health.ObjectStatus{Status: status.CurrentStatus, Message: "0 of 0 replicas available"}
+	cases := map[string]struct {
+		reason     string
+		s          health.ObjectStatus
+		u          *unstructured.Unstructured
+		activeMRDs int
+		want       status.Status
+	}{
+		"ScaledToZeroWithActiveMRDs": {
+			reason: "A runtime at 0 replicas while an MRD is Active reconciles nothing: not Current.",
+			s:      current, u: deployment(0, 0), activeMRDs: 3, want: status.InProgressStatus,
+		},
+		"ScaledToZeroWithoutActiveMRDs": {
+			reason: "A safe-start runtime awaiting activation is Current at 0 replicas.",
+			s:      current, u: deployment(0, 0), activeMRDs: 0, want: status.CurrentStatus,
+		},
+		"Available": {
+			reason: "A runtime with an available replica is Current.",
+			s:      health.ObjectStatus{Status: status.CurrentStatus}, u: deployment(1, 1), activeMRDs: 3, want: status.CurrentStatus,
+		},
+		"AlreadyInProgress": {
+			reason: "Another status is kept.",
+			s:      health.ObjectStatus{Status: status.InProgressStatus}, u: deployment(1, 0), activeMRDs: 3, want: status.InProgressStatus,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := health.RuntimeRule(tc.s, tc.u, tc.activeMRDs).Status; got != tc.want {
+				t.Errorf("%s\nRuntimeRule: %s, want %s", tc.reason, got, tc.want)
+			}
+		})
+	}
+}

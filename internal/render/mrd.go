@@ -153,6 +153,92 @@ func activate(policies []policy, name string) string {
 	return ""
 }
 
+// ClusterActivation is the activation state a cluster shows beyond Git
+// (docs/design.md#managed-resource-activation): Crossplane's MRAP
+// controller activates an MRD that any policy in the cluster matches, and
+// an Active MRD never becomes Inactive (a validation rule of the MRD CRD).
+// Render makes the activation it renders the union of Git's policies and
+// these, so that lockstep never renders a provider as waiting for an
+// activation that Crossplane already made.
+type ClusterActivation struct {
+	// Policies are the ManagedResourceActivationPolicies in the cluster
+	// that Git does not declare: the policy named default that Crossplane's
+	// `core init --activation` creates (the Helm chart's
+	// provider.defaultActivations, ["*"] by default), or one a platform
+	// team applied by hand. Only Name and Spec.Activate are read.
+	Policies []declarations.ActivationPolicy
+	// ActiveMRDs are the names of the MRDs whose spec.state is Active in
+	// the cluster, whoever activated them.
+	ActiveMRDs map[string]bool
+}
+
+// ClusterPolicySuffix ends MRDActivation.By for an MRD that a policy in
+// the cluster, not in Git, activates.
+const ClusterPolicySuffix = " (in the cluster, not in Git)"
+
+// ByCluster is MRDActivation.By for an MRD that no policy activates but
+// that is Active in the cluster.
+const ByCluster = "Active in the cluster"
+
+// activation returns why the MRD name is Active: the first policy of Git
+// or of the Configurations' payloads that matches, else the first policy
+// of the cluster that matches, else ByCluster when the cluster has the MRD
+// Active; "" when it stays inactive.
+func (r *renderer) activation(name string) string {
+	if by := activate(r.policies, name); by != "" {
+		return by
+	}
+	if c := r.in.Cluster; c != nil {
+		if by := activate(r.clusterPolicies, name); by != "" {
+			return by + ClusterPolicySuffix
+		}
+		if c.ActiveMRDs[name] {
+			return ByCluster
+		}
+	}
+	return ""
+}
+
+// clusterPolicies returns the patterns of the cluster's policies, sorted
+// as activationPolicies sorts Git's; nil without cluster state.
+func clusterPolicies(c *ClusterActivation) []policy {
+	if c == nil {
+		return nil
+	}
+	var out []policy
+	for _, p := range c.Policies {
+		for _, a := range p.Spec.Activate {
+			out = append(out, policy{name: p.Name, pattern: a})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].name != out[j].name {
+			return out[i].name < out[j].name
+		}
+		return out[i].pattern < out[j].pattern
+	})
+	return out
+}
+
+// ScalesToZero reports whether Crossplane version v scales the runtime of
+// a safe-start provider to zero replicas while every one of its MRDs is
+// Inactive: v2.4.0 and later (crossplane/crossplane
+// internal/controller/pkg/runtime/runtime.go, BuilderWithMRDs, a one-way
+// latch that the first Active MRD releases). Earlier releases, v2.4.0's
+// release candidates included, keep the DeploymentRuntimeConfig's replicas
+// (1 by default). A version that does not parse does not scale to zero.
+func ScalesToZero(v string) bool {
+	sv, err := semver.NewVersion(v)
+	if err != nil {
+		return false
+	}
+	return !sv.LessThan(scaleToZeroSince)
+}
+
+// scaleToZeroSince is the first Crossplane release with the safe-start
+// scale to zero.
+var scaleToZeroSince = semver.MustParse("v2.4.0")
+
 // crdHead is what conversion reads of a CRD document.
 type crdHead struct {
 	Metadata json.RawMessage            `json:"metadata"`
@@ -218,7 +304,7 @@ func convertCRD(src *xpkg.Object, active bool) (mrd *xpkg.Object, kind string, o
 // entry that matches (activate), which lockstep applies as the MRAP
 // controller would, by setting spec.state Active; "" and the MRD as shipped
 // when it stays inactive.
-func nativeMRD(src *xpkg.Object, policies []policy) (mrd *xpkg.Object, kind, by string, err error) {
+func nativeMRD(src *xpkg.Object, activation func(string) string) (mrd *xpkg.Object, kind, by string, err error) {
 	var h crdHead
 	if err := json.Unmarshal(src.Raw, &h); err != nil {
 		return nil, "", "", fmt.Errorf("cannot decode: %w", err)
@@ -235,7 +321,7 @@ func nativeMRD(src *xpkg.Object, policies []policy) (mrd *xpkg.Object, kind, by 
 	if state == crossplane.MRDStateActive {
 		return src, kind, "package", nil
 	}
-	if by = activate(policies, src.Name); by == "" {
+	if by = activation(src.Name); by == "" {
 		return src, kind, "", nil
 	}
 	var top map[string]json.RawMessage

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	appsv1 "k8s.io/api/apps/v1"
 	"os"
 	"path/filepath"
 	"sort"
@@ -183,9 +184,9 @@ func TestMRDsMatchCrossplane(t *testing.T) {
 		},
 		{
 			name:     "provider-aws-ec2-no-policy",
-			reason:   "S3b: the same provider without any policy: 208 MRDs in the default state Inactive, no CRD, and the runtime awaits activation.",
+			reason:   "S3b: the same provider without any policy: 208 MRDs in the default state Inactive, no CRD, and the runtime does not await activation: Crossplane v2.3.4 keeps its replica (the captured Deployment has 1).",
 			captured: "S3b-inactive.yaml", folder: "provider-aws-ec2-v2.6.0", pkg: "upbound-provider-aws-ec2", src: "xpkg.upbound.io/upbound/provider-aws-ec2",
-			wantMRDs: 208, wantCRD: 0, awaiting: true,
+			wantMRDs: 208, wantCRD: 0, awaiting: false,
 		},
 	}
 	for _, tc := range cases {
@@ -362,11 +363,66 @@ func TestActivation(t *testing.T) {
 		},
 		{
 			name:   "no-policy",
-			reason: "Without a policy a safe-start provider's MRDs are all inactive, no CRD is made and its Deployment has 0 replicas; the family provider has no MRD and keeps its replica.",
+			reason: "Without a policy a safe-start provider's MRDs are all inactive and no CRD is made, but Crossplane v2.3.4 keeps its runtime at 1 replica (captured S3b), and so does lockstep.",
 			needs:  true,
 			input:  func(t *testing.T) Input { return Input{CrossplaneVersion: "v2.3.4", Packages: aws(t)} },
 			want: func(*testing.T) map[string]activation {
+				return map[string]activation{ec2: {MRDs: 208, Replicas: 1}, family: familyOut}
+			},
+		},
+		{
+			name:   "no-policy-scales-to-zero",
+			reason: "Crossplane v2.4.0 scales a safe-start runtime to zero while every MRD is inactive: so does a lock for it; the family provider has no MRD and keeps its replica.",
+			needs:  true,
+			input:  func(t *testing.T) Input { return Input{CrossplaneVersion: "v2.4.0", Packages: aws(t)} },
+			want: func(*testing.T) map[string]activation {
 				return map[string]activation{ec2: {MRDs: 208, Awaiting: true, Replicas: 0}, family: familyOut}
+			},
+		},
+		{
+			name:   "release-candidate-keeps-replica",
+			reason: "v2.4.0's release candidates do not scale to zero (the latch came with v2.4.0).",
+			needs:  true,
+			input:  func(t *testing.T) Input { return Input{CrossplaneVersion: "v2.4.0-rc.0", Packages: aws(t)} },
+			want: func(*testing.T) map[string]activation {
+				return map[string]activation{ec2: {MRDs: 208, Replicas: 1}, family: familyOut}
+			},
+		},
+		{
+			name:   "cluster-default-policy",
+			reason: "Crossplane's default policy in the cluster (the Helm chart's provider.defaultActivations ['*']) activates every MRD, and the runtime runs, even under a v2.4.0 lock.",
+			needs:  true,
+			input: func(t *testing.T) Input {
+				return Input{CrossplaneVersion: "v2.4.0", Packages: aws(t), Cluster: &ClusterActivation{Policies: []declarations.ActivationPolicy{policyOf("default", "*")}}}
+			},
+			want: func(*testing.T) map[string]activation {
+				return map[string]activation{ec2: {MRDs: 208, Active: 208, ManagedCRDs: 208, Replicas: 1}, family: familyOut}
+			},
+		},
+		{
+			name:   "cluster-active-mrd",
+			reason: "An MRD Active in the cluster, whoever activated it, stays Active with its CRD, and the runtime of a v2.4.0 lock scales up for good.",
+			needs:  true,
+			input: func(t *testing.T) Input {
+				return Input{CrossplaneVersion: "v2.4.0", Packages: aws(t), Cluster: &ClusterActivation{ActiveMRDs: map[string]bool{"vpcs.ec2.aws.upbound.io": true}}}
+			},
+			want: func(*testing.T) map[string]activation {
+				return map[string]activation{ec2: {MRDs: 208, Active: 1, ManagedCRDs: 1, Replicas: 1}, family: familyOut}
+			},
+		},
+		{
+			name:   "drc-replicas-kept",
+			reason: "A DeploymentRuntimeConfig's replicas are kept for a safe-start provider with no active MRD under a lock for a Crossplane without the scale to zero.",
+			needs:  true,
+			input: func(t *testing.T) Input {
+				drc := declarations.DeploymentRuntimeConfig{Spec: declarations.DeploymentRuntimeConfigSpec{DeploymentTemplate: &declarations.DeploymentTemplate{
+					Spec: &appsv1.DeploymentSpec{Replicas: new(int32(2))},
+				}}}
+				drc.Name = "default"
+				return Input{CrossplaneVersion: "v2.1.0", Packages: aws(t), RuntimeConfigs: []declarations.DeploymentRuntimeConfig{drc}}
+			},
+			want: func(*testing.T) map[string]activation {
+				return map[string]activation{ec2: {MRDs: 208, Replicas: 2}, family: {PlainCRDs: 5, Replicas: 2}}
 			},
 		},
 		{

@@ -66,7 +66,7 @@ func (r *renderer) payload(p *Package, d *declarations.Declaration, po *PackageO
 	}
 	sortObjects(out)
 	if converts {
-		finishActivation(po.Revision, safeStart)
+		finishActivation(po.Revision, safeStart && ScalesToZero(r.in.CrossplaneVersion))
 	}
 	return out, nil
 }
@@ -83,13 +83,13 @@ func (r *renderer) convert(p *Package, src *xpkg.Object, safeStart bool, po *Pac
 		err      error
 	)
 	if src.GroupKind() == crossplane.GroupKindMRD {
-		if conv, kind, by, err = nativeMRD(src, r.policies); err != nil {
+		if conv, kind, by, err = nativeMRD(src, r.activation); err != nil {
 			return nil, err
 		}
 	} else {
 		by = "default"
 		if safeStart {
-			by = activate(r.policies, src.Name)
+			by = r.activation(src.Name)
 		}
 		var ok bool
 		if conv, kind, ok, err = convertCRD(src, by != ""); err != nil || !ok {
@@ -123,11 +123,13 @@ func (r *renderer) convert(p *Package, src *xpkg.Object, safeStart bool, po *Pac
 }
 
 // finishActivation sorts the revision's MRDs and managed CRDs and marks a
-// safe-start revision with MRDs and none Active as AwaitingActivation.
-func finishActivation(rev *RevisionOutput, safeStart bool) {
+// revision with MRDs and none Active as AwaitingActivation when it is
+// safe-start and the lock's Crossplane version scales such a runtime to
+// zero (scalesToZero, ScalesToZero).
+func finishActivation(rev *RevisionOutput, scalesToZero bool) {
 	slices.SortFunc(rev.MRDs, func(a, b MRDActivation) int { return strings.Compare(a.Name, b.Name) })
 	sortObjects(rev.ManagedCRDs)
-	rev.AwaitingActivation = safeStart && len(rev.MRDs) > 0 && len(rev.ManagedCRDs) == 0
+	rev.AwaitingActivation = scalesToZero && len(rev.MRDs) > 0 && len(rev.ManagedCRDs) == 0
 }
 
 func (r *renderer) payloadObject(p *Package, src *xpkg.Object, labels, annotations map[string]string) (*Object, error) {

@@ -22,6 +22,8 @@ type renderer struct {
 	allowed        []rbacv1.PolicyRule
 	converts       bool     // render MRDs (Input.Converts)
 	policies       []policy // activation patterns, sorted by policy name
+	// clusterPolicies are the patterns of Input.Cluster's policies.
+	clusterPolicies []policy
 }
 
 // Render renders every object lockstep applies for in: per package its
@@ -70,6 +72,7 @@ func Render(in Input) (*Output, error) {
 		if r.policies, err = activationPolicies(&in); err != nil {
 			return nil, err
 		}
+		r.clusterPolicies = clusterPolicies(in.Cluster)
 	}
 	if r.images, err = newImageConfigs(in.ImageConfigs); err != nil {
 		return nil, err

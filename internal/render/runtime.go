@@ -353,8 +353,11 @@ func (r *renderer) serviceAccount(ri *runtimeInputs) *corev1.ServiceAccount {
 //
 // Safe-start's scale to zero (docs/crossplane-behaviour.md#safe-start):
 // when the revision is AwaitingActivation (a safe-start provider whose MRDs
-// are all inactive) the Deployment has 0 replicas, as on Crossplane's main
-// branch (PR #7586); Crossplane v2.3.4 still runs 1.
+// are all inactive, locked for a Crossplane that scales such a runtime to
+// zero: ScalesToZero, v2.4.0 and later) the Deployment has 0 replicas,
+// whatever the DeploymentRuntimeConfig says, as Crossplane does. Earlier
+// releases keep the configured replicas (1 by default), and so does
+// lockstep when the lock names one of them.
 func (r *renderer) deployment(ri *runtimeInputs, saName string) *appsv1.Deployment {
 	p, revName := ri.p, ri.po.Revision.Name
 	d := &appsv1.Deployment{}
