@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -900,7 +899,11 @@ func (r *Reconciler) clusterActivation(ctx context.Context, in *render.Input) (*
 		return nil, nil
 	}
 	converts, err := in.Converts()
-	if err != nil || !converts {
+	if err != nil || !converts || !slices.ContainsFunc(in.Packages, func(p render.Package) bool {
+		return p.Kind.Descriptor().ManagedResources
+	}) {
+		// Without a provider there is no MRD to activate: nothing to
+		// read (an empty lock refused on every interval costs nothing).
 		return nil, err
 	}
 	ca, err := live.ReadActivation(ctx, r.c, r.cfg.REST, r.cfg.Apply.Instance)
@@ -910,11 +913,12 @@ func (r *Reconciler) clusterActivation(ctx context.Context, in *render.Input) (*
 	return ca, nil
 }
 
-// activationChanged reports whether the cluster's activation state differs
-// from the one rd was rendered with: a policy the cluster added or changed,
-// or an MRD activated since. It is read only before a full apply, never in
-// the idle steady state; a failed read counts as unchanged (the apply
-// goes on with rd).
+// activationChanged reports whether the cluster's activation state would
+// change rd's render: a policy the cluster added, removed or changed, or an
+// MRD Active in the cluster that rd renders inactive (Crossplane activated
+// it since). MRDs that rd renders Active, which its own apply made so, do
+// not count. It is read only before a full apply, never in the idle steady
+// state; a failed read counts as unchanged (the apply goes on with rd).
 func (r *Reconciler) activationChanged(ctx context.Context, rd *rendered) bool {
 	if rd.activation == nil {
 		return false
@@ -923,21 +927,28 @@ func (r *Reconciler) activationChanged(ctx context.Context, rd *rendered) bool {
 	if err != nil {
 		return false
 	}
-	return !sameActivation(ca, rd.activation)
-}
-
-// sameActivation reports whether a and b hold the same policies (name and
-// patterns, in order) and Active MRDs.
-func sameActivation(a, b *render.ClusterActivation) bool {
-	if len(a.Policies) != len(b.Policies) || !maps.Equal(a.ActiveMRDs, b.ActiveMRDs) {
-		return false
+	if !samePolicies(ca.Policies, rd.activation.Policies) {
+		return true
 	}
-	for i := range a.Policies {
-		if a.Policies[i].Name != b.Policies[i].Name || !slices.Equal(a.Policies[i].Spec.Activate, b.Policies[i].Spec.Activate) {
-			return false
+	for _, p := range rd.out.Packages {
+		if p.Revision == nil {
+			continue
+		}
+		for _, m := range p.Revision.MRDs {
+			if !m.Active && ca.ActiveMRDs[m.Name] {
+				return true
+			}
 		}
 	}
-	return true
+	return false
+}
+
+// samePolicies reports whether a and b hold the same policies: names and
+// patterns, in order.
+func samePolicies(a, b []declarations.ActivationPolicy) bool {
+	return slices.EqualFunc(a, b, func(x, y declarations.ActivationPolicy) bool {
+		return x.Name == y.Name && slices.Equal(x.Spec.Activate, y.Spec.Activate)
+	})
 }
 
 // stepError maps a snapshot step's error to the agent's step, Sync reason
