@@ -88,26 +88,7 @@ func (c *cluster) settle(t *testing.T) string {
 // configured the provider's 4 MRDs again and warned that no policy
 // activated them.
 func TestAdoptOtherVersionBesideCrossplane(t *testing.T) {
-	c := newCluster(t, envtest.CrossplaneOptions{})
-	c.push(t, "provider-kubernetes-v0.18.0", "crossplane-contrib/provider-kubernetes", "v0.18.0")
-	c.push(t, "provider-kubernetes-v1.2.1", "crossplane-contrib/provider-kubernetes", "v1.2.1")
-	c.create(t, mirror("xpkg.upbound.io", c.reg), `apiVersion: pkg.crossplane.io/v1
-kind: Provider
-metadata:
-  name: provider-kubernetes
-spec:
-  package: xpkg.upbound.io/crossplane-contrib/provider-kubernetes:v0.18.0
-`)
-	c.waitInstalledByCrossplane(t, "Provider", "provider-kubernetes")
-
-	c.write(t, "providers.yaml", `apiVersion: pkg.crossplane.io/v1
-kind: Provider
-metadata:
-  name: provider-kubernetes
-spec:
-  package: xpkg.upbound.io/crossplane-contrib/provider-kubernetes:v1.2.1
-`)
-	c.lock(t, envtest.CrossplaneVersion)
+	c := kubernetesUpgradeToAdopt(t)
 	out := c.apply(t)
 	if w := warnings(out); len(w) > 0 {
 		t.Errorf("the adopting apply warned:\n%s", out)
@@ -300,25 +281,7 @@ spec:
 // Provider; the next apply finishes the adoption and the applies settle
 // with one Active revision, v1.2.1's, and a running runtime.
 func TestAdoptInterrupted(t *testing.T) {
-	c := newCluster(t, envtest.CrossplaneOptions{})
-	c.push(t, "provider-kubernetes-v0.18.0", "crossplane-contrib/provider-kubernetes", "v0.18.0")
-	c.push(t, "provider-kubernetes-v1.2.1", "crossplane-contrib/provider-kubernetes", "v1.2.1")
-	c.create(t, mirror("xpkg.upbound.io", c.reg), `apiVersion: pkg.crossplane.io/v1
-kind: Provider
-metadata:
-  name: provider-kubernetes
-spec:
-  package: xpkg.upbound.io/crossplane-contrib/provider-kubernetes:v0.18.0
-`)
-	c.waitInstalledByCrossplane(t, "Provider", "provider-kubernetes")
-	c.write(t, "providers.yaml", `apiVersion: pkg.crossplane.io/v1
-kind: Provider
-metadata:
-  name: provider-kubernetes
-spec:
-  package: xpkg.upbound.io/crossplane-contrib/provider-kubernetes:v1.2.1
-`)
-	c.lock(t, envtest.CrossplaneVersion)
+	c := kubernetesUpgradeToAdopt(t)
 	c.applyKilledAfterPause(t, "Provider", "provider-kubernetes")
 	// The killed apply's write Lease is held until it expires.
 	c.apply(t, "--lock-timeout", "2m")
@@ -384,4 +347,31 @@ func (c *cluster) applyKilledAfterPause(t *testing.T, kind, name string) {
 			return
 		}
 	}
+}
+
+// kubernetesUpgradeToAdopt starts a cluster where Crossplane's package
+// manager installed provider-kubernetes v0.18.0 (kubectl create of the
+// Provider) and Git declares and locks v1.2.1.
+func kubernetesUpgradeToAdopt(t *testing.T) *cluster {
+	t.Helper()
+	c := newCluster(t, envtest.CrossplaneOptions{})
+	c.push(t, "provider-kubernetes-v0.18.0", "crossplane-contrib/provider-kubernetes", "v0.18.0")
+	c.push(t, "provider-kubernetes-v1.2.1", "crossplane-contrib/provider-kubernetes", "v1.2.1")
+	c.create(t, mirror("xpkg.upbound.io", c.reg), `apiVersion: pkg.crossplane.io/v1
+kind: Provider
+metadata:
+  name: provider-kubernetes
+spec:
+  package: xpkg.upbound.io/crossplane-contrib/provider-kubernetes:v0.18.0
+`)
+	c.waitInstalledByCrossplane(t, "Provider", "provider-kubernetes")
+	c.write(t, "providers.yaml", `apiVersion: pkg.crossplane.io/v1
+kind: Provider
+metadata:
+  name: provider-kubernetes
+spec:
+  package: xpkg.upbound.io/crossplane-contrib/provider-kubernetes:v1.2.1
+`)
+	c.lock(t, envtest.CrossplaneVersion)
+	return c
 }
