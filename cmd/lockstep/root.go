@@ -224,6 +224,7 @@ Exit codes:
 		newActivateCommand(),
 		newSuspendCommand(true),
 		newSuspendCommand(false),
+		newHandBackCommand(),
 		newAgentCommand(),
 	)
 	// -v is apply's --verbose; --version keeps no shorthand so that -v

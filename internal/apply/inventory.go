@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
@@ -21,8 +20,7 @@ func (r *run) writeInventory(ctx context.Context, inv *inventory.Inventory) erro
 	// inv is the writer's own: sorted in place, as the run's view keeps it.
 	// The view itself (r.live.inventory) is only read: packages running in
 	// parallel read it (joinIntents).
-	inv.Sort()
-	b, err := inv.Encode()
+	cm, b, err := inventoryConfigMap(inv, r.opts.Namespace, r.opts.Instance)
 	if err != nil {
 		return err
 	}
@@ -33,19 +31,6 @@ func (r *run) writeInventory(ctx context.Context, inv *inventory.Inventory) erro
 	if r.live.inventoryExists && bytes.Equal(b, old) {
 		return nil
 	}
-	cm := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1",
-		"kind":       "ConfigMap",
-		"metadata": map[string]any{
-			"name":      inventory.ConfigMapName(r.opts.Instance),
-			"namespace": r.opts.Namespace,
-			"labels": map[string]any{
-				render.LabelManagedBy: render.ManagedByValue,
-				render.LabelInstance:  r.opts.Instance,
-			},
-		},
-		"data": map[string]any{inventory.DataKey: string(b)},
-	}}
 	if _, err := r.ssaApply(ctx, cm, FieldManager, false); err != nil {
 		return fmt.Errorf("cannot write the inventory ConfigMap %s/%s: %w", r.opts.Namespace, inventory.ConfigMapName(r.opts.Instance), err)
 	}
