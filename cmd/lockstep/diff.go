@@ -77,7 +77,12 @@ each CRD the head deactivates (a ManagedResourceActivationPolicy that no
 longer names it, or the lock's MRD conversion turned on for a safe-start
 provider) it counts the custom resources that exist, which no controller of the
 provider reconciles afterwards ("−3 CRDs, 41 custom resources would be
-orphaned"). apply leaves those CRDs in place.`,
+orphaned"). apply leaves those CRDs in place. With --cluster both sides also
+render with the cluster's activation state, as apply does: the
+ManagedResourceActivationPolicies in the cluster that Git does not declare
+(Crossplane's default, from the Helm chart's provider.defaultActivations)
+and the MRDs Active there; the MRDs only they activate are counted as
+"activated by the cluster, not by Git" (JSON byCluster).`,
 		Example: `  lockstep diff                                   # working tree against its merge base with the default branch
   lockstep diff --dir clusters/prod --base origin/main --head HEAD --format markdown
   lockstep diff --base-dir old/ --head-dir new/ --format json --fail-on breaking`,
@@ -119,6 +124,9 @@ type side struct {
 	dir          string // a plain directory (LoadDir), or
 	fsys         fs.FS  // a Git tree
 	lockName     string
+	// prepare, when set (--cluster), completes the render input before
+	// the side renders.
+	prepare func(*snapshot.Snapshot) error
 }
 
 func (f *diffFlags) run(cmd *cobra.Command) error {
@@ -174,6 +182,21 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 		snapshot.AllowMissingLock(), snapshot.AllowStale(),
 		snapshot.WithNamespace(f.namespace), snapshot.WithInstance(f.render.instance),
 		snapshot.WithAllowedProviderPermissions(allowed), snapshot.WithVerificationKeys(keys),
+	}
+	// With --cluster both sides render with the cluster's activation
+	// state (its own policies and Active MRDs), as apply would.
+	if f.cluster {
+		cfg, err := f.kube.restConfig()
+		if err != nil {
+			return err
+		}
+		c, err := f.kube.client(cfg)
+		if err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		head.prepare = func(s *snapshot.Snapshot) error { return readClusterActivation(ctx, s, c, cfg, f.render.instance) }
+		base.prepare = head.prepare
 	}
 	// The flag asserts the head's lock (what would be applied); each side
 	// renders as its own lock decides.
@@ -318,6 +341,11 @@ func (s *side) state(ctx context.Context, opts []snapshot.Option) (*diff.State, 
 			return nil, fmt.Errorf("%s (%s): %w", s.name, s.commit[:12], err)
 		}
 		return nil, fmt.Errorf("%s: %w", s.name, err)
+	}
+	if s.prepare != nil {
+		if err := s.prepare(snap); err != nil {
+			return nil, fmt.Errorf("--cluster: %w", err)
+		}
 	}
 	return diff.NewState(snap, diff.StateOptions{Name: s.name, Commit: s.commit})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/lockstep-gitops/lockstep/internal/render"
 )
@@ -24,6 +25,11 @@ type ActivationChange struct {
 	// MRDs and Active count the head's MRDs and the active ones.
 	MRDs   int `json:"mrds"`
 	Active int `json:"active"`
+	// ByCluster counts the head's Active MRDs that only the cluster
+	// activates (a ManagedResourceActivationPolicy in the cluster, not in
+	// Git, or an MRD Active there); only `lockstep diff --cluster`, which
+	// renders with the cluster's activation state, has any.
+	ByCluster int `json:"byCluster,omitempty"`
 	// AwaitingActivation is true when the head's revision is safe-start
 	// with no active MRD: its Deployment has 0 replicas.
 	AwaitingActivation bool `json:"awaitingActivation,omitempty"`
@@ -133,6 +139,9 @@ func activation(a, b *pkgState) *ActivationChange {
 		switch {
 		case m.Active:
 			ac.Active++
+			if m.By == render.ByCluster || strings.HasSuffix(m.By, render.ClusterPolicySuffix) {
+				ac.ByCluster++
+			}
 			if !before[m.Name] {
 				ac.Activated = append(ac.Activated, m.Name)
 			}
@@ -156,7 +165,11 @@ func activation(a, b *pkgState) *ActivationChange {
 
 // activationOutline writes "+12 CRDs: …" and "-3 CRDs: …" lines.
 func activationOutline(parent *node, ac *ActivationChange) {
-	n := parent.add(0, sevPlain, fmt.Sprintf("managed resource activation: %d of %d MRDs active", ac.Active, ac.MRDs))
+	head := fmt.Sprintf("managed resource activation: %d of %d MRDs active", ac.Active, ac.MRDs)
+	if ac.ByCluster > 0 {
+		head += fmt.Sprintf(" (%d activated by the cluster, not by Git)", ac.ByCluster)
+	}
+	n := parent.add(0, sevPlain, head)
 	if len(ac.Activated) > 0 {
 		n.add(0, sevAdded, fmt.Sprintf("+%d %s: %s", len(ac.Activated), plural(len(ac.Activated), "CRD"), listSome(ac.Activated)))
 	}

@@ -40,7 +40,13 @@ func TestActivationDefaultPolicy(t *testing.T) {
 	pushIAM(t, c)
 	c.write(t, "providers.yaml", iamProvider)
 	c.lock(t, envtest.CrossplaneVersion)
-	out := c.apply(t)
+	// diff --cluster shows what the cluster's policy adds to Git's.
+	out, err := c.lockstep(t, append([]string{"diff", "--base-dir", t.TempDir(), "--head-dir", c.dir, "--cluster",
+		"--cache-dir", c.cache, "--insecure-registry", c.reg.Host}, c.clusterFlags()...)...)
+	if err != nil || !strings.Contains(out, "managed resource activation: 46 of 46 MRDs active (46 activated by the cluster, not by Git)") {
+		t.Errorf("diff --cluster does not show the 46 MRDs the cluster's default policy activates: %v\n%s", err, out)
+	}
+	out = c.apply(t)
 	if w := warnings(out); len(w) > 0 {
 		t.Errorf("the first apply warned %d times, want none; first: %s", len(w), w[0])
 	}
