@@ -39,15 +39,16 @@ generate: ## regenerate the Sync CRD and DeepCopy methods from internal/agent/ap
 	  crd paths=./internal/agent/api/... output:crd:dir=internal/agent/crds
 
 # Crossplane core for the end-to-end tests (test/e2e), one folder per
-# release: bin/k8s/crossplane/<version>/crossplane and crds/ (its own CRDs,
-# which `crossplane core init` installs from CRDS_PATH). Each release is
+# release: bin/k8s/crossplane/<version>/crossplane, crds/ (its own CRDs,
+# which `crossplane core init` installs from CRDS_PATH) and
+# webhookconfigurations/ (which v2.0's init reads even with webhooks off). Each release is
 # built from tools/crossplane/<version>, a module of its own that requires
 # Crossplane (and, from v2.1, its apis module) at that exact version:
 # Crossplane's go.mod replaces apis with ./apis, so `go install` refuses it.
 # The version is set as its release build sets it (in crossplane-runtime
 # from v2.1, in Crossplane's internal/version before; -X skips the other).
 CROSSPLANE_VERSIONS := v2.0.2 v2.3.4 v2.4.0
-CROSSPLANE_BINS := $(foreach v,$(CROSSPLANE_VERSIONS),$(K8S_BIN)/crossplane/$(v)/crossplane $(K8S_BIN)/crossplane/$(v)/crds)
+CROSSPLANE_BINS := $(foreach v,$(CROSSPLANE_VERSIONS),$(K8S_BIN)/crossplane/$(v)/crossplane $(K8S_BIN)/crossplane/$(v)/crds $(K8S_BIN)/crossplane/$(v)/webhookconfigurations)
 
 # The control plane for tests: kube-apiserver from k8s.io/kubernetes and etcd
 # from go.etcd.io/etcd/server/v3/etcdmain, built in tools/k8s, a module of its
@@ -88,10 +89,10 @@ $(K8S_BIN)/crossplane/%/crossplane:
 	  -ldflags "-s -w -X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=$* -X github.com/crossplane/crossplane/v2/internal/version.version=$*" \
 	  -o $@ github.com/crossplane/crossplane/v2/cmd/crossplane
 
-$(K8S_BIN)/crossplane/%/crds:
+$(K8S_BIN)/crossplane/%/crds $(K8S_BIN)/crossplane/%/webhookconfigurations:
 	@mkdir -p $(dir $@)
 	dir=$$(cd tools/crossplane/$* && $(GO) mod download -json github.com/crossplane/crossplane/v2@$* | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'); \
-	rm -rf $@.tmp && cp -r "$$dir/cluster/crds" $@.tmp && chmod -R u+w $@.tmp && mv $@.tmp $@
+	rm -rf $@.tmp && cp -r "$$dir/cluster/$(notdir $@)" $@.tmp && chmod -R u+w $@.tmp && mv $@.tmp $@
 
 vet: ## go vet
 	$(GO) vet ./...

@@ -342,8 +342,8 @@ func (c *cluster) applyKilledAfterPause(t *testing.T, kind, name string) {
 		u, err := c.get(ctx, "pkg.crossplane.io/v1", kind, "", name)
 		if err == nil && u.GetAnnotations()["crossplane.io/paused"] == "true" {
 			_ = cmd.Process.Kill()
-			<-done
-			t.Logf("killed the apply after it paused %s %s; its output:\n%s", kind, name, out.String())
+			err := <-done
+			t.Logf("killed the apply after it paused %s %s (%v); its output:\n%s", kind, name, err, out.String())
 			return
 		}
 	}

@@ -144,8 +144,11 @@ func (e *Env) StartCrossplane(ctx context.Context, opts CrossplaneOptions) (*Cro
 		"KUBECONFIG="+kubeconfig,
 		"POD_NAMESPACE="+CrossplaneNamespace,
 		"POD_SERVICE_ACCOUNT=crossplane",
+		// v2.0 reads WEBHOOK_ENABLED, later releases both.
 		"ENABLE_WEBHOOKS=false",
+		"WEBHOOK_ENABLED=false",
 		"CRDS_PATH="+crds,
+		"WEBHOOK_CONFIGS_PATH="+filepath.Join(filepath.Dir(crds), "webhookconfigurations"),
 		"TLS_CA_SECRET_NAME=crossplane-root-ca",
 		"TLS_SERVER_SECRET_NAME=crossplane-tls-server",
 		"TLS_CLIENT_SECRET_NAME=crossplane-tls-client",
@@ -232,7 +235,7 @@ func waitHealthy(ctx context.Context, port int, x *Crossplane) error {
 		for _, p := range x.procs {
 			select {
 			case <-p.done:
-				return false, fmt.Errorf("%s exited: %v", p.name, p.err)
+				return false, fmt.Errorf("%s exited: %w", p.name, p.err)
 			default:
 			}
 		}
