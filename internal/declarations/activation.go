@@ -2,7 +2,7 @@ package declarations
 
 import (
 	"fmt"
-	"strings"
+	"path/filepath"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -37,18 +37,19 @@ type ActivationPolicy struct {
 }
 
 // ValidActivation returns an error when pattern is not an activation
-// Crossplane's MRAP controller can match: it must be non-empty and may hold
-// '*' only as its first character ("*", "*.s3.aws.upbound.io"), which
-// matches every name ending in the rest, as the CRD describes ("Supports
-// wildcard prefixes ... but not full regular expressions"). A '*' elsewhere
-// would be compared literally and never match an MRD name, so it is
-// refused rather than silently activating nothing.
+// Crossplane's MRAP controller can match. Crossplane matches with
+// path.Match-style globbing (filepath.Match in
+// github.com/crossplane/crossplane/apis/v2 apiextensions/v1alpha1
+// ActivationPolicy.Match): "*", "*.s3.aws.upbound.io", and '*', '?' or
+// '[...]' anywhere. An empty pattern, or one the globbing cannot parse
+// (an unclosed '['), would never match an MRD name, so it is refused
+// rather than silently activating nothing.
 func ValidActivation(pattern string) error {
 	if pattern == "" {
 		return fmt.Errorf("must not be empty")
 	}
-	if strings.Contains(strings.TrimPrefix(pattern, "*"), "*") {
-		return fmt.Errorf("%q: '*' is allowed only as the first character (\"*\" or \"*.<group>\")", pattern)
+	if _, err := filepath.Match(pattern, ""); err != nil {
+		return fmt.Errorf("%q: not a pattern Crossplane can match (%w): use an MRD name, \"*.<group>\" or \"*\"", pattern, err)
 	}
 	return nil
 }

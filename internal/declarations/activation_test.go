@@ -61,16 +61,16 @@ spec:
 			wantErr: []string{"ManagedResourceActivationPolicy none", "spec.activate", "required"},
 		},
 		{
-			name:   "inner-wildcard",
-			reason: "A '*' that is not the first character never matches in Crossplane; it is refused with the field named.",
+			name:   "bad-pattern",
+			reason: "A pattern Crossplane's globbing cannot parse never matches; it is refused with the field named.",
 			doc: `apiVersion: apiextensions.crossplane.io/v1alpha1
 kind: ManagedResourceActivationPolicy
 metadata:
   name: typo
 spec:
-  activate: ["vpcs.*.aws.upbound.io"]
+  activate: ["[vpcs.ec2.aws.upbound.io"]
 `,
-			wantErr: []string{"cluster.yaml:6", "spec.activate[0]", "only as the first character"},
+			wantErr: []string{"cluster.yaml:6", "spec.activate[0]", "not a pattern Crossplane can match"},
 		},
 		{
 			name:   "unknown-field",

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/Masterminds/semver/v3"
+	xpv1alpha1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1alpha1"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
@@ -129,17 +129,16 @@ func activationPolicies(in *Input) ([]policy, error) {
 	return out, nil
 }
 
-// Activates reports whether the activation pattern matches the MRD name the
-// way Crossplane's MRAP controller matches
-// (docs/crossplane-behaviour.md#managed-resource-activation): a pattern
-// starting with '*' matches every name ending in the rest ("*" matches
-// all, "*.ec2.aws.upbound.io" every kind of that group), any other pattern
-// only the exact name.
+// Activates reports whether the activation pattern matches the MRD name
+// exactly as Crossplane's MRAP controller matches: with Crossplane's own
+// type, xpv1alpha1.ActivationPolicy.Match (github.com/crossplane/crossplane/apis/v2
+// apiextensions/v1alpha1/mrd_policy_types.go), which is path.Match-style
+// globbing: "*" matches all names, "*.ec2.aws.upbound.io" every kind of
+// that group, a '*' or '?' elsewhere in the pattern matches too, and a
+// pattern it cannot parse matches nothing
+// (docs/crossplane-behaviour.md#managed-resource-activation).
 func Activates(pattern, name string) bool {
-	if rest, ok := strings.CutPrefix(pattern, "*"); ok {
-		return strings.HasSuffix(name, rest)
-	}
-	return pattern == name
+	return xpv1alpha1.ActivationPolicy(pattern).Match(name)
 }
 
 // activate returns why the MRD name is Active under the policies, "" when

@@ -237,6 +237,9 @@ func TestActivates(t *testing.T) {
 		{"group-wildcard", "'*.group' activates every kind of the group.", "*.ec2.aws.upbound.io", "vpcs.ec2.aws.upbound.io", true},
 		{"group-wildcard-other-group", "'*.group' does not reach a group that only shares a tail of labels with another.", "*.ec2.aws.upbound.io", "vpcs.ec2.aws.m.upbound.io", false},
 		{"all", "'*' activates everything.", "*", "nopresources.nop.crossplane.io", true},
+		{"inner-wildcard", "Crossplane matches with filepath.Match: a '*' inside the pattern matches too.", "vpcs.*.aws.upbound.io", "vpcs.ec2.aws.upbound.io", true},
+		{"question-mark", "'?' matches one character, as filepath.Match does.", "vpc?.ec2.aws.upbound.io", "vpcs.ec2.aws.upbound.io", true},
+		{"bad-pattern", "A pattern filepath.Match cannot parse matches nothing.", "[vpcs.ec2.aws.upbound.io", "vpcs.ec2.aws.upbound.io", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
