@@ -947,7 +947,7 @@ func (r *Reconciler) activationChanged(ctx context.Context, rd *rendered) bool {
 // patterns, in order.
 func samePolicies(a, b []declarations.ActivationPolicy) bool {
 	return slices.EqualFunc(a, b, func(x, y declarations.ActivationPolicy) bool {
-		return x.Name == y.Name && slices.Equal(x.Spec.Activate, y.Spec.Activate)
+		return x.Name == y.Name && slices.Equal(x.Spec.Activations, y.Spec.Activations)
 	})
 }
 

@@ -29,11 +29,7 @@ func (f *fixture) renderMRDs(t *testing.T, policies map[string][]string, pkgs ..
 	t.Helper()
 	in := render.Input{Namespace: f.namespace, Instance: f.instance, Packages: pkgs, CrossplaneVersion: "v2.4.0", MRDConversion: render.MRDConversionAuto}
 	for name, activate := range policies {
-		in.ActivationPolicies = append(in.ActivationPolicies, declarations.ActivationPolicy{
-			TypeMeta:   metav1.TypeMeta{APIVersion: render.MRDAPIVersion, Kind: crossplane.GroupKindMRAP.Kind},
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       declarations.ActivationPolicySpec{Activate: activate},
-		})
+		in.ActivationPolicies = append(in.ActivationPolicies, declarations.NewActivationPolicy(name, activate...))
 	}
 	out, err := render.Render(in)
 	if err != nil {

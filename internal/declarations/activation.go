@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	xpv1alpha1 "github.com/crossplane/crossplane/apis/v2/apiextensions/v1alpha1"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
@@ -14,26 +14,38 @@ import (
 // apiextensions.crossplane.io_managedresourceactivationpolicies.yaml).
 const ActivationPolicyVersion = "v1alpha1"
 
-// ActivationPolicySpec is the spec of a ManagedResourceActivationPolicy.
-type ActivationPolicySpec struct {
-	// Activate lists ManagedResourceDefinition names to activate: an exact
-	// name (buckets.s3.aws.upbound.io), a name with a wildcard prefix
-	// (*.s3.aws.upbound.io) or "*" for all. The CRD requires at least one.
-	Activate []string `json:"activate"`
-}
-
 // ActivationPolicy is an apiextensions.crossplane.io/v1alpha1
 // ManagedResourceActivationPolicy (MRAP) declared beside the packages
-// (docs/crossplane-behaviour.md#managed-resource-activation): render
-// evaluates every declared policy, and those Configurations ship, to decide
-// which ManagedResourceDefinitions are Active. Location is where it was
-// declared and is not part of the object.
+// (docs/crossplane-behaviour.md#managed-resource-activation), as
+// Crossplane's own type (github.com/crossplane/crossplane/apis/v2
+// apiextensions/v1alpha1): render evaluates every declared policy, and
+// those Configurations ship, to decide which ManagedResourceDefinitions are
+// Active. Location is where it was declared and is not part of the object.
 type ActivationPolicy struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              ActivationPolicySpec `json:"spec"`
+	xpv1alpha1.ManagedResourceActivationPolicy `json:",inline"`
 
 	Location Location `json:"-"`
+}
+
+// NewActivationPolicy returns the policy name activating patterns (MRD
+// names, "*.<group>" or "*"), with its apiVersion and kind set.
+func NewActivationPolicy(name string, patterns ...string) ActivationPolicy {
+	p := ActivationPolicy{}
+	p.APIVersion, p.Kind = crossplane.GroupKindMRAP.Group+"/"+ActivationPolicyVersion, crossplane.GroupKindMRAP.Kind
+	p.Name = name
+	for _, a := range patterns {
+		p.Spec.Activations = append(p.Spec.Activations, xpv1alpha1.ActivationPolicy(a))
+	}
+	return p
+}
+
+// Patterns returns spec.activate as strings, in order.
+func (p *ActivationPolicy) Patterns() []string {
+	out := make([]string, len(p.Spec.Activations))
+	for i, a := range p.Spec.Activations {
+		out[i] = string(a)
+	}
+	return out
 }
 
 // ValidActivation returns an error when pattern is not an activation
@@ -62,12 +74,12 @@ func (l *loader) activationPolicy(o object) {
 	if !decoded || !named {
 		return
 	}
-	if len(p.Spec.Activate) == 0 {
+	if len(p.Spec.Activations) == 0 {
 		l.fail(o, "spec.activate", fmt.Errorf("required: list at least one ManagedResourceDefinition name, \"*.<group>\" or \"*\""))
 		return
 	}
 	ok := true
-	for i, a := range p.Spec.Activate {
+	for i, a := range p.Patterns() {
 		if err := ValidActivation(a); err != nil {
 			l.fail(o, fmt.Sprintf("spec.activate[%d]", i), err)
 			ok = false

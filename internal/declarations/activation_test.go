@@ -104,7 +104,7 @@ spec:
 			}
 			got := map[string][]string{}
 			for _, p := range set.ActivationPolicies {
-				got[p.Name] = p.Spec.Activate
+				got[p.Name] = p.Patterns()
 				if p.Location.File != "cluster.yaml" || p.Location.Line == 0 {
 					t.Errorf("%s\npolicy %s location %v", tc.reason, p.Name, p.Location)
 				}

@@ -53,10 +53,7 @@ func ReadActivation(ctx context.Context, c client.Reader, cfg *rest.Config, inst
 			continue
 		}
 		acts, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "activate")
-		out.Policies = append(out.Policies, declarations.ActivationPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: u.GetName()},
-			Spec:       declarations.ActivationPolicySpec{Activate: acts},
-		})
+		out.Policies = append(out.Policies, declarations.NewActivationPolicy(u.GetName(), acts...))
 	}
 	active, err := activeMRDs(ctx, cfg)
 	if err != nil {

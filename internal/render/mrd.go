@@ -91,7 +91,7 @@ func activationPolicies(in *Input) ([]policy, error) {
 	}
 	var all []named
 	for _, p := range in.ActivationPolicies {
-		all = append(all, named{p.Name, p.Spec.Activate})
+		all = append(all, named{p.Name, p.Patterns()})
 	}
 	for i := range in.Packages {
 		p := &in.Packages[i]
@@ -107,10 +107,10 @@ func activationPolicies(in *Input) ([]policy, error) {
 			if err := json.Unmarshal(o.Raw, &v); err != nil {
 				return nil, fmt.Errorf("%s: %s document %d (%s %s): cannot decode: %w", p, xpkg.StreamFile, o.Index, o.Kind, o.Name, err)
 			}
-			if len(v.Spec.Activate) == 0 {
+			if len(v.Spec.Activations) == 0 {
 				return nil, fmt.Errorf("%s: %s document %d (%s %s): spec.activate: required", p, xpkg.StreamFile, o.Index, o.Kind, o.Name)
 			}
-			all = append(all, named{v.Name, v.Spec.Activate})
+			all = append(all, named{v.Name, v.Patterns()})
 		}
 	}
 	var out []policy
@@ -164,7 +164,7 @@ type ClusterActivation struct {
 	// that Git does not declare: the policy named default that Crossplane's
 	// `core init --activation` creates (the Helm chart's
 	// provider.defaultActivations, ["*"] by default), or one a platform
-	// team applied by hand. Only Name and Spec.Activate are read.
+	// team applied by hand. Only Name and spec.activate are read.
 	Policies []declarations.ActivationPolicy
 	// ActiveMRDs are the names of the MRDs whose spec.state is Active in
 	// the cluster, whoever activated them.
@@ -206,7 +206,7 @@ func clusterPolicies(c *ClusterActivation) []policy {
 	}
 	var out []policy
 	for _, p := range c.Policies {
-		for _, a := range p.Spec.Activate {
+		for _, a := range p.Patterns() {
 			out = append(out, policy{name: p.Name, pattern: a})
 		}
 	}

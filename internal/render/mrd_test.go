@@ -160,8 +160,7 @@ func renderedDefinitions(t *testing.T, p *PackageOutput) map[string]definition {
 // ($LOCKSTEP_TESTDATA/crossplane-installed, README there).
 func TestMRDsMatchCrossplane(t *testing.T) {
 	td := testdataDir(t)
-	everything := []declarations.ActivationPolicy{{Spec: declarations.ActivationPolicySpec{Activate: []string{"*"}}}}
-	everything[0].Name = "default"
+	everything := []declarations.ActivationPolicy{declarations.NewActivationPolicy("default", "*")}
 	cases := []struct {
 		name, reason      string
 		captured          string
@@ -306,9 +305,7 @@ func unstructuredInt(obj map[string]any, path ...string) (int64, bool, error) {
 }
 
 func policyOf(name string, activate ...string) declarations.ActivationPolicy {
-	p := declarations.ActivationPolicy{Spec: declarations.ActivationPolicySpec{Activate: activate}}
-	p.Name = name
-	return p
+	return declarations.NewActivationPolicy(name, activate...)
 }
 
 // TestActivation renders providers under activation policies, conversion
