@@ -317,6 +317,15 @@ func (r *run) pruneManifests(ctx context.Context, entries []inventory.Entry) map
 			continue
 		}
 		res := &ManifestResult{Object: objectName(stub)}
+		if stub.GetNamespace() == "" {
+			// A namespaced object without a namespace was refused when
+			// it was declared and never created: nothing to prune.
+			if namespaced, err := r.c.IsObjectNamespaced(stub); err == nil && namespaced {
+				gone[e.ID] = true
+				r.warn(nil, "%s: gone from Git; it has no metadata.namespace, so it was never created: dropped from the inventory", res.Object)
+				continue
+			}
+		}
 		r.res.Manifests = append(r.res.Manifests, res)
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(stub.GroupVersionKind())

@@ -271,3 +271,50 @@ func managers(u *unstructured.Unstructured) []string {
 	}
 	return out
 }
+
+// TestRefusedManifestLeavesInventory: a namespaced Role without
+// metadata.namespace is refused, as the API server refuses it; once its
+// file is gone from Git the next apply succeeds and drops it from the
+// inventory, with a warning. Before, every later apply failed with
+// "cannot read it to prune it: an empty namespace may not be set when a
+// resource name is provided".
+func TestRefusedManifestLeavesInventory(t *testing.T) {
+	f := newFixture(t)
+	role := "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: " + f.prefix + "-r1}\nrules: []\n"
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + f.prefix + "-kept, namespace: " + f.namespace + "}\ndata: {a: b}\n"
+	render1, err := render.Render(render.Input{Namespace: f.namespace, Instance: f.instance, Manifests: manifestSet(t, map[string]string{"role.yaml": role, "cm.yaml": cm})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := f.manager(t, nil)
+	res := f.apply(t, m, render1, apply.ApplyMeta{Commit: "one"})
+	refused := false
+	for _, mr := range res.Manifests {
+		refused = refused || (strings.Contains(mr.Object, "Role/") && mr.Err != nil)
+	}
+	if !refused {
+		t.Fatalf("the Role without a namespace was not refused: %+v", res.Manifests)
+	}
+
+	render2, err := render.Render(render.Input{Namespace: f.namespace, Instance: f.instance, Manifests: manifestSet(t, map[string]string{"cm.yaml": cm})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		res = f.apply(t, m, render2, apply.ApplyMeta{Commit: "two"})
+		for _, mr := range res.Manifests {
+			if mr.Err != nil {
+				t.Errorf("apply %d after the Role left Git: %s: %v", i+1, mr.Object, mr.Err)
+			}
+		}
+	}
+	inv, err := inventory.Read(context.Background(), f.env.Client, f.namespace, f.instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range inv.Manifests {
+		if strings.Contains(e.ID, "_Role") {
+			t.Errorf("the refused Role is still in the inventory: %s", e.ID)
+		}
+	}
+}
