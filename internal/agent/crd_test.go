@@ -11,7 +11,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lockstep-gitops/lockstep/internal/agent"
@@ -217,5 +219,40 @@ func TestSyncRoundTrip(t *testing.T) {
 	}
 	if diff := cmp.Diff(want.Status, got.Status); diff != "" {
 		t.Errorf("Sync status after a round trip (-want +got):\n%s", diff)
+	}
+}
+
+// TestPrepareServesSync: on a cluster without the Sync CRD, Prepare
+// returns only once discovery lists lockstep.io/v1alpha1 syncs, so the
+// agent's manager, whose REST mapper reads discovery once it starts, can
+// always map the Sync. An Established CRD is not enough: discovery lists it
+// a moment later, and a first start failed in one of two runs with "no
+// matches for lockstep.io/v1alpha1". Five fresh installs in a row, each
+// mapped at once by a new discovery-based mapper.
+func TestPrepareServesSync(t *testing.T) {
+	env := envtest.Dedicated(t)
+	ctx := envtest.Context(t, 3*time.Minute)
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "syncs.lockstep.io"}}
+	for i := range 5 {
+		if err := agent.Prepare(ctx, env.Client, env.Config, "agent-prepare"); err != nil {
+			t.Fatal(err)
+		}
+		hc, err := rest.HTTPClientFor(env.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mapper, err := apiutil.NewDynamicRESTMapper(env.Config, hc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mapper.RESTMapping(v1alpha1.SyncGroupVersionKind.GroupKind(), v1alpha1.GroupVersion.Version); err != nil {
+			t.Fatalf("install %d: right after Prepare the Sync cannot be mapped: %v", i+1, err)
+		}
+		if err := env.Client.Delete(ctx, crd); err != nil {
+			t.Fatal(err)
+		}
+		for env.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd) == nil {
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -99,7 +100,7 @@ func WaitEstablished(ctx context.Context, cfg *rest.Config, name string) error {
 // (server-side apply of the CRD with field manager lockstep), so that a
 // fresh cluster needs nothing installed by hand but Crossplane's CRDs, and
 // waits until the CRD is Established (WaitEstablished through cfg, the
-// REST config of c).
+// REST config of c) and discovery lists the Sync.
 func Prepare(ctx context.Context, c client.Client, cfg *rest.Config, namespace string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
 	if err := c.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
@@ -115,5 +116,34 @@ func Prepare(ctx context.Context, c client.Client, cfg *rest.Config, namespace s
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(crd), client.FieldOwner(SyncFieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("install the Sync CRD: %w", err)
 	}
-	return WaitEstablished(ctx, cfg, crd.GetName())
+	if err := WaitEstablished(ctx, cfg, crd.GetName()); err != nil {
+		return err
+	}
+	return waitDiscovered(ctx, cfg)
+}
+
+// waitDiscovered waits until the API server's discovery lists the Sync's
+// resource (lockstep.io/v1alpha1 syncs), polling every 100 ms until ctx
+// ends: a CRD is Established a moment before discovery lists it, and the
+// agent's manager maps the Sync through discovery when it starts.
+func waitDiscovered(ctx context.Context, cfg *rest.Config) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	gv := v1alpha1.GroupVersion.String()
+	for {
+		if l, err := dc.ServerResourcesForGroupVersion(gv); err == nil {
+			for _, r := range l.APIResources {
+				if r.Kind == v1alpha1.SyncKind {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("discovery never listed %s %s: %w", gv, v1alpha1.SyncKind, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
