@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -34,7 +35,8 @@ func SecretKeys(c client.Reader, namespace string) KeySource {
 // a cluster: files maps "SECRET" or "SECRET/KEY" to a PEM public key file,
 // as --verification-key SECRET[/KEY]=FILE gives it; "SECRET/KEY" wins over
 // "SECRET". fallback, when not nil, is asked for a Secret files does not
-// name (apply reads the cluster's). Files are read on each call.
+// name (apply reads the cluster's). Files are read on each call; a file
+// that is not a PEM public key is an error naming the flag and the file.
 func FileKeys(files map[string]string, fallback KeySource) KeySource {
 	return func(ctx context.Context, secret, key string) ([]byte, error) {
 		path, ok := files[secret+"/"+key]
@@ -50,6 +52,9 @@ func FileKeys(files map[string]string, fallback KeySource) KeySource {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("--verification-key %s: %w", secret, err)
+		}
+		if _, err := cryptoutils.UnmarshalPEMToPublicKey(b); err != nil {
+			return nil, fmt.Errorf("--verification-key %s: file %s is not a PEM public key: %w", secret, path, err)
 		}
 		return b, nil
 	}
