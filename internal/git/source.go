@@ -458,7 +458,9 @@ func (ss *session) list(ctx context.Context, repo *gogit.Repository) ([]*plumbin
 		return nil, &cacheError{fmt.Errorf("git source %s: %w", ss.display, err)}
 	}
 	refs, err := r.ListContext(ctx, &gogit.ListOptions{Auth: ss.auth, CABundle: ss.ca, PeelingOption: gogit.AppendPeeled})
-	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+	// A body cut short by the deadline reads as an empty advertisement:
+	// only a remote that answered in time is empty.
+	if errors.Is(err, transport.ErrEmptyRemoteRepository) && ctx.Err() == nil {
 		return nil, fmt.Errorf("git source %s: %w", ss.display, ErrEmptyRepository)
 	}
 	if err != nil {
@@ -516,7 +518,7 @@ func (ss *session) fetch(ctx context.Context, repo *gogit.Repository, depth int,
 	if err == nil || errors.Is(err, gogit.NoErrAlreadyUpToDate) {
 		return nil
 	}
-	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+	if errors.Is(err, transport.ErrEmptyRemoteRepository) && ctx.Err() == nil {
 		return fmt.Errorf("git source %s: %w", ss.display, ErrEmptyRepository)
 	}
 	wrapped := fmt.Errorf("git source %s: cannot fetch: %w", ss.display, ss.red.Error(err))

@@ -67,18 +67,18 @@ func (s Source) withTimeout(ctx context.Context) (context.Context, context.Cance
 }
 
 // timedOut is an operation's error after Source.Timeout ended it: the
-// error, with the cause's words added unless they are in it already (go-git
-// wraps some transport errors without Unwrap), matching both.
+// cause's words first (the timeout is why it failed), then the error
+// without them (go-git wraps some transport errors without Unwrap),
+// matching both.
 type timedOut struct {
 	err   error
 	cause *timeoutError
 }
 
 func (e *timedOut) Error() string {
-	if msg := e.err.Error(); strings.Contains(msg, e.cause.Error()) {
-		return msg
-	}
-	return e.err.Error() + " (" + e.cause.Error() + ")"
+	cause := e.cause.Error()
+	msg := strings.TrimSuffix(strings.ReplaceAll(e.err.Error(), ": "+cause, ""), " ("+cause+")")
+	return cause + ": " + msg
 }
 
 func (e *timedOut) Unwrap() []error { return []error{e.err, e.cause} }

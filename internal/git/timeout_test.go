@@ -30,6 +30,11 @@ func TestCheckoutFaultyRemote(t *testing.T) {
 			mode:   faulty.Hang, timeout: true,
 			want: "timeout: the Git operation did not finish within 500ms (--git-timeout)",
 		},
+		"Drip": {
+			reason: "a remote that sends a byte every 300 ms and never finishes fails after Timeout; the timeout leads the error, and the remote is not called empty",
+			mode:   faulty.Drip, timeout: true,
+			want: "timeout: the Git operation did not finish within 500ms (--git-timeout)",
+		},
 		"Status500": {
 			reason: "a remote that answers 500 fails without waiting",
 			mode:   faulty.Status500,
@@ -51,6 +56,9 @@ func TestCheckoutFaultyRemote(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "git source "+srv.URL+"/platform.git") {
 				t.Errorf("%s\nerror %q, want it to name the URL and contain %q", tc.reason, err, tc.want)
+			}
+			if tc.timeout && (!strings.HasPrefix(err.Error(), "timeout: ") || strings.Contains(err.Error(), "is empty")) {
+				t.Errorf("%s\nerror %q: want the timeout first and no claim that the repository is empty", tc.reason, err)
 			}
 			if got := errors.Is(err, context.DeadlineExceeded); got != tc.timeout {
 				t.Errorf("%s\nerrors.Is(err, context.DeadlineExceeded) = %t, want %t: %v", tc.reason, got, tc.timeout, err)

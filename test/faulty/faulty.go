@@ -39,7 +39,14 @@ const (
 	// (WithBody; "not what you asked for" by default) as
 	// application/octet-stream.
 	Wrong Mode = "wrong"
+	// Drip answers every HTTP request with 200 OK and then writes one
+	// byte ('0') every DripInterval, never ending the body: a client
+	// whose deadline only covers the headers waits until Close.
+	Drip Mode = "drip"
 )
+
+// DripInterval is how often a Drip server writes its byte.
+const DripInterval = 300 * time.Millisecond
 
 // Server is a running misbehaving peer on 127.0.0.1.
 type Server struct {
@@ -89,7 +96,7 @@ func New(tb testing.TB, mode Mode, opts ...Option) *Server {
 	case Hang, Reset:
 		s.wg.Add(1)
 		go s.accept()
-	case Status500, Wrong:
+	case Status500, Wrong, Drip:
 		s.http = &http.Server{Handler: http.HandlerFunc(s.serveHTTP), ConnState: s.track}
 		s.wg.Add(1)
 		go func() {
@@ -187,6 +194,24 @@ func (s *Server) track(c net.Conn, st http.ConnState) {
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
+	if s.mode == Drip {
+		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
+		w.WriteHeader(http.StatusOK)
+		fl, _ := w.(http.Flusher)
+		for {
+			if _, err := w.Write([]byte("0")); err != nil {
+				return
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(DripInterval):
+			}
+		}
+	}
 	if s.mode == Status500 {
 		http.Error(w, "faulty: internal server error", http.StatusInternalServerError)
 		return
