@@ -117,6 +117,10 @@ func LoadFS(fsys fs.FS) (*Set, error) {
 		if d.IsDir() || !isYAMLFile(d.Name()) || skippedFiles[d.Name()] {
 			return nil
 		}
+		if info, err := d.Info(); err == nil && info.Size() > MaxFileSize {
+			l.errs = append(l.errs, &Error{Location: Location{File: p}, Err: fmt.Errorf("%d bytes, larger than %d MiB: not read (the API server refuses objects over 3 MiB)", info.Size(), MaxFileSize>>20)})
+			return nil
+		}
 		data, err := fs.ReadFile(fsys, p)
 		if err != nil {
 			l.errs = append(l.errs, &Error{Location: Location{File: p}, Err: fmt.Errorf("cannot read file: %w", err)})
@@ -142,6 +146,14 @@ func LoadFS(fsys fs.FS) (*Set, error) {
 	s.ActivationPolicies = sortedCopy(s.ActivationPolicies, func(p ActivationPolicy) string { return p.Name })
 	return s, nil
 }
+
+// MaxFileSize is the largest declarations file LoadFS reads, in bytes:
+// 16 MiB, the limit a package's documents have (xpkg.MaxDocumentSize).
+// Parsing YAML takes several times a file's size in memory, and no object
+// near that size could be installed: the API server refuses request bodies
+// over 3 MiB by default (k8s.io/apiserver pkg/server/config.go,
+// MaxRequestBodyBytes). A larger file is an error naming it.
+const MaxFileSize int64 = 16 << 20
 
 func isYAMLFile(name string) bool {
 	switch strings.ToLower(path.Ext(name)) {

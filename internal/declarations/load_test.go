@@ -574,3 +574,23 @@ func TestLoadRuntimeConfigRefs(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadFSRefusesHugeFile: a declarations file over MaxFileSize is
+// refused, naming the file and the limit, before it is parsed (a 50 MB
+// ConfigMap manifest took render to 895 MB).
+func TestLoadFSRefusesHugeFile(t *testing.T) {
+	big := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big, namespace: apps}\ndata:\n  blob: \"" + strings.Repeat("x", int(MaxFileSize)) + "\"\n"
+	fsys := fstest.MapFS{
+		"apps/big.yaml":  &fstest.MapFile{Data: []byte(big)},
+		"providers.yaml": &fstest.MapFile{Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: small, namespace: apps}\n")},
+	}
+	_, err := LoadFS(fsys)
+	if err == nil {
+		t.Fatal("a file over MaxFileSize was loaded")
+	}
+	for _, want := range []string{"apps/big.yaml", "larger than", "16 MiB"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+}
