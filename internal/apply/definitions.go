@@ -38,7 +38,8 @@ type ForeignOwnerError struct {
 func (e *ForeignOwnerError) Error() string { return e.Object + " is not lockstep's: " + e.Owner }
 
 // definitionsStep is step 0, before anything of the package is written:
-// every definition of the payload defines types in an API group a package
+// every definition of the payload, and every CRD made from one of its
+// Active MRDs, defines types in an API group a package
 // may own (crossplane.CheckDefinition, the check lock and the snapshot
 // stage also run, repeated here because an Output may come from anywhere),
 // and every one that exists is lockstep's to apply (checkDefinitionOwner).
@@ -46,7 +47,10 @@ func (e *ForeignOwnerError) Error() string { return e.Object + " is not lockstep
 // nothing; its error names the package and every refused definition.
 func (p *pkgRun) definitionsStep(ctx context.Context) error {
 	var errs []error
-	for _, o := range p.po.Revision.Payload {
+	// The CRDs made from Active MRDs (ManagedCRDs) are written like any
+	// payload definition, so they get the same checks.
+	defs := append(slices.Clip(p.po.Revision.Payload), p.po.Revision.ManagedCRDs...)
+	for _, o := range defs {
 		gk := o.GroupKind()
 		if !crossplane.DefinesAPI(gk) {
 			continue

@@ -179,44 +179,56 @@ func TestForeignCRDRefused(t *testing.T) {
 			want: []string{"it is controlled by ProviderRevision t", "-crossplane-rev"},
 		},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			f := newFixture(t)
-			s := f.demo(t, "provider-demo", "v0.1.0")
-			pkg := build(t, s)
-			crdName := "buckets." + f.prefix + ".demo.lockstep.io"
-			b, err := os.ReadFile(filepath.Join(s.dir, "crds", "demo.lockstep.io_buckets.yaml"))
-			if err != nil {
-				t.Fatal(err)
+	// With MRD conversion (a v2 lock) the package's CRD becomes an MRD,
+	// and the CRD made from it must pass the same owner check: before, it
+	// was adopted and later pruned.
+	for _, mrds := range []bool{false, true} {
+		for name, tc := range cases {
+			if mrds {
+				name += "/mrd-conversion"
 			}
-			crd := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal([]byte(strings.ReplaceAll(string(b), "demo.lockstep.io", f.prefix+".demo.lockstep.io")), &crd.Object); err != nil {
-				t.Fatal(err)
-			}
-			if tc.owner != nil {
-				crd.SetOwnerReferences([]metav1.OwnerReference{*tc.owner(t, f)})
-			}
-			if err := f.env.Client.Create(context.Background(), crd, client.FieldOwner("helm")); err != nil {
-				t.Fatal(err)
-			}
-			// The API server writes the CRD's status once more when it
-			// establishes it.
-			var before *unstructured.Unstructured
-			err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-				before = f.crd(t, crdName)
-				return strings.HasPrefix(cond(before, "Established"), "True/"), nil
-			})
-			if err != nil {
-				t.Fatalf("CRD %s was not Established: %v", crdName, err)
-			}
+			t.Run(name, func(t *testing.T) {
+				f := newFixture(t)
+				s := f.demo(t, "provider-demo", "v0.1.0")
+				pkg := build(t, s)
+				crdName := "buckets." + f.prefix + ".demo.lockstep.io"
+				b, err := os.ReadFile(filepath.Join(s.dir, "crds", "demo.lockstep.io_buckets.yaml"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				crd := &unstructured.Unstructured{}
+				if err := yaml.Unmarshal([]byte(strings.ReplaceAll(string(b), "demo.lockstep.io", f.prefix+".demo.lockstep.io")), &crd.Object); err != nil {
+					t.Fatal(err)
+				}
+				if tc.owner != nil {
+					crd.SetOwnerReferences([]metav1.OwnerReference{*tc.owner(t, f)})
+				}
+				if err := f.env.Client.Create(context.Background(), crd, client.FieldOwner("helm")); err != nil {
+					t.Fatal(err)
+				}
+				// The API server writes the CRD's status once more when it
+				// establishes it.
+				var before *unstructured.Unstructured
+				err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+					before = f.crd(t, crdName)
+					return strings.HasPrefix(cond(before, "Established"), "True/"), nil
+				})
+				if err != nil {
+					t.Fatalf("CRD %s was not Established: %v", crdName, err)
+				}
 
-			m := f.manager(t, nil)
-			res := f.apply(t, m, f.render(t, pkg), apply.ApplyMeta{})
-			refusedUntouched(t, f, pkg, res, crdName, before, append([]string{
-				"Provider " + pkg.Name,
-				"CustomResourceDefinition/" + crdName + " is not lockstep's",
-			}, tc.want...))
-		})
+				m := f.manager(t, nil)
+				out := f.render(t, pkg)
+				if mrds {
+					out = f.renderMRDs(t, map[string][]string{"all": {"*"}}, pkg)
+				}
+				res := f.apply(t, m, out, apply.ApplyMeta{})
+				refusedUntouched(t, f, pkg, res, crdName, before, append([]string{
+					"Provider " + pkg.Name,
+					"CustomResourceDefinition/" + crdName + " is not lockstep's",
+				}, tc.want...))
+			})
+		}
 	}
 }
 

@@ -8,6 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
+// LockstepGroup is the API group of lockstep's own types (the agent's
+// Sync, syncs.lockstep.io).
+const LockstepGroup = "lockstep.io"
+
 // ProtectedGroup says why a package may not define types in API group
 // group, with a CustomResourceDefinition, a CompositeResourceDefinition
 // (whose spec.group is the group of the CRD Crossplane generates) or a
@@ -27,6 +31,9 @@ import (
 //     subdomains (the groups Kubernetes reserves for its own APIs, see
 //     https://github.com/kubernetes/enhancements/tree/master/keps/sig-api-machinery/2337-k8s.io-group-protection).
 //
+//  3. lockstep's own group, LockstepGroup (the Sync CRD of the agent);
+//     its subdomains (demo.lockstep.io of the examples) are allowed.
+//
 // A package that ships a type in one of these groups would take over, and
 // could later delete, an API the cluster depends on (lockstep issue 15,
 // item 1).
@@ -41,6 +48,9 @@ func ProtectedGroup(group string) string {
 		return "it is the Kubernetes core API group"
 	case !strings.Contains(group, "."):
 		return "it is a built-in Kubernetes API group (a group without a dot)"
+	}
+	if group == LockstepGroup {
+		return "it is lockstep's own API group (its Sync)"
 	}
 	for _, g := range []string{"k8s.io", "kubernetes.io"} {
 		if group == g || strings.HasSuffix(group, "."+g) {

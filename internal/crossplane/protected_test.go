@@ -27,6 +27,8 @@ func TestProtectedGroup(t *testing.T) {
 		"policy":              {reason: "a built-in group without a dot", group: "policy", protected: true},
 		"k8s.io subdomain":    {reason: "*.k8s.io is reserved for Kubernetes", group: "apiextensions.k8s.io", protected: true},
 		"k8s.io":              {reason: "k8s.io itself is reserved", group: "k8s.io", protected: true},
+		"lockstep.io":         {reason: "lockstep.io is lockstep's own group (the Sync)", group: "lockstep.io", protected: true},
+		"lockstep subdomain":  {reason: "subdomains of lockstep.io (the examples' demo.lockstep.io) are packages'", group: "demo.lockstep.io"},
 		"kubernetes.io":       {reason: "*.kubernetes.io is reserved for Kubernetes", group: "storage.kubernetes.io", protected: true},
 		"provider-helm":       {reason: "other crossplane.io groups belong to packages", group: "helm.crossplane.io"},
 		"provider-nop":        {reason: "other crossplane.io groups belong to packages", group: "nop.crossplane.io"},
