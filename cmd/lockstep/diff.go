@@ -78,11 +78,12 @@ longer names it, or the lock's MRD conversion turned on for a safe-start
 provider) it counts the custom resources that exist, which no controller of the
 provider reconciles afterwards ("−3 CRDs, 41 custom resources would be
 orphaned"). apply leaves those CRDs in place. With --cluster both sides also
-render with the cluster's activation state, as apply does: the
-ManagedResourceActivationPolicies in the cluster that Git does not declare
-(Crossplane's default, from the Helm chart's provider.defaultActivations)
-and the MRDs Active there; the MRDs only they activate are counted as
-"activated by the cluster, not by Git" (JSON byCluster).`,
+render with the ManagedResourceActivationPolicies in the cluster that Git
+does not declare (Crossplane's default, from the Helm chart's
+provider.defaultActivations), as apply does; the MRDs only they activate
+are counted as "activated by the cluster, not by Git" (JSON byCluster).
+MRDs Active in the cluster that no policy activates any more are still
+reported deactivated, with the custom resources they hold.`,
 		Example: `  lockstep diff                                   # working tree against its merge base with the default branch
   lockstep diff --dir clusters/prod --base origin/main --head HEAD --format markdown
   lockstep diff --base-dir old/ --head-dir new/ --format json --fail-on breaking`,
@@ -195,7 +196,19 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 			return err
 		}
 		ctx := cmd.Context()
-		head.prepare = func(s *snapshot.Snapshot) error { return readClusterActivation(ctx, s, c, cfg, f.render.instance) }
+		head.prepare = func(s *snapshot.Snapshot) error {
+			if err := readClusterActivation(ctx, s, c, cfg, f.render.instance); err != nil {
+				return err
+			}
+			if s.Input != nil && s.Input.Cluster != nil {
+				// The cluster's policies count; its Active MRDs do not:
+				// diff shows what Git's change deactivates (and counts
+				// what it would orphan), though Crossplane keeps those
+				// MRDs Active.
+				s.Input.Cluster.ActiveMRDs = nil
+			}
+			return nil
+		}
 		base.prepare = head.prepare
 	}
 	// The flag asserts the head's lock (what would be applied); each side
