@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 )
 
@@ -30,7 +32,8 @@ var clusterMetadata = []string{"uid", "resourceVersion", "creationTimestamp", "g
 // renderManifests renders in.Manifests in apply order (sortObjects: CRDs,
 // cluster-scoped objects with Namespaces first, then namespaced ones). It
 // returns an error naming the manifest's file and line when a manifest
-// cannot be encoded or renders an object a package renders too.
+// cannot be encoded, is an object lockstep or Crossplane runs on
+// (reservedManifest), or renders an object a package renders too.
 func renderManifests(in *Input, labels map[string]string, out *Output) error {
 	byObject := map[*Object]declarations.Location{}
 	objs := make([]*Object, 0, len(in.Manifests))
@@ -45,6 +48,9 @@ func renderManifests(in *Input, labels map[string]string, out *Output) error {
 			return fmt.Errorf("%s: %s: cannot decode: %w", m.Location, m, err)
 		}
 		u := unstructured.Unstructured{Object: obj}
+		if why := reservedManifest(in, &u); why != "" {
+			return fmt.Errorf("%s: %s: may not be a manifest: %s", m.Location, m, why)
+		}
 		for _, f := range clusterMetadata {
 			unstructured.RemoveNestedField(obj, "metadata", f)
 		}
@@ -93,4 +99,37 @@ func (o *Output) writeManifestsYAML(w *bufio.Writer) error {
 		}
 	}
 	return nil
+}
+
+// reservedManifest says why u may not be a manifest, "" when it may: a
+// manifest is server-side applied with force over what exists and deleted
+// when it leaves Git, so these would be taken over and then deleted:
+//
+//   - the Namespace lockstep and Crossplane run in (in.Namespace), with
+//     every runtime, TLS Secret, Lease and inventory in it;
+//   - a CustomResourceDefinition of a protected group
+//     (crossplane.ProtectedGroup: Crossplane's, Kubernetes', lockstep's),
+//     whose deletion takes every object of its kinds along;
+//   - lockstep's deletion protection (ProtectionName), its inventory
+//     ConfigMaps and its Leases in in.Namespace.
+func reservedManifest(in *Input, u *unstructured.Unstructured) string {
+	gk := u.GroupVersionKind().GroupKind()
+	name, ns := u.GetName(), u.GetNamespace()
+	switch {
+	case gk.Group == "" && gk.Kind == "Namespace" && name == in.Namespace:
+		return "it is the namespace lockstep and Crossplane run in (runtimes, TLS Secrets, Leases, the inventory)"
+	case gk == crossplane.GroupKindCRD:
+		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+		// Without a group the API server refuses the CRD anyway.
+		if why := crossplane.ProtectedGroup(group); group != "" && why != "" {
+			return why
+		}
+	case gk.Group == "admissionregistration.k8s.io" && strings.HasPrefix(gk.Kind, "ValidatingAdmissionPolicy") && strings.HasPrefix(name, protectionPrefix):
+		return "it is lockstep's deletion protection"
+	case ns == in.Namespace && gk.Group == "" && gk.Kind == "ConfigMap" && strings.HasPrefix(name, "lockstep-inventory-"):
+		return "it is lockstep's inventory"
+	case ns == in.Namespace && gk.Group == "coordination.k8s.io" && gk.Kind == "Lease" && strings.HasPrefix(name, "lockstep-"):
+		return "it is a Lease of lockstep (one writer per instance, the agent's leader election)"
+	}
+	return ""
 }

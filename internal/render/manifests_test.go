@@ -120,3 +120,57 @@ spec: {}
 		t.Errorf("Render(...): got error %v, want %q", err, want)
 	}
 }
+
+// TestRenderManifestReserved: a manifest of an object lockstep or
+// Crossplane runs on is refused, naming its file, line and why: applied
+// with force and pruned when it left Git, it took over (and then deleted)
+// the namespace with every runtime and inventory in it, Crossplane's own
+// CRDs, or lockstep's deletion protection.
+func TestRenderManifestReserved(t *testing.T) {
+	cases := map[string]struct {
+		reason, doc, want string
+	}{
+		"CrossplaneNamespace": {
+			reason: "The namespace lockstep and Crossplane run in holds every runtime, TLS Secret, Lease and the inventory.",
+			doc:    "apiVersion: v1\nkind: Namespace\nmetadata: {name: crossplane-system}\n",
+			want:   "cluster.yaml:6: Namespace crossplane-system: may not be a manifest: it is the namespace lockstep and Crossplane run in",
+		},
+		"CrossplaneCRD": {
+			reason: "Crossplane's own CRDs carry every package of every instance.",
+			doc:    "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: providers.pkg.crossplane.io}\nspec: {group: pkg.crossplane.io}\n",
+			want:   "CustomResourceDefinition providers.pkg.crossplane.io: may not be a manifest: it is Crossplane's own API group",
+		},
+		"SyncCRD": {
+			reason: "lockstep's own Sync CRD.",
+			doc:    "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: syncs.lockstep.io}\nspec: {group: lockstep.io}\n",
+			want:   "CustomResourceDefinition syncs.lockstep.io: may not be a manifest: it is lockstep's own API group",
+		},
+		"ProtectionBinding": {
+			reason: "A binding of lockstep's deletion protection would let Git turn it off.",
+			doc:    "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {name: lockstep-deletion-protection-lockstep}\nspec: {policyName: x, validationActions: [Audit]}\n",
+			want:   "ValidatingAdmissionPolicyBinding lockstep-deletion-protection-lockstep: may not be a manifest: it is lockstep's deletion protection",
+		},
+		"Inventory": {
+			reason: "The inventory ConfigMap is lockstep's memory of what it installed.",
+			doc:    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lockstep-inventory-lockstep, namespace: crossplane-system}\n",
+			want:   "ConfigMap crossplane-system/lockstep-inventory-lockstep: may not be a manifest: it is lockstep's inventory",
+		},
+		"WriteLease": {
+			reason: "The write Lease keeps one writer per instance.",
+			doc:    "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: lockstep-apply-lockstep, namespace: crossplane-system}\n",
+			want:   "Lease crossplane-system/lockstep-apply-lockstep: may not be a manifest: it is a Lease of lockstep",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Render(manifestsInput(t, demoProvider+"---\n"+tc.doc))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s\nRender: %v, want an error containing %q", tc.reason, err, tc.want)
+			}
+		})
+	}
+	// An ordinary namespace and ConfigMap are fine.
+	if _, err := Render(manifestsInput(t, demoProvider+"---\napiVersion: v1\nkind: Namespace\nmetadata: {name: team-a}\n")); err != nil {
+		t.Errorf("Render of an ordinary Namespace manifest: %v", err)
+	}
+}

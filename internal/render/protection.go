@@ -44,7 +44,7 @@ const (
 // DeletionProtectionName returns the name of the ValidatingAdmissionPolicy
 // and of its binding for instance: "lockstep-deletion-protection-<instance>".
 func DeletionProtectionName(instance string) string {
-	return "lockstep-deletion-protection-" + instance
+	return protectionPrefix + instance
 }
 
 // DeletionProtection renders the admissionregistration.k8s.io/v1
@@ -135,3 +135,6 @@ func DeletionProtection(instance, identity string) ([]*unstructured.Unstructured
 func plural(kind string) string { return strings.ToLower(kind) + "s" }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// protectionPrefix starts ProtectionName.
+const protectionPrefix = "lockstep-deletion-protection-"
