@@ -30,13 +30,11 @@ const LockstepGroup = "lockstep.io"
 //     without a dot anyway), and k8s.io, kubernetes.io and their
 //     subdomains (the groups Kubernetes reserves for its own APIs, see
 //     https://github.com/kubernetes/enhancements/tree/master/keps/sig-api-machinery/2337-k8s.io-group-protection).
-//
 //  3. lockstep's own group, LockstepGroup (the Sync CRD of the agent);
 //     its subdomains (demo.lockstep.io of the examples) are allowed.
 //
 // A package that ships a type in one of these groups would take over, and
-// could later delete, an API the cluster depends on (lockstep issue 15,
-// item 1).
+// could later delete, an API the cluster depends on.
 func ProtectedGroup(group string) string {
 	for _, g := range append(CoreGroups(), MetaGroup) {
 		if group == g || strings.HasSuffix(group, "."+g) {
