@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -157,9 +158,12 @@ type Manager struct {
 	rm     *ssa.ResourceManager
 	crds   *crdwait.Watcher
 	lister *rawLister
-	opts   Options
-	now    func() time.Time
-	lock   Locker
+	// disco lists the served resources (nil without WithRESTConfig), for
+	// the objects a Namespace holds before prune deletes it.
+	disco discovery.DiscoveryInterface
+	opts  Options
+	now   func() time.Time
+	lock  Locker
 
 	// identityMu guards user, the client's user name once a
 	// SelfSubjectReview returned it (deletion protection).
@@ -238,6 +242,9 @@ func NewManager(c client.Client, opts Options, mopts ...ManagerOption) (*Manager
 		}
 		m.crds = crdwait.NewWatcher(rc)
 		m.lister = &rawLister{rc: rc, mapper: c.RESTMapper()}
+		if m.disco, err = discovery.NewDiscoveryClientForConfig(mc.rest); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }

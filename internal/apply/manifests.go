@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -342,6 +345,18 @@ func (r *run) pruneManifests(ctx context.Context, entries []inventory.Entry) map
 			r.warn(nil, "%s: gone from Git but not deleted: it no longer carries %s=%s", res.Object, render.LabelInstance, r.opts.Instance)
 			continue
 		}
+		if live.GroupVersionKind().Group == "" && live.GetKind() == "Namespace" {
+			held, err := r.foreignInNamespace(ctx, live.GetName(), entries)
+			if err != nil {
+				res.Err = fmt.Errorf("cannot tell what the namespace holds, so it is not deleted: %w", err)
+				continue
+			}
+			if held != "" {
+				gone[e.ID] = true
+				r.warn(nil, "%s: gone from Git but not deleted: it holds objects lockstep did not apply (%s); delete it yourself if they may go", res.Object, held)
+				continue
+			}
+		}
 		if err := r.deleteObject(ctx, live, live.GetUID()); err != nil {
 			res.Err = fmt.Errorf("cannot delete: %w", err)
 			continue
@@ -373,4 +388,66 @@ func manifestErr(ms []*ManifestResult) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// foreignInNamespace returns up to three objects in namespace ns that
+// neither the inventory's manifests (entries) nor any package of the
+// inventory lists, as "Kind name", "" when there is none. Deleting a
+// Namespace deletes everything in it, so prune deletes a Namespace only
+// when it holds nothing else. Events, the namespace's default
+// ServiceAccount and its kube-root-ca.crt ConfigMap (which Kubernetes
+// makes in every namespace) do not count. It reads every namespaced kind
+// the API server serves with list (a metadata LIST of at most 50 each);
+// without discovery (no WithRESTConfig) it cannot tell and says so.
+func (r *run) foreignInNamespace(ctx context.Context, ns string, entries []inventory.Entry) (string, error) {
+	if r.m.disco == nil {
+		return "", fmt.Errorf("no REST config to discover the kinds a namespace may hold")
+	}
+	known := map[string]bool{}
+	for _, e := range entries {
+		known[e.ID] = true
+	}
+	for _, p := range r.live.inventory.Packages {
+		for _, e := range p.Entries {
+			known[e.ID] = true
+		}
+	}
+	lists, err := r.m.disco.ServerPreferredNamespacedResources()
+	if err != nil && len(lists) == 0 {
+		return "", err
+	}
+	var held []string
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, res := range l.APIResources {
+			if !slices.Contains(res.Verbs, "list") || res.Kind == "Event" {
+				continue
+			}
+			ml := &metav1.PartialObjectMetadataList{}
+			ml.SetGroupVersionKind(gv.WithKind(res.Kind + "List"))
+			if err := r.c.List(ctx, ml, client.InNamespace(ns), client.Limit(50)); err != nil {
+				if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) || meta.IsNoMatchError(err) {
+					continue
+				}
+				return "", fmt.Errorf("list %s in %s: %w", res.Kind, ns, err)
+			}
+			for _, o := range ml.Items {
+				name := o.GetName()
+				if (res.Kind == "ServiceAccount" && name == "default") || (res.Kind == "ConfigMap" && name == "kube-root-ca.crt") {
+					continue
+				}
+				id := object.ObjMetadata{Namespace: ns, Name: name, GroupKind: gv.WithKind(res.Kind).GroupKind()}.String()
+				if !known[id] {
+					held = append(held, res.Kind+" "+name)
+				}
+				if len(held) == 3 {
+					return strings.Join(held, ", "), nil
+				}
+			}
+		}
+	}
+	return strings.Join(held, ", "), nil
 }

@@ -2,12 +2,14 @@ package apply_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -316,5 +318,58 @@ func TestRefusedManifestLeavesInventory(t *testing.T) {
 		if strings.Contains(e.ID, "_Role") {
 			t.Errorf("the refused Role is still in the inventory: %s", e.ID)
 		}
+	}
+}
+
+// TestNamespaceWithForeignObjectsNotPruned: a Namespace manifest whose
+// namespace holds a ConfigMap someone else created is not deleted when it
+// leaves Git (deleting it would delete that ConfigMap), with a warning
+// naming the ConfigMap; lockstep's own ConfigMap in it is pruned. Without
+// a foreign object the Namespace is deleted. Before, the Namespace was
+// deleted with everything in it.
+func TestNamespaceWithForeignObjectsNotPruned(t *testing.T) {
+	for _, foreign := range []bool{true, false} {
+		t.Run(fmt.Sprintf("foreign=%t", foreign), func(t *testing.T) {
+			f := newFixture(t)
+			ns := f.prefix + "-team"
+			if !foreign {
+				ns += "-empty"
+			}
+			files := map[string]string{"team.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + ns + "}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: ours, namespace: " + ns + "}\ndata: {a: b}\n"}
+			out, err := render.Render(render.Input{Namespace: f.namespace, Instance: f.instance, Manifests: manifestSet(t, files)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := f.manager(t, nil)
+			mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{Commit: "one"}))
+			ctx := context.Background()
+			if foreign {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: ns}, Data: map[string]string{"x": "y"}}
+				if err := f.env.Client.Create(ctx, cm); err != nil {
+					t.Fatal(err)
+				}
+			}
+			empty, err := render.Render(render.Input{Namespace: f.namespace, Instance: f.instance, Manifests: manifestSet(t, map[string]string{"other.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: keep, namespace: " + f.namespace + "}\n"})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := f.apply(t, m, empty, apply.ApplyMeta{Commit: "two"})
+			nsObj := &corev1.Namespace{}
+			err = f.env.Client.Get(ctx, client.ObjectKey{Name: ns}, nsObj)
+			kept := err == nil && nsObj.DeletionTimestamp == nil
+			if kept != foreign {
+				t.Errorf("namespace %s kept %t (%v), want %t", ns, kept, err, foreign)
+			}
+			warned := strings.Contains(strings.Join(res.Warnings, "\n"), "ConfigMap theirs")
+			if warned != foreign {
+				t.Errorf("warning naming ConfigMap theirs: %t, want %t; warnings: %v", warned, foreign, res.Warnings)
+			}
+			if foreign {
+				ours := &corev1.ConfigMap{}
+				if err := f.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ours"}, ours); !apierrors.IsNotFound(err) {
+					t.Errorf("lockstep's ConfigMap in the kept namespace: %v, want it pruned", err)
+				}
+			}
+		})
 	}
 }
