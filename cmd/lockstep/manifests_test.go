@@ -93,4 +93,18 @@ func TestApplyPrintsManifests(t *testing.T) {
 	if strings.Contains(out, "manifest ") || !strings.Contains(out, "no changes:") {
 		t.Errorf("the second apply prints manifests or changes:\n%s", out)
 	}
+
+	// The ConfigMap leaves Git: its deletion is listed and counted.
+	if err := os.WriteFile(filepath.Join(dir, "apps.yaml"), []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: xp-cli-m-apps}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run(t, applyArgs...)
+	if err != nil {
+		t.Fatalf("apply without the ConfigMap: %v\n%s", err, out)
+	}
+	for _, want := range []string{"manifest ConfigMap/xp-cli-m-apps/settings deleted", ", 1 manifests deleted, 0 failed;"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the apply that deletes a manifest lacks %q:\n%s", want, out)
+		}
+	}
 }
