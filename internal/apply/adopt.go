@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -50,6 +52,12 @@ func (p *pkgRun) adoptionStep(ctx context.Context) error {
 	var originals []*unstructured.Unstructured
 	if pkg := r.live.pkg(p.key); pkg != nil {
 		rec := recordOf(pkg)
+		if rec.Instance == "" && pkg.GetDeletionTimestamp() != nil {
+			// Adopting it would write the payload under an object that
+			// is going away: refuse, and install it once it is gone.
+			return fmt.Errorf("%s %s is being deleted (since %s, finalizers: %s): not adopted, nothing was written; lockstep installs it once it is gone",
+				p.key.Kind, p.key.Name, pkg.GetDeletionTimestamp().UTC().Format(time.RFC3339), strings.Join(pkg.GetFinalizers(), ", "))
+		}
 		in.Package = &rec
 		uids[pkg.GetUID()] = true
 		if rec.Instance == "" {

@@ -166,6 +166,26 @@ func TestAdoptFailureLeavesCrossplaneInCharge(t *testing.T) {
 			wantErr:     []string{"cannot adopt Function " + fn + ", nothing was changed and its package manager stays in charge", "Service/crossplane-system/" + fn + " is already controlled by ConfigMap blocker"},
 			wantNoWrite: true,
 		},
+		"BeingDeleted": {
+			reason: "the Function is being deleted, held by a foreign finalizer: lockstep refuses to adopt it (it would write the payload under an object that is going away) and says so",
+			inject: func(t *testing.T, f *fixture) {
+				fnObj := &unstructured.Unstructured{}
+				fnObj.SetAPIVersion(crossplane.PackageAPIVersion)
+				fnObj.SetKind("Function")
+				fnObj.SetName(fn)
+				if err := f.env.Client.Patch(context.Background(), fnObj, rawMerge([]byte(`{"metadata":{"finalizers":["example.org/hold"]}}`))); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.env.Client.Delete(context.Background(), fnObj); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					_ = f.env.Client.Patch(context.Background(), fnObj, rawMerge([]byte(`{"metadata":{"finalizers":null}}`)))
+				})
+			},
+			wantErr:     []string{"Function " + fn + " is being deleted", "example.org/hold", "not adopted"},
+			wantNoWrite: true,
+		},
 		"WriteFailsAfterPause": {
 			reason: "the records step's apply of the revision fails after the pause: the adoption is rolled back",
 			inject: func(_ *testing.T, f *fixture) {
