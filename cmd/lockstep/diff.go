@@ -13,13 +13,16 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/diff"
 	"github.com/lockstep-gitops/lockstep/internal/git"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
+	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/snapshot"
 )
 
@@ -185,28 +188,33 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 		snapshot.WithAllowedProviderPermissions(allowed), snapshot.WithVerificationKeys(keys),
 	}
 	// With --cluster both sides render with the cluster's activation
-	// state (its own policies and Active MRDs), as apply would.
+	// policies, read once, as apply does. Its Active MRDs do not count:
+	// diff shows what Git's change deactivates (and counts what it would
+	// orphan), though Crossplane keeps those MRDs Active.
+	var kube client.Client
 	if f.cluster {
-		cfg, err := f.kube.restConfig()
+		c, err := f.kube.connect()
 		if err != nil {
 			return err
 		}
-		c, err := f.kube.client(cfg)
-		if err != nil {
-			return err
-		}
+		kube = c
 		ctx := cmd.Context()
+		policies := sync.OnceValues(func() ([]declarations.ActivationPolicy, error) {
+			return live.ReadPolicies(ctx, c, f.render.instance)
+		})
 		head.prepare = func(s *snapshot.Snapshot) error {
-			if err := readClusterActivation(ctx, s, c, cfg, f.render.instance); err != nil {
+			if s.Input == nil {
+				return nil
+			}
+			needed, err := s.Input.ActivatesMRDs()
+			if err != nil || !needed {
 				return err
 			}
-			if s.Input != nil && s.Input.Cluster != nil {
-				// The cluster's policies count; its Active MRDs do not:
-				// diff shows what Git's change deactivates (and counts
-				// what it would orphan), though Crossplane keeps those
-				// MRDs Active.
-				s.Input.Cluster.ActiveMRDs = nil
+			p, err := policies()
+			if err != nil {
+				return fmt.Errorf("cannot read the cluster's activation policies: %w", err)
 			}
+			s.Input.Cluster = &render.ClusterActivation{Policies: p}
 			return nil
 		}
 		base.prepare = head.prepare
@@ -228,12 +236,8 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	if f.cluster {
-		c, err := f.kube.connect()
-		if err != nil {
-			return err
-		}
-		if err := report.CountOrphans(cmd.Context(), customResourceCounter(c)); err != nil {
+	if kube != nil {
+		if err := report.CountOrphans(cmd.Context(), customResourceCounter(kube)); err != nil {
 			return fmt.Errorf("--cluster: %w", err)
 		}
 	}

@@ -49,11 +49,15 @@ as a server-side dry-run and changes nothing.`,
 			var refs []ref
 			for _, a := range args {
 				k, n, ok := strings.Cut(a, "/")
-				pk, known := crossplane.KindFor(titleKind(k))
-				if !ok || n == "" || !known {
+				if !ok || k == "" || n == "" {
 					return usageError(fmt.Errorf("%q: want KIND/NAME with KIND provider, function or configuration", a))
 				}
-				refs = append(refs, ref{pk.Kind, n})
+				// With a kind given, packageKind reads no cluster.
+				kind, err := packageKind(cmd.Context(), nil, k, n)
+				if err != nil {
+					return usageError(fmt.Errorf("%q: %w", a, err))
+				}
+				refs = append(refs, ref{kind, n})
 			}
 			cfg, err := cl.restConfig()
 			if err != nil {
@@ -107,13 +111,4 @@ as a server-side dry-run and changes nothing.`,
 	fl.BoolVar(&dryRun, "dry-run", false, "send every write as a server-side dry-run; change nothing")
 	fl.DurationVar(&lockTimeout, "lock-timeout", 0, "wait this long for another apply of the instance (lockstep apply or the agent) to finish (0: fail at once)")
 	return cmd
-}
-
-// titleKind maps provider, Provider or PROVIDER to Provider.
-func titleKind(k string) string {
-	if k == "" {
-		return k
-	}
-	k = strings.ToLower(k)
-	return strings.ToUpper(k[:1]) + k[1:]
 }

@@ -31,17 +31,7 @@ spec:
 
 // mirrorTo is an ImageConfig named mirror that rewrites every reference
 // under registry host from to reg.
-func mirrorTo(from string, reg *registry.Registry) string {
-	return `apiVersion: pkg.crossplane.io/v1beta1
-kind: ImageConfig
-metadata:
-  name: mirror
-spec:
-  matchImages:
-  - prefix: ` + from + `/
-  rewriteImage:
-    prefix: ` + reg.Host + "/\n"
-}
+func mirrorTo(from string, reg *registry.Registry) string { return reg.MirrorImageConfig(from) }
 
 // TestLockCommand runs lockstep lock, then lock --check, against the
 // in-process registry with the example packages.

@@ -149,15 +149,16 @@ func readPolicyRules(path string) ([]rbacv1.PolicyRule, error) {
 
 // readClusterActivation sets the render input's cluster activation state
 // (render.Input.Cluster, read by live.ReadActivation) before snap renders,
-// when the lock converts CRDs to MRDs: what the cluster's own policies and
-// Active MRDs add to Git's activation (docs/design.md#managed-resource-activation).
-// It does nothing for a snapshot without packages or without conversion.
+// when the render decides the activation of MRDs
+// (render.Input.ActivatesMRDs): what the cluster's own policies and Active
+// MRDs add to Git's activation (docs/design.md#managed-resource-activation).
+// It does nothing otherwise.
 func readClusterActivation(ctx context.Context, snap *snapshot.Snapshot, c client.Reader, cfg *rest.Config, instance string) error {
 	if snap == nil || snap.Input == nil {
 		return nil
 	}
-	converts, err := snap.Input.Converts()
-	if err != nil || !converts {
+	needed, err := snap.Input.ActivatesMRDs()
+	if err != nil || !needed {
 		return err
 	}
 	ca, err := live.ReadActivation(ctx, c, cfg, instance)

@@ -499,9 +499,25 @@ type rendered struct {
 	lock         *lockfile.Lock
 	imageConfigs []declarations.ImageConfig
 	// activation is the cluster's activation state the render used
-	// (render.Input.Cluster), nil when the lock does not convert CRDs to
-	// MRDs.
+	// (render.Input.Cluster), nil when the render decides no MRD's
+	// activation; input is what was rendered, for withActivation.
 	activation *render.ClusterActivation
+	input      *render.Input
+}
+
+// withActivation returns rd rendered again from its input with the
+// cluster's activation state ca; a render error stalls until Git changes,
+// as in prepare.
+func (rd *rendered) withActivation(ca *render.ClusterActivation) (*rendered, error) {
+	in := *rd.input
+	in.Cluster = ca
+	out, err := render.Render(in)
+	if err != nil {
+		return nil, stepError(err)
+	}
+	cp := *rd
+	cp.out, cp.activation, cp.input = out, ca, &in
+	return &cp, nil
 }
 
 func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
@@ -553,12 +569,15 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 		return out, f.err
 	}
 	r.emptyRefused = nil
-	if rd == r.last && r.activationChanged(ctx, rd) {
-		// Crossplane activated an MRD, or a policy changed in the
-		// cluster, since the commit was rendered: render it again.
-		if rd, _, err = r.prepare(ctx, art); err != nil {
-			r.reapply(ctx, out)
-			return out, err
+	if rd == r.last {
+		if ca := r.activationChanged(ctx, rd); ca != nil {
+			// Crossplane activated an MRD, or a policy changed in the
+			// cluster, since the commit was rendered: render its input
+			// again with the state just read.
+			if rd, err = rd.withActivation(ca); err != nil {
+				r.reapply(ctx, out)
+				return out, err
+			}
 		}
 	}
 	err = r.applyWatched(ctx, rd, out)
@@ -887,23 +906,21 @@ func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered,
 		return nil, warnings, stepError(err)
 	}
 	return &rendered{commit: art.Commit, lockDigest: snap.LockDigest, out: ro, replaces: snap.Replaces,
-		lock: snap.Lock, imageConfigs: snap.Declarations.ImageConfigs, activation: ca}, warnings, nil
+		lock: snap.Lock, imageConfigs: snap.Declarations.ImageConfigs, activation: ca, input: snap.Input}, warnings, nil
 }
 
 // clusterActivation reads the cluster's activation state for the render
 // input in (live.ReadActivation: its own policies and Active MRDs,
-// docs/design.md#managed-resource-activation) when in converts CRDs to
-// MRDs; nil otherwise, and without a REST config.
+// docs/design.md#managed-resource-activation) when in decides the
+// activation of MRDs (render.Input.ActivatesMRDs); nil otherwise, and
+// without a REST config. An empty lock, refused on every interval, so
+// costs no request.
 func (r *Reconciler) clusterActivation(ctx context.Context, in *render.Input) (*render.ClusterActivation, error) {
 	if in == nil || r.cfg.REST == nil {
 		return nil, nil
 	}
-	converts, err := in.Converts()
-	if err != nil || !converts || !slices.ContainsFunc(in.Packages, func(p render.Package) bool {
-		return p.Kind.Descriptor().ManagedResources
-	}) {
-		// Without a provider there is no MRD to activate: nothing to
-		// read (an empty lock refused on every interval costs nothing).
+	needed, err := in.ActivatesMRDs()
+	if err != nil || !needed {
 		return nil, err
 	}
 	ca, err := live.ReadActivation(ctx, r.c, r.cfg.REST, r.cfg.Apply.Instance)
@@ -913,22 +930,23 @@ func (r *Reconciler) clusterActivation(ctx context.Context, in *render.Input) (*
 	return ca, nil
 }
 
-// activationChanged reports whether the cluster's activation state would
-// change rd's render: a policy the cluster added, removed or changed, or an
-// MRD Active in the cluster that rd renders inactive (Crossplane activated
-// it since). MRDs that rd renders Active, which its own apply made so, do
-// not count. It is read only before a full apply, never in the idle steady
-// state; a failed read counts as unchanged (the apply goes on with rd).
-func (r *Reconciler) activationChanged(ctx context.Context, rd *rendered) bool {
+// activationChanged returns the cluster's activation state when it would
+// change rd's render, nil otherwise: a policy the cluster added, removed or
+// changed, or an MRD Active in the cluster that rd renders inactive
+// (Crossplane activated it since). MRDs that rd renders Active, which its
+// own apply made so, do not count. It is read only before a full apply,
+// never in the idle steady state; a failed read counts as unchanged (the
+// apply goes on with rd).
+func (r *Reconciler) activationChanged(ctx context.Context, rd *rendered) *render.ClusterActivation {
 	if rd.activation == nil {
-		return false
+		return nil
 	}
 	ca, err := live.ReadActivation(ctx, r.c, r.cfg.REST, r.cfg.Apply.Instance)
 	if err != nil {
-		return false
+		return nil
 	}
 	if !samePolicies(ca.Policies, rd.activation.Policies) {
-		return true
+		return ca
 	}
 	for _, p := range rd.out.Packages {
 		if p.Revision == nil {
@@ -936,11 +954,11 @@ func (r *Reconciler) activationChanged(ctx context.Context, rd *rendered) bool {
 		}
 		for _, m := range p.Revision.MRDs {
 			if !m.Active && ca.ActiveMRDs[m.Name] {
-				return true
+				return ca
 			}
 		}
 	}
-	return false
+	return nil
 }
 
 // samePolicies reports whether a and b hold the same policies: names and

@@ -42,25 +42,38 @@ const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io"
 // cfg reaches the API server for the MRD table. Errors name what could
 // not be read.
 func ReadActivation(ctx context.Context, c client.Reader, cfg *rest.Config, instance string) (*render.ClusterActivation, error) {
-	out := &render.ClusterActivation{ActiveMRDs: map[string]bool{}}
-	gvk := crossplane.GroupKindMRAP.WithVersion(mrdVersion)
-	policies, err := ListAll(ctx, c, gvk, "", nil)
-	if err != nil && !notServed(err) {
-		return nil, fmt.Errorf("cannot list %ss: %w", gvk.Kind, err)
+	policies, err := ReadPolicies(ctx, c, instance)
+	if err != nil {
+		return nil, err
 	}
-	for _, u := range policies {
-		if u.GetLabels()[render.LabelInstance] == instance {
-			continue
-		}
-		acts, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "activate")
-		out.Policies = append(out.Policies, declarations.NewActivationPolicy(u.GetName(), acts...))
-	}
+	out := &render.ClusterActivation{Policies: policies, ActiveMRDs: map[string]bool{}}
 	active, err := activeMRDs(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	for _, n := range active {
 		out.ActiveMRDs[n] = true
+	}
+	return out, nil
+}
+
+// ReadPolicies returns the cluster's ManagedResourceActivationPolicies
+// that the lockstep instance does not apply (without its instance label,
+// or with another instance's), with one LIST; none, and no error, where
+// the kind is not served. ReadActivation's policies.
+func ReadPolicies(ctx context.Context, c client.Reader, instance string) ([]declarations.ActivationPolicy, error) {
+	gvk := crossplane.GroupKindMRAP.WithVersion(mrdVersion)
+	list, err := ListAll(ctx, c, gvk, "", nil)
+	if err != nil && !notServed(err) {
+		return nil, fmt.Errorf("cannot list %ss: %w", gvk.Kind, err)
+	}
+	var out []declarations.ActivationPolicy
+	for _, u := range list {
+		if u.GetLabels()[render.LabelInstance] == instance {
+			continue
+		}
+		acts, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "activate")
+		out = append(out, declarations.NewActivationPolicy(u.GetName(), acts...))
 	}
 	return out, nil
 }

@@ -75,6 +75,19 @@ func (in *Input) Converts() (bool, error) {
 	return v.Major() >= 2, nil
 }
 
+// ActivatesMRDs reports whether rendering in decides the activation of
+// MRDs: it converts CRDs to MRDs (Converts) and locks a package whose kind
+// has managed resources (a Provider). Only then does the cluster's
+// activation state (Input.Cluster) change the render; the commands that
+// read it ask this first. Its error is Converts'.
+func (in *Input) ActivatesMRDs() (bool, error) {
+	converts, err := in.Converts()
+	if err != nil || !converts {
+		return false, err
+	}
+	return slices.ContainsFunc(in.Packages, func(p Package) bool { return p.Kind.Descriptor().ManagedResources }), nil
+}
+
 // policy is one activation pattern of a policy, for activation.
 type policy struct {
 	name, pattern string
@@ -85,14 +98,7 @@ type policy struct {
 // and then by pattern. A payload policy that cannot be decoded or
 // has no activate list is an error naming the package and document.
 func activationPolicies(in *Input) ([]policy, error) {
-	type named struct {
-		name     string
-		activate []string
-	}
-	var all []named
-	for _, p := range in.ActivationPolicies {
-		all = append(all, named{p.Name, p.Patterns()})
-	}
+	all := slices.Clone(in.ActivationPolicies)
 	for i := range in.Packages {
 		p := &in.Packages[i]
 		if p.Contents == nil || !p.Kind.Descriptor().InstallsPayload {
@@ -110,23 +116,28 @@ func activationPolicies(in *Input) ([]policy, error) {
 			if len(v.Spec.Activations) == 0 {
 				return nil, fmt.Errorf("%s: %s document %d (%s %s): spec.activate: required", p, xpkg.StreamFile, o.Index, o.Kind, o.Name)
 			}
-			all = append(all, named{v.Name, v.Patterns()})
+			all = append(all, v)
 		}
 	}
+	return patterns(all), nil
+}
+
+// patterns returns every activation pattern of policies, sorted by policy
+// name and then by pattern: the input's order does not matter.
+func patterns(policies []declarations.ActivationPolicy) []policy {
 	var out []policy
-	for _, n := range all {
-		for _, a := range n.activate {
-			out = append(out, policy{name: n.name, pattern: a})
+	for i := range policies {
+		for _, a := range policies[i].Patterns() {
+			out = append(out, policy{name: policies[i].Name, pattern: a})
 		}
 	}
-	// By policy name, then pattern: the input's order does not matter.
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].name != out[j].name {
 			return out[i].name < out[j].name
 		}
 		return out[i].pattern < out[j].pattern
 	})
-	return out, nil
+	return out
 }
 
 // Activates reports whether the activation pattern matches the MRD name
@@ -196,27 +207,6 @@ func (r *renderer) activation(name string) string {
 		}
 	}
 	return ""
-}
-
-// clusterPolicies returns the patterns of the cluster's policies, sorted
-// as activationPolicies sorts Git's; nil without cluster state.
-func clusterPolicies(c *ClusterActivation) []policy {
-	if c == nil {
-		return nil
-	}
-	var out []policy
-	for _, p := range c.Policies {
-		for _, a := range p.Patterns() {
-			out = append(out, policy{name: p.Name, pattern: a})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].name != out[j].name {
-			return out[i].name < out[j].name
-		}
-		return out[i].pattern < out[j].pattern
-	})
-	return out
 }
 
 // ScalesToZero reports whether Crossplane version v scales the runtime of

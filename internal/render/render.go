@@ -72,7 +72,9 @@ func Render(in Input) (*Output, error) {
 		if r.policies, err = activationPolicies(&in); err != nil {
 			return nil, err
 		}
-		r.clusterPolicies = clusterPolicies(in.Cluster)
+		if in.Cluster != nil {
+			r.clusterPolicies = patterns(in.Cluster.Policies)
+		}
 	}
 	if r.images, err = newImageConfigs(in.ImageConfigs); err != nil {
 		return nil, err

@@ -121,6 +121,15 @@ spec:
   - objects.kubernetes.m.crossplane.io
 `
 
+// lockKubernetes pushes provider-kubernetes v1.2.1, declares it with
+// kubernetesProvider and locks it for Crossplane version.
+func (c *cluster) lockKubernetes(t *testing.T, version string) {
+	t.Helper()
+	c.push(t, "provider-kubernetes-v1.2.1", "crossplane-contrib/provider-kubernetes", "v1.2.1")
+	c.write(t, "providers.yaml", kubernetesProvider)
+	c.lock(t, version)
+}
+
 // replicasOf waits for the one runtime Deployment of prefix and returns
 // its spec.replicas.
 func (c *cluster) replicasOf(t *testing.T, prefix string) int32 {
@@ -144,9 +153,7 @@ func (c *cluster) replicasOf(t *testing.T, prefix string) int32 {
 // does (it has no scale to zero). Before, lockstep rendered 0 replicas.
 func TestActivationNoDefaultPolicyKeepsReplicas(t *testing.T) {
 	c := newCluster(t, envtest.CrossplaneOptions{NoDefaultPolicy: true})
-	c.push(t, "provider-kubernetes-v1.2.1", "crossplane-contrib/provider-kubernetes", "v1.2.1")
-	c.write(t, "providers.yaml", kubernetesProvider)
-	c.lock(t, envtest.CrossplaneVersion)
+	c.lockKubernetes(t, envtest.CrossplaneVersion)
 	c.apply(t)
 	if got := c.replicasOf(t, "provider-kubernetes-"); got != 2 {
 		t.Errorf("runtime replicas %d, want the DeploymentRuntimeConfig's 2", got)
@@ -181,9 +188,7 @@ func TestActivationNoDefaultPolicyKeepsReplicas(t *testing.T) {
 // more (docs/design.md#managed-resource-activation).
 func TestActivationScaleToZeroLatch(t *testing.T) {
 	c := newCluster(t, envtest.CrossplaneOptions{Version: "v2.4.0", NoDefaultPolicy: true})
-	c.push(t, "provider-kubernetes-v1.2.1", "crossplane-contrib/provider-kubernetes", "v1.2.1")
-	c.write(t, "providers.yaml", kubernetesProvider)
-	c.lock(t, "v2.4.0")
+	c.lockKubernetes(t, "v2.4.0")
 	c.apply(t)
 	if got := c.replicasOf(t, "provider-kubernetes-"); got != 0 {
 		t.Errorf("with no Active MRD under v2.4.0: runtime replicas %d, want 0", got)

@@ -126,7 +126,7 @@ func installS1ByCrossplane(t *testing.T, c *cluster) {
 	t.Helper()
 	c.push(t, "provider-nop-v0.4.0", "crossplane-contrib/provider-nop", "v0.4.0")
 	c.push(t, "function-auto-ready-v0.7.0", "crossplane-contrib/function-auto-ready", "v0.7.0")
-	c.create(t, mirror("xpkg.upbound.io", c.reg))
+	c.create(t, c.reg.MirrorImageConfig("xpkg.upbound.io"))
 	for _, d := range strings.Split(nopAndAutoReady, "---\n") {
 		c.create(t, d)
 	}
@@ -229,7 +229,7 @@ metadata:
 spec:
   package: xpkg.upbound.io/upbound/configuration-getting-started:v0.2.0
 `
-	c.create(t, mirror("xpkg.upbound.io", c.reg), decl)
+	c.create(t, c.reg.MirrorImageConfig("xpkg.upbound.io"), decl)
 	c.waitInstalledByCrossplane(t, "Configuration", "configuration-getting-started")
 	c.waitInstalledByCrossplane(t, "Provider", "crossplane-contrib-provider-nop")
 	c.waitInstalledByCrossplane(t, "Function", "crossplane-contrib-function-kcl")
@@ -357,7 +357,7 @@ func kubernetesUpgradeToAdopt(t *testing.T) *cluster {
 	c := newCluster(t, envtest.CrossplaneOptions{})
 	c.push(t, "provider-kubernetes-v0.18.0", "crossplane-contrib/provider-kubernetes", "v0.18.0")
 	c.push(t, "provider-kubernetes-v1.2.1", "crossplane-contrib/provider-kubernetes", "v1.2.1")
-	c.create(t, mirror("xpkg.upbound.io", c.reg), `apiVersion: pkg.crossplane.io/v1
+	c.create(t, c.reg.MirrorImageConfig("xpkg.upbound.io"), `apiVersion: pkg.crossplane.io/v1
 kind: Provider
 metadata:
   name: provider-kubernetes

@@ -3,9 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -70,12 +68,7 @@ func (c *cluster) startAgent(t *testing.T) *syncBuffer {
 // DeploymentRuntimeConfig's 2 replicas without a new commit.
 func TestAgentFollowsClusterActivation(t *testing.T) {
 	c := newCluster(t, envtest.CrossplaneOptions{Version: "v2.4.0", NoDefaultPolicy: true})
-	c.push(t, "provider-kubernetes-v1.2.1", "crossplane-contrib/provider-kubernetes", "v1.2.1")
-	c.write(t, "providers.yaml", kubernetesProvider)
-	c.lock(t, "v2.4.0")
-	if err := os.RemoveAll(filepath.Join(c.dir, ".git")); err != nil {
-		t.Fatal(err)
-	}
+	c.lockKubernetes(t, "v2.4.0")
 	c.startAgent(t)
 	waitFor(t, 2*time.Minute, "the agent installs the provider at 0 replicas", func(ctx context.Context) (bool, string) {
 		ds, err := c.runtimeDeployments(ctx, "provider-kubernetes-")

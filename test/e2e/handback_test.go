@@ -32,7 +32,7 @@ func TestHandBackOnePackage(t *testing.T) {
 	// Crossplane pulls the package again once it owns it: the mirror it
 	// pulls through must be in the cluster (lockstep reads Git's
 	// ImageConfigs for its own pulls and does not apply them).
-	c.create(t, mirror("xpkg.upbound.io", c.reg))
+	c.create(t, c.reg.MirrorImageConfig("xpkg.upbound.io"))
 	c.write(t, "packages.yaml", strings.Split(nopAndAutoReady, "---\n")[0])
 	c.lock(t, envtest.CrossplaneVersion)
 	out, err := c.lockstep(t, append([]string{"handback", "function/" + fn}, c.clusterFlags()...)...)

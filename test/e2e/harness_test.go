@@ -101,22 +101,8 @@ func newCluster(t *testing.T, opts envtest.CrossplaneOptions) *cluster {
 	if err := os.WriteFile(c.kubeconfig, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c.write(t, "mirror.yaml", mirror("xpkg.upbound.io", c.reg))
+	c.write(t, "mirror.yaml", c.reg.MirrorImageConfig("xpkg.upbound.io"))
 	return c
-}
-
-// mirror is an ImageConfig that rewrites every image under host to reg:
-// lockstep and Crossplane both honour it, so both pull from reg.
-func mirror(host string, reg *registry.Registry) string {
-	return `apiVersion: pkg.crossplane.io/v1beta1
-kind: ImageConfig
-metadata:
-  name: mirror
-spec:
-  matchImages:
-  - prefix: ` + host + `/
-  rewriteImage:
-    prefix: ` + reg.Host + "/\n"
 }
 
 // push builds $LOCKSTEP_TESTDATA/packages/<folder> and pushes it to the

@@ -18,9 +18,7 @@ func TestCrossplaneVersions(t *testing.T) {
 	for _, v := range envtest.CrossplaneVersions {
 		t.Run(v, func(t *testing.T) {
 			c := newCluster(t, envtest.CrossplaneOptions{Version: v})
-			c.push(t, "provider-kubernetes-v1.2.1", "crossplane-contrib/provider-kubernetes", "v1.2.1")
-			c.write(t, "providers.yaml", kubernetesProvider)
-			c.lock(t, v)
+			c.lockKubernetes(t, v)
 			c.apply(t)
 			if out := c.settle(t); len(warnings(out)) > 0 {
 				t.Errorf("the settled apply warned:\n%s", out)

@@ -272,3 +272,19 @@ func copyResponse(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
 	w.WriteHeader(rec.Code)
 	_, _ = w.Write(rec.Body.Bytes())
 }
+
+// MirrorImageConfig returns the YAML of an ImageConfig named mirror that
+// rewrites every image under registry host from (xpkg.upbound.io) to r,
+// so that lockstep and Crossplane, which both honour ImageConfig
+// rewrites, pull what a test pushed to r.
+func (r *Registry) MirrorImageConfig(from string) string {
+	return `apiVersion: pkg.crossplane.io/v1beta1
+kind: ImageConfig
+metadata:
+  name: mirror
+spec:
+  matchImages:
+  - prefix: ` + from + `/
+  rewriteImage:
+    prefix: ` + r.Host + "/\n"
+}
