@@ -44,6 +44,8 @@ func ContentOf(source string, f *Fetched) Content {
 	}
 	if f.LayerDigest.Hex != "" {
 		c.Payload.Layer = f.LayerDigest.String()
+	} else if f.LayersDigest.Hex != "" {
+		c.Payload.Layers = f.LayersDigest.String()
 	}
 	for _, d := range meta.DependsOn {
 		kind, written, err := d.Target()
@@ -148,6 +150,10 @@ func CheckContent(lockName string, e *Entry, pulled Content) error {
 	add("dependencies", dependencyList(pulled.Dependencies), dependencyList(rec.Dependencies))
 	add("crossplaneConstraint", quoted(pulled.CrossplaneConstraint), quoted(rec.CrossplaneConstraint))
 	add("payload.layer", orElse(pulled.Payload.Layer, "none"), orElse(rec.Payload.Layer, "none"))
+	// A lock written before payload.layers existed records none.
+	if rec.Payload.Layers != "" {
+		add("payload.layers", orElse(pulled.Payload.Layers, "none"), orElse(rec.Payload.Layers, "none"))
+	}
 	add("payload.crds", strconv.Itoa(pulled.Payload.CRDs), strconv.Itoa(rec.Payload.CRDs))
 	add("payload.xrds", strconv.Itoa(pulled.Payload.XRDs), strconv.Itoa(rec.Payload.XRDs))
 	add("payload.compositions", strconv.Itoa(pulled.Payload.Compositions), strconv.Itoa(rec.Payload.Compositions))

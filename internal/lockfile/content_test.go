@@ -2,6 +2,7 @@ package lockfile
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -9,8 +10,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
@@ -228,5 +234,70 @@ func TestCheckContent(t *testing.T) {
 				t.Errorf("%s\nCheckContent: -want +got:\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// flattened returns an image of provider-demo v0.2.0's package.yaml layer
+// without the io.crossplane.xpkg: base annotation (a package read from its
+// flattened filesystem), followed by extra, a layer of other bits.
+func flattened(t *testing.T, extra v1.Layer) v1.Image {
+	t.Helper()
+	layers, err := buildExample(t, "provider-demo", "v0.2.0").Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.Append(empty.Image, mutate.Addendum{Layer: layers[0]}, mutate.Addendum{Layer: extra})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// TestFlattenedSwapSeen: two flattened images with the same package.yaml
+// (so the same CRD names and counts) but other bits have no payload.layer;
+// the lock records payload.layers, which covers every layer, so a digest
+// swapped by hand from one to the other is refused without asking the
+// registry for the tag. Before, lock and render accepted the swap and only
+// lock --verify saw it.
+func TestFlattenedSwapSeen(t *testing.T) {
+	r := registry.New(t)
+	layers := make([]v1.Layer, 2)
+	digests := make([]string, 2)
+	for i := range layers {
+		l, err := random.Layer(64, types.DockerLayer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layers[i] = l
+		digests[i] = pushImage(t, r, fmt.Sprintf("lockstep-examples/provider-demo:v0.%d.0", i+1), flattened(t, l))
+	}
+	set := declare(t, map[string]string{
+		"providers.yaml":    decl("Provider", "provider-demo", providerDemo+":v0.2.0"),
+		"imageconfigs.yaml": rewriteTo(r, "lockstep.example"),
+	})
+	res, err := resolve(t, ociClient(t, r, t.TempDir(), set), set, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := res.Lock.Entry(providerDemo)
+	if e.Digest != digests[1] || e.Payload.Layer != "" {
+		t.Fatalf("locked %s with payload.layer %q, want %s with none (a flattened image)", e.Digest, e.Payload.Layer, digests[1])
+	}
+	img := flattened(t, layers[1])
+	m, err := img.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := oci.LayersDigestOf(m.Layers).String(); e.Payload.Layers != want {
+		t.Fatalf("payload.layers %q, want %q", e.Payload.Layers, want)
+	}
+	swapped := edited(t, res.Lock, providerDemo, func(e *Entry) { e.Digest = digests[0] })
+	_, err = resolve(t, ociClient(t, r, t.TempDir(), set), set, swapped, Options{})
+	var ce *ContentError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Resolve of the swapped lock: %v, want a *ContentError", err)
+	}
+	if want := "digest " + digests[0] + " holds payload.layers sha256:"; !strings.Contains(err.Error(), want) {
+		t.Errorf("the error %q lacks %q", err, want)
 	}
 }

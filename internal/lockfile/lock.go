@@ -204,6 +204,12 @@ type Payload struct {
 	// the image has no such layer and package.yaml was read from the
 	// flattened filesystem of all layers.
 	Layer string `yaml:"layer,omitempty"`
+	// Layers covers an image without a base layer, where Layer is empty:
+	// the sha256 of its layer digests in order (oci.LayersDigestOf). A
+	// digest swapped by hand to another such image then disagrees with the
+	// lock offline, even when both ship the same CRDs. A lock written
+	// before this field has none; the next `lockstep lock` records it.
+	Layers string `yaml:"layers,omitempty"`
 	// CRDs, XRDs and Compositions count the payload objects of each kind;
 	// Other counts the rest (for example webhook configurations).
 	CRDs         int `yaml:"crds"`

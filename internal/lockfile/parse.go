@@ -311,6 +311,11 @@ func (v *validator) entry(i int, e *Entry) {
 			v.fail(err, at("payload", "layer")...)
 		}
 	}
+	if e.Payload.Layers != "" {
+		if err := checkDigest(e.Payload.Layers); err != nil {
+			v.fail(err, at("payload", "layers")...)
+		}
+	}
 	for _, c := range []struct {
 		field string
 		n     int

@@ -140,6 +140,8 @@ func (c *Cache) load(d v1.Hash, verified func(v1.Hash) bool) (*Fetched, error) {
 	f := &Fetched{Digest: d, Package: pkg}
 	if base != nil {
 		f.LayerDigest = base.Digest
+	} else {
+		f.LayersDigest = LayersDigestOf(layers)
 	}
 	return f, nil
 }

@@ -34,6 +34,13 @@ type Fetched struct {
 	// zero Hash when the package has no such layer and package.yaml was read
 	// from the flattened filesystem of all layers.
 	LayerDigest v1.Hash
+	// LayersDigest covers a package without a base layer: the sha256 of
+	// its layer digests, in the manifest's order, each followed by a
+	// newline (LayersDigestOf). Two flattened images with the same CRD
+	// names and counts but other bits have different LayersDigests, so a
+	// digest swapped by hand between them is seen offline. It is the zero
+	// Hash when LayerDigest is set.
+	LayersDigest v1.Hash
 	// Package is the parsed package.yaml. It is shared by every caller that
 	// asks for the same digest and must not be modified.
 	Package *xpkg.Package
@@ -487,4 +494,16 @@ func describe(m ImageConfigMatch) string {
 		return m.Reference
 	}
 	return fmt.Sprintf("%s (pulled from %s, rewritten by ImageConfig %s)", m.Reference, m.Rewritten, m.RewriteImageConfig)
+}
+
+// LayersDigestOf returns the sha256 of the digests of layers, in order,
+// each followed by a newline: the content digest lockstep records for a
+// package image without a base layer (Fetched.LayersDigest).
+func LayersDigestOf(layers []v1.Descriptor) v1.Hash {
+	var b strings.Builder
+	for _, l := range layers {
+		b.WriteString(l.Digest.String())
+		b.WriteByte('\n')
+	}
+	return v1.Hash{Algorithm: "sha256", Hex: sha256Hex([]byte(b.String()))}
 }

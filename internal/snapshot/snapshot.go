@@ -366,7 +366,7 @@ func (l *loader) payload() error {
 		}
 		got := lockfile.ContentOf(e.Source, f)
 		if l.fetched == nil {
-			got.Payload.Layer = e.Payload.Layer
+			got.Payload.Layer, got.Payload.Layers = e.Payload.Layer, e.Payload.Layers
 		}
 		if err := lockfile.CheckContent(l.s.LockName, e, got); err != nil {
 			errs = append(errs, err)
