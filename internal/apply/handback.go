@@ -90,6 +90,11 @@ func HandBack(ctx context.Context, c client.Client, namespace, instance string, 
 			}
 			return nil, fmt.Errorf("%s %s: cannot release %s: %w", kind, name, what, err)
 		}
+		if !dryRun {
+			if err := c.Patch(ctx, u, client.RawPatch(types.MergePatchType, unmarkPatch)); err != nil && !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("%s %s: released %s, but cannot remove its %s annotation: %w", kind, name, what, render.AnnotationAllowDelete, err)
+			}
+		}
 		res.Released = append(res.Released, what)
 	}
 	if dryRun {
@@ -108,14 +113,23 @@ func HandBack(ctx context.Context, c client.Client, namespace, instance string, 
 }
 
 // releasePatch is the JSON merge patch that removes lockstep's labels and,
-// for a package or revision record, Crossplane's pause annotation.
+// for a package or revision record, Crossplane's pause annotation. It sets
+// render.AnnotationAllowDelete in the same request: deletion protection
+// denies removing the instance label otherwise, to any user but the one
+// lockstep applies as (render.DeletionProtection), and handback may run as
+// someone else. unmarkPatch removes the annotation afterwards.
 func releasePatch(record bool) ([]byte, error) {
-	meta := map[string]any{"labels": map[string]any{render.LabelInstance: nil, render.LabelManagedBy: nil}}
+	annotations := map[string]any{render.AnnotationAllowDelete: "true"}
+	meta := map[string]any{"labels": map[string]any{render.LabelInstance: nil, render.LabelManagedBy: nil}, "annotations": annotations}
 	if record {
-		meta["annotations"] = map[string]any{crossplane.AnnotationPaused: nil}
+		annotations[crossplane.AnnotationPaused] = nil
 	}
 	return json.Marshal(map[string]any{"metadata": meta})
 }
+
+// unmarkPatch removes the render.AnnotationAllowDelete that releasePatch
+// set, once the object no longer carries the instance label.
+var unmarkPatch = []byte(`{"metadata":{"annotations":{"` + render.AnnotationAllowDelete + `":null}}}`)
 
 // describeEntry is "Kind name" or "Kind namespace/name".
 func describeEntry(u *unstructured.Unstructured) string {

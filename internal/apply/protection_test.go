@@ -141,3 +141,80 @@ func stub(apiVersion, kind, name string) *unstructured.Unstructured {
 	u.SetName(name)
 	return u
 }
+
+// TestDeletionProtectionCoversItsLabel: deletion protection selects the
+// instance's objects by their lockstep.io/instance label, so removing or
+// changing that label as another user is denied too (before, an admin
+// could unlabel a Provider and then delete it); other updates pass, an
+// update that sets lockstep.io/allow-delete may drop the label, and
+// lockstep handback, run as that other user, still releases a package and
+// leaves no annotation behind.
+func TestDeletionProtectionCoversItsLabel(t *testing.T) {
+	f := newFixture(t)
+	prov := build(t, f.demo(t, "provider-demo", "v0.1.0"))
+	fn := build(t, f.demo(t, "function-demo", "v0.2.0"))
+	m := f.manager(t, nil)
+	mustSucceed(t, f.apply(t, m, f.render(t, prov, fn), apply.ApplyMeta{}))
+	alice, err := f.env.ClientAs("alice", "system:masters", "system:authenticated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := envtest.Context(t, 2*time.Minute)
+	envtest.WaitDeleteAdmission(t, alice, stub("pkg.crossplane.io/v1", "Provider", prov.Name), true)
+	crdName := "buckets." + f.prefix + ".demo.lockstep.io"
+
+	cases := []struct {
+		name    string
+		reason  string
+		kind    string
+		object  string
+		patch   string
+		allowed bool
+	}{
+		{"remove", "an unlabelled Provider could then be deleted", "Provider", prov.Name, `{"metadata":{"labels":{"` + render.LabelInstance + `":null}}}`, false},
+		{"change", "another instance's label takes it out of this instance's protection", "Provider", prov.Name, `{"metadata":{"labels":{"` + render.LabelInstance + `":"other"}}}`, false},
+		{"crd", "CRDs are protected the same way", "CustomResourceDefinition", crdName, `{"metadata":{"labels":{"` + render.LabelInstance + `":null}}}`, false},
+		{"other label", "other updates are not the policy's business", "Provider", prov.Name, `{"metadata":{"labels":{"team":"a"}}}`, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			apiVersion := "pkg.crossplane.io/v1"
+			if tc.kind == "CustomResourceDefinition" {
+				apiVersion = "apiextensions.k8s.io/v1"
+			}
+			err := alice.Patch(ctx, stub(apiVersion, tc.kind, tc.object), rawMerge([]byte(tc.patch)))
+			switch {
+			case tc.allowed && err != nil:
+				t.Fatalf("%s: %v", tc.reason, err)
+			case !tc.allowed && !apierrors.IsForbidden(err):
+				t.Fatalf("%s: patch %s returned %v, want Forbidden", tc.reason, tc.patch, err)
+			case !tc.allowed:
+				for _, want := range []string{"lockstep handback", render.AnnotationAllowDelete + "=true"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("the denial does not say %q: %v", want, err)
+					}
+				}
+			}
+			if got := f.get(t, apiVersion, tc.kind, "", tc.object).GetLabels()[render.LabelInstance]; got != f.instance {
+				t.Errorf("%s %s labelled %s=%q, want %q", tc.kind, tc.object, render.LabelInstance, got, f.instance)
+			}
+		})
+	}
+
+	t.Run("handback as another user", func(t *testing.T) {
+		res, err := apply.HandBack(ctx, alice, f.namespace, f.instance, "Function", fn.Name, false)
+		if err != nil {
+			t.Fatalf("HandBack: %v", err)
+		}
+		if len(res.Released) == 0 {
+			t.Fatalf("HandBack released nothing: %+v", res)
+		}
+		got := f.get(t, "pkg.crossplane.io/v1", "Function", "", fn.Name)
+		if _, ok := got.GetLabels()[render.LabelInstance]; ok {
+			t.Errorf("the released Function still carries %s", render.LabelInstance)
+		}
+		if _, ok := got.GetAnnotations()[render.AnnotationAllowDelete]; ok {
+			t.Errorf("the released Function still carries %s", render.AnnotationAllowDelete)
+		}
+	})
+}

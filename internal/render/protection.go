@@ -55,7 +55,12 @@ func DeletionProtectionName(instance string) string {
 // user is identity (lockstep's own user name, as a SelfSubjectReview
 // returns it), the garbage collector (GarbageCollectorUser,
 // ControllerManagerUser), or the object is annotated
-// AnnotationAllowDelete="true". The policy is CEL evaluated in the API
+// AnnotationAllowDelete="true". Since the binding selects by that label,
+// an UPDATE that removes or changes it is denied on the same terms (the
+// annotation may be set by the same update), or the protection could be
+// bypassed by unlabelling the object first; a binding's object selector
+// matches an update when the old or the new object matches
+// (k8s.io/api admissionregistration/v1 MatchResources.ObjectSelector). The policy is CEL evaluated in the API
 // server (Kubernetes 1.30+, where ValidatingAdmissionPolicy is GA); no
 // webhook runs. It returns the policy, then the binding, as unstructured
 // objects for server-side apply, and an error when identity is empty or
@@ -75,7 +80,7 @@ func DeletionProtection(instance, identity string) ([]*unstructured.Unstructured
 	}
 	rule := func(group string, resources ...string) admissionregistrationv1.NamedRuleWithOperations {
 		return admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete, admissionregistrationv1.Update},
 			Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: resources},
 		}}
 	}
@@ -83,6 +88,7 @@ func DeletionProtection(instance, identity string) ([]*unstructured.Unstructured
 	// CEL string literals share Go's quoted form for printable text.
 	deleters := "[" + strings.Join([]string{strconv.Quote(identity), strconv.Quote(GarbageCollectorUser), strconv.Quote(ControllerManagerUser)}, ", ") + "]"
 	allowKey := strconv.Quote(AnnotationAllowDelete)
+	instanceKey := strconv.Quote(LabelInstance)
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
@@ -96,9 +102,18 @@ func DeletionProtection(instance, identity string) ([]*unstructured.Unstructured
 			Variables: []admissionregistrationv1.Variable{
 				{Name: "deleters", Expression: deleters},
 				{Name: "allowDelete", Expression: "has(oldObject.metadata.annotations) && " + allowKey + " in oldObject.metadata.annotations && oldObject.metadata.annotations[" + allowKey + "] == 'true'"},
+				// An update may set the annotation and drop the label in one
+				// request (lockstep handback does).
+				{Name: "allowDeleteNew", Expression: "request.operation == 'UPDATE' && has(object.metadata.annotations) && " + allowKey + " in object.metadata.annotations && object.metadata.annotations[" + allowKey + "] == 'true'"},
+				{Name: "labelKept", Expression: "request.operation == 'UPDATE' && has(object.metadata.labels) && " + instanceKey + " in object.metadata.labels && object.metadata.labels[" + instanceKey + "] == " + strconv.Quote(instance)},
 			},
 			Validations: []admissionregistrationv1.Validation{{
-				Expression: "request.userInfo.username in variables.deleters || variables.allowDelete",
+				Expression: "request.operation != 'UPDATE' || variables.labelKept || request.userInfo.username in variables.deleters || variables.allowDelete || variables.allowDeleteNew",
+				Message: fmt.Sprintf("lockstep instance %q manages this object and deletion protection allows only %s to remove or change its %s label, which would take it out of that protection. "+
+					"Run lockstep handback to give the package back to Crossplane, or annotate the object %s=true first", instance, identity, LabelInstance, AnnotationAllowDelete),
+				Reason: ptrTo(metav1.StatusReasonForbidden),
+			}, {
+				Expression: "request.operation != 'DELETE' || request.userInfo.username in variables.deleters || variables.allowDelete",
 				Message: fmt.Sprintf("lockstep instance %q manages this object and deletion protection allows only %s to delete it: deleting it by hand can delete CRDs and every resource of them (crossplane/crossplane#6001). "+
 					"Remove the package from Git to uninstall it, or annotate the object %s=true to delete it anyway", instance, identity, AnnotationAllowDelete),
 				Reason: ptrTo(metav1.StatusReasonForbidden),
@@ -138,3 +153,12 @@ func ptrTo[T any](v T) *T { return &v }
 
 // protectionPrefix starts ProtectionName.
 const protectionPrefix = "lockstep-deletion-protection-"
+
+// AnnotationAdopt is how a manifest opts in to taking over an object that
+// exists and that lockstep did not create: set to "true" on the manifest in
+// Git. Without it, an apply that finds such an object refuses the whole
+// commit before it writes anything, naming the object's owner and field
+// managers (docs/design.md#manifests), since the object would be deleted
+// when its manifest leaves Git. Flux and Argo CD take such objects over
+// silently; lockstep asks first.
+const AnnotationAdopt = "lockstep.io/adopt"
