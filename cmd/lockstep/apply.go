@@ -293,22 +293,15 @@ func printResult(w io.Writer, res *apply.Result, dryRun, verbose bool) {
 		fmt.Fprintf(w, "no changes: %d packages up to date, 0 mutating requests sent\n", len(res.Packages))
 	default:
 		deleted := ""
-		if n := deletedManifests(res); n > 0 {
-			deleted = fmt.Sprintf(", %d manifests deleted", n)
+		switch n := len(res.Deleted()); n {
+		case 0:
+		case 1:
+			deleted = ", 1 object deleted"
+		default:
+			deleted = fmt.Sprintf(", %d objects deleted", n)
 		}
 		fmt.Fprintf(w, "%d packages applied, %d pruned%s, %d failed; %d mutating requests sent\n", len(res.Packages), len(res.Pruned), deleted, failed, res.Writes)
 	}
-}
-
-// deletedManifests counts the manifests the apply deleted (gone from Git).
-func deletedManifests(res *apply.Result) int {
-	n := 0
-	for _, m := range res.Manifests {
-		if m.Action == ssa.DeletedAction {
-			n++
-		}
-	}
-	return n
 }
 
 // checkHealth reads the health of the objects the apply named for each

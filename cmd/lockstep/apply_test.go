@@ -298,7 +298,7 @@ func TestApplyRefusesEmptyLock(t *testing.T) {
 			name:    "Allowed",
 			reason:  "--allow-empty prunes every package.",
 			extra:   []string{"--allow-empty"},
-			wantOut: "0 packages applied, 3 pruned, 0 failed",
+			wantOut: "0 packages applied, 3 pruned, 29 objects deleted, 0 failed",
 		},
 	}
 	for _, tc := range cases {

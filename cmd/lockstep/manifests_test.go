@@ -102,7 +102,7 @@ func TestApplyPrintsManifests(t *testing.T) {
 	if err != nil {
 		t.Fatalf("apply without the ConfigMap: %v\n%s", err, out)
 	}
-	for _, want := range []string{"manifest ConfigMap/xp-cli-m-apps/settings deleted", ", 1 manifests deleted, 0 failed;"} {
+	for _, want := range []string{"manifest ConfigMap/xp-cli-m-apps/settings deleted", ", 1 object deleted, 0 failed;"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the apply that deletes a manifest lacks %q:\n%s", want, out)
 		}

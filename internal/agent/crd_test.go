@@ -143,6 +143,7 @@ func fullSync(ns string) *v1alpha1.Sync {
 				Kind: "Provider", Name: "provider-demo", Version: "v0.1.0", Digest: "sha256:0b",
 				Revision: "provider-demo-0b", Health: "InProgress", Message: "Deployment is not Available",
 			}},
+			LastDeletions: &v1alpha1.DeletionRecord{Commit: "0123456789abcdef", Time: t, Count: 3, Objects: []string{"Provider/provider-old", "ConfigMap/apps/settings"}},
 			Updates: &v1alpha1.UpdateStatus{
 				Mode: "branch", Schedule: "@every 15m", LastPollTime: &t, LastPollResult: "1 change",
 				LastPushedCommit: "0c", LastPushBranch: "lockstep/update", Polls: 2, FailedPolls: 1,

@@ -1004,8 +1004,9 @@ func (r *Reconciler) applyRendered(ctx context.Context, rd *rendered, out *Outco
 	out.lockDigest = rd.lockDigest
 	res, err := r.mgr.Apply(ctx, rd.out, apply.ApplyMeta{Commit: rd.commit, LockDigest: rd.lockDigest, Replaces: rd.replaces})
 	var (
-		held  *writelock.HeldError
-		empty *apply.EmptyLockError
+		held    *writelock.HeldError
+		empty   *apply.EmptyLockError
+		foreign *apply.ForeignManifestError
 	)
 	switch {
 	case errors.As(err, &held):
@@ -1015,6 +1016,8 @@ func (r *Reconciler) applyRendered(ctx context.Context, rd *rendered, out *Outco
 			Err: fmt.Errorf("%w; the agent retries at the next interval (%s)", err, r.cfg.Interval)}
 	case errors.As(err, &empty):
 		return &StepError{Step: StepApply, Reason: ReasonEmptyLockRefused, Stalled: true, Err: err}
+	case errors.As(err, &foreign):
+		return &StepError{Step: StepApply, Reason: ReasonManifestAdoptionRefused, Stalled: true, Err: err}
 	case err != nil:
 		return &StepError{Step: StepApply, Reason: ReasonApplyFailed, Err: err}
 	}

@@ -137,6 +137,13 @@ func nextStatus(prev *v1alpha1.SyncStatus, o *Outcome, rerr error, generation in
 		}
 		st.Packages = o.Packages
 	}
+	if o.Result != nil {
+		if del := o.Result.Deleted(); len(del) > 0 {
+			rec := &v1alpha1.DeletionRecord{Commit: o.Commit, Time: metav1.NewTime(now().UTC().Truncate(1e9)), Count: len(del)}
+			rec.Objects = del[:min(len(del), v1alpha1.MaxDeletionObjects)]
+			st.LastDeletions = rec
+		}
+	}
 	set := func(typ string, s metav1.ConditionStatus, reason, msg string) {
 		if len(msg) > maxMessage {
 			msg = msg[:maxMessage-3] + "..."

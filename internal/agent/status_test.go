@@ -2,10 +2,13 @@ package agent
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/fluxcd/pkg/ssa"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockstep-gitops/lockstep/internal/agent/api/v1alpha1"
@@ -115,6 +118,66 @@ func TestReapplyNote(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, reapplyNote(tc.lastApplied, tc.out)); diff != "" {
 				t.Errorf("%s\nreapplyNote: -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestNextStatusDeletions: the objects an apply deleted are counted and
+// named in the Sync status, capped at v1alpha1.MaxDeletionObjects, and the
+// record stays through later applies that delete nothing.
+func TestNextStatusDeletions(t *testing.T) {
+	manifests := func(n int) *apply.Result {
+		res := &apply.Result{}
+		for i := range n {
+			res.Manifests = append(res.Manifests, &apply.ManifestResult{Object: "ConfigMap/ns/cm" + strconv.Itoa(i), Action: ssa.DeletedAction})
+		}
+		res.Manifests = append(res.Manifests, &apply.ManifestResult{Object: "ConfigMap/ns/kept", Action: ssa.UnchangedAction})
+		return res
+	}
+	cases := map[string]struct {
+		reason  string
+		prev    *v1alpha1.DeletionRecord
+		result  *apply.Result
+		want    *v1alpha1.DeletionRecord
+		objects int
+	}{
+		"Recorded": {
+			reason:  "a deletion is counted and named",
+			result:  manifests(2),
+			want:    &v1alpha1.DeletionRecord{Commit: "bbb", Count: 2, Objects: []string{"ConfigMap/ns/cm0", "ConfigMap/ns/cm1"}},
+			objects: 2,
+		},
+		"Capped": {
+			reason:  "the names are capped, the count is not",
+			result:  manifests(v1alpha1.MaxDeletionObjects + 5),
+			want:    &v1alpha1.DeletionRecord{Commit: "bbb", Count: v1alpha1.MaxDeletionObjects + 5},
+			objects: v1alpha1.MaxDeletionObjects,
+		},
+		"Kept": {
+			reason:  "an apply that deletes nothing keeps the last record",
+			prev:    &v1alpha1.DeletionRecord{Commit: "aaa", Count: 1, Objects: []string{"Provider/p"}},
+			result:  manifests(0),
+			want:    &v1alpha1.DeletionRecord{Commit: "aaa", Count: 1, Objects: []string{"Provider/p"}},
+			objects: 1,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			prev := &v1alpha1.SyncStatus{LastDeletions: tc.prev}
+			st := nextStatus(prev, &Outcome{Commit: "bbb", Applied: true, Result: tc.result}, nil, 1)
+			got := st.LastDeletions
+			if got == nil {
+				t.Fatalf("%s: no lastDeletions", tc.reason)
+			}
+			if len(got.Objects) != tc.objects {
+				t.Errorf("%s: %d objects named, want %d", tc.reason, len(got.Objects), tc.objects)
+			}
+			if tc.objects > 2 {
+				got.Objects, tc.want.Objects = nil, nil
+			}
+			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(v1alpha1.DeletionRecord{}, "Time")); diff != "" {
+				t.Errorf("%s: lastDeletions: -want, +got:\n%s", tc.reason, diff)
 			}
 		})
 	}

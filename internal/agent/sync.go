@@ -74,6 +74,11 @@ const (
 	// instance installed some (apply.EmptyLockError); it stalls until Git
 	// changes or the agent runs with --allow-empty.
 	ReasonEmptyLockRefused = "EmptyLockRefused"
+	// ReasonManifestAdoptionRefused: a manifest of the commit names an
+	// object that exists and that lockstep did not create, without
+	// lockstep.io/adopt (apply.ForeignManifestError); nothing of the
+	// commit was written, and it stalls until Git changes.
+	ReasonManifestAdoptionRefused = "ManifestAdoptionRefused"
 )
 
 // now is the clock; tests replace it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -299,6 +300,33 @@ type Result struct {
 	Warnings []string
 }
 
+// Deleted lists every object the apply deleted, in the order of the
+// result (packages, pruned packages, then manifests): payload objects,
+// runtimes and revisions the packages' steps deleted, what pruning a
+// package deleted (its MRDs, definitions with --prune-crds, revisions and
+// the package itself), and manifests gone from Git. Each is named as
+// fluxcd/pkg/ssa names a change ("Kind/namespace/name"); a dry run lists
+// what it would delete. It is empty when nothing was deleted.
+func (r *Result) Deleted() []string {
+	var out []string
+	for _, p := range append(slices.Clip(r.Packages), r.Pruned...) {
+		if p.Changes == nil {
+			continue
+		}
+		for _, e := range p.Changes.Entries {
+			if e.Action == ssa.DeletedAction {
+				out = append(out, e.Subject)
+			}
+		}
+	}
+	for _, m := range r.Manifests {
+		if m.Action == ssa.DeletedAction {
+			out = append(out, m.Object)
+		}
+	}
+	return out
+}
+
 // Mutated reports whether any mutating request was sent.
 func (r *Result) Mutated() bool { return r.Writes > 0 }
 
@@ -391,7 +419,9 @@ func (p *PackageResult) Counts() map[ssa.Action]int {
 // Apply returns an error, and no Result, only when it cannot start: the
 // Output is for another namespace or instance, another apply holds the
 // instance's write lock (WithLock; a *writelock.HeldError), the deletion
-// protection cannot be applied or removed (Options.DeletionProtection), the
+// protection cannot be applied or removed (Options.DeletionProtection), a
+// manifest names an object lockstep did not create without opting in to
+// adopting it (a *ForeignManifestError), the
 // pkg.crossplane.io kinds are not served, the cluster state or inventory
 // cannot be read, or out has no package while the inventory lists some and
 // Options.AllowEmpty is not set (an *EmptyLockError). Package
@@ -430,6 +460,9 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 		return nil, err
 	}
 	if err := r.refuseEmpty(r.live.inventory); err != nil {
+		return nil, err
+	}
+	if err := r.checkManifestOwners(ctx); err != nil {
 		return nil, err
 	}
 	cv, err := r.readCrossplaneVersion(ctx)

@@ -103,6 +103,85 @@ func (r *run) servedKinds() map[schema.GroupKind]servingDefinition {
 	return out
 }
 
+// ForeignManifestError is Apply's error when manifests of the output name
+// objects that exist and that lockstep did not create, and the manifests
+// do not opt in to adopting them (render.AnnotationAdopt). Apply returns it
+// before it writes anything of the commit.
+type ForeignManifestError struct {
+	// Objects are the refused manifests, each "FILE:LINE: Kind/name: it
+	// is ... (field managers: ...)".
+	Objects []string
+}
+
+// Error lists every refused manifest and says how to opt in.
+func (e *ForeignManifestError) Error() string {
+	return fmt.Sprintf("%d manifest(s) name objects that exist and that lockstep did not create; lockstep would delete them when their manifest leaves Git, so it takes them over only when the manifest says %s: \"true\":\n  %s",
+		len(e.Objects), render.AnnotationAdopt, strings.Join(e.Objects, "\n  "))
+}
+
+// checkManifestOwners is run before anything of the commit is written: it
+// reads every manifest the inventory does not list yet (one GET each; a
+// manifest the inventory lists was created or adopted by an earlier apply,
+// so a steady state reads nothing here) and returns a
+// *ForeignManifestError naming those that exist, do not carry this
+// instance's label, and whose manifest lacks render.AnnotationAdopt
+// "true". A kind the cluster does not serve yet has no objects to adopt.
+func (r *run) checkManifestOwners(ctx context.Context) error {
+	listed := map[string]bool{}
+	for _, e := range r.live.inventory.Manifests {
+		listed[e.ID] = true
+	}
+	var refused []string
+	for _, mo := range r.out.Manifests {
+		o := mo.Object
+		if listed[o.ID()] {
+			continue
+		}
+		u, err := o.Unstructured()
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", mo.Location, o, err)
+		}
+		if u.GetAnnotations()[render.AnnotationAdopt] == "true" {
+			continue
+		}
+		live := &metav1.PartialObjectMetadata{}
+		live.SetGroupVersionKind(schema.FromAPIVersionAndKind(o.APIVersion, o.Kind))
+		err = r.c.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, live)
+		switch {
+		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+			continue
+		case err != nil:
+			return fmt.Errorf("%s: %s: cannot read it to tell whether lockstep created it: %w", mo.Location, o, err)
+		}
+		inst := live.GetLabels()[render.LabelInstance]
+		if inst == r.opts.Instance {
+			continue
+		}
+		var managers []string
+		for _, mf := range live.ManagedFields {
+			if mf.Subresource == "" && !slices.Contains(managers, mf.Manager) {
+				managers = append(managers, mf.Manager)
+			}
+		}
+		slices.Sort(managers)
+		desc := noController(live.OwnerReferences, managers)
+		if c := controllerOf(live.OwnerReferences); c != nil {
+			desc = "it is controlled by " + describeRef(*c)
+			if len(managers) > 0 {
+				desc += " (field managers: " + strings.Join(managers, ", ") + ")"
+			}
+		}
+		if inst != "" {
+			desc = "it belongs to lockstep instance " + inst + "; " + desc
+		}
+		refused = append(refused, fmt.Sprintf("%s: %s: exists and lockstep did not create it: %s", mo.Location, o, desc))
+	}
+	if len(refused) > 0 {
+		return &ForeignManifestError{Objects: refused}
+	}
+	return nil
+}
+
 // manifestsStep applies the output's manifests after every package's steps
 // (docs/design.md#manifests), in the output's order (Namespaces and other
 // cluster-scoped objects first). A manifest whose kind a package of the

@@ -2,6 +2,7 @@ package apply_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -364,11 +365,105 @@ func TestNamespaceWithForeignObjectsNotPruned(t *testing.T) {
 			if warned != foreign {
 				t.Errorf("warning naming ConfigMap theirs: %t, want %t; warnings: %v", warned, foreign, res.Warnings)
 			}
+			if deleted := strings.Join(res.Deleted(), ","); !strings.Contains(deleted, "ConfigMap/"+ns+"/ours") || strings.Contains(deleted, "Namespace/") == foreign {
+				t.Errorf("Result.Deleted() = %q, want ConfigMap/%s/ours and the Namespace only when it was deleted", deleted, ns)
+			}
 			if foreign {
 				ours := &corev1.ConfigMap{}
 				if err := f.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ours"}, ours); !apierrors.IsNotFound(err) {
 					t.Errorf("lockstep's ConfigMap in the kept namespace: %v, want it pruned", err)
 				}
+			}
+		})
+	}
+}
+
+// TestManifestAdoptsOnlyWithOptIn: a manifest naming an object that exists
+// and that lockstep did not create is refused, before anything of the
+// commit is written (the other manifest of the commit is not created and
+// no inventory is written), with an error naming the file, the object and
+// its field managers or lockstep instance, unless the manifest opts in
+// with lockstep.io/adopt: "true". Before, such an object was taken over
+// without a word and deleted when its manifest left Git.
+func TestManifestAdoptsOnlyWithOptIn(t *testing.T) {
+	cases := map[string]struct {
+		reason   string
+		existing map[string]string // labels of the existing Namespace; nil: none exists
+		annotate bool
+		want     []string // substrings of the error; nil: the apply succeeds
+	}{
+		"Created": {
+			reason: "a new object is lockstep's",
+		},
+		"ForeignRefused": {
+			reason:   "an object someone else made is not taken over without a word",
+			existing: map[string]string{},
+			want:     []string{"team.yaml:1: Namespace/", "exists and lockstep did not create it", "field managers: ", "lockstep.io/adopt"},
+		},
+		"OtherInstanceRefused": {
+			reason:   "another lockstep instance's object is not taken over",
+			existing: map[string]string{render.LabelInstance: "someone-else"},
+			want:     []string{"it belongs to lockstep instance someone-else"},
+		},
+		"ForeignAdoptedWithOptIn": {
+			reason:   "the annotation takes the object over",
+			existing: map[string]string{},
+			annotate: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			ns := f.prefix + "-team"
+			if tc.existing != nil {
+				obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: tc.existing}}
+				if err := f.env.Client.Create(ctx, obj); err != nil {
+					t.Fatal(err)
+				}
+			}
+			annotations := ""
+			if tc.annotate {
+				annotations = ", annotations: {" + render.AnnotationAdopt + ": \"true\"}"
+			}
+			files := map[string]string{
+				"team.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + ns + annotations + "}\n",
+				"cm.yaml":   "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + f.prefix + "-settings, namespace: " + f.namespace + "}\ndata: {a: b}\n",
+			}
+			out, err := render.Render(render.Input{Namespace: f.namespace, Instance: f.instance, Manifests: manifestSet(t, files)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := f.manager(t, nil).Apply(ctx, out, apply.ApplyMeta{Commit: "one"})
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("%s: Apply: %v", tc.reason, err)
+				}
+				mustSucceed(t, res)
+				got := &corev1.Namespace{}
+				if err := f.env.Client.Get(ctx, client.ObjectKey{Name: ns}, got); err != nil {
+					t.Fatal(err)
+				}
+				if got.Labels[render.LabelInstance] != f.instance {
+					t.Errorf("%s: namespace labels %v, want %s=%s", tc.reason, got.Labels, render.LabelInstance, f.instance)
+				}
+				return
+			}
+			var fe *apply.ForeignManifestError
+			if !errors.As(err, &fe) {
+				t.Fatalf("%s: Apply error %v, want a *ForeignManifestError", tc.reason, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: error %q lacks %q", tc.reason, err, w)
+				}
+			}
+			cm := &corev1.ConfigMap{}
+			if err := f.env.Client.Get(ctx, client.ObjectKey{Namespace: f.namespace, Name: f.prefix + "-settings"}, cm); !apierrors.IsNotFound(err) {
+				t.Errorf("%s: the commit's other manifest was written (%v), want nothing written", tc.reason, err)
+			}
+			if inv, err := inventory.Read(ctx, f.env.Client, f.namespace, f.instance); err == nil && len(inv.Manifests) > 0 {
+				t.Errorf("%s: the inventory lists %v, want nothing recorded", tc.reason, inv.Manifests)
 			}
 		})
 	}

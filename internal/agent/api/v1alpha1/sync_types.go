@@ -91,11 +91,35 @@ type SyncStatus struct {
 	// name.
 	// +optional
 	Packages []PackageHealth `json:"packages,omitempty"`
+	// LastDeletions is what the last apply that deleted objects deleted:
+	// packages pruned, their definitions and revisions, and manifests gone
+	// from Git. It is kept until another apply deletes something, absent
+	// when none has.
+	// +optional
+	LastDeletions *DeletionRecord `json:"lastDeletions,omitempty"`
 	// Updates is the registry polling that proposes lock updates as Git
 	// commits (--update-schedule), absent when it is off.
 	// +optional
 	Updates *UpdateStatus `json:"updates,omitempty"`
 }
+
+// DeletionRecord counts and names the objects one apply deleted.
+type DeletionRecord struct {
+	// Commit is the commit whose apply deleted them.
+	Commit string `json:"commit"`
+	// Time is when that apply ended.
+	Time metav1.Time `json:"time"`
+	// Count is how many objects it deleted.
+	Count int `json:"count"`
+	// Objects names them as "Kind/name" or "Kind/namespace/name", at most
+	// MaxDeletionObjects of them (Count has the total).
+	// +optional
+	Objects []string `json:"objects,omitempty"`
+}
+
+// MaxDeletionObjects caps DeletionRecord.Objects: a pruned monolith
+// provider deletes hundreds of CRDs, and a Sync must stay a small object.
+const MaxDeletionObjects = 50
 
 // UpdateStatus reports the agent's scheduled registry polls
 // (internal/update).
