@@ -426,7 +426,12 @@ func TestPackageFlattened(t *testing.T) {
 	reg.Reset()
 	dir := t.TempDir()
 	ref := digestRef(t, reg.Host+"/org/legacy", d)
-	want := &oci.Fetched{Digest: d, Package: parsed(t, img)} // zero LayerDigest: no base layer
+	m, err := img.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Zero LayerDigest: no base layer; LayersDigest covers both layers.
+	want := &oci.Fetched{Digest: d, LayersDigest: oci.LayersDigestOf(m.Layers), Package: parsed(t, img)}
 
 	got, err := client(t, options(reg), dir).Package(context.Background(), ref)
 	if err != nil {
