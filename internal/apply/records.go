@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/fluxcd/pkg/ssa"
 	ssaerrors "github.com/fluxcd/pkg/ssa/errors"
@@ -483,6 +485,33 @@ func (r *run) planRecord(ctx context.Context, d *desired) error {
 // inventory every object the package is about to write (recordIntent),
 // then applies the package record and the revision record for the locked
 // digest, numbered after the package's other revisions.
+// refuseTerminating returns an error, before anything of the package is
+// written, when its package record or the revision it is to run (the
+// output's current revision) is being deleted: a finalizer another
+// controller set holds it (metadata.deletionTimestamp set), and writing
+// the package under it would make a revision that vanishes once the
+// finalizer goes the one the package runs. The error names the object,
+// when its deletion began and the finalizers that hold it, instead of the
+// API server's "Only one reference can have Controller set to true" that
+// a later write would meet.
+func (p *pkgRun) refuseTerminating(livePkg *unstructured.Unstructured) error {
+	held := func(u *unstructured.Unstructured) error {
+		return fmt.Errorf("%s %s is being deleted (since %s) and is held by the finalizers %s: nothing of %s %s was written; "+
+			"once whoever set them removes them (or they are removed by hand, kubectl patch %s %s --type=merge -p '{\"metadata\":{\"finalizers\":null}}'), the next apply installs it afresh",
+			u.GetKind(), u.GetName(), u.GetDeletionTimestamp().UTC().Format(time.RFC3339), strings.Join(u.GetFinalizers(), ", "),
+			p.key.Kind, p.key.Name, strings.ToLower(u.GetKind()), u.GetName())
+	}
+	if livePkg != nil && livePkg.GetDeletionTimestamp() != nil {
+		return held(livePkg)
+	}
+	for _, rev := range p.r.live.revisionsOf(p.key) {
+		if rev.GetName() == p.po.Revision.Name && rev.GetDeletionTimestamp() != nil {
+			return held(rev)
+		}
+	}
+	return nil
+}
+
 func (p *pkgRun) recordsStep(ctx context.Context) error {
 	r := p.r
 	livePkg := r.live.pkg(p.key)
@@ -490,6 +519,10 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 		if inst := livePkg.GetLabels()[render.LabelInstance]; inst != "" && inst != r.opts.Instance {
 			return fmt.Errorf("%s %s is managed by lockstep instance %q; this is instance %q", p.key.Kind, p.key.Name, inst, r.opts.Instance)
 		}
+	}
+
+	if err := p.refuseTerminating(livePkg); err != nil {
+		return err
 	}
 
 	// The revisions, and the activation decision, before anything is
