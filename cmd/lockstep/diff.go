@@ -200,7 +200,7 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 		kube = c
 		ctx := cmd.Context()
 		policies := sync.OnceValues(func() ([]declarations.ActivationPolicy, error) {
-			return live.ReadPolicies(ctx, c, f.render.instance)
+			return live.ReadPolicies(ctx, c, map[string]string{render.LabelInstance: f.render.instance})
 		})
 		head.prepare = func(s *snapshot.Snapshot) error {
 			if s.Input == nil {
@@ -214,7 +214,7 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 			if err != nil {
 				return fmt.Errorf("cannot read the cluster's activation policies: %w", err)
 			}
-			s.Input.Cluster = &render.ClusterActivation{Policies: p}
+			s.Input.Cluster = &declarations.ClusterActivation{Policies: p}
 			return nil
 		}
 		base.prepare = head.prepare

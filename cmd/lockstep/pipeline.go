@@ -161,7 +161,7 @@ func readClusterActivation(ctx context.Context, snap *snapshot.Snapshot, c clien
 	if err != nil || !needed {
 		return err
 	}
-	ca, err := live.ReadActivation(ctx, c, cfg, instance)
+	ca, err := live.ReadActivation(ctx, c, cfg, map[string]string{render.LabelInstance: instance})
 	if err != nil {
 		return fmt.Errorf("cannot read the cluster's activation state: %w", err)
 	}

@@ -501,14 +501,14 @@ type rendered struct {
 	// activation is the cluster's activation state the render used
 	// (render.Input.Cluster), nil when the render decides no MRD's
 	// activation; input is what was rendered, for withActivation.
-	activation *render.ClusterActivation
+	activation *declarations.ClusterActivation
 	input      *render.Input
 }
 
 // withActivation returns rd rendered again from its input with the
 // cluster's activation state ca; a render error stalls until Git changes,
 // as in prepare.
-func (rd *rendered) withActivation(ca *render.ClusterActivation) (*rendered, error) {
+func (rd *rendered) withActivation(ca *declarations.ClusterActivation) (*rendered, error) {
 	in := *rd.input
 	in.Cluster = ca
 	out, err := render.Render(in)
@@ -892,7 +892,7 @@ func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered,
 		warnings = append(warnings, w.Error())
 	}
 	var ro *render.Output
-	var ca *render.ClusterActivation
+	var ca *declarations.ClusterActivation
 	if err == nil {
 		if ca, err = r.clusterActivation(ctx, snap.Input); err != nil {
 			return nil, warnings, &StepError{Step: StepRender, Reason: ReasonApplyFailed, Err: err}
@@ -915,7 +915,7 @@ func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered,
 // activation of MRDs (render.Input.ActivatesMRDs); nil otherwise, and
 // without a REST config. An empty lock, refused on every interval, so
 // costs no request.
-func (r *Reconciler) clusterActivation(ctx context.Context, in *render.Input) (*render.ClusterActivation, error) {
+func (r *Reconciler) clusterActivation(ctx context.Context, in *render.Input) (*declarations.ClusterActivation, error) {
 	if in == nil || r.cfg.REST == nil {
 		return nil, nil
 	}
@@ -923,7 +923,7 @@ func (r *Reconciler) clusterActivation(ctx context.Context, in *render.Input) (*
 	if err != nil || !needed {
 		return nil, err
 	}
-	ca, err := live.ReadActivation(ctx, r.c, r.cfg.REST, r.cfg.Apply.Instance)
+	ca, err := live.ReadActivation(ctx, r.c, r.cfg.REST, map[string]string{render.LabelInstance: r.cfg.Apply.Instance})
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the cluster's activation state: %w", err)
 	}
@@ -937,11 +937,11 @@ func (r *Reconciler) clusterActivation(ctx context.Context, in *render.Input) (*
 // own apply made so, do not count. It is read only before a full apply,
 // never in the idle steady state; a failed read counts as unchanged (the
 // apply goes on with rd).
-func (r *Reconciler) activationChanged(ctx context.Context, rd *rendered) *render.ClusterActivation {
+func (r *Reconciler) activationChanged(ctx context.Context, rd *rendered) *declarations.ClusterActivation {
 	if rd.activation == nil {
 		return nil
 	}
-	ca, err := live.ReadActivation(ctx, r.c, r.cfg.REST, r.cfg.Apply.Instance)
+	ca, err := live.ReadActivation(ctx, r.c, r.cfg.REST, map[string]string{render.LabelInstance: r.cfg.Apply.Instance})
 	if err != nil {
 		return nil
 	}

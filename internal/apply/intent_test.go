@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/internal/certs"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
@@ -167,7 +168,7 @@ func (f *fixture) labelled(t *testing.T, po *render.PackageOutput, out *render.O
 		}
 		for _, it := range list.Items {
 			id := object.ObjMetadata{Namespace: it.Namespace, Name: it.Name, GroupKind: gvk.GroupKind()}.String()
-			if allowed[id] || (gvk.Kind == "Secret" && it.Name == render.RootCASecretName) || deleteIssued(&it) {
+			if allowed[id] || (gvk.Kind == "Secret" && it.Name == certs.RootCASecretName) || deleteIssued(&it) {
 				continue
 			}
 			left = append(left, gvk.Kind+" "+it.Name)

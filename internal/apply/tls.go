@@ -35,7 +35,7 @@ func (r *run) loadCA(ctx context.Context) (*certAuthority, error) {
 		return r.ca, nil
 	}
 	sec := &corev1.Secret{}
-	err := r.c.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: render.RootCASecretName}, sec)
+	err := r.c.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: certs.RootCASecretName}, sec)
 	switch {
 	case apierrors.IsNotFound(err):
 		gen, err := certs.New(r.now)
@@ -44,18 +44,18 @@ func (r *run) loadCA(ctx context.Context) (*certAuthority, error) {
 		}
 		ca := &certAuthority{CA: gen}
 		ca.pending = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: render.RootCASecretName, Namespace: r.opts.Namespace,
+			ObjectMeta: metav1.ObjectMeta{Name: certs.RootCASecretName, Namespace: r.opts.Namespace,
 				Labels: map[string]string{render.LabelManagedBy: render.ManagedByValue}},
-			Data: map[string][]byte{render.TLSCertKey: ca.CertPEM(), render.TLSKeyKey: ca.KeyPEM()},
+			Data: map[string][]byte{certs.TLSCertKey: ca.CertPEM(), certs.TLSKeyKey: ca.KeyPEM()},
 		}
 		r.ca = ca
 		return ca, nil
 	case err != nil:
-		return nil, fmt.Errorf("cannot read Secret %s/%s: %w", r.opts.Namespace, render.RootCASecretName, err)
+		return nil, fmt.Errorf("cannot read Secret %s/%s: %w", r.opts.Namespace, certs.RootCASecretName, err)
 	}
-	parsed, err := certs.Parse(sec.Data[render.TLSCertKey], sec.Data[render.TLSKeyKey])
+	parsed, err := certs.Parse(sec.Data[certs.TLSCertKey], sec.Data[certs.TLSKeyKey])
 	if err != nil {
-		return nil, fmt.Errorf("Secret %s/%s does not hold a usable CA (lockstep never regenerates an existing CA; repair or delete it): %w", r.opts.Namespace, render.RootCASecretName, err)
+		return nil, fmt.Errorf("Secret %s/%s does not hold a usable CA (lockstep never regenerates an existing CA; repair or delete it): %w", r.opts.Namespace, certs.RootCASecretName, err)
 	}
 	r.ca = &certAuthority{CA: parsed}
 	return r.ca, nil
@@ -70,9 +70,9 @@ func (r *run) ensureCA(ctx context.Context) error {
 	}
 	if err := r.c.Create(ctx, r.ca.pending, client.FieldOwner(FieldManager)); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("Secret %s/%s was created by someone else during this apply; apply again", r.opts.Namespace, render.RootCASecretName)
+			return fmt.Errorf("Secret %s/%s was created by someone else during this apply; apply again", r.opts.Namespace, certs.RootCASecretName)
 		}
-		return fmt.Errorf("cannot create Secret %s/%s: %w", r.opts.Namespace, render.RootCASecretName, err)
+		return fmt.Errorf("cannot create Secret %s/%s: %w", r.opts.Namespace, certs.RootCASecretName, err)
 	}
 	r.wrote()
 	r.ca.pending = nil

@@ -27,8 +27,6 @@ import (
 	"math/big"
 	"slices"
 	"time"
-
-	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
 // Certificate parameters. Crossplane's generator (crossplane/crossplane
@@ -74,8 +72,8 @@ func (ca *CA) KeyPEM() []byte { return ca.keyPEM }
 // root CA's, when ca is known), and does not expire within
 // certRenewBefore. Crossplane keeps any Secret that holds one of the keys;
 // lockstep keeps valid ones and replaces broken or expiring ones.
-func Valid(data map[string][]byte, req *render.TLSRequest, now time.Time, ca *CA) bool {
-	crt, key, caPEM := data[render.TLSCertKey], data[render.TLSKeyKey], data[render.CACertKey]
+func Valid(data map[string][]byte, req *TLSRequest, now time.Time, ca *CA) bool {
+	crt, key, caPEM := data[TLSCertKey], data[TLSKeyKey], data[CACertKey]
 	if len(crt) == 0 || len(key) == 0 || len(caPEM) == 0 {
 		return false
 	}
@@ -101,7 +99,7 @@ func Valid(data map[string][]byte, req *render.TLSRequest, now time.Time, ca *CA
 		return false
 	}
 	usage := x509.ExtKeyUsageServerAuth
-	if req.Usage == render.TLSClient {
+	if req.Usage == TLSClient {
 		usage = x509.ExtKeyUsageClientAuth
 	}
 	caCert, err := parseCert(caPEM)
@@ -131,7 +129,7 @@ func New(now time.Time) (*CA, error) {
 		SerialNumber:          serial,
 		Subject:               name,
 		Issuer:                name,
-		DNSNames:              []string{render.RootCASecretName},
+		DNSNames:              []string{RootCASecretName},
 		NotBefore:             now.Add(-time.Minute),
 		NotAfter:              now.Add(certValidity),
 		IsCA:                  true,
@@ -154,21 +152,21 @@ func New(now time.Time) (*CA, error) {
 // that is empty, does not parse, is not a CA or does not match.
 func Parse(crt, key []byte) (*CA, error) {
 	if len(crt) == 0 || len(key) == 0 {
-		return nil, fmt.Errorf("%s or %s is empty", render.TLSCertKey, render.TLSKeyKey)
+		return nil, fmt.Errorf("%s or %s is empty", TLSCertKey, TLSKeyKey)
 	}
 	cert, err := parseCert(crt)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", render.TLSCertKey, err)
+		return nil, fmt.Errorf("%s: %w", TLSCertKey, err)
 	}
 	if !cert.IsCA {
-		return nil, fmt.Errorf("%s is not a CA certificate", render.TLSCertKey)
+		return nil, fmt.Errorf("%s is not a CA certificate", TLSCertKey)
 	}
 	k, err := parseKey(key)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", render.TLSKeyKey, err)
+		return nil, fmt.Errorf("%s: %w", TLSKeyKey, err)
 	}
 	if !samePublicKey(k, cert.PublicKey) {
-		return nil, fmt.Errorf("%s does not match %s", render.TLSKeyKey, render.TLSCertKey)
+		return nil, fmt.Errorf("%s does not match %s", TLSKeyKey, TLSCertKey)
 	}
 	block, _ := pem.Decode(crt)
 	return &CA{cert: cert, key: k, certPEM: pem.EncodeToMemory(block)}, nil
@@ -176,7 +174,7 @@ func Parse(crt, key []byte) (*CA, error) {
 
 // Issue returns the data of a TLS Secret for req: tls.crt, tls.key and
 // ca.crt, a certificate valid for certValidity signed by ca.
-func (ca *CA) Issue(req *render.TLSRequest, now time.Time) (map[string][]byte, error) {
+func (ca *CA) Issue(req *TLSRequest, now time.Time) (map[string][]byte, error) {
 	if len(req.DNSNames) == 0 {
 		return nil, errors.New("a TLS certificate needs at least one DNS name")
 	}
@@ -193,7 +191,7 @@ func (ca *CA) Issue(req *render.TLSRequest, now time.Time) (map[string][]byte, e
 		return nil, err
 	}
 	usage := x509.ExtKeyUsageServerAuth
-	if req.Usage == render.TLSClient {
+	if req.Usage == TLSClient {
 		usage = x509.ExtKeyUsageClientAuth
 	}
 	tmpl := &x509.Certificate{
@@ -211,9 +209,9 @@ func (ca *CA) Issue(req *render.TLSRequest, now time.Time) (map[string][]byte, e
 		return nil, fmt.Errorf("cannot sign a TLS certificate: %w", err)
 	}
 	return map[string][]byte{
-		render.TLSCertKey: pemEncode(pemCertificate, der),
-		render.TLSKeyKey:  pemEncode(pemPKCS8Key, keyDER),
-		render.CACertKey:  ca.certPEM,
+		TLSCertKey: pemEncode(pemCertificate, der),
+		TLSKeyKey:  pemEncode(pemPKCS8Key, keyDER),
+		CACertKey:  ca.certPEM,
 	}, nil
 }
 

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
 func TestValid(t *testing.T) {
@@ -19,7 +17,7 @@ func TestValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := &render.TLSRequest{DNSNames: []string{"svc", "svc.ns"}}
+	server := &TLSRequest{DNSNames: []string{"svc", "svc.ns"}}
 	issued, err := ca.Issue(server, now)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +30,7 @@ func TestValid(t *testing.T) {
 	cases := map[string]struct {
 		reason string
 		data   map[string][]byte
-		req    *render.TLSRequest
+		req    *TLSRequest
 		at     time.Time
 		ca     *CA
 		want   bool
@@ -55,11 +53,11 @@ func TestValid(t *testing.T) {
 		},
 		"DNSNamesChanged": {
 			reason: "a certificate whose DNS names differ from the request is replaced",
-			data:   issued, req: &render.TLSRequest{DNSNames: []string{"svc"}}, at: now, ca: ca,
+			data:   issued, req: &TLSRequest{DNSNames: []string{"svc"}}, at: now, ca: ca,
 		},
 		"UsageChanged": {
 			reason: "a server certificate does not satisfy a client request",
-			data:   issued, req: &render.TLSRequest{DNSNames: server.DNSNames, Usage: render.TLSClient}, at: now, ca: ca,
+			data:   issued, req: &TLSRequest{DNSNames: server.DNSNames, Usage: TLSClient}, at: now, ca: ca,
 		},
 		"Expiring": {
 			reason: "a certificate that expires within certRenewBefore is replaced",
@@ -67,7 +65,7 @@ func TestValid(t *testing.T) {
 		},
 		"Empty": {
 			reason: "a Secret without the three keys is not valid",
-			data:   map[string][]byte{render.TLSCertKey: issued[render.TLSCertKey]}, req: server, at: now, ca: ca,
+			data:   map[string][]byte{TLSCertKey: issued[TLSCertKey]}, req: server, at: now, ca: ca,
 		},
 	}
 	for name, tc := range cases {
@@ -85,7 +83,7 @@ func TestParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, err := ca.Issue(&render.TLSRequest{DNSNames: []string{"svc"}}, now)
+	leaf, err := ca.Issue(&TLSRequest{DNSNames: []string{"svc"}}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +95,8 @@ func TestParse(t *testing.T) {
 	}{
 		"Generated": {reason: "a CA New generated parses", crt: ca.CertPEM(), key: ca.KeyPEM()},
 		"Empty":     {reason: "an empty key is an error", crt: ca.CertPEM(), wantErr: true},
-		"NotCA":     {reason: "a leaf certificate is not a CA", crt: leaf[render.TLSCertKey], key: leaf[render.TLSKeyKey], wantErr: true},
-		"Mismatch":  {reason: "a key of another certificate is an error", crt: ca.CertPEM(), key: leaf[render.TLSKeyKey], wantErr: true},
+		"NotCA":     {reason: "a leaf certificate is not a CA", crt: leaf[TLSCertKey], key: leaf[TLSKeyKey], wantErr: true},
+		"Mismatch":  {reason: "a key of another certificate is an error", crt: ca.CertPEM(), key: leaf[TLSKeyKey], wantErr: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

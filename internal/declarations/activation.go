@@ -97,3 +97,22 @@ func (l *loader) activationPolicy(o object) {
 func isActivationPolicy(group, kind string) bool {
 	return group == crossplane.GroupKindMRAP.Group && kind == crossplane.GroupKindMRAP.Kind
 }
+
+// ClusterActivation is the activation state a cluster shows beyond Git
+// (docs/design.md#managed-resource-activation): Crossplane's MRAP
+// controller activates an MRD that any policy in the cluster matches, and
+// an Active MRD never becomes Inactive (a validation rule of the MRD CRD).
+// lockstep's render (render.Input.Cluster) makes the activation it renders
+// the union of Git's policies and these, so that lockstep never renders a provider as waiting for an
+// activation that Crossplane already made.
+type ClusterActivation struct {
+	// Policies are the ManagedResourceActivationPolicies in the cluster
+	// that Git does not declare: the policy named default that Crossplane's
+	// `core init --activation` creates (the Helm chart's
+	// provider.defaultActivations, ["*"] by default), or one a platform
+	// team applied by hand. Only Name and spec.activate are read.
+	Policies []ActivationPolicy
+	// ActiveMRDs are the names of the MRDs whose spec.state is Active in
+	// the cluster, whoever activated them.
+	ActiveMRDs map[string]bool
+}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
-	"github.com/lockstep-gitops/lockstep/internal/render"
 )
 
 // mrdVersion is the version of ManagedResourceDefinition and
@@ -32,7 +32,7 @@ const mrdVersion = "v1alpha1"
 const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
 // ReadActivation reads the cluster's activation state for render
-// (render.ClusterActivation): the ManagedResourceActivationPolicies that
+// (declarations.ClusterActivation): the ManagedResourceActivationPolicies that
 // the lockstep instance does not apply (without its instance label, or
 // with another instance's), and the names of the MRDs whose spec.state is
 // Active. It costs one LIST of policies and one LIST of MRDs in the
@@ -41,12 +41,12 @@ const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io"
 // has neither and gives an empty state, no error. c reads the policies;
 // cfg reaches the API server for the MRD table. Errors name what could
 // not be read.
-func ReadActivation(ctx context.Context, c client.Reader, cfg *rest.Config, instance string) (*render.ClusterActivation, error) {
-	policies, err := ReadPolicies(ctx, c, instance)
+func ReadActivation(ctx context.Context, c client.Reader, cfg *rest.Config, own map[string]string) (*declarations.ClusterActivation, error) {
+	policies, err := ReadPolicies(ctx, c, own)
 	if err != nil {
 		return nil, err
 	}
-	out := &render.ClusterActivation{Policies: policies, ActiveMRDs: map[string]bool{}}
+	out := &declarations.ClusterActivation{Policies: policies, ActiveMRDs: map[string]bool{}}
 	active, err := activeMRDs(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -58,10 +58,10 @@ func ReadActivation(ctx context.Context, c client.Reader, cfg *rest.Config, inst
 }
 
 // ReadPolicies returns the cluster's ManagedResourceActivationPolicies
-// that the lockstep instance does not apply (without its instance label,
-// or with another instance's), with one LIST; none, and no error, where
+// that the lockstep instance does not apply (those that lack one of the
+// labels own, or hold another value), with one LIST; none, and no error, where
 // the kind is not served. ReadActivation's policies.
-func ReadPolicies(ctx context.Context, c client.Reader, instance string) ([]declarations.ActivationPolicy, error) {
+func ReadPolicies(ctx context.Context, c client.Reader, own map[string]string) ([]declarations.ActivationPolicy, error) {
 	gvk := crossplane.GroupKindMRAP.WithVersion(mrdVersion)
 	list, err := ListAll(ctx, c, gvk, "", nil)
 	if err != nil && !notServed(err) {
@@ -69,7 +69,7 @@ func ReadPolicies(ctx context.Context, c client.Reader, instance string) ([]decl
 	}
 	var out []declarations.ActivationPolicy
 	for _, u := range list {
-		if u.GetLabels()[render.LabelInstance] == instance {
+		if labels.SelectorFromSet(own).Matches(labels.Set(u.GetLabels())) {
 			continue
 		}
 		acts, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "activate")

@@ -59,13 +59,13 @@ type Input struct {
 	// (docs/crossplane-behaviour.md#managed-resource-activation). Without
 	// conversion each is an Output warning ("not evaluated").
 	ActivationPolicies []declarations.ActivationPolicy
-	// Cluster is the cluster's activation state (ClusterActivation), read
+	// Cluster is the cluster's activation state (declarations.ClusterActivation), read
 	// by the commands that reach a cluster (apply, the agent, diff
 	// --cluster, status) before they render. An MRD is rendered Active when
 	// a policy of Git, of a Configuration's payload or of the cluster
 	// matches it, or when it is Active in the cluster. nil renders Git's
 	// activation alone, as the offline commands do.
-	Cluster *ClusterActivation
+	Cluster *declarations.ClusterActivation
 	// Manifests are the declarations' other objects (ProviderConfigs,
 	// claims, ...), rendered into Output.Manifests
 	// (docs/design.md#manifests).

@@ -163,25 +163,6 @@ func activate(policies []policy, name string) string {
 	return ""
 }
 
-// ClusterActivation is the activation state a cluster shows beyond Git
-// (docs/design.md#managed-resource-activation): Crossplane's MRAP
-// controller activates an MRD that any policy in the cluster matches, and
-// an Active MRD never becomes Inactive (a validation rule of the MRD CRD).
-// Render makes the activation it renders the union of Git's policies and
-// these, so that lockstep never renders a provider as waiting for an
-// activation that Crossplane already made.
-type ClusterActivation struct {
-	// Policies are the ManagedResourceActivationPolicies in the cluster
-	// that Git does not declare: the policy named default that Crossplane's
-	// `core init --activation` creates (the Helm chart's
-	// provider.defaultActivations, ["*"] by default), or one a platform
-	// team applied by hand. Only Name and spec.activate are read.
-	Policies []declarations.ActivationPolicy
-	// ActiveMRDs are the names of the MRDs whose spec.state is Active in
-	// the cluster, whoever activated them.
-	ActiveMRDs map[string]bool
-}
-
 // ClusterPolicySuffix ends MRDActivation.By for an MRD that a policy in
 // the cluster, not in Git, activates.
 const ClusterPolicySuffix = " (in the cluster, not in Git)"

@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	appsv1 "k8s.io/api/apps/v1"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/google/go-cmp/cmp"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -393,7 +394,7 @@ func TestActivation(t *testing.T) {
 			reason: "Crossplane's default policy in the cluster (the Helm chart's provider.defaultActivations ['*']) activates every MRD, and the runtime runs, even under a v2.4.0 lock.",
 			needs:  true,
 			input: func(t *testing.T) Input {
-				return Input{CrossplaneVersion: "v2.4.0", Packages: aws(t), Cluster: &ClusterActivation{Policies: []declarations.ActivationPolicy{policyOf("default", "*")}}}
+				return Input{CrossplaneVersion: "v2.4.0", Packages: aws(t), Cluster: &declarations.ClusterActivation{Policies: []declarations.ActivationPolicy{policyOf("default", "*")}}}
 			},
 			want: func(*testing.T) map[string]activation {
 				return map[string]activation{ec2: {MRDs: 208, Active: 208, ManagedCRDs: 208, Replicas: 1}, family: familyOut}
@@ -404,7 +405,7 @@ func TestActivation(t *testing.T) {
 			reason: "An MRD Active in the cluster, whoever activated it, stays Active with its CRD, and the runtime of a v2.4.0 lock scales up for good.",
 			needs:  true,
 			input: func(t *testing.T) Input {
-				return Input{CrossplaneVersion: "v2.4.0", Packages: aws(t), Cluster: &ClusterActivation{ActiveMRDs: map[string]bool{"vpcs.ec2.aws.upbound.io": true}}}
+				return Input{CrossplaneVersion: "v2.4.0", Packages: aws(t), Cluster: &declarations.ClusterActivation{ActiveMRDs: map[string]bool{"vpcs.ec2.aws.upbound.io": true}}}
 			},
 			want: func(*testing.T) map[string]activation {
 				return map[string]activation{ec2: {MRDs: 208, Active: 1, ManagedCRDs: 1, Replicas: 1}, family: familyOut}

@@ -74,14 +74,6 @@ const (
 	GRPCPortName = "grpc"
 	GRPCPort     = 9443
 
-	// RootCASecretName is the Secret in the Crossplane namespace holding the
-	// CA that signs every package's TLS certificates (docs/crossplane-behaviour.md#tls).
-	RootCASecretName = "crossplane-root-ca"
-	// TLSCertKey, TLSKeyKey and CACertKey are the keys of a TLS Secret.
-	TLSCertKey = "tls.crt"
-	TLSKeyKey  = "tls.key"
-	CACertKey  = "ca.crt"
-
 	// RevisionUIDEnv is the runtime container variable holding the UID of
 	// the revision, which only exists once apply created the revision
 	// (Object.Bind fills it).

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/lockstep-gitops/lockstep/internal/certs"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
@@ -50,7 +51,7 @@ type Object struct {
 	CABundle *CABundleRequest
 	// TLS, when set, says the object is a TLS Secret that apply fills with
 	// certificates (docs/crossplane-behaviour.md#tls); the rendered Secret has no data.
-	TLS *TLSRequest
+	TLS *certs.TLSRequest
 	// RevisionUID says the runtime container's REVISION_UID variable takes
 	// the UID of Controller (a revision), which Bind sets.
 	RevisionUID bool

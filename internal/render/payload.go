@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lockstep-gitops/lockstep/internal/certs"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
@@ -152,7 +153,7 @@ func (r *renderer) payloadObject(p *Package, src *xpkg.Object, labels, annotatio
 			}
 			hook["clientConfig"] = r.serviceClientConfig(p, asMap(hook["clientConfig"]))
 		}
-		o.CABundle = &CABundleRequest{SecretName: tlsServerSecretName(p.Name), Key: TLSCertKey}
+		o.CABundle = &CABundleRequest{SecretName: tlsServerSecretName(p.Name), Key: certs.TLSCertKey}
 		return o, o.encode(obj)
 	case (gk == crossplane.GroupKindCRD || gk == crossplane.GroupKindMRD) && webhookConversion(src.Raw):
 		obj, err := decodeMap(src.Raw)
@@ -164,7 +165,7 @@ func (r *renderer) payloadObject(p *Package, src *xpkg.Object, labels, annotatio
 		webhook := asMap(conv["webhook"])
 		webhook["clientConfig"] = r.serviceClientConfig(p, asMap(webhook["clientConfig"]))
 		conv["webhook"] = webhook
-		o.CABundle = &CABundleRequest{SecretName: tlsServerSecretName(p.Name), Key: TLSCertKey}
+		o.CABundle = &CABundleRequest{SecretName: tlsServerSecretName(p.Name), Key: certs.TLSCertKey}
 		return o, o.encode(obj)
 	}
 	if sp, err := spliceMetadata(src.Raw, labels, annotations); sp != nil || err != nil {

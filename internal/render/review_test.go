@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/lockstep-gitops/lockstep/internal/certs"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
@@ -267,16 +268,16 @@ func reviewDeployment(t *testing.T, p *Package, d *declarations.Declaration, po 
 		}
 	})
 	check(t, "TLS Secret requests", func(t *testing.T) {
-		want := map[string]TLSRequest{}
+		want := map[string]certs.TLSRequest{}
 		svc := p.Name
 		if e.serviceName != "" {
 			svc = e.serviceName
 		}
-		want[p.Name+"-tls-server"] = TLSRequest{Usage: TLSServer, DNSNames: []string{svc, svc + "." + reviewNS, svc + "." + reviewNS + ".svc"}, CASecretName: RootCASecretName}
+		want[p.Name+"-tls-server"] = certs.TLSRequest{Usage: certs.TLSServer, DNSNames: []string{svc, svc + "." + reviewNS, svc + "." + reviewNS + ".svc"}, CASecretName: certs.RootCASecretName}
 		if p.Kind == crossplane.KindProvider {
-			want[p.Name+"-tls-client"] = TLSRequest{Usage: TLSClient, DNSNames: []string{rev}, CASecretName: RootCASecretName}
+			want[p.Name+"-tls-client"] = certs.TLSRequest{Usage: certs.TLSClient, DNSNames: []string{rev}, CASecretName: certs.RootCASecretName}
 		}
-		got := map[string]TLSRequest{}
+		got := map[string]certs.TLSRequest{}
 		for _, o := range po.Revision.Runtime {
 			if o.Kind != "Secret" {
 				continue

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
+	"github.com/lockstep-gitops/lockstep/internal/certs"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
@@ -156,13 +157,13 @@ func (r *renderer) runtime(ri *runtimeInputs) ([]*Object, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	o.TLS = &TLSRequest{Usage: TLSServer, DNSNames: serviceDNSNames(svcName, r.in.Namespace), CASecretName: RootCASecretName}
+	o.TLS = &certs.TLSRequest{Usage: certs.TLSServer, DNSNames: serviceDNSNames(svcName, r.in.Namespace), CASecretName: certs.RootCASecretName}
 	if p.Kind.Descriptor().TLSClient {
 		o, err := add(r.tlsSecret(tlsClientSecretName(p.Name)), rev)
 		if err != nil {
 			return nil, "", err
 		}
-		o.TLS = &TLSRequest{Usage: TLSClient, DNSNames: []string{po.Revision.Name}, CASecretName: RootCASecretName}
+		o.TLS = &certs.TLSRequest{Usage: certs.TLSClient, DNSNames: []string{po.Revision.Name}, CASecretName: certs.RootCASecretName}
 	}
 
 	svc := r.service(ri, svcName)
@@ -558,9 +559,9 @@ func mountTLS(d *appsv1.Deployment, secret, volume, path, env string) {
 		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: secret,
 			Items: []corev1.KeyToPath{
-				{Key: TLSCertKey, Path: TLSCertKey},
-				{Key: TLSKeyKey, Path: TLSKeyKey},
-				{Key: CACertKey, Path: CACertKey},
+				{Key: certs.TLSCertKey, Path: certs.TLSCertKey},
+				{Key: certs.TLSKeyKey, Path: certs.TLSKeyKey},
+				{Key: certs.CACertKey, Path: certs.CACertKey},
 			},
 		}},
 	})

@@ -42,7 +42,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/lockstep-gitops/lockstep/internal/certs"
-	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 )
 
@@ -172,7 +171,7 @@ type Options struct {
 	// a certificate from that CA: a server certificate for the package's
 	// Service (<package>, <package>.<namespace>, <package>.<namespace>.svc),
 	// a client certificate named after the revision. These are the
-	// requests lockstep renders (render.TLSRequest), so lockstep finds them
+	// requests lockstep renders (certs.TLSRequest), so lockstep finds them
 	// valid and keeps them. SecretData, when it returns data for a Secret,
 	// wins. Other Secrets keep their placeholders.
 	IssueCertificates bool
@@ -423,8 +422,8 @@ func (l *loader) secretData(key Key, u *unstructured.Unstructured) error {
 // nil when it is not one of the TLS Secrets.
 func (l *loader) certificate(key Key, u *unstructured.Unstructured) (map[string][]byte, error) {
 	ca := l.state.CA
-	if key.Name == render.RootCASecretName {
-		return map[string][]byte{render.TLSCertKey: ca.CertPEM(), render.TLSKeyKey: ca.KeyPEM()}, nil
+	if key.Name == certs.RootCASecretName {
+		return map[string][]byte{certs.TLSCertKey: ca.CertPEM(), certs.TLSKeyKey: ca.KeyPEM()}, nil
 	}
 	var rev string
 	for _, r := range u.GetOwnerReferences() {
@@ -435,11 +434,11 @@ func (l *loader) certificate(key Key, u *unstructured.Unstructured) (map[string]
 	if rev == "" {
 		return nil, nil
 	}
-	var req *render.TLSRequest
+	var req *certs.TLSRequest
 	if pkg, ok := strings.CutSuffix(key.Name, "-tls-server"); ok {
-		req = &render.TLSRequest{Usage: render.TLSServer, DNSNames: []string{pkg, pkg + "." + key.Namespace, pkg + "." + key.Namespace + ".svc"}, CASecretName: render.RootCASecretName}
+		req = &certs.TLSRequest{Usage: certs.TLSServer, DNSNames: []string{pkg, pkg + "." + key.Namespace, pkg + "." + key.Namespace + ".svc"}, CASecretName: certs.RootCASecretName}
 	} else if strings.HasSuffix(key.Name, "-tls-client") {
-		req = &render.TLSRequest{Usage: render.TLSClient, DNSNames: []string{rev}, CASecretName: render.RootCASecretName}
+		req = &certs.TLSRequest{Usage: certs.TLSClient, DNSNames: []string{rev}, CASecretName: certs.RootCASecretName}
 	}
 	if req == nil {
 		return nil, nil

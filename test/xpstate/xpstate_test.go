@@ -266,11 +266,11 @@ func TestLoad(t *testing.T) {
 						if err != nil {
 							return err.Error()
 						}
-						server := func(pkg string) *render.TLSRequest {
-							return &render.TLSRequest{Usage: render.TLSServer, DNSNames: []string{pkg, pkg + "." + ns, pkg + "." + ns + ".svc"}, CASecretName: render.RootCASecretName}
+						server := func(pkg string) *certs.TLSRequest {
+							return &certs.TLSRequest{Usage: certs.TLSServer, DNSNames: []string{pkg, pkg + "." + ns, pkg + "." + ns + ".svc"}, CASecretName: certs.RootCASecretName}
 						}
 						k8s, pat := "crossplane-contrib-provider-kubernetes", "crossplane-contrib-function-patch-and-transform"
-						client := &render.TLSRequest{Usage: render.TLSClient, DNSNames: []string{k8s + "-9a0a3cd84f1f"}, CASecretName: render.RootCASecretName}
+						client := &certs.TLSRequest{Usage: certs.TLSClient, DNSNames: []string{k8s + "-9a0a3cd84f1f"}, CASecretName: certs.RootCASecretName}
 						return map[string]bool{
 							"provider server": certs.Valid(secretBytes(s.Get("Secret", ns, k8s+"-tls-server")), server(k8s), time.Now(), ca),
 							"provider client": certs.Valid(secretBytes(s.Get("Secret", ns, k8s+"-tls-client")), client, time.Now(), ca),
