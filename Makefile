@@ -22,7 +22,7 @@ GO_TEST_FLAGS ?= -race -timeout 40m
 
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
-.PHONY: help build generate testbin test vet fmt lint bench fuzz demo clean
+.PHONY: help build generate docs testbin test vet fmt lint bench fuzz demo clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -31,12 +31,15 @@ build: ## build bin/lockstep
 	$(GO) build -o $(BIN)/lockstep ./cmd/lockstep
 
 # controller-gen writes the Sync CRD and the DeepCopy methods from the Go
-# types in internal/agent/api; TestSyncCRDMatchesTypes fails when they drift.
+# types in cmd/internal/agent/api; TestSyncCRDMatchesTypes fails when they drift.
 CONTROLLER_GEN_VERSION := v0.23.0
-generate: ## regenerate the Sync CRD and DeepCopy methods from internal/agent/api (controller-gen)
+docs: ## regenerate the CLI reference in docs/cli from the commands' help (TestCLIReference fails when it drifts)
+	$(GO) test ./cmd/lockstep -run '^TestCLIReference$$' -count=1 -update-docs
+
+generate: ## regenerate the Sync CRD and DeepCopy methods from cmd/internal/agent/api (controller-gen)
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION) \
-	  object paths=./internal/agent/api/... \
-	  crd paths=./internal/agent/api/... output:crd:dir=internal/agent/crds
+	  object paths=./cmd/internal/agent/api/... \
+	  crd paths=./cmd/internal/agent/api/... output:crd:dir=cmd/internal/agent/crds
 
 # Crossplane core for the end-to-end tests (test/e2e), one folder per
 # release: bin/k8s/crossplane/<version>/crossplane, crds/ (its own CRDs,
@@ -130,7 +133,7 @@ test: testbin fmt vet lint ## build the control plane, lint, go test -race ./...
 FUZZTIME ?= 30s
 TEST_FUZZTIME ?= 10s
 FUZZMINIMIZETIME ?= 5s
-FUZZERS := ./internal/declarations:FuzzLoadFS ./internal/lockfile:FuzzParse ./internal/xpkg:FuzzParse
+FUZZERS := ./internal/declarations:FuzzLoadFS ./lockfile:FuzzParse ./internal/xpkg:FuzzParse
 define run-fuzzers
 @set -e; for f in $(FUZZERS); do \
   echo "fuzz $${f%%:*} $${f##*:} for $(1)"; \
@@ -140,7 +143,7 @@ endef
 fuzz: ## fuzz the declarations, lockstep.lock and package.yaml parsers, each for FUZZTIME (default 30s)
 	$(call run-fuzzers,$(FUZZTIME))
 
-# The Go micro-benchmarks, then test/bench: lockstep against the floor (plain
+# The Go micro-benchmarks, then cmd/bench: lockstep against the floor (plain
 # server-side apply) and Flux (fluxcd/pkg/ssa) on the local control plane,
 # for the provider-aws monolith, the AWS family and 20 small packages. It
 # prints a Markdown table and writes $(BENCH_OUT)/bench/results.json (a new
@@ -153,12 +156,12 @@ fuzz: ## fuzz the declarations, lockstep.lock and package.yaml parsers, each for
 BENCH_OUT ?=
 BENCH_FLAGS ?=
 BENCH_PREFLIGHT_SKEW ?= 1
-bench: testbin ## the Go micro-benchmarks, then the end-to-end benchmark test/bench (BENCH_OUT=DIR keeps the results)
+bench: testbin ## the Go micro-benchmarks, then the end-to-end benchmark cmd/bench (BENCH_OUT=DIR keeps the results)
 	LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) test -run '^$$' -bench . -benchtime 1x -benchmem ./...
-	LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) run ./test/bench -preflight-skew $(BENCH_PREFLIGHT_SKEW) $(if $(BENCH_OUT),-out $(BENCH_OUT)) $(BENCH_FLAGS)
+	LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) run ./cmd/bench -preflight-skew $(BENCH_PREFLIGHT_SKEW) $(if $(BENCH_OUT),-out $(BENCH_OUT)) $(BENCH_FLAGS)
 
 clean: ## remove bin/
 	rm -rf $(BIN)
 
 demo: build testbin ## the main job (see README): control plane, registry, Git repo, agent, install and upgrade
-	LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) run ./test/demo
+	LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) run ./cmd/demo

@@ -13,11 +13,11 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/lockstep-gitops/lockstep/internal/agent"
-	"github.com/lockstep-gitops/lockstep/internal/apply"
-	"github.com/lockstep-gitops/lockstep/internal/oci"
+	"github.com/lockstep-gitops/lockstep/apply"
+	"github.com/lockstep-gitops/lockstep/cmd/internal/agent"
+	"github.com/lockstep-gitops/lockstep/cmd/internal/update"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
-	"github.com/lockstep-gitops/lockstep/internal/update"
+	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
 
 type agentFlags struct {
@@ -78,7 +78,7 @@ declarations' warnings are logged and sent as Warning Events on the Sync.`,
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "apply a commit whose lock has no packages even when this instance installed some, uninstalling them all (without it such a commit stalls the Sync and the last good commit stays applied)")
 	f.preflight.register(fl)
 	f.memLimit.register(fl)
-	fl.BoolVar(&f.protect, "deletion-protection", true, "let only lockstep's own user (and the garbage collector) delete this instance's package and revision records, CRDs, MRDs and XRDs, with a ValidatingAdmissionPolicy (docs/design.md#deletion-protection); false removes the policy")
+	fl.BoolVar(&f.protect, "deletion-protection", true, "let only lockstep's own user (and the garbage collector) delete this instance's package and revision records, CRDs, MRDs and XRDs, with a ValidatingAdmissionPolicy (docs/design/apply.md#deletion-protection); false removes the policy")
 	fl.StringVar(&f.pullSA, "pull-service-account", "", "`NAMESPACE/NAME` of a ServiceAccount (the agent's own) whose imagePullSecrets are tried for every package pull, after the package's packagePullSecrets and the ImageConfig's pull secret; empty: none")
 	fl.BoolVar(&f.once, "once", false, "reconcile once and exit (non-zero when the reconcile failed)")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader among replicas with a Lease in --namespace; only the leader reconciles")

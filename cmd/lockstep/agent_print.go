@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/lockstep-gitops/lockstep/internal/agent"
+	"github.com/lockstep-gitops/lockstep/cmd/internal/agent"
 )
 
 // printOutcome prints one reconcile: the commit, the result, and a table of

@@ -16,12 +16,12 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lockstep-gitops/lockstep/internal/apply"
-	"github.com/lockstep-gitops/lockstep/internal/git"
-	"github.com/lockstep-gitops/lockstep/internal/health"
-	"github.com/lockstep-gitops/lockstep/internal/oci"
+	"github.com/lockstep-gitops/lockstep/apply"
+	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/writelock"
+	"github.com/lockstep-gitops/lockstep/sources/git"
+	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
 
 // applyFlags are the flags of `lockstep apply`.
@@ -49,9 +49,9 @@ func newApplyCommand() *cobra.Command {
 --dir, once. It refuses a stale lock (as lock --check does): lockstep never
 resolves versions at apply time. Each locked package is read by digest (cache
 first), rendered, and applied with server-side apply (field manager lockstep)
-in the named steps of docs/design.md#apply-steps: a package is checked with
+in the named steps of docs/design/apply.md#apply-steps: a package is checked with
 a server-side dry-run before its first write (new CRDs in-process under
---preflight=local, docs/design.md#preflight-modes), and a failing package
+--preflight=local, docs/design/apply.md#preflight-modes), and a failing package
 stops while the others go on. Revisions past revisionHistoryLimit are deleted, and
 packages gone from Git are pruned; their CRDs follow --prune-crds. A lock
 without packages over an instance that installed some (declarations deleted,
@@ -61,10 +61,11 @@ unless --allow-empty is given (a --dry-run shows what it would prune).
 Unless --deletion-protection=false, apply first installs a
 ValidatingAdmissionPolicy that lets only its own user (as a SelfSubjectReview
 names it) and the garbage collector delete the instance's package and
-revision records, CRDs, MRDs and XRDs: a package deleted by hand would take
-its CRDs and every resource of them along (crossplane/crossplane#6001). An
-object annotated lockstep.io/allow-delete=true may be deleted by anyone;
---deletion-protection=false removes the policy (docs/design.md#deletion-protection).
+revision records, CRDs, MRDs and XRDs, or remove or change their
+lockstep.io/instance label: a package deleted by hand would take its CRDs and
+every resource of them along (crossplane/crossplane#6001). An object annotated
+lockstep.io/allow-delete=true may be deleted (or unlabelled) by anyone;
+--deletion-protection=false removes the policy (docs/design/apply.md#deletion-protection).
 
 One apply writes an instance at a time: apply holds the Lease
 lockstep-apply-<instance> in --namespace while it writes, as the agent does
@@ -90,7 +91,7 @@ and says so.`,
 	fl.BoolVar(&f.dryRun, "dry-run", false, "send every write as a server-side dry-run and delete nothing; print what would change")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up after this long (0: no limit)")
 	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists, else keep it and warn), never, always")
-	fl.BoolVar(&f.protect, "deletion-protection", true, "let only lockstep's own user (and the garbage collector) delete this instance's package and revision records, CRDs, MRDs and XRDs, with a ValidatingAdmissionPolicy (docs/design.md#deletion-protection); false removes the policy")
+	fl.BoolVar(&f.protect, "deletion-protection", true, "let only lockstep's own user (and the garbage collector) delete this instance's package and revision records, CRDs, MRDs and XRDs, with a ValidatingAdmissionPolicy (docs/design/apply.md#deletion-protection); false removes the policy")
 	fl.IntVar(&f.concurrency, "concurrency", apply.DefaultOptions().Concurrency, "requests of one package sent in parallel, and packages that share no object applied at once")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also list unchanged objects")
 	fl.DurationVar(&f.lockTimeout, "lock-timeout", 0, "wait this long for another apply of the instance (lockstep apply or the agent) to finish (0: fail at once)")
@@ -258,7 +259,7 @@ func printResult(w io.Writer, res *apply.Result, dryRun, verbose bool) {
 	for _, p := range res.Pruned {
 		print(p, "pruned (gone from Git)")
 	}
-	// Manifests (docs/design.md#manifests): each with its action and, once
+	// Manifests (docs/design/manifests.md#manifests): each with its action and, once
 	// applied, its kstatus health as the apply left it.
 	for _, m := range res.Manifests {
 		switch {

@@ -6,15 +6,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lockstep-gitops/lockstep/internal/oci"
-	"github.com/lockstep-gitops/lockstep/internal/snapshot"
+	"github.com/lockstep-gitops/lockstep/cmd/internal/snapshot"
+	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
 
 func newBundleCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bundle",
 		Short: "Carry the locked packages into an air-gapped cluster",
-		Long: `An air-gapped install in three steps (README.md "Air-gapped installs"):
+		Long: `An air-gapped install in three steps (docs/supply-chain.md#air-gapped-installs):
 bundle create writes every package a lock pins into one OCI image layout
 archive where the registries are reachable; bundle load fills the package
 cache that render, apply and the agent read (--cache-dir), so packages with

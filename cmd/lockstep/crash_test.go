@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
-	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/render"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
@@ -117,7 +117,7 @@ spec:
 	}
 	// A CRD whose names the killed kube-apiserver accepted but which it had
 	// not established yet stays so after the restart until it is updated;
-	// apply updates it (internal/apply unestablishedCRDs). Whether the kill
+	// apply updates it (apply unestablishedCRDs). Whether the kill
 	// hits that window depends on timing.
 	t.Logf("apply after the restart (CRDs left unestablished by the crash: %d):\n%s", strings.Count(out, "was not Established"), out)
 

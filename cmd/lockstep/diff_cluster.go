@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lockstep-gitops/lockstep/internal/diff"
+	"github.com/lockstep-gitops/lockstep/cmd/internal/diff"
 )
 
 // orphanPage is how many custom resources one LIST of the count reads.

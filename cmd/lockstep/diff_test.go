@@ -11,7 +11,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 
-	"github.com/lockstep-gitops/lockstep/internal/diff"
+	"github.com/lockstep-gitops/lockstep/cmd/internal/diff"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 	"github.com/lockstep-gitops/lockstep/test/gitrepo"
 	"github.com/lockstep-gitops/lockstep/test/registry"

@@ -18,9 +18,9 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/lockstep-gitops/lockstep/internal/oci"
-	"github.com/lockstep-gitops/lockstep/internal/render"
 	"github.com/lockstep-gitops/lockstep/internal/writelock"
+	"github.com/lockstep-gitops/lockstep/render"
+	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
 
 // deployExample is examples/deploy as the test reads it: the agent's
@@ -123,7 +123,7 @@ func granted(rules []rbacv1.PolicyRule, group, resource, name string, verbs ...s
 // it runs its applies in, the deletion protection's policy and binding
 // may be written and deleted, the bindings name the Deployment's
 // ServiceAccount, and escalate and bind are granted where they mean
-// something (ClusterRoles) and nowhere else (docs/design.md#the-agents-rbac).
+// something (ClusterRoles) and nowhere else (docs/design/agent.md#the-agents-rbac).
 func TestExampleDeployRBAC(t *testing.T) {
 	ex := readDeployExample(t)
 	sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: ex.deployment.Spec.Template.Spec.ServiceAccountName, Namespace: ex.deployment.Namespace}
@@ -161,12 +161,12 @@ func TestExampleDeployRBAC(t *testing.T) {
 			want:   []string{"get", "create", "update"},
 		},
 		"CrossplaneLockWatched": {
-			reason: "the agent watches Crossplane's Lock/lock by name (docs/design.md#the-agents-steady-state)",
+			reason: "the agent watches Crossplane's Lock/lock by name (docs/design/agent.md#the-agents-steady-state)",
 			got:    granted(ex.clusterRole.Rules, "pkg.crossplane.io", "locks", "lock", "list", "watch"),
 			want:   []string{"list", "watch"},
 		},
 		"DeletionProtectionWatched": {
-			reason: "the agent watches the instance's deletion protection objects (docs/design.md#the-agents-steady-state)",
+			reason: "the agent watches the instance's deletion protection objects (docs/design/agent.md#the-agents-steady-state)",
 			got: append(granted(ex.clusterRole.Rules, "admissionregistration.k8s.io", "validatingadmissionpolicies", render.DeletionProtectionName(ex.instance), "list", "watch"),
 				granted(ex.clusterRole.Rules, "admissionregistration.k8s.io", "validatingadmissionpolicybindings", render.DeletionProtectionName(ex.instance), "list", "watch")...),
 			want: []string{"list", "watch", "list", "watch"},

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/lockfile"
 )
 
 // TestExampleRepoLockIsCurrent keeps examples/repo honest: its lock passes

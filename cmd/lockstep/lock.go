@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lockstep-gitops/lockstep/internal/lockfile"
-	"github.com/lockstep-gitops/lockstep/internal/oci"
-	"github.com/lockstep-gitops/lockstep/internal/snapshot"
+	"github.com/lockstep-gitops/lockstep/cmd/internal/snapshot"
+	"github.com/lockstep-gitops/lockstep/lockfile"
+	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
 
 // lockFlags are the flags of `lockstep lock`.
@@ -80,7 +80,7 @@ records it on, as Crossplane v2 converts by default; an existing lock keeps
 what it records (a lock without the field keeps it off, so upgrading
 lockstep changes no cluster); --` + mrdFlag + `=true|false sets
 it (false is Crossplane's off switch). render, diff, apply and the agent
-follow the lock (docs/design.md#managed-resource-activation). A declaration whose
+follow the lock (docs/design/activation.md#managed-resource-activation). A declaration whose
 spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 --default-registry.`,
 		Example: `  lockstep lock --dir clusters/prod --crossplane-version v2.1.0

@@ -7,14 +7,14 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/apply"
 )
 
 // memoryLimitFlag is --memory-limit, shared by apply and agent: Go's soft
 // memory limit (runtime/debug.SetMemoryLimit, what GOMEMLIMIT sets), so
 // that the garbage collector runs more often instead of letting the heap
 // grow to twice what is live. It complements keeping little in memory
-// (docs/design.md#memory); it is no hard cap: a process that needs more
+// (docs/design/apply.md#memory); it is no hard cap: a process that needs more
 // gets more, with the collector running nearly all the time.
 type memoryLimitFlag struct{ value string }
 

@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lockstep-gitops/lockstep/internal/agent"
-	"github.com/lockstep-gitops/lockstep/internal/diff"
+	"github.com/lockstep-gitops/lockstep/cmd/internal/agent"
+	"github.com/lockstep-gitops/lockstep/cmd/internal/diff"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
 

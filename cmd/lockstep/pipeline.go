@@ -14,11 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/lockstep-gitops/lockstep/cmd/internal/snapshot"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/live"
-	"github.com/lockstep-gitops/lockstep/internal/oci"
-	"github.com/lockstep-gitops/lockstep/internal/render"
-	"github.com/lockstep-gitops/lockstep/internal/snapshot"
+	"github.com/lockstep-gitops/lockstep/render"
+	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
 
 // renderFlags are the flags of every command that renders a declarations
@@ -71,7 +71,7 @@ func (f *renderFlags) conversionOptions() []snapshot.Option {
 	return nil
 }
 
-// load reads --dir through the snapshot stage (internal/snapshot),
+// load reads --dir through the snapshot stage (cmd/internal/snapshot),
 // printing the declarations' warnings on warn: declarations, the lock (a stale one is refused: lockstep never resolves
 // versions at render or apply time), every locked package by digest (cache
 // first), and the render input for namespace. extra options go after the
@@ -151,7 +151,7 @@ func readPolicyRules(path string) ([]rbacv1.PolicyRule, error) {
 // (render.Input.Cluster, read by live.ReadActivation) before snap renders,
 // when the render decides the activation of MRDs
 // (render.Input.ActivatesMRDs): what the cluster's own policies and Active
-// MRDs add to Git's activation (docs/design.md#managed-resource-activation).
+// MRDs add to Git's activation (docs/design/activation.md#managed-resource-activation).
 // It does nothing otherwise.
 func readClusterActivation(ctx context.Context, snap *snapshot.Snapshot, c client.Reader, cfg *rest.Config, instance string) error {
 	if snap == nil || snap.Input == nil {

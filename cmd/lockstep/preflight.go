@@ -3,11 +3,11 @@ package main
 import (
 	"github.com/spf13/pflag"
 
-	"github.com/lockstep-gitops/lockstep/internal/apply"
+	"github.com/lockstep-gitops/lockstep/apply"
 )
 
 // preflightFlags are --preflight and --preflight-skew, shared by apply and
-// agent (docs/design.md#preflight-modes).
+// agent (docs/design/apply.md#preflight-modes).
 type preflightFlags struct {
 	mode string
 	skew int

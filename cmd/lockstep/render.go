@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/lockstep-gitops/lockstep/internal/snapshot"
+	"github.com/lockstep-gitops/lockstep/cmd/internal/snapshot"
 )
 
 func newRenderCommand() *cobra.Command {
@@ -33,7 +33,7 @@ true, what lockstep lock writes for a new Crossplane v2 lock) provider CRDs
 are rendered as ManagedResourceDefinitions, activated by the declared
 ManagedResourceActivationPolicies (and those Configurations ship), and the
 CRDs of the active ones are printed: exactly the CRDs that will exist
-(docs/design.md#managed-resource-activation). --` + mrdFlag + `
+(docs/design/activation.md#managed-resource-activation). --` + mrdFlag + `
 asserts the lock's decision: a value that disagrees is refused.`,
 		Example: `  lockstep render --dir clusters/prod            # the YAML stream on stdout
   lockstep render --dir clusters/prod -o out/    # one file per package
@@ -88,7 +88,7 @@ const mrdFlag = "enable-custom-to-managed-resource-conversion"
 // asserts that decision, and a value that disagrees with the lock is
 // refused with the lockstep lock command that changes it
 // (snapshot.ConversionMismatchError;
-// docs/design.md#managed-resource-activation).
+// docs/design/activation.md#managed-resource-activation).
 func registerMRDFlag(fl *pflag.FlagSet, v *bool) {
 	fl.BoolVar(v, mrdFlag, false, "require the lock's MRD conversion (customToManagedResourceConversion) to be this value, and fail otherwise; the lock decides it (set it with lockstep lock --"+mrdFlag+")")
 }

@@ -240,7 +240,7 @@ spec:
 // managed-resource CRD as an Inactive MRD with no CRD for it (only the
 // ProviderConfig-type CRDs stay plain), and the provider awaiting
 // activation with 0 replicas: what Crossplane v2.4.0 installs for it
-// (docs/design.md#managed-resource-activation).
+// (docs/design/activation.md#managed-resource-activation).
 func TestRenderSafeStartMRDs(t *testing.T) {
 	reg := registry.New(t)
 	pushUpstream(t, reg, "provider-aws-ec2-v2.6.0", "upbound/provider-aws-ec2", "v2.6.0")

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lockstep-gitops/lockstep/internal/oci"
+	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
 
 // registryFlags are the flags of every command that talks to registries.
@@ -236,7 +236,7 @@ Exit codes:
 }
 
 // Exit codes of every command, listed in the root command's help and in
-// README.md "Exit codes". Usage errors take BSD sysexits' EX_USAGE (64)
+// docs/commands.md#exit-codes. Usage errors take BSD sysexits' EX_USAGE (64)
 // rather than 2, the code of getopt-style tools, because `lockstep diff
 // --fail-on` exited 2 on breaking changes before usage errors had a code of
 // their own, and CI scripts test for it (examples/ci).

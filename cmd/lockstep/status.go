@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lockstep-gitops/lockstep/internal/inspect"
+	"github.com/lockstep-gitops/lockstep/cmd/internal/inspect"
 )
 
 func newStatusCommand() *cobra.Command {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/lockstep-gitops/lockstep/internal/inspect"
+	"github.com/lockstep-gitops/lockstep/cmd/internal/inspect"
 )
 
 func TestPrintMRDs(t *testing.T) {

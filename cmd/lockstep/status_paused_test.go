@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockstep-gitops/lockstep/cmd/internal/inspect"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-	"github.com/lockstep-gitops/lockstep/internal/inspect"
 )
 
 // TestStatusPrintsPaused (issue 19 item 5): lockstep status marks a

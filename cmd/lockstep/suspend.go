@@ -5,12 +5,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lockstep-gitops/lockstep/internal/agent"
+	"github.com/lockstep-gitops/lockstep/cmd/internal/agent"
 )
 
 // newSuspendCommand returns `lockstep suspend` (suspend true) or
 // `lockstep resume` (suspend false): both set the agent's Sync
-// spec.suspend (agent.SetSuspend, docs/design.md#pausing).
+// spec.suspend (agent.SetSuspend, docs/design/agent.md#pausing).
 func newSuspendCommand(suspend bool) *cobra.Command {
 	var (
 		cl       clusterFlags

@@ -10,12 +10,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lockstep-gitops/lockstep/cmd/internal/update"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
-	"github.com/lockstep-gitops/lockstep/internal/git"
-	"github.com/lockstep-gitops/lockstep/internal/lockfile"
-	"github.com/lockstep-gitops/lockstep/internal/oci"
 	"github.com/lockstep-gitops/lockstep/internal/redact"
-	"github.com/lockstep-gitops/lockstep/internal/update"
+	"github.com/lockstep-gitops/lockstep/lockfile"
+	"github.com/lockstep-gitops/lockstep/sources/git"
+	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
 
 // gitFlags are the flags of every command that reads the Git source: update
@@ -229,7 +229,7 @@ resolved as "lockstep lock --update PACKAGE" resolves it and committed on
 lockstep/release/<name> (--group-releases: all on lockstep/releases) with the
 declaration's tag and the lock changed, and a message holding old → new, the
 release notes link and the lockstep diff markdown. A branch that already holds
-the proposal is left alone. See docs/design.md#release-proposals.`,
+the proposal is left alone. See docs/design/agent.md#release-proposals.`,
 		Example: `  lockstep update --git-url https://github.com/acme/platform --git-path clusters/prod \
     --git-secret-dir /var/run/secrets/git --update-author "Platform Bot <bot@acme.example>"
   lockstep update --git-url git@github.com:acme/platform.git --git-ssh-key ~/.ssh/id_ed25519 \
@@ -296,7 +296,7 @@ func printUpdate(out io.Writer, url string, res *update.Result) {
 }
 
 // releaseFlags are the release proposal flags of `lockstep update`
-// (docs/design.md#release-proposals). The agent's scheduled polls do not
+// (docs/design/agent.md#release-proposals). The agent's scheduled polls do not
 // take them.
 type releaseFlags struct {
 	policy       string

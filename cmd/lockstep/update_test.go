@@ -13,9 +13,9 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/lockstep-gitops/lockstep/internal/git/gittest"
-	"github.com/lockstep-gitops/lockstep/internal/lockfile"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/lockfile"
+	"github.com/lockstep-gitops/lockstep/sources/git/gittest"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
 

@@ -3,7 +3,7 @@
 // signs for the Secrets a revision's runtime requests (webhook and
 // function servers, their clients). It is pure: generating, parsing,
 // issuing and validating; reading and writing the Secrets is
-// internal/apply's.
+// apply's.
 //
 // It follows Crossplane's initializer (crossplane/crossplane
 // internal/initializer/tls.go): the CA is stored in the Secret

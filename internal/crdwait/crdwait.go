@@ -1,7 +1,7 @@
 // Package crdwait waits for CustomResourceDefinitions to be Established,
 // with one watch of the API server shared by every waiter of an apply
-// rather than a poll: the one wait of lockstep, used by internal/apply for
-// the CRDs of a payload and by internal/agent for the Sync CRD.
+// rather than a poll: the one wait of lockstep, used by apply for
+// the CRDs of a payload and by cmd/internal/agent for the Sync CRD.
 //
 // A CRD is Established when the API server serves its kind (condition
 // Established=True, set by the apiextensions-apiserver's establishing
@@ -52,7 +52,7 @@ func NewWatcher(rc rest.Interface) *Watcher { return &Watcher{rc: rc} }
 const crdsPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 // NewRESTClient returns a REST client on cfg for absolute paths that
-// speaks JSON (the watch, and internal/apply's LIST streams, decode what
+// speaks JSON (the watch, and apply's LIST streams, decode what
 // they read themselves) and that no client-side timeout cuts short: a
 // watch is a long request, the context ends it. It returns an error when
 // cfg cannot make a client.

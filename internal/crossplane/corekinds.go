@@ -31,7 +31,7 @@ var coreKinds = []schema.GroupKind{
 // ClusterUsage, the operations... (crossplane/crossplane cluster/crds).
 // Their versions change between Crossplane releases, so only the group and
 // kind are given. A manifest of one of these kinds needs no package
-// (lockfile.Check, docs/design.md#manifests). The slice is new on every
+// (lockfile.Check, docs/design/manifests.md#manifests). The slice is new on every
 // call.
 func CoreKinds() []schema.GroupKind {
 	return slices.Clone(coreKinds)

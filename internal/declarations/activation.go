@@ -99,7 +99,7 @@ func isActivationPolicy(group, kind string) bool {
 }
 
 // ClusterActivation is the activation state a cluster shows beyond Git
-// (docs/design.md#managed-resource-activation): Crossplane's MRAP
+// (docs/design/activation.md#managed-resource-activation): Crossplane's MRAP
 // controller activates an MRD that any policy in the cluster matches, and
 // an Active MRD never becomes Inactive (a validation rule of the MRD CRD).
 // lockstep's render (render.Input.Cluster) makes the activation it renders

@@ -56,7 +56,7 @@ type Declaration struct {
 }
 
 // AnnotationPaused on a package declaration, set to "true", freezes the
-// package's installed state (docs/design.md#pausing): apply neither
+// package's installed state (docs/design/agent.md#pausing): apply neither
 // upgrades, re-applies nor prunes it, and diff says so. It does not
 // change Set.Digest, so pausing or resuming a package needs no new lock.
 // Flux's kustomize-controller has the same switch for a whole
@@ -118,7 +118,7 @@ type Set struct {
 	// part in Digest, since they change no version the lock resolves.
 	ActivationPolicies []ActivationPolicy
 	// Manifests are the other objects, to be applied after the packages
-	// whose definitions serve their kinds (docs/design.md#manifests), in
+	// whose definitions serve their kinds (docs/design/manifests.md#manifests), in
 	// the order Load read them (file by file in lexical order, then
 	// document by document). They do not take part in Digest: a manifest
 	// changes no version the lock resolves, and lockfile.Check checks its

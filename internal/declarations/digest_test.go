@@ -175,7 +175,7 @@ func TestDigestStable(t *testing.T) {
 			},
 		},
 		"PausedAnnotation": {
-			reason: "Pausing a package (lockstep.io/paused) needs no new lock: the annotation is left out (docs/design.md#pausing).",
+			reason: "Pausing a package (lockstep.io/paused) needs no new lock: the annotation is left out (docs/design/agent.md#pausing).",
 			files: func() map[string]string {
 				f := digestBase()
 				f["platform/conf.yaml"] = replaceOnce(digestConfiguration, "name: platform-ref\n", "name: platform-ref\n  annotations: {lockstep.io/paused: \"true\"}\n")
@@ -184,7 +184,7 @@ func TestDigestStable(t *testing.T) {
 			}(),
 		},
 		"ReleasePolicyAnnotation": {
-			reason: "Setting a package's release policy (lockstep.io/release-policy) needs no new lock: the annotation is left out (docs/design.md#release-proposals).",
+			reason: "Setting a package's release policy (lockstep.io/release-policy) needs no new lock: the annotation is left out (docs/design/agent.md#release-proposals).",
 			files: func() map[string]string {
 				f := digestBase()
 				f["platform/conf.yaml"] = replaceOnce(digestConfiguration, "name: platform-ref\n", "name: platform-ref\n  annotations: {lockstep.io/release-policy: minor, lockstep.io/paused: \"true\"}\n")

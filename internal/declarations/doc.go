@@ -8,7 +8,7 @@
 // of YAML files and return a Set: the package Declarations with Crossplane's
 // CRD defaults applied, the runtime and image configs, the activation
 // policies, and every other object as a Manifest with its file and line
-// (docs/design.md#manifests). The Go types here are lockstep's own
+// (docs/design/manifests.md#manifests). The Go types here are lockstep's own
 // definitions of the Crossplane API (Crossplane's modules are not used); their
 // JSON field names and defaults follow the CRDs in Crossplane's
 // cluster/crds/pkg.crossplane.io_*.yaml and crossplane-package-manager.md

@@ -70,7 +70,7 @@ func Load(dir string) (*Set, error) {
 // (pkg.crossplan.io, packages.crossplane.io with a package kind) are
 // counted in Set.Ignored and reported in Set.Warnings, and so is package
 // metadata (meta.pkg.crossplane.io) without a warning. Every other object
-// is a Manifest (Set.Manifests, docs/design.md#manifests): it needs
+// is a Manifest (Set.Manifests, docs/design/manifests.md#manifests): it needs
 // metadata.name (generateName is refused), a valid metadata.namespace when
 // set, and no other document for the same group, kind, namespace and name;
 // a core Secret is skipped with a warning naming SOPS and sealed-secrets.

@@ -16,7 +16,7 @@ import (
 // Usage, a claim or composite resource, a Namespace, a ConfigMap... It needs
 // the API of a locked package or a built-in one, and apply writes it after
 // the packages whose definitions serve its kind
-// (docs/design.md#manifests), as Flux's kustomize-controller and Argo CD
+// (docs/design/manifests.md#manifests), as Flux's kustomize-controller and Argo CD
 // apply every object of their source.
 type Manifest struct {
 	// Location is the file and line of the object's document.
@@ -57,7 +57,7 @@ func isSecret(gk schema.GroupKind) bool { return gk.Group == "" && gk.Kind == "S
 // secretSkipped explains why a Secret in the declarations tree is skipped
 // with a warning rather than applied: lockstep would print its data in
 // render and diff, and Secrets in Git belong to the tool that decrypts
-// them, which may read the same directory (docs/design.md#manifests).
+// them, which may read the same directory (docs/design/manifests.md#manifests).
 const secretSkipped = "not applied: Secrets are never applied from the declarations directory, and lockstep never reads or prints their data; " +
 	"let the tool that owns it create the Secret (a SealedSecret of sealed-secrets, or SOPS with Flux's or Argo CD's decryption)"
 

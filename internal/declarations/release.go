@@ -15,7 +15,7 @@ import (
 
 // AnnotationReleasePolicy on a package declaration says which newer
 // releases `lockstep update --propose-releases` proposes for it
-// (docs/design.md#release-proposals): patch, minor, major or none. It
+// (docs/design/agent.md#release-proposals): patch, minor, major or none. It
 // overrides the flag's policy for that package. Like AnnotationPaused it
 // is not part of Set.Digest: it changes nothing the lock resolves.
 const AnnotationReleasePolicy = "lockstep.io/release-policy"
@@ -69,7 +69,7 @@ func (l *loader) validateReleasePolicy(o object, annotations map[string]string) 
 // tag; every other byte (comments, quoting, key order, other documents) is
 // kept. The declaration's spec.package must be a scalar "repository:tag"
 // without a digest, written on one line. file names the file in errors.
-// It is how release proposals (docs/design.md#release-proposals) change a
+// It is how release proposals (docs/design/agent.md#release-proposals) change a
 // declaration without reformatting the user's file.
 func SetPackageTag(file string, data []byte, kind crossplane.Kind, name, tag string) ([]byte, error) {
 	obj := string(kind) + " " + name

@@ -17,7 +17,7 @@ var errIdentityEmpty = errors.New("set issuer or issuerRegExp, subject or subjec
 // (spec.verification.cosign.authorities[i].keyless.identities[j]) that
 // names neither an issuer nor a subject, and an issuerRegExp or
 // subjectRegExp that is not a Go regular expression. Each names the file
-// and line, the ImageConfig and the field; nil when internal/oci's
+// and line, the ImageConfig and the field; nil when sources/oci's
 // Client.VerifySignature can check every authority (key, keyless and
 // attestations, as Crossplane does: crossplane/crossplane-runtime
 // pkg/xpkg/signature/validate.go, docs/crossplane-behaviour.md). Every

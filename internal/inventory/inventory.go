@@ -8,7 +8,7 @@
 // "<namespace>_<name>_<group>_<kind>" plus a version) with one addition:
 // each entry says why lockstep applied it (Role) and which revision it
 // belongs to. The package reads and encodes the inventory; writing it is the
-// applier's job (internal/apply), which owns the field manager.
+// applier's job (apply), which owns the field manager.
 package inventory
 
 import (
@@ -63,7 +63,7 @@ const (
 	// Deployment, TLS Secret, ClusterRole, ClusterRoleBinding.
 	RoleRuntime Role = "runtime"
 	// RoleManifest is a manifest of the declarations (a ProviderConfig, a
-	// claim, a Namespace...; docs/design.md#manifests). It belongs to no
+	// claim, a Namespace...; docs/design/manifests.md#manifests). It belongs to no
 	// package: it is listed in Inventory.Manifests and pruned, before the
 	// packages, when it is gone from Git.
 	RoleManifest Role = "manifest"
@@ -98,7 +98,7 @@ type Package struct {
 	Commit     string `json:"commit,omitempty"`
 	LockDigest string `json:"lockDigest,omitempty"`
 	// Paused is set while the package's declaration carries
-	// lockstep.io/paused: "true" (docs/design.md#pausing): apply kept the
+	// lockstep.io/paused: "true" (docs/design/agent.md#pausing): apply kept the
 	// package as installed and wrote nothing of it; `lockstep status`
 	// shows it.
 	Paused bool `json:"paused,omitempty"`

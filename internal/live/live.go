@@ -1,8 +1,8 @@
 // Package live reads package records as the cluster holds them: paged
 // LISTs and the few fields of a package revision that apply and `lockstep
 // status` read (spec.revision, spec.desiredState). It has no state; the
-// apply's view of the cluster is internal/apply's, the status report
-// internal/inspect's.
+// apply's view of the cluster is apply's, the status report
+// cmd/internal/inspect's.
 package live
 
 import (

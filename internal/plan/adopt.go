@@ -34,7 +34,7 @@ type AdoptionInput struct {
 	// (crossplane/crossplane internal/controller/pkg/revision/establisher.go).
 	MRDs []string
 	// Rendered are the names of the MRDs lockstep renders for the package
-	// (MRD conversion on, docs/design.md#managed-resource-activation):
+	// (MRD conversion on, docs/design/activation.md#managed-resource-activation):
 	// those of MRDs are taken over, not deleted.
 	Rendered []string
 }

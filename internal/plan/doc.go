@@ -4,7 +4,7 @@
 // inventory), it returns decisions with a reason each. It has no client
 // and does no I/O; the same inputs give the same plan.
 //
-// internal/apply executes the plan; internal/diff explains it for a pull
+// apply executes the plan; cmd/internal/diff explains it for a pull
 // request (the --prune-crds policy); `lockstep apply --dry-run` shows it.
 // The decisions follow Crossplane's package manager where lockstep does
 // not deliberately differ (each difference is named below):
@@ -27,5 +27,5 @@
 //
 // The per-object create/update/unchanged decision needs the API server's
 // dry-run (defaulting, admission, field ownership) and stays in
-// internal/apply's preflight.
+// apply's preflight.
 package plan

@@ -1,7 +1,7 @@
 // Package redact removes credentials from URLs, strings and errors before
 // they reach a log, an event, a status condition or a terminal. It is the
-// one redaction policy of lockstep's transports: internal/git (Git over
-// HTTPS and SSH) and internal/oci (registries) both use it, so a secret is
+// one redaction policy of lockstep's transports: sources/git (Git over
+// HTTPS and SSH) and sources/oci (registries) both use it, so a secret is
 // treated the same way whichever transport met it.
 //
 // What is removed:
@@ -31,8 +31,8 @@
 // walk the chain with errors.Unwrap and print a link: a generic walker
 // (a logger that prints causes, an aggregate that joins messages) would
 // otherwise print the original message with the credential in it. The
-// former internal/oci copy unwrapped and leaked that way; the former
-// internal/git copy answered Is but not As, so typed errors were lost.
+// former sources/oci copy unwrapped and leaked that way; the former
+// sources/git copy answered Is but not As, so typed errors were lost.
 // A value that errors.As hands out is the original, unredacted one: read its
 // fields, print the redacted error.
 package redact
@@ -60,7 +60,7 @@ const minSecret = 4
 // git) the user name is kept and a password dropped. An scp-like address
 // (git@host:org/repo) has no password and is returned as is. A string that
 // does not parse as a URL is scrubbed with Text. The query is kept: Git
-// connects to the URL URL returns (see internal/git's Source).
+// connects to the URL URL returns (see sources/git's Source).
 func URL(raw string) string {
 	if !strings.Contains(raw, "://") {
 		return raw

@@ -15,7 +15,7 @@ import (
 )
 
 // TestURL: configured URLs lose their credentials for display (the cases of
-// the former internal/git TestRedactURL).
+// the former sources/git TestRedactURL).
 func TestURL(t *testing.T) {
 	cases := map[string]struct {
 		reason string
@@ -64,8 +64,8 @@ func TestURL(t *testing.T) {
 	}
 }
 
-// TestError: the messages of both former users (internal/oci's registry
-// errors, internal/git's transport errors) lose their credentials, and the
+// TestError: the messages of both former users (sources/oci's registry
+// errors, sources/git's transport errors) lose their credentials, and the
 // redacted error still answers errors.Is and errors.As for its chain.
 func TestError(t *testing.T) {
 	sentinel := errors.New("cause")
@@ -79,12 +79,12 @@ func TestError(t *testing.T) {
 		is      error
 	}{
 		"RegistryUserInfo": {
-			reason: "credentials in a URL's user information are replaced (former internal/oci)",
+			reason: "credentials in a URL's user information are replaced (former sources/oci)",
 			err:    fmt.Errorf("GET https://robot:s3cret@registry.example/v2/: %w", sentinel),
 			want:   "GET https://REDACTED@registry.example/v2/: cause", is: sentinel,
 		},
 		"RegistryTokenQuery": {
-			reason: "token-like query parameters lose their value (former internal/oci)",
+			reason: "token-like query parameters lose their value (former sources/oci)",
 			err:    fmt.Errorf("GET https://auth.example/token?service=r&access_token=abc.def&scope=x: %w", sentinel),
 			want:   "GET https://auth.example/token?service=r&access_token=REDACTED&scope=x: cause", is: sentinel,
 		},
@@ -94,12 +94,12 @@ func TestError(t *testing.T) {
 			want:   "HEAD https://registry.example/v2/org/p/manifests/v1: cause", is: sentinel,
 		},
 		"GitTokenAsUser": {
-			reason: "a Git token written as the URL's user is removed from a transport message (former internal/git)",
+			reason: "a Git token written as the URL's user is removed from a transport message (former sources/git)",
 			err:    fmt.Errorf(`Get "https://ghp_tokentokentoken@127.0.0.1:1/org/repo.git/info/refs": %w`, netErr),
 			want:   `Get "https://REDACTED@127.0.0.1:1/org/repo.git/info/refs": dial tcp: connection refused`,
 		},
 		"GitKnownPassword": {
-			reason:  "a password the caller knows is removed wherever it appears, also query-escaped (former internal/git)",
+			reason:  "a password the caller knows is removed wherever it appears, also query-escaped (former sources/git)",
 			secrets: []string{"s3cret password", "abc"},
 			err:     fmt.Errorf("remote said s3cret password, or s3cret+password, abc: %w", authRequired),
 			want:    "remote said REDACTED, or REDACTED, abc: authentication required", is: authRequired,

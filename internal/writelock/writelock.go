@@ -14,7 +14,7 @@
 // for one apply: it fails at once, or after a timeout, when another holder
 // has it, naming that holder. It is renewed while held and released at the
 // end; a holder that died (SIGKILL) loses it when it has not been renewed
-// for its duration. docs/design.md#one-writer-per-instance says why this is
+// for its duration. docs/design/ownership.md#one-writer-per-instance says why this is
 // not the agent's leader-election Lease.
 package writelock
 

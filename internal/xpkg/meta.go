@@ -156,7 +156,7 @@ type Meta struct {
 	// Controller is spec.controller (v1.x Provider metadata), nil if absent.
 	Controller *Controller
 	// Replaces is spec.replaces: repositories this package replaces
-	// (docs/crossplane-behaviour.md#moving-package-dependencies, "Moving
+	// (docs/crossplane-behaviour.md#moved-packages-and-replaces, "Moving
 	// Package Dependencies"; not merged in Crossplane).
 	Replaces []string
 }

@@ -549,7 +549,7 @@ func TestDependencyTarget(t *testing.T) {
 			want:   want{err: "is not an OCI repository without tag or digest"},
 		},
 		"PartiallyQualified": {
-			reason: "A repository without a registry is returned as written (docs/crossplane-behaviour.md#moving-package-dependencies, replicating a package).",
+			reason: "A repository without a registry is returned as written (docs/crossplane-behaviour.md#moved-packages-and-replaces, replicating a package).",
 			dep:    Dependency{Provider: "crossplane-contrib/provider-nop"},
 			want:   want{kind: crossplane.KindProvider, repo: "crossplane-contrib/provider-nop"},
 		},

@@ -185,7 +185,7 @@ func TestActivationNoDefaultPolicyKeepsReplicas(t *testing.T) {
 // MRDs stay Active (Crossplane refuses Active → Inactive) and so the
 // Deployment keeps its 2 replicas: the latch is not undone, and the repeat
 // apply writes nothing and warns once per MRD that no policy activates any
-// more (docs/design.md#managed-resource-activation).
+// more (docs/design/activation.md#managed-resource-activation).
 func TestActivationScaleToZeroLatch(t *testing.T) {
 	c := newCluster(t, envtest.CrossplaneOptions{Version: "v2.4.0", NoDefaultPolicy: true})
 	c.lockKubernetes(t, "v2.4.0")

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-	"github.com/lockstep-gitops/lockstep/internal/render"
+	"github.com/lockstep-gitops/lockstep/render"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 )
 

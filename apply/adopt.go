@@ -1,0 +1,405 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/pkg/ssa"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/live"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
+	"github.com/lockstep-gitops/lockstep/render"
+)
+
+// mrdVersion is the API version of Crossplane's ManagedResourceDefinition
+// (apiextensions.crossplane.io/v1alpha1 in Crossplane v2.3).
+const mrdVersion = "v1alpha1"
+
+// adoptionState is what the adopt step changed, to hand the package back
+// to its previous manager when a later step fails (rollback).
+type adoptionState struct {
+	plan plan.Adoption
+	// originals are the records as read before the adopt step paused them.
+	originals []*unstructured.Unstructured
+	// paused says the adopt step wrote.
+	paused bool
+	// mrds are the MRDs of the package, as listed.
+	mrds []*metav1.PartialObjectMetadata
+}
+
+// adoptionStep plans the adoption of a package another package manager
+// installed (plan.Adopt, docs/migrating.md): its package record or
+// revisions exist without this instance's label. It reads the package's
+// MRDs and writes nothing; the definitions step then accepts the
+// definitions those records control, and the adopt step executes the
+// plan.
+func (p *pkgRun) adoptionStep(ctx context.Context) error {
+	r := p.r
+	in := plan.AdoptionInput{Instance: r.opts.Instance, Current: p.po.Revision.Name}
+	uids := map[types.UID]bool{}
+	var originals []*unstructured.Unstructured
+	if pkg := r.live.pkg(p.key); pkg != nil {
+		rec := recordOf(pkg)
+		if rec.Instance == "" && pkg.GetDeletionTimestamp() != nil {
+			// Adopting it would write the payload under an object that
+			// is going away: refuse, and install it once it is gone.
+			return fmt.Errorf("%s %s is being deleted (since %s, finalizers: %s): not adopted, nothing was written; lockstep installs it once it is gone",
+				p.key.Kind, p.key.Name, pkg.GetDeletionTimestamp().UTC().Format(time.RFC3339), strings.Join(pkg.GetFinalizers(), ", "))
+		}
+		in.Package = &rec
+		uids[pkg.GetUID()] = true
+		if rec.Instance == "" {
+			originals = append(originals, pkg)
+		}
+	}
+	for _, rev := range r.live.revisionsOf(p.key) {
+		rec := recordOf(rev)
+		in.Revisions = append(in.Revisions, rec)
+		uids[rev.GetUID()] = true
+		if rec.Instance == "" {
+			originals = append(originals, rev)
+		}
+	}
+	if len(uids) == 0 {
+		return nil
+	}
+	// MRDs are looked for even when every record is lockstep's: an
+	// adoption interrupted after the pause leaves them.
+	mrds, err := r.mrdsOwnedBy(ctx, uids)
+	if err != nil {
+		return err
+	}
+	for _, m := range mrds {
+		in.MRDs = append(in.MRDs, m.Name)
+	}
+	for _, m := range p.po.Revision.MRDs {
+		in.Rendered = append(in.Rendered, m.Name)
+	}
+	a := plan.Adopt(in)
+	if !a.Needed() {
+		return nil
+	}
+	// Only the MRDs the plan deletes: those lockstep renders are applied
+	// by the payload step (plan.Adoption.KeepMRDs).
+	mrds = slices.DeleteFunc(mrds, func(m *metav1.PartialObjectMetadata) bool { return !slices.Contains(a.MRDs, m.Name) })
+	p.adoption = &adoptionState{plan: a, originals: originals, mrds: mrds}
+	p.res.Plan = append(p.res.Plan, a.Decisions()...)
+	return nil
+}
+
+// recordOf returns what plan.Adopt reads of a package or revision.
+func recordOf(u *unstructured.Unstructured) plan.Record {
+	return plan.Record{
+		Kind: u.GetKind(), Name: u.GetName(),
+		Instance:     u.GetLabels()[render.LabelInstance],
+		Paused:       u.GetAnnotations()[crossplane.AnnotationPaused] == "true",
+		DesiredState: live.DesiredState(u),
+	}
+}
+
+// mrdsOwnedBy returns the metadata of the ManagedResourceDefinitions
+// without this instance's label that have an owner reference to one of
+// uids: MRDs Crossplane's revision made. A cluster without the MRD kind
+// has none. The MRDs are listed once per apply (metadata only).
+func (r *run) mrdsOwnedBy(ctx context.Context, uids map[types.UID]bool) ([]*metav1.PartialObjectMetadata, error) {
+	r.mrdOnce.Do(func() {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(crossplane.GroupKindMRD.WithVersion(mrdVersion).GroupVersion().WithKind(crossplane.GroupKindMRD.Kind + "List"))
+		if err := r.c.List(ctx, list); err != nil {
+			if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+				r.mrdErr = fmt.Errorf("cannot list ManagedResourceDefinitions: %w", err)
+			}
+			return
+		}
+		r.mrds = list.Items
+	})
+	if r.mrdErr != nil {
+		return nil, r.mrdErr
+	}
+	var out []*metav1.PartialObjectMetadata
+	for i := range r.mrds {
+		m := r.mrds[i].DeepCopy()
+		if m.Labels[render.LabelInstance] == r.opts.Instance {
+			continue
+		}
+		for _, ref := range m.OwnerReferences {
+			if uids[ref.UID] {
+				m.SetGroupVersionKind(crossplane.GroupKindMRD.WithVersion(mrdVersion))
+				out = append(out, m)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// adopting reports whether u is one of the records the adoption takes
+// over: the package record or a revision of the package that another
+// package manager wrote.
+func (p *pkgRun) adopting(u *unstructured.Unstructured) bool {
+	if p.adoption == nil || u == nil {
+		return false
+	}
+	for _, o := range p.adoption.originals {
+		if o.GetUID() == u.GetUID() {
+			return true
+		}
+	}
+	return false
+}
+
+// adoptStep executes the adoption plan, before the records step writes
+// anything for the package. First it checks what the package's
+// preflight would check, with the records as they are (preflightStep with
+// the live package and revision, writing nothing), so an adoption that
+// would fail leaves the other package manager in charge without a single
+// write. Then it lists the adopted records in the inventory
+// (recordIntent) and pauses every adopted record (crossplane.io/paused, so
+// Crossplane's package, revision and runtime controllers stop recreating
+// TLS Secrets, Services and Deployments) and labels it with the instance,
+// in one merge patch per record as AdoptFieldManager; and it deletes the
+// package's MRDs (their owner references on the CRDs they made go in the
+// payload step, dropDeletedMRDRefs), so that Crossplane's MRD controller
+// (crossplane/crossplane internal/controller/apiextensions/managed) no
+// longer writes the CRDs lockstep now applies. The revisions that are not
+// the locked digest are retired by the activation and runtime steps
+// (Inactive once the current revision's payload is in, Deployment
+// deleted), as for lockstep's own upgrades.
+func (p *pkgRun) adoptStep(ctx context.Context) error {
+	a := p.adoption
+	if a == nil {
+		return nil
+	}
+	if err := p.adoptPreflight(ctx); err != nil {
+		return fmt.Errorf("cannot adopt %s %s, nothing was changed and its package manager stays in charge: %w", p.key.Kind, p.key.Name, err)
+	}
+	r := p.r
+	// The inventory lists the records before they carry the instance's
+	// label: nothing lockstep labels is ever forgotten.
+	if err := p.recordIntent(ctx); err != nil {
+		return err
+	}
+	for _, o := range a.originals {
+		patch := map[string]any{"metadata": map[string]any{
+			"annotations": map[string]any{crossplane.AnnotationPaused: "true"},
+			"labels":      map[string]any{render.LabelInstance: r.opts.Instance},
+		}}
+		a.paused = true
+		if err := r.mergePatch(ctx, o, patch, AdoptFieldManager); err != nil {
+			return fmt.Errorf("cannot pause %s %s to adopt it: %w", o.GetKind(), o.GetName(), err)
+		}
+		p.res.Changes.Add(entry(o, ssa.ConfiguredAction))
+	}
+	for _, m := range a.mrds {
+		if err := r.removeMRD(ctx, m); err != nil {
+			return err
+		}
+		p.res.Changes.Add(entry(&unstructured.Unstructured{Object: map[string]any{"apiVersion": m.APIVersion, "kind": m.Kind, "metadata": map[string]any{"name": m.Name}}}, ssa.DeletedAction))
+	}
+	return nil
+}
+
+// adoptPreflight runs the preflight step against the records as another
+// package manager left them: the live package record and, when it exists,
+// the revision of the locked digest (a placeholder UID otherwise). It
+// writes nothing and leaves p as it found it.
+func (p *pkgRun) adoptPreflight(ctx context.Context) error {
+	pkg := p.r.live.pkg(p.key)
+	var cur *unstructured.Unstructured
+	for _, rev := range p.r.live.revisionsOf(p.key) {
+		if rev.GetName() == p.po.Revision.Name && rev.GetKind() == p.revRef().Kind {
+			cur = rev
+		}
+	}
+	if pkg == nil {
+		return nil
+	}
+	savedUIDs, savedActivation, savedOthers := p.uids, p.activation, p.others
+	defer func() {
+		p.uids, p.activation, p.others = savedUIDs, savedActivation, savedOthers
+		p.payload, p.runtime, p.doomed, p.tls = nil, nil, nil, nil
+	}()
+	p.uids = map[render.Reference]types.UID{p.pkgRef(): pkg.GetUID()}
+	p.uids[p.revRef()] = types.UID("00000000-0000-0000-0000-000000000000")
+	if cur != nil {
+		p.uids[p.revRef()] = cur.GetUID()
+	}
+	p.activation = plan.Activation{Active: true}
+	return p.preflightStep(ctx)
+}
+
+// removeMRD deletes the MRD m with a UID precondition. Its owner
+// reference on the CRD of the same name is removed later, by
+// dropDeletedMRDRefs in the payload step, not here: Crossplane's MRD
+// controller reconciles from a cache, so a reconcile that read the MRD
+// before the delete can server-side apply the CRD with the MRD as owner
+// after it (issue 16: removing the reference right after the delete lost
+// that race, and the CRD kept an owner reference to an MRD that no longer
+// exists, as no garbage collector removed it).
+func (r *run) removeMRD(ctx context.Context, m *metav1.PartialObjectMetadata) error {
+	if err := r.deleteObject(ctx, m, m.UID); err != nil {
+		return fmt.Errorf("ManagedResourceDefinition %s: delete failed: %w", m.Name, err)
+	}
+	return nil
+}
+
+// dropDeletedMRDRefs removes, from each live CRD of the package's payload,
+// the owner references to ManagedResourceDefinitions that no longer exist
+// (or are being deleted, or are another object of the same name): the MRDs
+// the adoption deleted (removeMRD), whose reference Crossplane's MRD
+// controller may have written back after the delete. It runs on every
+// apply, so a reference written back after one apply is removed by the
+// next; a CRD whose MRD owner references all name an MRD this apply knows
+// with that UID (mrdRefsKnown: every CRD of an Active MRD lockstep wrote)
+// costs no request. The
+// garbage collector of kube-controller-manager removes such dangling
+// references too (kubernetes/kubernetes pkg/controller/garbagecollector
+// garbagecollector.go, attemptToDeleteItem), but lockstep does not rely
+// on one running. A conflict is retried on a fresh read.
+func (p *pkgRun) dropDeletedMRDRefs(ctx context.Context) error {
+	r := p.r
+	if r.opts.DryRun {
+		return nil
+	}
+	deleted := map[string]bool{}
+	if p.adoption != nil {
+		for _, m := range p.adoption.mrds {
+			deleted[m.Name] = true
+		}
+	}
+	for _, d := range p.payload {
+		if d.u.GroupVersionKind().GroupKind() != crossplane.GroupKindCRD {
+			continue
+		}
+		if !deleted[d.u.GetName()] && (d.result == nil || p.mrdRefsKnown(d.result.GetOwnerReferences())) {
+			continue
+		}
+		if err := r.dropDeletedMRDRefsOf(ctx, d.u.GetName()); err != nil {
+			return fmt.Errorf("CustomResourceDefinition %s: cannot remove the owner reference of its deleted ManagedResourceDefinition: %w", d.u.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// dropDeletedMRDRefsOf reads the CRD name and removes its owner
+// references to MRDs that do not exist as referenced; see
+// dropDeletedMRDRefs.
+func (r *run) dropDeletedMRDRefsOf(ctx context.Context, name string) error {
+	var err error
+	for range 3 {
+		crd := &metav1.PartialObjectMetadata{}
+		crd.SetGroupVersionKind(crossplane.GroupKindCRD.WithVersion("v1"))
+		if err = r.c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		}
+		var keep []metav1.OwnerReference
+		for _, ref := range crd.OwnerReferences {
+			gone := false
+			if len(mrdRefs([]metav1.OwnerReference{ref})) == 1 {
+				if gone, err = r.mrdGone(ctx, ref); err != nil {
+					return err
+				}
+			}
+			if !gone {
+				keep = append(keep, ref)
+			}
+		}
+		if len(keep) == len(crd.OwnerReferences) {
+			return nil
+		}
+		if err = r.patchOwnerReferences(ctx, crd, keep); err == nil || !(apierrors.IsConflict(err) || apierrors.IsInvalid(err)) {
+			return err
+		}
+	}
+	return err
+}
+
+// mrdGone reports whether the MRD ref points to is missing, being
+// deleted, or replaced by another object of the same name.
+func (r *run) mrdGone(ctx context.Context, ref metav1.OwnerReference) (bool, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(crossplane.GroupKindMRD.WithVersion(mrdVersion))
+	err := r.c.Get(ctx, client.ObjectKey{Name: ref.Name}, m)
+	switch {
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("ManagedResourceDefinition %s: %w", ref.Name, err)
+	}
+	return m.UID != ref.UID || m.DeletionTimestamp != nil, nil
+}
+
+// mrdRefs returns the owner references of refs to ManagedResourceDefinitions.
+func mrdRefs(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	var out []metav1.OwnerReference
+	for _, ref := range refs {
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err == nil && ref.Kind == crossplane.GroupKindMRD.Kind && gv.Group == crossplane.GroupKindMRD.Group {
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
+// mergePatch sends a JSON merge patch of u as manager.
+func (r *run) mergePatch(ctx context.Context, u *unstructured.Unstructured, patch map[string]any, manager string) error {
+	return r.rawPatch(ctx, u.GroupVersionKind(), u.GetNamespace(), u.GetName(), types.MergePatchType, patch, manager)
+}
+
+// rollbackAdoption hands a package whose adoption failed before its
+// payload was written back to the package manager that installed it: every
+// adopted record loses the pause annotation and the instance label and
+// gets back the spec it had (the package record's spec.package, a
+// revision's desiredState), and a revision the records step created is
+// deleted. Crossplane then manages the package as before. Its errors are
+// joined: the caller reports them with the failure that caused the
+// rollback.
+func (p *pkgRun) rollbackAdoption(ctx context.Context) error {
+	a := p.adoption
+	if a == nil || !a.paused || p.r.opts.DryRun {
+		return nil
+	}
+	r := p.r
+	var errs []error
+	for _, o := range a.originals {
+		md := map[string]any{
+			"annotations": map[string]any{crossplane.AnnotationPaused: o.GetAnnotations()[crossplane.AnnotationPaused]},
+			"labels":      map[string]any{render.LabelInstance: nil},
+		}
+		if _, ok := o.GetAnnotations()[crossplane.AnnotationPaused]; !ok {
+			md["annotations"] = map[string]any{crossplane.AnnotationPaused: nil}
+		}
+		patch := map[string]any{"metadata": md}
+		if spec, ok := o.Object["spec"].(map[string]any); ok {
+			patch["spec"] = spec
+		}
+		if err := r.mergePatch(ctx, o, patch, AdoptFieldManager); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("cannot hand %s %s back: %w", o.GetKind(), o.GetName(), err))
+		}
+	}
+	for _, d := range p.records {
+		if d.revision == "" || d.action != ssa.CreatedAction || d.result == nil || p.adopting(d.result) {
+			continue
+		}
+		if err := r.deleteObject(ctx, d.result, d.result.GetUID()); err != nil {
+			errs = append(errs, fmt.Errorf("cannot delete %s %s, created for the failed adoption: %w", d.result.GetKind(), d.result.GetName(), err))
+		}
+	}
+	a.paused = false
+	return errors.Join(errs...)
+}

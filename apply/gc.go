@@ -1,0 +1,95 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/fluxcd/pkg/ssa"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/live"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
+)
+
+// historyLimit returns the package's spec.revisionHistoryLimit,
+// plan.DefaultRevisionHistoryLimit when unset.
+func (p *pkgRun) historyLimit() int64 {
+	u, err := p.po.Record.Unstructured()
+	if err != nil {
+		return plan.DefaultRevisionHistoryLimit
+	}
+	n, found, _ := unstructured.NestedInt64(u.Object, "spec", "revisionHistoryLimit")
+	if !found {
+		return plan.DefaultRevisionHistoryLimit
+	}
+	return n
+}
+
+// revisionOf returns what the plan reads of a live revision.
+func revisionOf(u *unstructured.Unstructured) plan.Revision {
+	return plan.Revision{Name: u.GetName(), UID: string(u.GetUID()), Active: live.DesiredState(u) == crossplane.DesiredStateActive}
+}
+
+// revisionsOf returns the plan's view of revs, in order.
+func revisionsOf(revs []*unstructured.Unstructured) []plan.Revision {
+	out := make([]plan.Revision, len(revs))
+	for i, u := range revs {
+		out[i] = revisionOf(u)
+	}
+	return out
+}
+
+// doomedRevisions returns the UIDs of the revisions the history GC will
+// delete at the end of this apply (plan.Doomed).
+func (p *pkgRun) doomedRevisions() map[string]bool {
+	return plan.Doomed(p.historyLimit(), revisionsOf(p.others))
+}
+
+// collectGarbage executes the revision history GC's plan (plan.Collect,
+// docs/design/apply.md#apply-steps): it deletes the
+// chosen revisions, each after the runtime objects the inventory lists for
+// it. It returns the inventory IDs it deleted.
+func (p *pkgRun) collectGarbage(ctx context.Context, old *inventory.Package, desiredIDs map[string]bool) map[string]bool {
+	r := p.r
+	deleted := map[string]bool{}
+	byName := make(map[string]*unstructured.Unstructured, len(p.others))
+	for _, o := range p.others {
+		byName[o.GetName()] = o
+	}
+	var names []string
+	limit := p.historyLimit()
+	for _, c := range plan.Collect(limit, revisionOf(p.cur), revisionsOf(p.others), old, desiredIDs) {
+		p.res.Plan = append(p.res.Plan, c.Decision(limit))
+		rev := byName[c.Revision.Name]
+		for _, e := range c.Runtime {
+			obj, err := e.Object()
+			if err != nil {
+				continue
+			}
+			if _, err := r.deleteOwned(ctx, obj); err != nil {
+				r.warn(p.res, "cannot delete %s of garbage-collected revision %s: %v", e.ID, rev.GetName(), err)
+				continue
+			}
+			deleted[e.ID] = true
+			p.res.Changes.Add(entry(obj, ssa.DeletedAction))
+		}
+		if err := r.releaseRevisionFinalizer(ctx, metaOf(rev)); err != nil {
+			p.res.Step, p.res.Err = "gc", fmt.Errorf("cannot garbage collect old package revision %s: %w", rev.GetName(), err)
+			continue
+		}
+		if err := r.deleteObject(ctx, rev, rev.GetUID()); err != nil {
+			p.res.Step, p.res.Err = "gc", fmt.Errorf("cannot garbage collect old package revision %s: %w", rev.GetName(), err)
+			continue
+		}
+		deleted[objectID(rev)] = true
+		names = append(names, rev.GetName())
+		p.res.Changes.Add(entry(rev, ssa.DeletedAction))
+	}
+	if len(names) > 0 {
+		r.event(ctx, p.pkg, eventNormal, ReasonGarbageCollect, fmt.Sprintf("Deleted old package revisions past revisionHistoryLimit %d: %s", limit, strings.Join(names, ", ")))
+	}
+	return deleted
+}

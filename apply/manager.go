@@ -1,0 +1,586 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"sync/atomic"
+	"time"
+
+	"github.com/fluxcd/pkg/ssa"
+	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/health"
+	"github.com/lockstep-gitops/lockstep/internal/crdwait"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
+	"github.com/lockstep-gitops/lockstep/render"
+)
+
+// Field managers lockstep writes with (Kubernetes server-side apply).
+const (
+	// FieldManager owns everything lockstep renders: package and revision
+	// records, payload, runtime and RBAC. It applies with force, so fields
+	// that Crossplane's own controllers or a `kubectl edit` changed are taken
+	// back, while fields nobody in lockstep sets (another tool's label) stay.
+	FieldManager = "lockstep"
+	// StatusFieldManager owns what lockstep writes through the status
+	// subresource of packages and revisions. It differs from FieldManager
+	// as Flux's status manager differs from its apply manager
+	// (docs/design.md#flux-kustomize), so a status write never drops a spec field.
+	StatusFieldManager = "lockstep-status"
+	// ActivationFieldManager owns spec.desiredState of revisions whose state
+	// lockstep decides outside their rendered record: revisions it
+	// deactivates, and Manual revisions, whose state lockstep sets only when
+	// it creates them (Inactive). Because FieldManager never claims that
+	// field on a Manual revision, a user's later `kubectl patch` of
+	// spec.desiredState takes it over and lockstep's applies leave it alone.
+	ActivationFieldManager = "lockstep-activation"
+	// ActivateFieldManager is the field manager of `lockstep activate`,
+	// which activates a revision the way a user's kubectl patch would.
+	ActivateFieldManager = "lockstep-activate"
+	// AdoptFieldManager writes the pause annotation and the instance label
+	// on the records of a package lockstep adopts from another package
+	// manager, and takes them back when the adoption is rolled back
+	// (docs/migrating.md).
+	AdoptFieldManager = "lockstep-adopt"
+)
+
+// Options configure a Manager. Start from DefaultOptions.
+type Options struct {
+	// Namespace is the Crossplane namespace: runtimes, TLS Secrets, the root
+	// CA and lockstep's inventory live there. It must equal the Namespace of
+	// the render.Output given to Apply.
+	Namespace string
+	// Instance names the lockstep instance; it must equal the Output's
+	// Instance. lockstep reads, applies and prunes only objects labelled
+	// with it (render.LabelInstance).
+	Instance string
+	// PruneCRDs is the --prune-crds policy for the definitions of pruned
+	// packages (see plan.PruneCRDs).
+	PruneCRDs plan.PruneCRDs
+	// WaitTimeout bounds the wait for applied CRDs to become Established
+	// before the rest of a payload is applied.
+	WaitTimeout time.Duration
+	// WaitInterval is the polling interval of that wait.
+	WaitInterval time.Duration
+	// Concurrency is how many dry-runs and applies of one package's payload
+	// run in parallel, and how many independent packages are applied at
+	// once; at least 1.
+	Concurrency int
+	// DryRun sends every write as a server-side dry-run and deletes nothing:
+	// the Result says what a real apply would change.
+	DryRun bool
+	// AllowEmpty lets an Output without packages prune every package the
+	// instance's inventory lists (--allow-empty); without it Apply refuses
+	// such an Output with an *EmptyLockError before any package is written
+	// or pruned.
+	AllowEmpty bool
+	// DeletionProtection installs the instance's ValidatingAdmissionPolicy
+	// that lets only lockstep's user (and the garbage collector) delete its
+	// package and revision records and its CRDs, MRDs and XRDs
+	// (render.DeletionProtection, docs/design/apply.md#deletion-protection);
+	// false deletes that policy when it exists.
+	DeletionProtection bool
+	// Preflight is how new CustomResourceDefinitions, and new runtime
+	// objects rendered from lockstep's defaults, are checked before a
+	// package's first write (--preflight): PreflightLocal in-process (the
+	// runtime objects against the authorizer), PreflightServer with
+	// server-side dry-runs (docs/design/apply.md#preflight-modes).
+	Preflight PreflightMode
+	// PreflightSkew is how many minor versions older than lockstep's CRD
+	// validation the kube-apiserver may be for PreflightLocal to validate
+	// in-process (--preflight-skew); 0 asks for the same minor version.
+	PreflightSkew int
+}
+
+// DefaultOptions returns the options of `lockstep apply` without flags:
+// namespace crossplane-system, instance lockstep, --prune-crds unused, a
+// 2-minute wait for CRDs polled every second (when no REST config is
+// given; see WithRESTConfig), 8 requests in parallel (as many as the
+// benchmark's floor, plain server-side apply, sends), deletion protection
+// on.
+func DefaultOptions() Options {
+	return Options{
+		Namespace:    "crossplane-system",
+		Instance:     "lockstep",
+		PruneCRDs:    plan.PruneUnused,
+		WaitTimeout:  2 * time.Minute,
+		WaitInterval: time.Second,
+		Concurrency:  8,
+		Preflight:    PreflightLocal,
+
+		DeletionProtection: true,
+	}
+}
+
+// Validate returns an error naming the option that is not usable.
+func (o Options) Validate() error {
+	var errs []error
+	if es := validation.IsDNS1123Label(o.Namespace); len(es) > 0 {
+		errs = append(errs, fmt.Errorf("namespace %q is not a DNS label: %s", o.Namespace, strings.Join(es, "; ")))
+	}
+	if o.Instance == "" {
+		errs = append(errs, errors.New("instance is required"))
+	} else if es := validation.IsValidLabelValue(o.Instance); len(es) > 0 {
+		errs = append(errs, fmt.Errorf("instance %q is not a label value: %s", o.Instance, strings.Join(es, "; ")))
+	}
+	if _, err := plan.ParsePruneCRDs(string(o.PruneCRDs)); err != nil || o.PruneCRDs == "" {
+		errs = append(errs, fmt.Errorf("prune-crds %q is not unused, never or always", o.PruneCRDs))
+	}
+	if o.Preflight != PreflightLocal && o.Preflight != PreflightServer {
+		errs = append(errs, fmt.Errorf("preflight %q is not local or server", o.Preflight))
+	}
+	if o.PreflightSkew < 0 {
+		errs = append(errs, fmt.Errorf("preflight skew %d is negative", o.PreflightSkew))
+	}
+	if o.WaitTimeout <= 0 || o.WaitInterval <= 0 {
+		errs = append(errs, errors.New("wait timeout and interval must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Manager applies rendered output to one cluster, in the style of
+// fluxcd/pkg/ssa's ResourceManager: it owns the client, the field managers
+// and the options. It is safe for sequential use; one Apply at a time.
+type Manager struct {
+	client client.Client
+	rm     *ssa.ResourceManager
+	crds   *crdwait.Watcher
+	lister *rawLister
+	// disco lists the served resources (nil without WithRESTConfig), for
+	// the objects a Namespace holds before prune deletes it.
+	disco discovery.DiscoveryInterface
+	opts  Options
+	now   func() time.Time
+	lock  Locker
+
+	// identityMu guards user, the client's user name once a
+	// SelfSubjectReview returned it (deletion protection).
+	identityMu sync.Mutex
+	user       string
+	// versionMu guards serverVersion, the kube-apiserver's /version once
+	// read (localValidation).
+	versionMu     sync.Mutex
+	serverVersion *version.Info
+	// restoreMu guards restorable, what the last full Apply that wrote
+	// nothing left for Restore (nil when there is none).
+	restoreMu  sync.Mutex
+	restorable *restorable
+}
+
+// ManagerOption configures a Manager beyond its Options.
+type ManagerOption func(*managerConfig)
+
+type managerConfig struct {
+	rest *rest.Config
+	lock Locker
+}
+
+// Locker is the write lock of one lockstep instance, held for the whole of
+// an Apply: internal/writelock's Lock, a coordination.k8s.io Lease. Acquire
+// returns a context that ends when the lock is lost, and the release; its
+// error says who holds the lock.
+type Locker interface {
+	Acquire(ctx context.Context) (context.Context, func(), error)
+}
+
+// WithLock makes every Apply that writes (not a dry run) hold l from
+// before it reads the cluster to its end, so that two applies of one
+// instance never interleave (one writer per instance,
+// docs/design/ownership.md#one-writer-per-instance; lockstep issue 15, item 5). An
+// Apply that cannot take it returns its error and writes nothing but the
+// Crossplane namespace, which the Lease lives in.
+func WithLock(l Locker) ManagerOption {
+	return func(c *managerConfig) { c.lock = l }
+}
+
+// WithRESTConfig gives the Manager the cluster's REST config, from which it
+// builds a client that waits for CRDs to be Established with one watch
+// (see crdwait.Watcher) instead of polling full CRD lists every WaitInterval,
+// and one that streams LISTs so that live CRDs, XRDs and Compositions are
+// kept as JSON rather than decoded (see compactKinds). Without it, the
+// wait polls through kstatus as fluxcd/pkg/ssa's WaitForSet does, which
+// costs a LIST of every CRD per interval, and live objects are decoded.
+func WithRESTConfig(cfg *rest.Config) ManagerOption {
+	return func(c *managerConfig) { c.rest = cfg }
+}
+
+// NewManager returns a Manager on c, whose RESTMapper must know the
+// pkg.crossplane.io kinds (Crossplane's CRDs, or lockstep's stand-ins in
+// examples/crossplane-crds). It returns an error when opts do not validate
+// or a ManagerOption cannot be used.
+func NewManager(c client.Client, opts Options, mopts ...ManagerOption) (*Manager, error) {
+	if opts.Concurrency < 1 {
+		opts.Concurrency = 1
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	rm := ssa.NewResourceManager(c, health.NewStatusPoller(c, c.RESTMapper()), ssa.Owner{Field: FieldManager, Group: "lockstep.io"})
+	rm.SetConcurrency(opts.Concurrency)
+	m := &Manager{client: c, rm: rm, opts: opts, now: time.Now}
+	var mc managerConfig
+	for _, o := range mopts {
+		o(&mc)
+	}
+	m.lock = mc.lock
+	if mc.rest != nil {
+		rc, err := crdwait.NewRESTClient(mc.rest)
+		if err != nil {
+			return nil, err
+		}
+		m.crds = crdwait.NewWatcher(rc)
+		m.lister = &rawLister{rc: rc, mapper: c.RESTMapper()}
+		if m.disco, err = discovery.NewDiscoveryClientForConfig(mc.rest); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Options returns the Manager's options.
+func (m *Manager) Options() Options { return m.opts }
+
+// ApplyMeta is what an apply records about where its input came from.
+type ApplyMeta struct {
+	// Commit is the Git commit of the declarations ("" when unknown); it is
+	// recorded in the inventory per package.
+	Commit string
+	// LockDigest is the digest of lockstep.lock ("sha256:<hex>"), recorded
+	// in the inventory.
+	LockDigest string
+	// Replaces maps a package, as "Kind/name", to the sources its package
+	// metadata says it replaces (spec.replaces,
+	// docs/crossplane-behaviour.md#moved-packages-and-replaces; the lock's
+	// Entry.Replaces). render.Input.Replaces and snapshot.Snapshot.Replaces
+	// build it.
+	Replaces map[string][]string
+}
+
+// Result is what one Apply did.
+type Result struct {
+	// Packages are the packages of the Output, in its order.
+	Packages []*PackageResult
+	// Pruned are the packages lockstep removed because they are gone from
+	// Git.
+	Pruned []*PackageResult
+	// Manifests are the declarations' manifests, in the Output's order,
+	// then those deleted because they are gone from Git
+	// (docs/design/manifests.md#manifests).
+	Manifests []*ManifestResult
+	// Writes is how many mutating requests were sent (creates, applies,
+	// patches, deletes, status writes, events, the inventory); server-side
+	// dry-runs are not counted. Zero means nothing in the cluster changed.
+	Writes int64
+	// Crossplane is the Crossplane version the cluster runs and where it
+	// was read, which every package's spec.crossplane.version was checked
+	// against (docs/design/apply.md#apply-steps, preflight).
+	Crossplane CrossplaneVersion
+	// Lock says what the apply did to Crossplane's Lock/lock
+	// (docs/design/apply.md#crossplanes-lock): created, configured or unchanged;
+	// nil when the apply did not get that far.
+	Lock *ssa.ChangeSetEntry
+	// LockErr is why the Lock could not be written, nil when it was.
+	LockErr error
+	// Warnings are things an operator should know that are not errors: a
+	// definition left in place because custom resources of it exist, a
+	// revision activated out of band, a dry-run that skipped objects.
+	Warnings []string
+}
+
+// Deleted lists every object the apply deleted, in the order of the
+// result (packages, pruned packages, then manifests): payload objects,
+// runtimes and revisions the packages' steps deleted, what pruning a
+// package deleted (its MRDs, definitions with --prune-crds, revisions and
+// the package itself), and manifests gone from Git. Each is named as
+// fluxcd/pkg/ssa names a change ("Kind/namespace/name"); a dry run lists
+// what it would delete. It is empty when nothing was deleted.
+func (r *Result) Deleted() []string {
+	var out []string
+	for _, p := range append(slices.Clip(r.Packages), r.Pruned...) {
+		if p.Changes == nil {
+			continue
+		}
+		for _, e := range p.Changes.Entries {
+			if e.Action == ssa.DeletedAction {
+				out = append(out, e.Subject)
+			}
+		}
+	}
+	for _, m := range r.Manifests {
+		if m.Action == ssa.DeletedAction {
+			out = append(out, m.Object)
+		}
+	}
+	return out
+}
+
+// Mutated reports whether any mutating request was sent.
+func (r *Result) Mutated() bool { return r.Writes > 0 }
+
+// Err joins the errors of every package, of every manifest (named
+// "FILE:LINE: Kind/name") and of the Lock write, nil when all succeeded.
+func (r *Result) Err() error {
+	var errs []error
+	for _, p := range append(append([]*PackageResult(nil), r.Packages...), r.Pruned...) {
+		if p.Err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", p.Kind, p.Name, p.Err))
+		}
+	}
+	if err := manifestErr(r.Manifests); err != nil {
+		errs = append(errs, err)
+	}
+	if r.LockErr != nil {
+		errs = append(errs, r.LockErr)
+	}
+	return errors.Join(errs...)
+}
+
+// PackageResult is what Apply did for one package.
+type PackageResult struct {
+	// Kind and Name identify the package.
+	Kind crossplane.Kind
+	Name string
+	// CurrentRevision is the revision of the locked digest.
+	CurrentRevision string
+	// ActiveRevision is the revision that is Active after the apply, "" for
+	// none (a Manual package whose current revision awaits activation, or a
+	// failed first install).
+	ActiveRevision string
+	// Changes has one entry per object lockstep applied, kept or deleted
+	// for the package: created, configured, unchanged, deleted (skipped for
+	// an object lockstep left alone, such as an orphaned CRD).
+	Changes *ssa.ChangeSet
+	// Step names the step that failed ("records", "preflight", "payload",
+	// "runtime", "status", "activation", "gc", "prune", "replaces"), "" on
+	// success.
+	Step string
+	// Err is the step's error; the package stopped there. Other packages
+	// are applied regardless.
+	Err error
+	// Warnings are the package's warnings (also in Result.Warnings).
+	Warnings []string
+	// Plan are the decisions the apply made for the package, with their
+	// reasons (internal/plan): its revision's activation, the revisions
+	// it garbage collected, or the prune of a package gone from Git.
+	Plan []plan.Decision
+	// Paused is set for a package whose declaration carries
+	// lockstep.io/paused: "true": nothing of it was written, pruned or
+	// garbage collected, and its inventory entry is kept as it was
+	// (docs/design/agent.md#pausing).
+	Paused bool
+	// Health names the objects that decide the package's health (its
+	// record, current revision and runtime Deployment) for health.Check;
+	// it has no objects for a pruned package.
+	Health health.Target
+}
+
+// Changed reports whether any object of the package was created,
+// configured or deleted.
+func (p *PackageResult) Changed() bool {
+	for _, e := range p.Changes.Entries {
+		switch e.Action {
+		case ssa.CreatedAction, ssa.ConfiguredAction, ssa.DeletedAction:
+			return true
+		}
+	}
+	return false
+}
+
+// Counts returns how many objects had each action.
+func (p *PackageResult) Counts() map[ssa.Action]int {
+	out := map[ssa.Action]int{}
+	for _, e := range p.Changes.Entries {
+		out[e.Action]++
+	}
+	return out
+}
+
+// Apply runs one reconcile of out, the render of the lock at meta.Commit,
+// in the steps docs/design/apply.md#apply-steps lists. Packages are applied in
+// out's order (Providers, Functions, Configurations); a package whose step
+// fails stops there, its error lands on its revision's and package's
+// conditions and as Events, and the next package goes on. Then revisions
+// past revisionHistoryLimit are deleted and packages gone from out are
+// pruned, after the inventory was written.
+//
+// Apply returns an error, and no Result, only when it cannot start: the
+// Output is for another namespace or instance, another apply holds the
+// instance's write lock (WithLock; a *writelock.HeldError), the deletion
+// protection cannot be applied or removed (Options.DeletionProtection), a
+// manifest names an object lockstep did not create without opting in to
+// adopting it (a *ForeignManifestError), the
+// pkg.crossplane.io kinds are not served, the cluster state or inventory
+// cannot be read, or out has no package while the inventory lists some and
+// Options.AllowEmpty is not set (an *EmptyLockError). Package
+// failures are in Result.Err. A cancelled ctx stops the reconcile at the
+// next request; the next Apply converges.
+func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta) (*Result, error) {
+	if out.Namespace != m.opts.Namespace || out.Instance != m.opts.Instance {
+		return nil, fmt.Errorf("the render output is for namespace %q and instance %q, but this apply is for namespace %q and instance %q",
+			out.Namespace, out.Instance, m.opts.Namespace, m.opts.Instance)
+	}
+	m.restoreMu.Lock()
+	m.restorable = nil
+	m.restoreMu.Unlock()
+	r := &run{m: m, c: m.client, opts: m.opts, out: out, meta: meta, res: &Result{}, now: m.now()}
+	if m.lock != nil && !m.opts.DryRun {
+		// The Lease lives in the Crossplane namespace, which a first
+		// apply creates.
+		if err := r.ensureNamespace(ctx); err != nil {
+			return nil, err
+		}
+		held, release, err := m.lock.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		ctx = held
+	}
+	if err := r.protectStep(ctx); err != nil {
+		return nil, err
+	}
+	if m.crds != nil {
+		r.crds = m.crds.Track(crdwait.Selector{Labels: map[string]string{render.LabelInstance: m.opts.Instance}})
+		defer r.crds.Stop()
+	}
+	if err := r.load(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.refuseEmpty(r.live.inventory); err != nil {
+		return nil, err
+	}
+	if err := r.checkManifestOwners(ctx); err != nil {
+		return nil, err
+	}
+	cv, err := r.readCrossplaneVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.crossplane, r.res.Crossplane = cv, cv
+	r.loaded = r.live.inventory
+	r.replacedBy = r.replacedInOutput()
+	// Packages that share no object and do not replace one another are
+	// independent: their groups run concurrently, Concurrency at a time,
+	// and the packages of a group in out's order.
+	pkgs := make([]*pkgRun, len(out.Packages))
+	var g errgroup.Group
+	g.SetLimit(m.opts.Concurrency)
+	for _, group := range packageGroups(out, r.replacedBy, meta.Replaces) {
+		g.Go(func() error {
+			for _, i := range group {
+				if out.Packages[i].Paused {
+					pkgs[i] = r.pausedPackage(out.Packages[i])
+					continue
+				}
+				pkgs[i] = r.applyPackage(ctx, out.Packages[i])
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for _, p := range pkgs {
+		r.pkgs = append(r.pkgs, p)
+		r.res.Packages = append(r.res.Packages, p.res)
+	}
+	r.manifestsStep(ctx)
+	r.finish(ctx)
+	r.lockStep(ctx)
+	r.res.Writes = r.writes.Load()
+	m.keepRestorable(r)
+	return r.res, nil
+}
+
+// run is the state of one Apply.
+type run struct {
+	m    *Manager
+	c    client.Client
+	opts Options
+	out  *render.Output
+	meta ApplyMeta
+	res  *Result
+	now  time.Time
+
+	live *cluster
+	// shapes are the payload objects of the output by inventory ID (the
+	// first package's when two render one), the shapes the LIST
+	// summarizes live objects against (liveSummary.match).
+	shapes map[string]*render.Object
+	pkgs   []*pkgRun
+	// crossplane is the Crossplane version the cluster runs.
+	crossplane CrossplaneVersion
+	// crds follows the CRDs the packages wait for (nil without a REST
+	// config): one watch for the whole run.
+	crds *crdwait.Tracker
+	// mu guards res.Warnings, caMu ca: concurrent packages share them.
+	mu   sync.Mutex
+	caMu sync.Mutex
+	ca   *certAuthority
+	// replacedBy maps packages of the output that another package of the
+	// output replaces to the replacing package.
+	replacedBy map[pkgKey]string
+	// deleted are the inventory IDs of objects deleted during the run.
+	deleted   map[string]bool
+	deletedMu sync.Mutex
+	// loaded is the inventory as read before the packages' steps;
+	// live.inventory gains the intents recordIntent writes, under invMu.
+	loaded *inventory.Inventory
+	invMu  sync.Mutex
+	// intentMu guards the batching of recordIntent's writes: intentView
+	// is the inventory as last written by writeIntents (nil before the
+	// first recordIntent), intentOpen the batch the next write takes,
+	// intentWriting whether a package is writing batches.
+	intentMu      sync.Mutex
+	intentView    *inventory.Inventory
+	intentOpen    *intentBatch
+	intentWriting bool
+
+	writes atomic.Int64
+	// keptListed counts the bytes of listed CRD JSON kept (keepListed).
+	keptListed atomic.Int64
+	// mrdOnce lists the ManagedResourceDefinitions once per apply, for
+	// adoption and prune (mrdsOwnedBy): mrds, or mrdErr.
+	mrdOnce sync.Once
+	mrds    []metav1.PartialObjectMetadata
+	mrdErr  error
+	// localOnce decides local: whether new CRDs are validated in-process
+	// (localCRDs).
+	localOnce sync.Once
+	local     bool
+	// access holds the authorizer's answers for creating runtime objects
+	// without a dry-run (mayCreate), under accessMu.
+	accessMu sync.Mutex
+	access   map[accessKey]*accessAnswer
+}
+
+// wrote counts one mutating request, unless the run is a dry run.
+func (r *run) wrote() {
+	if !r.opts.DryRun {
+		r.writes.Add(1)
+	}
+}
+
+// warn records a warning on the result and, when p is not nil, on the
+// package's result.
+func (r *run) warn(p *PackageResult, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p != nil {
+		p.Warnings = append(p.Warnings, msg)
+		msg = fmt.Sprintf("%s %s: %s", p.Kind, p.Name, msg)
+	}
+	r.res.Warnings = append(r.res.Warnings, msg)
+}

@@ -1,0 +1,388 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/fluxcd/pkg/ssa"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/live"
+	"github.com/lockstep-gitops/lockstep/internal/plan"
+	"github.com/lockstep-gitops/lockstep/render"
+)
+
+// refOf returns the owner reference intent of a record object.
+func refOf(o *render.Object) render.Reference {
+	return render.Reference{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name}
+}
+
+// replacedInOutput returns, for every package of the output that another
+// package of the output replaces, the replacing package ("Kind/name").
+func (r *run) replacedInOutput() map[pkgKey]string {
+	out := map[pkgKey]string{}
+	for _, po := range r.out.Packages {
+		for _, src := range r.meta.Replaces[po.PackageRef().String()] {
+			want := normalizeSource(src)
+			for _, q := range r.out.Packages {
+				if q.Kind == po.Kind && q.Name != po.Name && normalizeSource(q.Source) == want {
+					out[pkgKey{q.Kind, q.Name}] = po.PackageRef().String()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// packageGroups partitions the packages of out into groups that can be
+// applied concurrently, as indexes into out.Packages, each group in out's
+// order and the groups by their first package. Two packages are in one
+// group when they render an object with the same identity (a CRD two
+// packages ship, a family's shared RBAC: the second must see the first's
+// ownership), when one replaces the other (replacedBy), or when both
+// replace the same source (meta replaces).
+func packageGroups(out *render.Output, replacedBy map[pkgKey]string, replaces map[string][]string) [][]int {
+	parent := make([]int, len(out.Packages))
+	for i := range parent {
+		parent[i] = i
+	}
+	find := func(i int) int {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	union := func(a, b int) {
+		if ra, rb := find(a), find(b); ra != rb {
+			parent[max(ra, rb)] = min(ra, rb)
+		}
+	}
+	first := map[string]int{}
+	claim := func(key string, i int) {
+		if j, ok := first[key]; ok {
+			union(i, j)
+		} else {
+			first[key] = i
+		}
+	}
+	for i, po := range out.Packages {
+		key := pkgKey{po.Kind, po.Name}.String()
+		claim("package "+key, i)
+		if by, ok := replacedBy[pkgKey{po.Kind, po.Name}]; ok {
+			claim("package "+by, i)
+		}
+		for _, src := range replaces[key] {
+			claim("replaces "+string(po.Kind)+" "+normalizeSource(src), i)
+		}
+		rev := po.Revision
+		for _, objs := range [][]*render.Object{rev.Payload, rev.Runtime, rev.RBAC} {
+			for _, o := range objs {
+				claim("object "+o.ID(), i)
+			}
+		}
+	}
+	byRoot := map[int][]int{}
+	var roots []int
+	for i := range out.Packages {
+		root := find(i)
+		if _, ok := byRoot[root]; !ok {
+			roots = append(roots, root)
+		}
+		byRoot[root] = append(byRoot[root], i)
+	}
+	groups := make([][]int, 0, len(roots))
+	for _, root := range roots {
+		groups = append(groups, byRoot[root])
+	}
+	return groups
+}
+
+// applyPackage runs the steps of one package. A failed step stops the
+// package; its status is written regardless, and a failure (or a change)
+// is recorded as an Event.
+func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRun {
+	p := &pkgRun{
+		r: r, po: po,
+		key:  pkgKey{po.Kind, po.Name},
+		res:  &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet(), Health: healthTarget(po)},
+		uids: map[render.Reference]types.UID{},
+	}
+	for _, w := range po.Revision.Warnings {
+		r.warn(p.res, "%s", w)
+	}
+	p.replacedBy = r.replacedBy[p.key]
+	p.findReplaced(r.meta.Replaces[p.key.String()])
+
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"preflight", func(context.Context) error { return p.checkCrossplaneVersion() }},
+		{"adoption", p.adoptionStep},
+		{"definitions", p.definitionsStep},
+		{"adopt", p.adoptStep},
+		{"records", p.recordsStep},
+		{"preflight", p.preflightStep},
+		{"replaces", p.replacesStep},
+		{"payload", p.payloadStep},
+		{"activation", p.activationStep},
+		{"runtime", p.runtimeStep},
+	}
+	for _, s := range steps {
+		if err := s.fn(ctx); err != nil {
+			p.res.Step, p.res.Err = s.name, err
+			break
+		}
+	}
+	switch p.res.Step {
+	case "adopt", "records", "preflight", "replaces":
+		// Nothing of the payload was written: an adopted package goes back
+		// to the package manager that installed it, never paused and
+		// orphaned (docs/migrating.md).
+		wrote := p.adoption != nil && p.adoption.paused
+		if err := p.rollbackAdoption(ctx); err != nil {
+			p.res.Err = errors.Join(p.res.Err, err)
+		} else if wrote {
+			p.res.Err = fmt.Errorf("%w; the adoption was rolled back, its package manager is in charge again", p.res.Err)
+		}
+	}
+	var before string
+	if p.cur != nil {
+		before = conditionMessage(p.cur, crossplane.ConditionRevisionHealthy)
+	}
+	if err := p.statusStep(ctx); err != nil && p.res.Err == nil {
+		p.res.Step, p.res.Err = "status", err
+	}
+	p.res.ActiveRevision = p.activeRevision()
+	p.remember()
+
+	switch {
+	case p.res.Err != nil:
+		// Record a failure once, when the revision's condition changes, so
+		// an agent retrying every interval does not flood the namespace.
+		if p.cur == nil || before != conditionMessage(p.cur, crossplane.ConditionRevisionHealthy) || p.res.Step == "runtime" || p.res.Step == "status" {
+			msg := fmt.Sprintf("cannot install package revision %s (%s): %v", po.Revision.Name, p.res.Step, p.res.Err)
+			r.event(ctx, p.cur, eventWarning, ReasonSyncPackage, msg)
+			r.event(ctx, p.pkg, eventWarning, ReasonInstallPackageRevision, msg)
+		}
+	case p.res.Changed() && p.activation.Active:
+		c := p.res.Counts()
+		msg := fmt.Sprintf("Successfully applied package revision %s: %d created, %d configured, %d unchanged, %d deleted",
+			po.Revision.Name, c[ssa.CreatedAction], c[ssa.ConfiguredAction], c[ssa.UnchangedAction], c[ssa.DeletedAction])
+		r.event(ctx, p.cur, eventNormal, ReasonSyncPackage, msg)
+		r.event(ctx, p.pkg, eventNormal, ReasonInstallPackageRevision, msg)
+	}
+	return p
+}
+
+// conditionMessage returns "status/reason: message" of a condition, "" when
+// absent.
+func conditionMessage(u *unstructured.Unstructured, typ string) string {
+	if c := findCondition(u, typ); c != nil {
+		return str(c["status"]) + "/" + str(c["reason"]) + ": " + str(c["message"])
+	}
+	return ""
+}
+
+// conditionStatus returns the status of the condition typ of u, "" when
+// absent.
+func conditionStatus(u *unstructured.Unstructured, typ string) string {
+	return str(findCondition(u, typ)["status"])
+}
+
+// findCondition returns the status.conditions entry of u whose type is
+// typ, nil when there is none.
+func findCondition(u *unstructured.Unstructured, typ string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); str(m["type"]) == typ {
+			return m
+		}
+	}
+	return nil
+}
+
+// activeRevision returns the name of the package's Active revision.
+func (p *pkgRun) activeRevision() string {
+	if p.cur != nil && live.DesiredState(p.cur) == crossplane.DesiredStateActive {
+		return p.cur.GetName()
+	}
+	for _, o := range p.others {
+		if live.DesiredState(o) == crossplane.DesiredStateActive {
+			return o.GetName()
+		}
+	}
+	return ""
+}
+
+// finish writes the inventory, then deletes: revisions past their
+// history limit and packages gone from the output (docs/design/apply.md#apply-steps). The
+// inventory is written before any deletion, with everything that exists
+// (and, for a package that failed, everything its apply meant to write);
+// after the deletions it is written again without what they removed, so a
+// failed deletion stays in it and is retried by the next apply.
+func (r *run) finish(ctx context.Context) {
+	old := r.live.inventory
+	desiredIDs := map[string]bool{}
+	inOutput := map[pkgKey]bool{}
+	for _, po := range r.out.Packages {
+		inOutput[pkgKey{po.Kind, po.Name}] = true
+		for _, o := range append(po.Objects(), po.Revision.ManagedCRDs...) {
+			desiredIDs[renderedID(o)] = true
+		}
+	}
+
+	inv := &inventory.Inventory{Instance: r.opts.Instance}
+	for _, p := range r.pkgs {
+		if p.res.Paused || p.res.Err != nil && !p.recorded {
+			// Paused, or refused before its first write: it keeps the
+			// entry of what it installed before, unchanged, or gets none.
+			if prev := old.Package(p.key.Kind, p.key.Name); prev != nil {
+				keep := *prev
+				keep.Entries = slices.Clone(prev.Entries)
+				keep.Paused = p.res.Paused
+				inv.Packages = append(inv.Packages, keep)
+			}
+			continue
+		}
+		// A package that failed keeps the intent recorded before its first
+		// write (recordIntent): a write that failed may still have landed.
+		// One that succeeded lists what it applied.
+		base := r.loaded
+		if p.res.Err != nil {
+			base = old
+		}
+		inv.Packages = append(inv.Packages, p.inventory(base.Package(p.key.Kind, p.key.Name)))
+	}
+	prunes := plan.Prune(old, func(kind crossplane.Kind, name string) bool { return inOutput[pkgKey{kind, name}] }, desiredIDs, r.opts.PruneCRDs)
+	for _, pp := range prunes {
+		inv.Packages = append(inv.Packages, *pp.Package)
+	}
+	for i := range inv.Packages {
+		inv.Packages[i].Entries = inventory.Without(inv.Packages[i].Entries, r.deleted)
+	}
+	inv.Manifests = r.manifestInventory()
+	if err := r.writeInventory(ctx, inv); err != nil {
+		// Without a recorded inventory nothing may be deleted: a restarted
+		// lockstep would not know what to prune.
+		r.warn(nil, "%v; revisions past their history limit and packages gone from Git are deleted on the next apply", err)
+		for _, p := range r.pkgs {
+			if p.res.Err == nil {
+				p.res.Step, p.res.Err = "inventory", err
+			}
+		}
+		return
+	}
+
+	// Manifests go first: a ProviderConfig or a claim is deleted while
+	// the package that serves its kind is still there.
+	gone := r.pruneManifests(ctx, inv.Manifests)
+	for _, p := range r.pkgs {
+		if p.cur == nil {
+			continue
+		}
+		for id := range p.collectGarbage(ctx, old.Package(p.key.Kind, p.key.Name), desiredIDs) {
+			gone[id] = true
+		}
+	}
+	for _, pp := range prunes {
+		res, g := r.prunePackage(ctx, pp)
+		r.res.Pruned = append(r.res.Pruned, res)
+		for id := range g {
+			gone[id] = true
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	final := &inventory.Inventory{Instance: r.opts.Instance, Manifests: inventory.Without(inv.Manifests, gone)}
+	for _, ip := range inv.Packages {
+		ip.Entries = inventory.Without(ip.Entries, gone)
+		if !inOutput[pkgKey{ip.Kind, ip.Name}] && len(ip.Entries) == 0 {
+			continue
+		}
+		final.Packages = append(final.Packages, ip)
+	}
+	if err := r.writeInventory(ctx, final); err != nil {
+		r.warn(nil, "%v", err)
+	}
+}
+
+// inventory returns the package's inventory: what the previous one listed
+// (payload a newer revision dropped stays owned by the package), plus the
+// records, payload and runtime of this apply. Commit and LockDigest move to
+// this apply's when the package changed.
+func (p *pkgRun) inventory(old *inventory.Package) inventory.Package {
+	ip := inventory.Package{Kind: p.key.Kind, Name: p.key.Name, Source: p.po.Source, Tag: p.po.Tag, Digest: p.po.Digest}
+	if old != nil {
+		ip.Entries = append(ip.Entries, old.Entries...)
+		ip.Commit, ip.LockDigest = old.Commit, old.LockDigest
+	}
+	if old == nil || old.Digest != p.po.Digest || p.res.Changed() {
+		ip.Commit, ip.LockDigest = p.r.meta.Commit, p.r.meta.LockDigest
+	}
+	add := func(u *unstructured.Unstructured, role inventory.Role, rev string) {
+		if u == nil {
+			return
+		}
+		ip.Entries = append(ip.Entries, inventory.Entry{ID: objectID(u), Version: u.GroupVersionKind().Version, Role: role, Revision: rev})
+	}
+	for _, d := range p.records {
+		if d.result != nil {
+			add(d.u, inventory.RoleRecord, d.revision)
+		}
+	}
+	for _, o := range p.others {
+		add(o, inventory.RoleRecord, o.GetName())
+	}
+	for _, d := range p.payload {
+		if d.result != nil {
+			add(d.u, inventory.RolePayload, "")
+		}
+	}
+	for _, d := range p.runtime {
+		if d.result != nil {
+			add(d.u, inventory.RoleRuntime, d.revision)
+		}
+	}
+	if p.r.opts.DryRun && old != nil {
+		ip.Entries = append([]inventory.Entry(nil), old.Entries...)
+	}
+	return ip
+}
+
+// remember records what the package wrote in the run's view of the
+// cluster, so that the packages after it see its objects: a second package
+// shipping the same CRD must find them controlled by this one.
+func (p *pkgRun) remember() {
+	view := p.r.live
+	view.mu.Lock()
+	defer view.mu.Unlock()
+	if p.pkg != nil {
+		view.packages[p.key] = p.pkg
+		view.byUID[p.pkg.GetUID()] = p.pkg
+	}
+	if p.cur != nil {
+		// The package's revisions as this apply left them: others (some
+		// deactivated, their statuses written) and the current one.
+		revs := append(append(make([]*unstructured.Unstructured, 0, len(p.others)+1), p.others...), p.cur)
+		for _, o := range revs {
+			view.byUID[o.GetUID()] = o
+		}
+		live.SortRevisions(revs)
+		view.revisions[p.key] = revs
+	}
+	for _, d := range append(append([]*desired(nil), p.payload...), p.runtime...) {
+		if d.result != nil && !p.r.opts.DryRun {
+			view.objects[d.id] = d.result
+			delete(view.sums, d.id)
+			delete(view.foreign, d.id)
+		}
+	}
+}

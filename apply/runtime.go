@@ -1,0 +1,121 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/fluxcd/pkg/ssa"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+
+	"github.com/lockstep-gitops/lockstep/health"
+)
+
+// runtimeStep is the runtime step (docs/design/apply.md#apply-steps), for an active
+// Provider or Function revision: it
+// creates crossplane-root-ca when lockstep generated it, then applies the
+// TLS Secrets, ServiceAccount, Service and Deployment, and a Provider's
+// ClusterRoles and ClusterRoleBinding. The revision's RuntimeHealthy
+// condition comes from the Deployment as the API server returned it
+// (Crossplane reads its Available condition the same way,
+// docs/crossplane-behaviour.md#runtime-reconcile step
+// 9). A runtime object whose controller reference to another revision
+// (or the package) another field manager wrote is handed over to the
+// current revision first (findHandOffs, handOver). Then the package's
+// other revisions lose their Deployment, as
+// Crossplane's Deactivate does
+// (docs/crossplane-behaviour.md#active-and-inactive-revisions): only a
+// Deployment they still
+// control, with a UID precondition; their ServiceAccount, Service and TLS
+// Secrets stay.
+func (p *pkgRun) runtimeStep(ctx context.Context) error {
+	if !p.activation.Active || len(p.runtime) == 0 {
+		return nil
+	}
+	if err := p.r.ensureCA(ctx); err != nil {
+		return err
+	}
+	for _, d := range p.runtime {
+		if err := p.handOver(ctx, d); err != nil {
+			return err
+		}
+	}
+	if err := p.writeAll(ctx, p.runtime); err != nil {
+		return err
+	}
+	for _, d := range p.runtime {
+		if d.u.GetKind() == "Deployment" && d.u.GroupVersionKind().Group == "apps" && d.result != nil {
+			p.runtimeHealth = deploymentHealth(p.po.Kind, d.result)
+		}
+	}
+	return p.deleteInactiveDeployments(ctx)
+}
+
+// deleteInactiveDeployments deletes the Deployments in the Crossplane
+// namespace that another revision of this package controls, unless the
+// current revision applies one of the same name.
+func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
+	r := p.r
+	desiredIDs := map[string]bool{}
+	for _, d := range p.runtime {
+		desiredIDs[d.id] = true
+	}
+	candidates := r.live.objectsWhere(func(u *unstructured.Unstructured) bool {
+		return u.GetKind() == "Deployment" && u.GroupVersionKind().Group == "apps" && u.GetNamespace() == r.opts.Namespace
+	})
+	// A revision deactivated by this apply may run a Deployment lockstep did
+	// not label (installed by Crossplane before lockstep took over): look it
+	// up by Crossplane's default name, the revision's.
+	for _, rev := range p.deactivated {
+		dep := &unstructured.Unstructured{}
+		dep.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+		err := r.c.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: rev.GetName()}, dep)
+		if err == nil {
+			candidates[objectID(dep)] = dep
+		} else if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("cannot read Deployment %s/%s: %w", r.opts.Namespace, rev.GetName(), err)
+		}
+	}
+	for id, dep := range candidates {
+		if desiredIDs[id] {
+			continue
+		}
+		c := controllerOf(dep.GetOwnerReferences())
+		if c == nil {
+			continue
+		}
+		owner := r.live.owner(c.UID)
+		if owner == nil || !p.isOwnRevision(owner) || c.UID == p.uids[p.revRef()] {
+			continue
+		}
+		if err := r.deleteObject(ctx, dep, dep.GetUID()); err != nil {
+			return fmt.Errorf("cannot delete Deployment %s/%s of inactive revision %s: %w", dep.GetNamespace(), dep.GetName(), owner.GetName(), err)
+		}
+		p.res.Changes.Add(entry(dep, ssa.DeletedAction))
+		r.live.forget(id)
+	}
+	return nil
+}
+
+// deploymentHealth returns a revision's RuntimeHealthy condition from its
+// Deployment: True when health.Compute says Current (Available, every
+// replica updated), Unknown while it rolls out, False when it failed. The
+// messages follow Crossplane's runtime controller (docs/crossplane-behaviour.md#runtime-reconcile).
+func deploymentHealth(kind crossplane.Kind, dep *unstructured.Unstructured) *condition {
+	res, err := health.Compute(dep)
+	what := kind.Lower()
+	switch {
+	case err != nil:
+		return &condition{Type: crossplane.ConditionRuntimeHealthy, Status: "Unknown", Reason: crossplane.ReasonUnknownHealth, Message: fmt.Sprintf("cannot read the %s deployment's status: %v", what, err)}
+	case res.Status == status.CurrentStatus:
+		return &condition{Type: crossplane.ConditionRuntimeHealthy, Status: "True", Reason: crossplane.ReasonHealthy}
+	case res.Status == status.FailedStatus:
+		return &condition{Type: crossplane.ConditionRuntimeHealthy, Status: "False", Reason: crossplane.ReasonUnhealthy, Message: fmt.Sprintf("%s deployment is unavailable with message: %s", what, res.Message)}
+	}
+	return &condition{Type: crossplane.ConditionRuntimeHealthy, Status: "Unknown", Reason: crossplane.ReasonUnknownHealth, Message: fmt.Sprintf("%s deployment %s is not available yet: %s", what, dep.GetName(), res.Message)}
+}
