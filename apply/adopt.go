@@ -245,7 +245,7 @@ func (p *pkgRun) adoptPreflight(ctx context.Context) error {
 // dropDeletedMRDRefs in the payload step, not here: Crossplane's MRD
 // controller reconciles from a cache, so a reconcile that read the MRD
 // before the delete can server-side apply the CRD with the MRD as owner
-// after it (issue 16: removing the reference right after the delete lost
+// after it (removing the reference right after the delete lost
 // that race, and the CRD kept an owner reference to an MRD that no longer
 // exists, as no garbage collector removed it).
 func (r *run) removeMRD(ctx context.Context, m *metav1.PartialObjectMetadata) error {

@@ -24,7 +24,7 @@ import (
 // writes (crossplane/crossplane internal/controller/pkg/revision/establisher.go,
 // "cannot establish control of object"); lockstep also refuses adopting
 // an unowned definition, since with --prune-crds always it would later
-// delete it (lockstep issue 15, item 1).
+// delete it.
 type ForeignOwnerError struct {
 	// Object is "Kind/name" of the definition.
 	Object string

@@ -80,7 +80,7 @@ func refusedUntouched(t *testing.T, f *fixture, pkg render.Package, res *apply.R
 // pkg.crossplane.io, is refused before anything of it is written:
 // Crossplane's CRD keeps its resourceVersion and owners, and a later
 // apply with --prune-crds always leaves it and the Providers it serves in
-// place (issue 15, item 1).
+// place.
 func TestCrossplaneCRDRefused(t *testing.T) {
 	td := testdata(t)
 	f := newFixture(t)
@@ -136,7 +136,7 @@ func TestCrossplaneCRDRefused(t *testing.T) {
 // TestForeignCRDRefused: a provider whose CRD already exists, created or
 // controlled by something that is not one of this package's lockstep
 // revisions, is refused before anything of it is written, naming the CRD
-// and its owner (issue 15, item 1).
+// and its owner.
 func TestForeignCRDRefused(t *testing.T) {
 	cases := map[string]struct {
 		reason string
@@ -237,7 +237,7 @@ func TestForeignCRDRefused(t *testing.T) {
 // evilthings.pkg.crossplane.io, labelled and controlled by the package's
 // revision as lockstep would have applied it). Pruning the package with
 // --prune-crds always orphans that CRD with a warning instead of deleting
-// it with every object of its kind (issue 15, item 1).
+// it with every object of its kind.
 func TestProtectedDefinitionNeverPruned(t *testing.T) {
 	f := newFixture(t)
 	// The package leaves Git, its render is empty: --allow-empty.

@@ -12,7 +12,7 @@
 // (ActivationFieldManager) so that lockstep never fights a user's
 // `kubectl patch` of spec.desiredState (docs/design/ownership.md#field-managers).
 // Manager.Apply runs one reconcile, package by package, as a sequence of
-// named steps, each with its own error and condition (issue 5); packages
+// named steps, each with its own error and condition; packages
 // that share no object and do not replace one another are applied
 // concurrently (packageGroups). docs/design/apply.md#apply-steps lists the steps
 // in the order they run; each step's function says what it does.

@@ -11,7 +11,7 @@ import (
 // instance's inventory lists some, and Options.AllowEmpty is not set:
 // applying it would prune every package the instance installed, which is
 // what a lock run in the wrong directory, or declarations deleted by
-// mistake, would do (lockstep issue 15, item 9). `lockstep apply` and the
+// mistake, would do. `lockstep apply` and the
 // agent both refuse it here, before any package is written or pruned; the
 // agent reports it as a Stalled Sync and keeps re-applying its last good
 // commit (docs/design/agent.md#the-agent).

@@ -89,7 +89,7 @@ func TestInterruptedFirstInstallPruned(t *testing.T) {
 			// is (re)initializing" while the storage of a CRD created a
 			// moment ago is still starting, and is retried with an
 			// exponential backoff that may pass 30 s on a loaded machine:
-			// such a CRD counts as deleted here (issue 15).
+			// such a CRD counts as deleted here.
 			err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 				return len(f.existing(t, po, true)) == 0 && len(f.labelled(t, po, second)) == 0, nil
 			})

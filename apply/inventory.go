@@ -84,7 +84,7 @@ func (p *pkgRun) intended() []inventory.Entry {
 // lockstep killed before finish (the only other inventory write) still
 // knows what to prune once the package is gone from Git: Flux's
 // kustomize-controller writes its inventory before applying for the same
-// reason (docs/design/ownership.md#inventory; issue 15, item 3). An entry may thus
+// reason (docs/design/ownership.md#inventory). An entry may thus
 // name an object that was never created; prune and the revision history GC
 // take a missing object as deleted. A dry run records nothing; an apply
 // with nothing new to write sends nothing.

@@ -199,7 +199,7 @@ type Locker interface {
 // WithLock makes every Apply that writes (not a dry run) hold l from
 // before it reads the cluster to its end, so that two applies of one
 // instance never interleave (one writer per instance,
-// docs/design/ownership.md#one-writer-per-instance; lockstep issue 15, item 5). An
+// docs/design/ownership.md#one-writer-per-instance). An
 // Apply that cannot take it returns its error and writes nothing but the
 // Crossplane namespace, which the Lease lives in.
 func WithLock(l Locker) ManagerOption {

@@ -23,7 +23,8 @@ import (
 
 // payloadStage returns the apply stage of a payload object: CRDs and MRDs,
 // then XRDs, then Compositions, then the rest (webhook configurations and
-// other allowed objects), as issue 5 orders them.
+// other allowed objects), as Crossplane establishes them
+// (docs/crossplane-behaviour.md#establishing-the-payload).
 func payloadStage(gk schema.GroupKind) int {
 	switch gk {
 	case crossplane.GroupKindCRD, crossplane.GroupKindMRD:

@@ -165,7 +165,7 @@ func TestCRDUpdateValidatedInProcess(t *testing.T) {
 	}
 }
 
-// TestFirstInstallListsOnce (issue 20): on a first install (the inventory
+// TestFirstInstallListsOnce: on a first install (the inventory
 // lists no package) apply reads the cluster in one round, the labelled
 // LISTs and the metadata LISTs of objects without lockstep's label at
 // once, before its first write; before, each package's preflight sent the

@@ -135,7 +135,7 @@ func (r *run) prunePackage(ctx context.Context, pp plan.PackagePrune) (*PackageR
 	var errs []error
 	// The package's MRDs go first: Crossplane's MRD controller writes the
 	// CRD of every MRD left, and would recreate a CRD pruned below
-	// (issue 16). Their CRDs lose the MRD's owner reference and follow
+	//. Their CRDs lose the MRD's owner reference and follow
 	// --prune-crds like every definition.
 	mrds, err := r.mrdsOwnedBy(ctx, uids)
 	if err != nil {
@@ -237,7 +237,7 @@ func (r *run) pruneDefinition(ctx context.Context, e inventory.Entry, policy pla
 	if group, _, _ := unstructured.NestedString(live.Object, "spec", "group"); crossplane.ProtectedGroup(group) != "" {
 		// An inventory written before lockstep refused these groups may
 		// list Crossplane's or Kubernetes' own definitions: never delete
-		// them, whatever the policy (issue 15).
+		// them, whatever the policy.
 		action = plan.DefinitionOrphan
 		r.warn(res, "%s is left in place whatever --prune-crds says: %s; lockstep no longer manages it", utils.FmtUnstructured(live), crossplane.ProtectedGroup(group))
 	}

@@ -572,7 +572,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 		// Under Manual the record carries no desiredState (render leaves it
 		// out): lockstep sets Inactive only when it creates the revision,
 		// then hands the field to ActivationFieldManager, so that a user's
-		// change of it is never overwritten (issue 5).
+		// change of it is never overwritten.
 		rd.create = map[string]any{"spec.desiredState": crossplane.DesiredStateInactive}
 	}
 	if err := r.planRecord(ctx, rd); err != nil {

@@ -158,7 +158,7 @@ func (p *pkgRun) revisionStatus() map[string]any {
 	// An empty list is left out, as Crossplane's status types
 	// (omitempty) leave it out: Crossplane's paused branch rewrites the
 	// status through them, and a field it drops would be written again by
-	// every apply (issue 16, failure 4).
+	// every apply.
 	if len(refs) > 0 {
 		st["objectRefs"] = refs
 	}
@@ -224,7 +224,7 @@ func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
 			// one on its inactive revisions (captured S2-after), and an
 			// apply of the status cannot drop a condition another field
 			// manager wrote, so on a revision lockstep adopted it stays
-			// and no apply tries again (issue 16).
+			// and no apply tries again.
 			hasRuntime = ownsField(rev, StatusFieldManager, "status", "f:status", "f:conditions", `k:{"type":"`+crossplane.ConditionRuntimeHealthy+`"}`)
 		case crossplane.ConditionRevisionHealthy:
 			healthy = m["status"] == "True"

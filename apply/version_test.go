@@ -30,7 +30,7 @@ func crossplaneDeployment(ns, name, image string) *appsv1.Deployment {
 	}
 }
 
-// TestCrossplaneVersionConstraint (issue 16): apply reads the Crossplane
+// TestCrossplaneVersionConstraint: apply reads the Crossplane
 // version from Crossplane's core Deployment and refuses, before writing
 // anything of it, a package whose spec.crossplane.version excludes it.
 func TestCrossplaneVersionConstraint(t *testing.T) {

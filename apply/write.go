@@ -182,7 +182,7 @@ func (r *run) deleteObject(ctx context.Context, obj client.Object, uid types.UID
 	// Deleted as unstructured: when a finalizer keeps the object, the API
 	// server answers with it, and controller-runtime decodes a typed or
 	// metadata object's answer with its scheme, which holds no Crossplane
-	// kind ("no kind \"ProviderRevision\" is registered", issue 16).
+	// kind ("no kind \"ProviderRevision\" is registered").
 	target := &unstructured.Unstructured{}
 	target.SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
 	target.SetName(obj.GetName())

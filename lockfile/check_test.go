@@ -56,7 +56,7 @@ func TestCheck(t *testing.T) {
 			files:  base,
 		},
 		"CRDConflict": {
-			reason: "Two entries whose payload summaries name one CRD conflict; lock --check finds it without the network (issue 19 item 4).",
+			reason: "Two entries whose payload summaries name one CRD conflict; lock --check finds it without the network.",
 			files:  base,
 			edit: func(l *Lock) {
 				l.Entry(reg + "/org/provider-b").Payload.CRDNames = slices.Clone(l.Entry(reg + "/org/provider-a").Payload.CRDNames)
@@ -73,14 +73,14 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		"ManifestsServed": {
-			reason: "Manifests of a kind a locked package serves, of a built-in kind or of one of Crossplane's own kinds need no new lock (issue 19 item 1).",
+			reason: "Manifests of a kind a locked package serves, of a built-in kind or of one of Crossplane's own kinds need no new lock.",
 			files: with(map[string]string{"m.yaml": "apiVersion: provider-a.lockstep.io/v1\nkind: Thing0\nmetadata: {name: default}\n---\n" +
 				"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: a}\n---\n" +
 				"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: x.example.org}\n---\n" +
 				"apiVersion: apiextensions.crossplane.io/v1beta1\nkind: EnvironmentConfig\nmetadata: {name: e}\n"}),
 		},
 		"ManifestUnknownKind": {
-			reason: "A manifest whose kind nothing serves fails lock --check offline, naming file and line (issue 19 item 1).",
+			reason: "A manifest whose kind nothing serves fails lock --check offline, naming file and line.",
 			files:  with(map[string]string{"apps/m.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\napiVersion: example.org/v1\nkind: Widget\nmetadata: {name: w}\n"}),
 			want: []Problem{{Kind: UnknownKind, Subject: "apps/m.yaml:5",
 				Message: "Widget apiVersion example.org/v1: no locked package serves it and it is not a built-in Kubernetes API; declare the package that defines it and run lockstep lock"}},

@@ -14,7 +14,7 @@ import (
 // everything in an Entry that is read from the package rather than chosen
 // by resolution. A digest pins the bytes, so for one digest the content
 // never changes; a lock whose content disagrees with the package at its
-// digest was edited by hand (issue 15 item 8).
+// digest was edited by hand.
 type Content struct {
 	// Kind is the kind of the package's meta object.
 	Kind crossplane.Kind

@@ -85,7 +85,7 @@ func edited(t *testing.T, l *Lock, source string, edit func(e *Entry)) *Lock {
 }
 
 // TestKeptPinContent: lock never rewrites what the previous lock records
-// about a pin it keeps (issue 15 item 8). A digest swapped by hand for
+// about a pin it keeps. A digest swapped by hand for
 // another version's, or a payload summary edited by hand, is refused with
 // an error naming the lock, the package and the field, unless that
 // package is re-resolved with --update.

@@ -86,7 +86,7 @@ func (u *run) entry(n *node) Entry {
 // checkKept refuses to rewrite what the previous lock records about a
 // package it keeps at the same digest: unless the package is re-resolved
 // (--update), the content pulled for that digest must be what the lock
-// records, or the lock was edited by hand (issue 15 item 8).
+// records, or the lock was edited by hand.
 func (u *run) checkKept(n *node) error {
 	prev := u.prev[n.source]
 	if prev == nil || u.updating[n.source] || prev.Digest != n.choice.digest {

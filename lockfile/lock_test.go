@@ -249,12 +249,12 @@ func TestParseErrors(t *testing.T) {
 			want:   []string{"lockstep.lock:"},
 		},
 		"MergeConflictMarker": {
-			reason: "A lock with Git conflict markers names the marker as the cause (issue 15).",
+			reason: "A lock with Git conflict markers names the marker as the cause.",
 			in:     replace("    digest: "+dD+"\n", "<<<<<<< HEAD\n    digest: "+dD+"\n=======\n    digest: "+dE+"\n>>>>>>> bump-network\n"),
 			want:   []string{`lockstep.lock:18: merge-conflict marker "<<<<<<< HEAD": resolve the Git conflict first`},
 		},
 		"TabIndentation": {
-			reason: "A tab in the indentation is named as the cause (issue 15).",
+			reason: "A tab in the indentation is named as the cause.",
 			in:     replace("    name: network\n", "\tname: network\n"),
 			want:   []string{"lockstep.lock:15: tab character in indentation: YAML allows only spaces"},
 		},

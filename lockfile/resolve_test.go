@@ -115,7 +115,7 @@ func TestResolve(t *testing.T) {
 			}},
 		},
 		"ProtectedGroup": {
-			reason: "A package whose payload defines types in Crossplane's own pkg.crossplane.io group (a copy of the Provider CRD, or a new kind there) is not locked: the error names the package and each CRD (issue 15).",
+			reason: "A package whose payload defines types in Crossplane's own pkg.crossplane.io group (a copy of the Provider CRD, or a new kind there) is not locked: the error names the package and each CRD.",
 			setup: func(t testing.TB, m *memRegistry) map[string]string {
 				files := provA.files("v1.0.0")
 				files["crds/providers.yaml"] = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: providers.pkg.crossplane.io\nspec:\n  group: pkg.crossplane.io\n  names: {kind: Provider, plural: providers}\n  scope: Cluster\n  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]\n"

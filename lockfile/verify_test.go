@@ -15,7 +15,7 @@ import (
 )
 
 // TestVerify: lock --verify's check of every pin against the in-process
-// registry (issue 15 item 8).
+// registry.
 func TestVerify(t *testing.T) {
 	// finding is what a case observes: "Kind name: kind".
 	type finding struct{ Package, Kind string }

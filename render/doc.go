@@ -7,7 +7,7 @@
 //
 // lockstep replaces Crossplane's package manager but keeps its API, so
 // render reproduces what Crossplane's controllers would create, as
-// docs/crossplane-behaviour.md describes them, and issue 4:
+// docs/crossplane-behaviour.md describes them:
 //
 //   - Records (docs/crossplane-behaviour.md#package-reconcile,
 //     #revision-reconcile, #what-other-components-read): the

@@ -22,7 +22,7 @@ const (
 	LabelInstance = "lockstep.io/instance"
 	// AnnotationTag records, on the package record, the version tag the
 	// lock resolved to the pinned digest. spec.package carries only the
-	// digest (issue 4), so `kubectl get providers` readers find the tag here.
+	// digest, so `kubectl get providers` readers find the tag here.
 	AnnotationTag = "lockstep.io/tag"
 
 	// AnnotationPaused is Crossplane's pause annotation. With the value

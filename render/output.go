@@ -21,7 +21,7 @@ import (
 //     the package and revision objects once they exist;
 //   - spec.revision of a revision record is the next number after the
 //     package's existing revisions, and spec.desiredState of a Manual
-//     revision is set only when apply creates it (issue 5);
+//     revision is set only when apply creates it;
 //   - webhook caBundles (Object.CABundle) come from the package's TLS server
 //     Secret, and the TLS Secrets themselves (Object.TLS) are requests that
 //     apply fulfils with certificates signed by crossplane-root-ca;
@@ -110,7 +110,7 @@ type RevisionOutput struct {
 	// ActivationPolicy is the package's spec.revisionActivationPolicy. With
 	// Automatic the record says desiredState Active; with Manual the record
 	// has no desiredState and apply sets Inactive only when it creates the
-	// revision (issue 5), leaving later changes to the user.
+	// revision, leaving later changes to the user.
 	ActivationPolicy declarations.RevisionActivationPolicy
 	// Record is the pkg.crossplane.io/v1 ProviderRevision,
 	// ConfigurationRevision or FunctionRevision, paused. Its spec.revision is

@@ -166,7 +166,7 @@ func TestNoResourcesNoRBAC(t *testing.T) {
 			stream: "apiVersion: meta.pkg.crossplane.io/v1\nkind: Provider\nmetadata:\n  name: provider-empty\n",
 		},
 		"RequestsNotGranted": {
-			reason: "The permissionRequests of a provider without CRDs have no role to go into; the revision says so instead of dropping them silently (issue 15).",
+			reason: "The permissionRequests of a provider without CRDs have no role to go into; the revision says so instead of dropping them silently.",
 			stream: legacy,
 			wantWarnings: []string{"Provider provider-empty: revision provider-empty-" + digestA[7:19] +
 				": spec.controller.permissionRequests (1 rule) are not granted: the provider defines no CRDs or MRDs, so, as in Crossplane, no ClusterRoles are rendered to hold them (docs/crossplane-behaviour.md#provider-rbac)"},

@@ -34,7 +34,7 @@ func tlsClientSecretName(pkg string) string { return truncate(pkg+"-tls-client",
 // packageRecord renders the pkg.crossplane.io/v1 package object: the
 // declaration's metadata labels and annotations, lockstep's labels, the
 // pause annotation and the tag annotation, and the spec with Crossplane's
-// defaults spelled out and spec.package pinned to source@digest (issue 4).
+// defaults spelled out and spec.package pinned to source@digest.
 func (r *renderer) packageRecord(p *Package, d *declarations.Declaration) (*Object, error) {
 	labels := maps.Clone(d.Object.Labels)
 	annotations := maps.Clone(d.Object.Annotations)

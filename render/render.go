@@ -51,7 +51,7 @@ type renderer struct {
 // identity (a package that ships two webhook configurations of one kind, or
 // a Provider and a Function with one name, whose Services collide). Two
 // packages that ship the same CRD are not an error here: which one controls
-// it depends on which arrived first, which apply checks (issue 5). A refused
+// it depends on which arrived first, which apply checks. A refused
 // permission request is not an error either: it is the revision's Problem
 // (see Output.Err).
 func Render(in Input) (*Output, error) {

@@ -27,7 +27,7 @@ import (
 )
 
 // scenarioAgent is the -agent scenario: the lockstep agent on the
-// installed workload (issue 20, goal 1).
+// installed workload.
 const scenarioAgent = "agent"
 
 // Agent bench settings.

@@ -1,11 +1,11 @@
-// Command bench is lockstep's end-to-end benchmark (issue 7): it installs,
+// Command bench is lockstep's end-to-end benchmark: it installs,
 // re-applies, upgrades and uninstalls three workloads on the local control
 // plane from `make testbin`, with lockstep and with two baselines measured in
 // the same run on the same objects and the same API server binary: the
 // floor (plain server-side apply from client-go, 8 in parallel, then a wait
 // for CRDs to be Established) and Flux (fluxcd/pkg/ssa ApplyAllStaged plus
 // WaitForSetWithContext). It prints a Markdown table with every lockstep
-// figure and its ratio to both baselines, the state of issue 7's targets,
+// figure and its ratio to both baselines, the state of the performance targets (docs/benchmarks.md#performance-goals),
 // and writes the same figures as JSON to <out>/bench/results.json.
 //
 // Workloads: the provider-aws v2.6.0 monolith (2,043 CRDs) from

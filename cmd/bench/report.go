@@ -18,7 +18,7 @@ type Report struct {
 	Settings Settings `json:"settings"`
 	// Workloads are the measured workloads, in run order.
 	Workloads []*WorkloadReport `json:"workloads"`
-	// Targets are issue 7's targets, met or missed.
+	// Targets are the performance targets (docs/benchmarks.md#performance-goals), met or missed.
 	Targets []Target `json:"targets"`
 	// Skipped lists workloads that did not run, with the reason.
 	Skipped []string `json:"skipped,omitempty"`
@@ -142,7 +142,7 @@ func (w *WorkloadReport) failures() []string {
 	return out
 }
 
-// Target is one of issue 7's targets for one workload.
+// Target is one of the performance targets (docs/benchmarks.md#performance-goals) for one workload.
 type Target struct {
 	Target   string `json:"target"`
 	Workload string `json:"workload"`
@@ -153,7 +153,7 @@ type Target struct {
 	Met *bool `json:"met"`
 }
 
-// evaluate returns the targets of issue 7 for w, from the median runs.
+// evaluate returns the performance targets for w, from the median runs.
 func evaluate(w *WorkloadReport) []Target {
 	var out []Target
 	add := func(name, value, limit string, met *bool) {
@@ -373,7 +373,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	for _, sk := range rep.Skipped {
 		fmt.Fprintf(w, "Skipped: %s\n\n", sk)
 	}
-	fmt.Fprintln(w, "### Targets (issue 7)")
+	fmt.Fprintln(w, "### Targets")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| target | workload | lockstep | limit | status |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")

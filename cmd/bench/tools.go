@@ -130,7 +130,7 @@ func runLockstep(ctx context.Context, spec *childSpec, cfg *rest.Config, m *Meas
 	return nil
 }
 
-// floorConcurrency is how many requests the floor sends at once (issue 7).
+// floorConcurrency is how many requests the floor sends at once.
 const floorConcurrency = 8
 
 // runFloor is the physical limit: the rendered objects applied with plain

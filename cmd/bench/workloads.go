@@ -248,7 +248,7 @@ func benchCABundle() ([]byte, error) {
 	return caPEM, caErr
 }
 
-// Keys of the managed resource activation workloads (issue 17): the
+// Keys of the managed resource activation workloads: the
 // monolith rendered with Crossplane v2's CRD-to-MRD conversion on
 // (`--enable-custom-to-managed-resource-conversion`), under a
 // ManagedResourceActivationPolicy declared beside the package.

@@ -176,7 +176,7 @@ spec:
 	}
 
 	// While another apply holds the instance's write Lease, activate
-	// writes nothing and names the holder, as apply does (issue 15).
+	// writes nothing and names the holder, as apply does.
 	leases, err := coordinationv1client.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -249,7 +249,7 @@ func revisionsOf(t *testing.T, env *envtest.Env, kind, pkg string) map[string]st
 // TestApplyRefusesEmptyLock: an empty lock (declarations deleted, or lock
 // run in the wrong directory) over an instance that installed packages is
 // refused without --allow-empty, and nothing is pruned; with it, the
-// packages are pruned (issue 15 item 9).
+// packages are pruned.
 func TestApplyRefusesEmptyLock(t *testing.T) {
 	reg := registry.New(t)
 	pushExamples(t, reg)
@@ -321,7 +321,7 @@ func TestApplyRefusesEmptyLock(t *testing.T) {
 // its write Lease (the agent mid-reconcile, another `lockstep apply`),
 // apply fails at once, writing nothing, with a message naming the holder
 // and since when it holds the Lease; with --lock-timeout it waits, and
-// still fails when the Lease stays held (issue 15 item 5).
+// still fails when the Lease stays held.
 func TestApplyRefusedWhileLocked(t *testing.T) {
 	reg := registry.New(t)
 	pushExamples(t, reg)

@@ -39,8 +39,7 @@ printf '{"ServerURL":"%s","Username":"` + user + `","Secret":"` + password + `"}
 // Registry, ACR) are reached: a registry that requires HTTP Basic auth
 // answers lock and render once the Docker config's credHelpers (default
 // location, DOCKER_CONFIG) or credsStore (--registry-config) names a
-// helper on PATH, and 401 without one; the password is never printed
-// (issue 18).
+// helper on PATH, and 401 without one; the password is never printed.
 func TestCredentialHelpers(t *testing.T) {
 	const user, password = "robot", "helper-s3cret-token"
 	reg := registry.New(t, registry.WithBasicAuth(user, password))

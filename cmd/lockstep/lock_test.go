@@ -180,7 +180,7 @@ func mustRead(t *testing.T, path string) string {
 
 // TestLockRefusesUnknownKind: a misspelt kind in pkg.crossplane.io fails
 // lock with the file and line, instead of writing a lock without the
-// package, which apply would then uninstall (issue 15 item 4). A near-miss
+// package, which apply would then uninstall. A near-miss
 // group is only a warning on stderr.
 func TestLockRefusesUnknownKind(t *testing.T) {
 	cases := map[string]struct {
@@ -236,7 +236,7 @@ spec:
 
 // TestLockWarnsWithoutDeclarations: lock in a directory without a package
 // declaration (a wrong --dir) still writes an empty lock, but says so on
-// stderr (issue 15 item 9).
+// stderr.
 func TestLockWarnsWithoutDeclarations(t *testing.T) {
 	dir := writePackage(t, map[string]string{"README.md": "# not the declarations\n"})
 	out, err := run(t, "lock", "--dir", dir, "--crossplane-version", "v2.1.0", "--cache-dir", t.TempDir())
@@ -253,7 +253,7 @@ func TestLockWarnsWithoutDeclarations(t *testing.T) {
 // TestLockRefusesMissingRuntimeConfig: a runtimeConfigRef to a
 // DeploymentRuntimeConfig that is not declared fails lock and lock --check
 // with the file, the package and the field, instead of passing both and
-// failing at render (issue 15 item 9).
+// failing at render.
 func TestLockRefusesMissingRuntimeConfig(t *testing.T) {
 	dir := writePackage(t, map[string]string{
 		"providers.yaml": `apiVersion: pkg.crossplane.io/v1

@@ -15,7 +15,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
 
-// TestDiffSaysPaused (issue 19 item 5): an upgrade of a package whose
+// TestDiffSaysPaused: an upgrade of a package whose
 // head declaration carries lockstep.io/paused is marked paused in the
 // report, in text and as a warning, because apply will not install it.
 func TestDiffSaysPaused(t *testing.T) {

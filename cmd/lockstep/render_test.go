@@ -71,7 +71,7 @@ func TestRenderCommand(t *testing.T) {
 // TestRenderWarnsUngrantedPermissions: a v1-style provider without CRDs
 // that asks for permissionRequests gets no ClusterRoles, as in Crossplane,
 // so its requests are not granted; render says so on stderr instead of
-// dropping them silently (issue 15 item 9), and still succeeds.
+// dropping them silently, and still succeeds.
 func TestRenderWarnsUngrantedPermissions(t *testing.T) {
 	reg := registry.New(t)
 	pkg := writePackage(t, map[string]string{"crossplane.yaml": `apiVersion: meta.pkg.crossplane.io/v1alpha1

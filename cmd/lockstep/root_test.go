@@ -7,7 +7,7 @@ import (
 )
 
 // TestExitCodes: CI tells a usage error, a stale lock, a diff gate and a
-// failure apart by the exit code alone (issue 15 item 9). Every code is
+// failure apart by the exit code alone. Every code is
 // listed in the root command's help.
 func TestExitCodes(t *testing.T) {
 	empty := t.TempDir()
@@ -113,7 +113,7 @@ func TestExitCodes(t *testing.T) {
 }
 
 // TestShorthandV: -v is apply's --verbose only; the root's --version has no
-// shorthand, so `lockstep -v` is not silently the version (issue 15 item 9).
+// shorthand, so `lockstep -v` is not silently the version.
 func TestShorthandV(t *testing.T) {
 	cases := map[string]struct {
 		reason   string

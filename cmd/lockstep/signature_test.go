@@ -18,7 +18,7 @@ import (
 // neither issuer nor subject, a regular expression that does not compile —
 // is refused by lock, lock --check, render and apply with the file, the
 // ImageConfig and the field, exit code 1, instead of being accepted and
-// matched loosely (issue 18).
+// matched loosely.
 func TestVerificationRefusedWhenAmbiguous(t *testing.T) {
 	dir := writePackage(t, map[string]string{
 		"providers.yaml": `apiVersion: pkg.crossplane.io/v1
@@ -131,8 +131,7 @@ var lockedPackages = []string{"configuration-demo:v0.1.0", "provider-demo:v0.2.0
 // registry: unsigned packages are refused by lock; signed ones lock, the
 // lock records the ImageConfig, authority and signature of each pin, and
 // render verifies them again from a warm cache; a package re-signed with
-// another key is then refused by render, warm cache or not, and by lock
-// (issue 18).
+// another key is then refused by render, warm cache or not, and by lock.
 func TestLockAndRenderVerifySignatures(t *testing.T) {
 	reg := registry.New(t)
 	pushExamples(t, reg)
@@ -241,7 +240,7 @@ func TestLockAndRenderVerifySignatures(t *testing.T) {
 // --trusted-root: lock records the keyless authority and each signature;
 // render refuses a package re-signed by another identity, naming the
 // package, the ImageConfig and the authority, and refuses to verify
-// without a trusted root (issue 18).
+// without a trusted root.
 func TestLockAndRenderVerifyKeyless(t *testing.T) {
 	reg := registry.New(t)
 	pushExamples(t, reg)
@@ -312,7 +311,7 @@ func TestLockAndRenderVerifyKeyless(t *testing.T) {
 // that predicateType about the package in the sha256-<hex>.att image:
 // lock records and prints the attestation manifest; render refuses a
 // package whose attestation is of another type, naming the package, the
-// ImageConfig, the authority and the attestation (issue 18).
+// ImageConfig, the authority and the attestation.
 func TestLockAndRenderVerifyAttestations(t *testing.T) {
 	reg := registry.New(t)
 	pushExamples(t, reg)

@@ -9,7 +9,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
-// TestStatusPrintsPaused (issue 19 item 5): lockstep status marks a
+// TestStatusPrintsPaused: lockstep status marks a
 // package whose declaration is paused, and only that one.
 func TestStatusPrintsPaused(t *testing.T) {
 	cases := map[string]struct {

@@ -120,7 +120,7 @@ func TestXpkgPush(t *testing.T) {
 
 // TestXpkgPushInsecureFlags: --insecure-registry HOST, the flag every
 // registry command shares, is the way; --insecure still works but warns that
-// it is deprecated (issue 15 item 9).
+// it is deprecated.
 func TestXpkgPushInsecureFlags(t *testing.T) {
 	reg := registry.New(t)
 	dir := writePackage(t, map[string]string{"crossplane.yaml": demoMeta, "crds/widget.yaml": demoCRD})

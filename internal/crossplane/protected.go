@@ -80,7 +80,7 @@ func (e *ProtectedGroupError) Error() string {
 // named name, given as JSON, is a definition (DefinesAPI: a CRD, XRD or
 // MRD) whose spec.group ProtectedGroup refuses; nil for an allowed group
 // and for every other kind. It is the one check lock, the snapshot stage
-// and apply's preflight share (lockstep issue 15, item 1). An error
+// and apply's preflight share. An error
 // decoding a definition is returned as is.
 func CheckDefinition(gk schema.GroupKind, name string, raw []byte) error {
 	if !DefinesAPI(gk) {

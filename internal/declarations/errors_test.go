@@ -67,7 +67,7 @@ func TestLoadErrors(t *testing.T) {
 			want:   []wantErr{{At: "p.yaml:9", Msg: "malformed YAML"}},
 		},
 		"MergeConflictMarker": {
-			reason: "A file with Git conflict markers names the first marker as the cause, not yaml/v3's \"could not find expected ':'\" (issue 15).",
+			reason: "A file with Git conflict markers names the first marker as the cause, not yaml/v3's \"could not find expected ':'\".",
 			files: map[string]string{"clusters/a/providers.yaml": provider + "---\n" + y(`
 				apiVersion: pkg.crossplane.io/v1
 				kind: Provider
@@ -88,7 +88,7 @@ func TestLoadErrors(t *testing.T) {
 			want:   []wantErr{{At: "p.yaml:1", Msg: `merge-conflict marker "<<<<<<< HEAD": resolve the Git conflict first`}},
 		},
 		"TabIndentation": {
-			reason: "A tab in the indentation of the reported line is named as the cause (issue 15).",
+			reason: "A tab in the indentation of the reported line is named as the cause.",
 			files:  map[string]string{"p.yaml": "apiVersion: pkg.crossplane.io/v1\nkind: Provider\nmetadata:\n\tname: provider-nop\n"},
 			want:   []wantErr{{At: "p.yaml:4", Msg: "tab character in indentation: YAML allows only spaces"}},
 		},
@@ -103,7 +103,7 @@ func TestLoadErrors(t *testing.T) {
 			want:   []wantErr{{At: "p.yaml:4", Msg: "malformed YAML: mapping values are not allowed in this context"}},
 		},
 		"RuntimeConfigNotDeclared": {
-			reason: "A runtimeConfigRef to a DeploymentRuntimeConfig no file declares fails at load, as render would (issue 15).",
+			reason: "A runtimeConfigRef to a DeploymentRuntimeConfig no file declares fails at load, as render would.",
 			files: map[string]string{
 				"clusters/a/providers.yaml": provider + "  runtimeConfigRef:\n    name: debug\n",
 				"clusters/a/runtime.yaml":   "apiVersion: pkg.crossplane.io/v1beta1\nkind: DeploymentRuntimeConfig\nmetadata:\n  name: other\n",
@@ -330,7 +330,7 @@ func TestLoadErrors(t *testing.T) {
 			want:   []wantErr{{At: "c.yaml:2", Object: "ControllerConfig old", Field: "kind", Msg: "removed in Crossplane v2.0"}},
 		},
 		"KindPlural": {
-			reason: "A plural kind in pkg.crossplane.io would be ignored, and lock and apply would uninstall the package (issue 15 item 4).",
+			reason: "A plural kind in pkg.crossplane.io would be ignored, and lock and apply would uninstall the package.",
 			files:  map[string]string{"p.yaml": replaceOnce(provider, "kind: Provider", "kind: Providers")},
 			want:   []wantErr{{At: "p.yaml:2", Object: "Providers provider-nop", Field: "kind", Msg: `unknown kind "Providers" in pkg.crossplane.io; did you mean Provider? lockstep reads Provider, Function, Configuration (pkg.crossplane.io/v1), DeploymentRuntimeConfig, ImageConfig (pkg.crossplane.io/v1beta1) and skips ProviderRevision, FunctionRevision, ConfigurationRevision, Lock`}},
 		},

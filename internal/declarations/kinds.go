@@ -40,7 +40,7 @@ func skippedKinds() []string {
 // unknownKind explains why kind, which Crossplane does not serve in
 // pkg.crossplane.io, is refused: ignoring it, as Kubernetes tools do with
 // objects they do not know, would drop the package it declares from the lock,
-// and apply would then uninstall it (issue 15 item 4). It suggests the
+// and apply would then uninstall it. It suggests the
 // nearest served kind, and names the ones Load reads and skips.
 func unknownKind(kind string) error {
 	var b strings.Builder

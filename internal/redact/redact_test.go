@@ -194,7 +194,7 @@ func unwrapAll(err error) string {
 }
 
 // TestURLSecrets: the literal secrets of a configured URL, for a Redactor
-// that scrubs them wherever they appear outside a URL (issue 15, item 7).
+// that scrubs them wherever they appear outside a URL.
 func TestURLSecrets(t *testing.T) {
 	cases := map[string]struct {
 		reason string

@@ -3,8 +3,7 @@
 // namespace, that every apply (`lockstep apply`, each reconcile of the
 // agent) holds from before its first read of the cluster to its end. Two
 // applies at once would each decide from what the other had not written
-// yet, and leave two Active revisions and two runtime Deployments (lockstep
-// issue 15, item 5).
+// yet, and leave two Active revisions and two runtime Deployments.
 //
 // The Lease is read and written through client-go's resourcelock.LeaseLock
 // (k8s.io/client-go tools/leaderelection/resourcelock/leaselock.go), whose

@@ -15,7 +15,7 @@ import (
 // document took 1.34 GB), so the limit bounds the memory one document can
 // take to roughly 100 MiB per parsing worker. The limit is safe for real
 // packages: the largest document of the real packages in the test data
-// ($LOCKSTEP_TESTDATA/packages, measured for issue 15) is the
+// ($LOCKSTEP_TESTDATA/packages) is the
 // deliverystreams.firehose.aws.upbound.io CRD of provider-upjet-aws v2.6.0,
 // 1,691,237 bytes, a tenth of the limit. And no document much larger could
 // be installed anyway: the API server refuses request bodies over 3 MiB and

@@ -3,7 +3,7 @@
 // then hangs (never answers), answers every HTTP request with 500, resets
 // every connection, or answers every HTTP request with content that is not
 // what was asked for. It stands in for a registry, a Git server or any
-// other HTTP peer; the tests of issue 15's timeouts (a hung peer must fail
+// other HTTP peer; the tests of lockstep's timeouts (a hung peer must fail
 // an operation within its deadline, never block it) share it.
 //
 // Close stops the server and ends every connection it holds, which

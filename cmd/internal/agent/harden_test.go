@@ -60,7 +60,7 @@ func intrude(t *testing.T, c client.Client, ns, image string) {
 	}
 }
 
-// TestStalledSyncCorrectsDrift (issue 15, item 6): while a commit is
+// TestStalledSyncCorrectsDrift: while a commit is
 // refused, the agent keeps re-applying the last good commit on every
 // interval, so a runtime image another field manager changed is restored,
 // and the Sync stays Stalled naming the refused commit, with the good one as
@@ -125,7 +125,7 @@ func TestStalledSyncCorrectsDrift(t *testing.T) {
 	}
 }
 
-// TestGitCredentialsNeverWritten (issue 15, item 7): an agent given a Git
+// TestGitCredentialsNeverWritten: an agent given a Git
 // URL with a password clones with it, and no object it writes (the Sync,
 // its Events), no metric label and no error it returns holds the password.
 func TestGitCredentialsNeverWritten(t *testing.T) {

@@ -176,7 +176,7 @@ func pausedInStatus(t *testing.T, c client.Client, ns string) bool {
 	return false
 }
 
-// TestAgentSuspendStopsPolls (issue 19 item 5): while the Sync is
+// TestAgentSuspendStopsPolls: while the Sync is
 // suspended, the agent's --update-schedule polls are skipped too (the
 // Updater's gate, set by SetUpdater, reads spec.suspend), and the Sync's
 // status says so; resumed, the next scheduled poll runs and proposes the

@@ -739,7 +739,7 @@ func (r *Reconciler) updatesChanged() bool {
 // verifyAgain verifies the cosign signatures of rd's locked packages once
 // more (snapshot.VerifySignatures), for a commit whose render is reused:
 // the snapshot's verify step ran when it was rendered, and verification
-// must hold on every reconcile, cache hit or not (issue 18). A refusal is
+// must hold on every reconcile, cache hit or not. A refusal is
 // the verify step's StepError (SignatureRefused, retried).
 func (r *Reconciler) verifyAgain(ctx context.Context, rd *rendered) error {
 	if rd.lock == nil || !slices.ContainsFunc(rd.imageConfigs, func(ic declarations.ImageConfig) bool { return ic.Spec.Verification != nil }) {
@@ -769,7 +769,7 @@ func (r *Reconciler) keys() oci.KeySource {
 // (the agent restarted) it first renders the Sync's lastAppliedCommit, when
 // the Source can check it out (CommitSource), which verifies its
 // signatures; a kept render is verified again first (verifyAgain), since
-// verification must hold before every install in the agent (issue 18): a
+// verification must hold before every install in the agent: a
 // last good commit whose package no longer verifies is not re-applied.
 func (r *Reconciler) reapply(ctx context.Context, out *Outcome) {
 	if r.last == nil {

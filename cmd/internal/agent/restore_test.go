@@ -89,7 +89,7 @@ func restoredEntries(o *agent.Outcome) []string {
 	return out
 }
 
-// TestAgentTargetedRestore (issue 20): with the agent idle, another field
+// TestAgentTargetedRestore: with the agent idle, another field
 // manager's edit of one CRD of a package is taken back by a targeted
 // apply of that CRD alone — no LIST, no write but that CRD's apply and the
 // write Lease — a deleted runtime object is re-created the same way, and
@@ -201,7 +201,7 @@ func TestAgentTargetedRestore(t *testing.T) {
 	}
 }
 
-// TestAgentIdleWhileRefused (issue 20): a refused commit stays refused
+// TestAgentIdleWhileRefused: a refused commit stays refused
 // and reported, and while nothing changes the agent sends no request per
 // interval; another field manager's edit is still taken back. A commit is
 // refused before apply (broken declarations; before, the last good render
@@ -301,7 +301,7 @@ func expectLabelRestored(ctx context.Context, t *testing.T, c client.Client, whe
 	})
 }
 
-// TestAgentIdleWhileSuspended (issue 20): a suspended Sync whose cluster
+// TestAgentIdleWhileSuspended: a suspended Sync whose cluster
 // does not change costs no request per interval (before, each one read
 // the health again and wrote the status), and still says it is suspended.
 func TestAgentIdleWhileSuspended(t *testing.T) {

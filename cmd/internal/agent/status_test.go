@@ -78,7 +78,7 @@ func TestNextStatus(t *testing.T) {
 }
 
 // TestReapplyNote: the Stalled message of a refused commit says what became
-// of the last good state (issue 15, item 6).
+// of the last good state.
 func TestReapplyNote(t *testing.T) {
 	cases := map[string]struct {
 		reason      string

@@ -17,7 +17,7 @@ import (
 // permissionRequests no ClusterRole can hold (Crossplane renders no roles
 // for it) installs, and the agent records why its requests are not granted
 // as a Warning Event on the Sync, once for the applied commit, instead of
-// dropping them silently (issue 15 item 9).
+// dropping them silently.
 func TestAgentRecordsRenderWarnings(t *testing.T) {
 	f := newEmptyFixture(t, "agent-warnings")
 	pkg := t.TempDir()

@@ -148,7 +148,7 @@ func waitIdle(t *testing.T, outcomes <-chan *agent.Outcome, n int, within time.D
 
 // TestAgentIdleSendsNoRequest: once the agent's apply wrote nothing and
 // its watches report no change, a reconcile on the interval sends no API
-// request at all — no LIST, no Lease, no status write (issue 20, goal 1).
+// request at all — no LIST, no Lease, no status write.
 func TestAgentIdleSendsNoRequest(t *testing.T) {
 	outcomes := make(chan *agent.Outcome, 64)
 	interval := 500 * time.Millisecond

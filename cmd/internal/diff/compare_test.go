@@ -209,7 +209,7 @@ func TestPinChange(t *testing.T) {
 
 // TestCompareVerification: the lock's record of how a package's signature
 // was verified is a setting; losing it (verified at base, not at head) is
-// breaking, gaining it is not (issue 18).
+// breaking, gaining it is not.
 func TestCompareVerification(t *testing.T) {
 	const provider = "lockstep-examples-provider-demo"
 	verified := &lockfile.Verification{ImageConfig: "signed", Authority: "release-key", Signature: "sha256:" + strings.Repeat("a", 64)}

@@ -9,7 +9,7 @@ import (
 )
 
 // TestCompareManifests: manifests added, removed and changed are listed
-// with their fields (issue 19 item 1), and make the verdict "changes".
+// with their fields, and make the verdict "changes".
 func TestCompareManifests(t *testing.T) {
 	base := testState(t, "base", exampleSpecs(t, "v0.2.0", "v0.2.0"), map[string]string{"apps.yaml": `apiVersion: v1
 kind: ConfigMap

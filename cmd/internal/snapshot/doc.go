@@ -41,6 +41,5 @@
 // (declarations.Set.CheckVerification). Without a fetcher (WithFetcher) Load stops after the check, which is
 // all `lockstep lock --check` and the updater need.
 //
-// The design of the pipeline is in docs/design.md and issue 14 ("A snapshot
-// stage").
+// The design of the pipeline is in docs/design/pipeline.md.
 package snapshot

@@ -137,7 +137,7 @@ func TestLoad(t *testing.T) {
 		t.Fatal("the demo declaration no longer pins v0.1.0; update the test")
 	}
 
-	// A hand-edited lock (issue 15 item 8): provider-demo v0.2.0's digest
+	// A hand-edited lock: provider-demo v0.2.0's digest
 	// swapped for v0.1.0's, and, digest kept, its CRD count changed.
 	const pinned = "sha256:6bac01cd39973a7aea167316d9bc385b00383eb3f2219ee9168f31e6b4a7dbce"
 	if !strings.Contains(string(lockBytes), pinned) || !strings.Contains(string(lockBytes), "crds: 4\n") {
@@ -247,7 +247,7 @@ func TestLoad(t *testing.T) {
 		},
 		{
 			name:   "VerificationRefused",
-			reason: "a keyless identity naming neither issuer nor subject, which would match any certificate, fails the declarations step (every command and the agent), naming the file, the ImageConfig and the field, instead of being accepted (issue 18)",
+			reason: "a keyless identity naming neither issuer nor subject, which would match any certificate, fails the declarations step (every command and the agent), naming the file, the ImageConfig and the field, instead of being accepted",
 			fsys: demoFS(t, map[string][]byte{"registries/verify.yaml": []byte("apiVersion: pkg.crossplane.io/v1beta1\nkind: ImageConfig\nmetadata:\n  name: signed\nspec:\n  matchImages: [{prefix: lockstep.example/}]\n" +
 				"  verification:\n    provider: Cosign\n    cosign:\n      authorities:\n      - name: ci\n        keyless:\n          identities: [{issuer: https://issuer.example, subject: ci}, {}]\n")}),
 			fetcher:  "mirror",

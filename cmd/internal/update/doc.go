@@ -1,6 +1,6 @@
 // Package update polls registries for new digests of the packages a Git
 // repository's lockstep.lock pins, and proposes the resulting lock as a Git
-// commit (issue 8). It is lockstep's answer to Crossplane's
+// commit. It is lockstep's answer to Crossplane's
 // packagePullPolicy: Always, which polls registries every minute and
 // upgrades clusters in place with nothing reviewed
 // (docs/crossplane-behaviour.md#pull-policy): lockstep polls too, but what
@@ -44,7 +44,7 @@
 //     one branch per package (docs/design/agent.md#release-proposals).
 //
 // `lockstep update` runs one Poll (and, with --propose-releases,
-// ProposeReleases) and exits, for CI. The agent (issue 6)
+// ProposeReleases) and exits, for CI. The agent
 // is meant to own an Updater per Git source, run Updater.Run on the leader
 // when --update-schedule is set, and publish Updater.Status; in ModeCommit
 // its next reconcile applies the pushed commit like any other. That wiring

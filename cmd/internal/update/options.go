@@ -17,7 +17,7 @@ import (
 // Mode is where a poll writes the lock it proposes (--update-mode).
 type Mode string
 
-// The write-back modes, as issue 8 defines them.
+// The write-back modes (docs/commands.md, `lockstep update`).
 const (
 	// ModeBranch commits the new lock on Options.Branch, based on the
 	// watched ref's head, and force-pushes it: the branch is rewritten with

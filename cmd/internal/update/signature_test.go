@@ -16,7 +16,7 @@ import (
 // signature, a re-pushed tag whose new content is unsigned is not proposed
 // (the poll fails naming the package, the ImageConfig and the authority,
 // and no branch is written); once signed, the proposed lock records how
-// the new pin was verified, as `lockstep lock` does (issue 18).
+// the new pin was verified, as `lockstep lock` does.
 func TestPollVerifiesSignatures(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)

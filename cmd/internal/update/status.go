@@ -7,7 +7,7 @@ import (
 )
 
 // Status is what an Updater reports about its polls, for the agent's
-// status, events and metrics and for `lockstep status` (issue 8: the last
+// status, events and metrics and for `lockstep status` (the last
 // poll, what it found, and the last pushed commit; like Flux
 // image-automation's lastPushCommit, lastPushTime and observed source
 // revision).
