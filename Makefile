@@ -115,7 +115,8 @@ $(GOLANGCI_LINT):
 	@mkdir -p $(dir $@)
 	GOBIN=$(dir $@) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
-lint: $(GOLANGCI_LINT) ## golangci-lint: staticcheck, errorlint, revive, ... and the layer rules (depguard)
+lint: $(GOLANGCI_LINT) ## go mod tidy -diff, then golangci-lint: gofmt and gci, staticcheck, errorlint, revive, gocognit, ... (the layer rules are test/layers)
+	$(GO) mod tidy -diff
 	$(GOLANGCI_LINT) run ./...
 
 test: testbin fmt vet lint ## build the control plane, lint, go test -race ./..., then each parser's fuzzer for TEST_FUZZTIME

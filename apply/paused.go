@@ -1,9 +1,8 @@
 package apply
 
 import (
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
 	"github.com/fluxcd/pkg/ssa"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"

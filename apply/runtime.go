@@ -11,9 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
 	"github.com/lockstep-gitops/lockstep/health"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // runtimeStep is the runtime step (docs/design/apply.md#apply-steps), for an active

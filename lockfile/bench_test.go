@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
 

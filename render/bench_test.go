@@ -1,13 +1,12 @@
 package render
 
 import (
-	"github.com/lockstep-gitops/lockstep/test/memstat"
-
 	"io"
 	"runtime"
 	"testing"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/test/memstat"
 )
 
 // monolithInput is the provider-upjet-aws v2.6.0 monolith (2,043 CRDs,

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 	"github.com/lockstep-gitops/lockstep/test/testdata"

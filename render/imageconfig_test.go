@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 )
 

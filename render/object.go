@@ -8,7 +8,6 @@ import (
 	"sort"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
-
 	"github.com/fluxcd/pkg/ssa"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"

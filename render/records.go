@@ -4,7 +4,6 @@ import (
 	"maps"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 )
 

@@ -18,7 +18,6 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/certs"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 )
 

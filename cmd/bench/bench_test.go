@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 

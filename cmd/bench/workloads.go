@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 

@@ -8,7 +8,6 @@ import (
 	"os"
 
 	"github.com/spf13/pflag"
-
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"

@@ -3,7 +3,6 @@ package declarations
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // validTree is a repository the way a platform team keeps one: nested

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -24,6 +23,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // entry is one file (or other tar entry) of a test layer.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"strings"
 	"testing"
 
@@ -12,6 +11,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // Small documents shared by the cases below.

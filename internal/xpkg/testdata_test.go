@@ -2,7 +2,6 @@ package xpkg
 
 import (
 	"encoding/json"
-	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // testdataDir returns $LOCKSTEP_TESTDATA, the shared real-package test data,

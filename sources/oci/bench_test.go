@@ -1,8 +1,6 @@
 package oci_test
 
 import (
-	"github.com/lockstep-gitops/lockstep/test/memstat"
-
 	"context"
 	"os"
 	"path/filepath"
@@ -17,6 +15,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
+	"github.com/lockstep-gitops/lockstep/test/memstat"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
 

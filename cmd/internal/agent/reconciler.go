@@ -9,12 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fluxcd/pkg/ssa"
 	rbacv1 "k8s.io/api/rbac/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/fluxcd/pkg/ssa"
 
 	"github.com/lockstep-gitops/lockstep/apply"
 	"github.com/lockstep-gitops/lockstep/cmd/internal/agent/api/v1alpha1"

@@ -7,18 +7,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
-
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/lockstep-gitops/lockstep/cmd/internal/agent/api/v1alpha1"
 	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/render"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // SyncCRD is the CustomResourceDefinition of Sync, which the agent applies

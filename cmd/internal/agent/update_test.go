@@ -8,7 +8,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/cmd/internal/agent"
-
 	"github.com/lockstep-gitops/lockstep/cmd/internal/update"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 )

@@ -12,7 +12,6 @@ import (
 	"github.com/Masterminds/semver/v3"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/lockfile"

@@ -10,10 +10,9 @@ package inspect
 import (
 	"context"
 	"fmt"
-	"github.com/fluxcd/cli-utils/pkg/object"
-	"github.com/lockstep-gitops/lockstep/internal/live"
 	"sort"
 
+	"github.com/fluxcd/cli-utils/pkg/object"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,6 +24,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
