@@ -260,12 +260,6 @@ type ApplyMeta struct {
 	// LockDigest is the digest of lockstep.lock ("sha256:<hex>"), recorded
 	// in the inventory.
 	LockDigest string
-	// Replaces maps a package, as "Kind/name", to the sources its package
-	// metadata says it replaces (spec.replaces,
-	// docs/crossplane-behaviour.md#moved-packages-and-replaces; the lock's
-	// Entry.Replaces). render.Input.Replaces and snapshot.Snapshot.Replaces
-	// build it.
-	Replaces map[string][]string
 }
 
 // Result is what one Apply did.
@@ -477,7 +471,7 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 	pkgs := make([]*pkgRun, len(out.Packages))
 	var g errgroup.Group
 	g.SetLimit(m.opts.Concurrency)
-	for _, group := range packageGroups(out, r.replacedBy, meta.Replaces) {
+	for _, group := range packageGroups(out, r.replacedBy, out.Replaces) {
 		g.Go(func() error {
 			for _, i := range group {
 				if out.Packages[i].Paused {

@@ -27,7 +27,7 @@ func refOf(o *render.Object) render.Reference {
 func (r *run) replacedInOutput() map[pkgKey]string {
 	out := map[pkgKey]string{}
 	for _, po := range r.out.Packages {
-		for _, src := range r.meta.Replaces[po.PackageRef().String()] {
+		for _, src := range r.out.Replaces[po.PackageRef().String()] {
 			want := normalizeSource(src)
 			for _, q := range r.out.Packages {
 				if q.Kind == po.Kind && q.Name != po.Name && normalizeSource(q.Source) == want {
@@ -117,7 +117,7 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 		r.warn(p.res, "%s", w)
 	}
 	p.replacedBy = r.replacedBy[p.key]
-	p.findReplaced(r.meta.Replaces[p.key.String()])
+	p.findReplaced(r.out.Replaces[p.key.String()])
 
 	steps := []struct {
 		name string

@@ -248,9 +248,8 @@ func TestReplaces(t *testing.T) {
 				mustSucceed(t, f.apply(t, m, f.render(t, oldPkg), apply.ApplyMeta{}))
 			}
 
-			in := render.Input{Namespace: f.namespace, Instance: f.instance, Packages: []render.Package{newPkg}}
 			f.reqs.reset()
-			res := f.apply(t, m, f.render(t, newPkg), apply.ApplyMeta{Replaces: in.Replaces()})
+			res := f.apply(t, m, f.render(t, newPkg), apply.ApplyMeta{})
 			mustSucceed(t, res)
 
 			crd := f.crd(t, crdName)

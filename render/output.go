@@ -35,6 +35,12 @@ type Output struct {
 	// Manifests are the declarations' other objects, in apply order, which
 	// apply writes after the packages (docs/design/manifests.md#manifests).
 	Manifests []*ManifestOutput
+	// Replaces maps a package, as "Kind/name", to the sources its package
+	// metadata says it replaces (spec.replaces, qualified as the lock's
+	// Entry.Replaces; Input.Replaces): apply deactivates the replaced
+	// packages and hands their objects over
+	// (docs/crossplane-behaviour.md#moved-packages-and-replaces).
+	Replaces map[string][]string
 
 	warnings []string // see Warnings
 }

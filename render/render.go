@@ -104,7 +104,7 @@ func Render(in Input) (*Output, error) {
 		}
 	}
 
-	out := &Output{Namespace: in.Namespace, Instance: in.Instance, Packages: make([]*PackageOutput, 0, len(pkgs))}
+	out := &Output{Namespace: in.Namespace, Instance: in.Instance, Packages: make([]*PackageOutput, 0, len(pkgs)), Replaces: in.Replaces()}
 	if !r.converts {
 		for _, p := range in.ActivationPolicies {
 			out.warnings = append(out.warnings, fmt.Sprintf("%s %s (%s): not evaluated: MRD conversion is off or the lock's Crossplane version %q has no MRDs, so every provider CRD is installed "+

@@ -492,7 +492,6 @@ func (r *Reconciler) LastPass() time.Time {
 type rendered struct {
 	commit, lockDigest string
 	out                *render.Output
-	replaces           map[string][]string
 	// lock and imageConfigs are the commit's, for the signature
 	// verification each reconcile repeats (verifyAgain).
 	lock         *lockfile.Lock
@@ -904,7 +903,7 @@ func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered,
 	if err != nil {
 		return nil, warnings, stepError(err)
 	}
-	return &rendered{commit: art.Commit, lockDigest: snap.LockDigest, out: ro, replaces: snap.Replaces,
+	return &rendered{commit: art.Commit, lockDigest: snap.LockDigest, out: ro,
 		lock: snap.Lock, imageConfigs: snap.Declarations.ImageConfigs, activation: ca, input: snap.Input}, warnings, nil
 }
 
@@ -1001,7 +1000,7 @@ func stepError(err error) *StepError {
 // applyRendered runs the apply and health steps.
 func (r *Reconciler) applyRendered(ctx context.Context, rd *rendered, out *Outcome) error {
 	out.lockDigest = rd.lockDigest
-	res, err := r.mgr.Apply(ctx, rd.out, apply.ApplyMeta{Commit: rd.commit, LockDigest: rd.lockDigest, Replaces: rd.replaces})
+	res, err := r.mgr.Apply(ctx, rd.out, apply.ApplyMeta{Commit: rd.commit, LockDigest: rd.lockDigest})
 	var (
 		held    *writelock.HeldError
 		empty   *apply.EmptyLockError

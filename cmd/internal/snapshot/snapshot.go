@@ -47,9 +47,6 @@ type Snapshot struct {
 	// Input is the render input; nil when nothing was fetched or there is
 	// no lock.
 	Input *render.Input
-	// Replaces maps a package, as "Kind/name", to the sources its metadata
-	// says it replaces (render.Input.Replaces), for apply.ApplyMeta.
-	Replaces map[string][]string
 
 	once   sync.Once
 	output *render.Output
@@ -413,7 +410,6 @@ func (l *loader) input() error {
 	if converts {
 		l.s.Input.MRDConversion = render.MRDConversionAuto
 	}
-	l.s.Replaces = l.s.Input.Replaces()
 	return nil
 }
 
