@@ -74,7 +74,7 @@ declarations' warnings are logged and sent as Warning Events on the Sync.`,
 	fl := cmd.Flags()
 	fl.DurationVar(&f.interval, "interval", time.Minute, "how often to poll Git and re-apply to correct drift")
 	fl.DurationVar(&f.reconcileTO, "reconcile-timeout", agent.DefaultReconcileTimeout, "longest time one reconcile (checkout to health) may take; /healthz fails when no reconcile finished in 2 × --interval + this")
-	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists), never, always")
+	bindPruneCRDs(fl, &f.pruneCRDs)
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "apply a commit whose lock has no packages even when this instance installed some, uninstalling them all (without it such a commit stalls the Sync and the last good commit stays applied)")
 	f.preflight.register(fl)
 	f.memLimit.register(fl)

@@ -12,6 +12,7 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -90,7 +91,7 @@ and says so.`,
 	fl := cmd.Flags()
 	fl.BoolVar(&f.dryRun, "dry-run", false, "send every write as a server-side dry-run and delete nothing; print what would change")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up after this long (0: no limit)")
-	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete only when no custom resource of it exists, else keep it and warn), never, always")
+	bindPruneCRDs(fl, &f.pruneCRDs)
 	fl.BoolVar(&f.protect, "deletion-protection", true, "let only lockstep's own user (and the garbage collector) delete this instance's package and revision records, CRDs, MRDs and XRDs, with a ValidatingAdmissionPolicy (docs/design/apply.md#deletion-protection); false removes the policy")
 	fl.IntVar(&f.concurrency, "concurrency", apply.DefaultOptions().Concurrency, "requests of one package sent in parallel, and packages that share no object applied at once")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also list unchanged objects")
@@ -340,4 +341,10 @@ func (l lazyPullSecrets) Keychain(ctx context.Context, names []string) (authn.Ke
 		return nil, nil, err
 	}
 	return oci.ClusterPullSecrets{Reader: c, Namespace: l.namespace}.Keychain(ctx, names)
+}
+
+// bindPruneCRDs binds --prune-crds, which apply and the agent run with and
+// diff predicts with: one name, one default, one help text.
+func bindPruneCRDs(fl *pflag.FlagSet, mode *string) {
+	fl.StringVar(mode, "prune-crds", string(plan.PruneUnused), "what happens to the CRDs of a package removed from Git: unused (delete a CRD only when no custom resource of it exists, else keep it and warn), never, always; diff shows what apply would do with it")
 }

@@ -104,7 +104,7 @@ reported deactivated, with the custom resources they hold.`,
 	fl.StringVar(&f.failOn, "fail-on", "none", "exit non-zero for CI: none, breaking (exit 2) or any (exit 3, or 2 when breaking)")
 	fl.StringVar(&f.color, "color", "auto", "colour text output: auto (when stdout is a terminal and NO_COLOR is unset), always or never")
 	fl.StringVar(&f.namespace, "namespace", "crossplane-system", "the Crossplane namespace the runtimes are rendered for")
-	fl.StringVar(&f.pruneCRDs, "prune-crds", string(plan.PruneUnused), "the --prune-crds mode apply runs with (unused, never, always): what happens to a removed package's CRDs")
+	bindPruneCRDs(fl, &f.pruneCRDs)
 	fl.IntVar(&f.markdownMaxBytes, "markdown-max-bytes", diff.DefaultMarkdownMaxBytes, "bound on the size of --format markdown; details are shortened to fit")
 	fl.StringVar(&f.fullReport, "full-report", "", "where the full report is (for example a CI artifact URL), named at the end of the markdown")
 	fl.StringVar(&f.jsonOut, "json-output", "", "also write the full JSON report to `FILE`")
