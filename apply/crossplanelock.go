@@ -166,7 +166,7 @@ func (r *run) lockPackages(have []any) []any {
 		}
 	}
 	for _, pr := range r.res.Pruned {
-		key := pkgKey{pr.Kind, pr.Name}
+		key := crossplane.Ref(pr.Kind, pr.Name)
 		for _, rev := range r.live.revisionsOf(key) {
 			ours[rev.GetName()] = true
 		}

@@ -25,7 +25,7 @@ func TestPackageGroups(t *testing.T) {
 	cases := map[string]struct {
 		reason     string
 		pkgs       []*render.PackageOutput
-		replacedBy map[pkgKey]string
+		replacedBy map[crossplane.PackageRef]string
 		replaces   map[string][]string
 		want       [][]int
 	}{
@@ -47,7 +47,7 @@ func TestPackageGroups(t *testing.T) {
 		"replaced in output": {
 			reason:     "a package and the one that replaces it are one group",
 			pkgs:       []*render.PackageOutput{groupsPkg(crossplane.KindProvider, "old", "x.old.io"), groupsPkg(crossplane.KindProvider, "other", "o.io"), groupsPkg(crossplane.KindProvider, "new", "x.new.io")},
-			replacedBy: map[pkgKey]string{{crossplane.KindProvider, "old"}: "Provider/new"},
+			replacedBy: map[crossplane.PackageRef]string{{Kind: crossplane.KindProvider, Name: "old"}: "Provider/new"},
 			want:       [][]int{{0, 2}, {1}},
 		},
 		"same replaced source": {

@@ -32,15 +32,6 @@ var packageKinds = crossplane.KindNames()
 // (ProviderRevision, ...).
 func revisionKind(k crossplane.Kind) string { return k.Descriptor().RevisionKind }
 
-// pkgKey identifies a package by kind and name.
-type pkgKey struct {
-	Kind crossplane.Kind
-	Name string
-}
-
-// String returns "Kind/name".
-func (k pkgKey) String() string { return crossplane.Ref(k.Kind, k.Name).String() }
-
 // listKey is one LIST: a kind at an API version, in a namespace ("" for
 // cluster-scoped kinds).
 type listKey struct {
@@ -54,10 +45,10 @@ type listKey struct {
 type cluster struct {
 	mu sync.RWMutex
 	// packages are the live package objects of every kind.
-	packages map[pkgKey]*unstructured.Unstructured
+	packages map[crossplane.PackageRef]*unstructured.Unstructured
 	// revisions are the live revisions of every package kind, by package
 	// (label pkg.crossplane.io/package), sorted by spec.revision.
-	revisions map[pkgKey][]*unstructured.Unstructured
+	revisions map[crossplane.PackageRef][]*unstructured.Unstructured
 	// byUID indexes packages and revisions by UID.
 	byUID map[types.UID]*unstructured.Unstructured
 	// objects are the live objects labelled with this instance, of every
@@ -109,23 +100,23 @@ func (c *cluster) owner(uid types.UID) *unstructured.Unstructured {
 }
 
 // pkg returns the live package record of key, nil when not installed.
-func (c *cluster) pkg(key pkgKey) *unstructured.Unstructured {
+func (c *cluster) pkg(key crossplane.PackageRef) *unstructured.Unstructured {
 	return read(c, func() *unstructured.Unstructured { return c.packages[key] })
 }
 
 // revisionsOf returns a copy of the live revisions of key, sorted by
 // spec.revision.
-func (c *cluster) revisionsOf(key pkgKey) []*unstructured.Unstructured {
+func (c *cluster) revisionsOf(key crossplane.PackageRef) []*unstructured.Unstructured {
 	return read(c, func() []*unstructured.Unstructured {
 		return append([]*unstructured.Unstructured(nil), c.revisions[key]...)
 	})
 }
 
 // packageKeys returns the keys of every installed package.
-func (c *cluster) packageKeys() []pkgKey {
+func (c *cluster) packageKeys() []crossplane.PackageRef {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make([]pkgKey, 0, len(c.packages))
+	out := make([]crossplane.PackageRef, 0, len(c.packages))
 	for k := range c.packages {
 		out = append(out, k)
 	}
@@ -185,8 +176,8 @@ func (c *cluster) takeListed(id string, u *unstructured.Unstructured) []byte {
 // revision, and the live objects of every kind the output applies.
 func (r *run) load(ctx context.Context) error {
 	r.live = &cluster{
-		packages:   map[pkgKey]*unstructured.Unstructured{},
-		revisions:  map[pkgKey][]*unstructured.Unstructured{},
+		packages:   map[crossplane.PackageRef]*unstructured.Unstructured{},
+		revisions:  map[crossplane.PackageRef][]*unstructured.Unstructured{},
 		byUID:      map[types.UID]*unstructured.Unstructured{},
 		objects:    map[string]*unstructured.Unstructured{},
 		sums:       map[string]*liveSummary{},
@@ -425,7 +416,7 @@ func (r *run) loadRecords(ctx context.Context) error {
 			return fmt.Errorf("cannot list %s objects (are Crossplane's CRDs, or lockstep's stand-ins in examples/crossplane-crds, installed?): %w", k, err)
 		}
 		for _, p := range pkgs {
-			r.live.packages[pkgKey{k, p.GetName()}] = p
+			r.live.packages[crossplane.Ref(k, p.GetName())] = p
 			r.live.byUID[p.GetUID()] = p
 		}
 		revs, err := live.ListAll(ctx, r.c, schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: revisionKind(k)}, "", nil)
@@ -438,7 +429,7 @@ func (r *run) loadRecords(ctx context.Context) error {
 			if owner == "" {
 				continue
 			}
-			key := pkgKey{k, owner}
+			key := crossplane.Ref(k, owner)
 			r.live.revisions[key] = append(r.live.revisions[key], rev)
 		}
 	}

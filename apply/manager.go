@@ -523,7 +523,7 @@ type run struct {
 	ca   *certAuthority
 	// replacedBy maps packages of the output that another package of the
 	// output replaces to the replacing package.
-	replacedBy map[pkgKey]string
+	replacedBy map[crossplane.PackageRef]string
 	// deleted are the inventory IDs of objects deleted during the run.
 	deleted   map[string]bool
 	deletedMu sync.Mutex

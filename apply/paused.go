@@ -20,7 +20,7 @@ import (
 func (r *run) pausedPackage(po *render.PackageOutput) *pkgRun {
 	p := &pkgRun{
 		r: r, po: po,
-		key: pkgKey{po.Kind, po.Name},
+		key: crossplane.Ref(po.Kind, po.Name),
 		res: &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet(), Paused: true},
 	}
 	installed := r.live.inventory.Package(po.Kind, po.Name)

@@ -371,9 +371,9 @@ func (r *run) isGoneFromGit(u *unstructured.Unstructured) bool {
 	if u.GetLabels()[render.LabelInstance] != r.opts.Instance {
 		return false
 	}
-	key := pkgKey{Kind: crossplane.Kind(u.GetKind()), Name: u.GetName()}
+	key := crossplane.PackageRef{Kind: crossplane.Kind(u.GetKind()), Name: u.GetName()}
 	if strings.HasSuffix(u.GetKind(), "Revision") {
-		key = pkgKey{Kind: crossplane.Kind(kindOfRevision(u.GetKind())), Name: u.GetLabels()[render.LabelParentPackage]}
+		key = crossplane.PackageRef{Kind: crossplane.Kind(kindOfRevision(u.GetKind())), Name: u.GetLabels()[render.LabelParentPackage]}
 	}
 	if r.live.pkg(key) == nil {
 		return false

@@ -121,7 +121,7 @@ func (r *run) releaseRevisionFinalizer(ctx context.Context, obj *metav1.PartialO
 // before anything is deleted. It returns the inventory IDs that are gone.
 func (r *run) prunePackage(ctx context.Context, pp plan.PackagePrune) (*PackageResult, map[string]bool) {
 	ip := pp.Package
-	key := pkgKey{ip.Kind, ip.Name}
+	key := crossplane.Ref(ip.Kind, ip.Name)
 	res := &PackageResult{Kind: ip.Kind, Name: ip.Name, Changes: ssa.NewChangeSet(), Plan: pp.Decisions()}
 	gone := map[string]bool{}
 	uids := map[types.UID]bool{}

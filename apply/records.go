@@ -27,7 +27,7 @@ import (
 type pkgRun struct {
 	r   *run
 	po  *render.PackageOutput
-	key pkgKey
+	key crossplane.PackageRef
 	// res is the package's result; its Step and Err are the failed step
 	// and its error.
 	res *PackageResult

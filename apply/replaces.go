@@ -22,7 +22,7 @@ import (
 // replaces (its metadata's spec.replaces names its source,
 // docs/crossplane-behaviour.md#moved-packages-and-replaces).
 type replacedPkg struct {
-	key       pkgKey
+	key       crossplane.PackageRef
 	pkg       *unstructured.Unstructured
 	revisions []*unstructured.Unstructured
 }

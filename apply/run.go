@@ -24,14 +24,14 @@ func refOf(o *render.Object) render.Reference {
 
 // replacedInOutput returns, for every package of the output that another
 // package of the output replaces, the replacing package ("Kind/name").
-func (r *run) replacedInOutput() map[pkgKey]string {
-	out := map[pkgKey]string{}
+func (r *run) replacedInOutput() map[crossplane.PackageRef]string {
+	out := map[crossplane.PackageRef]string{}
 	for _, po := range r.out.Packages {
 		for _, src := range r.out.Replaces[po.PackageRef().String()] {
 			want := normalizeSource(src)
 			for _, q := range r.out.Packages {
 				if q.Kind == po.Kind && q.Name != po.Name && normalizeSource(q.Source) == want {
-					out[pkgKey{q.Kind, q.Name}] = po.PackageRef().String()
+					out[crossplane.Ref(q.Kind, q.Name)] = po.PackageRef().String()
 				}
 			}
 		}
@@ -46,7 +46,7 @@ func (r *run) replacedInOutput() map[pkgKey]string {
 // packages ship, a family's shared RBAC: the second must see the first's
 // ownership), when one replaces the other (replacedBy), or when both
 // replace the same source (meta replaces).
-func packageGroups(out *render.Output, replacedBy map[pkgKey]string, replaces map[string][]string) [][]int {
+func packageGroups(out *render.Output, replacedBy map[crossplane.PackageRef]string, replaces map[string][]string) [][]int {
 	parent := make([]int, len(out.Packages))
 	for i := range parent {
 		parent[i] = i
@@ -72,9 +72,9 @@ func packageGroups(out *render.Output, replacedBy map[pkgKey]string, replaces ma
 		}
 	}
 	for i, po := range out.Packages {
-		key := pkgKey{po.Kind, po.Name}.String()
+		key := crossplane.Ref(po.Kind, po.Name).String()
 		claim("package "+key, i)
-		if by, ok := replacedBy[pkgKey{po.Kind, po.Name}]; ok {
+		if by, ok := replacedBy[crossplane.Ref(po.Kind, po.Name)]; ok {
 			claim("package "+by, i)
 		}
 		for _, src := range replaces[key] {
@@ -109,7 +109,7 @@ func packageGroups(out *render.Output, replacedBy map[pkgKey]string, replaces ma
 func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRun {
 	p := &pkgRun{
 		r: r, po: po,
-		key:  pkgKey{po.Kind, po.Name},
+		key:  crossplane.Ref(po.Kind, po.Name),
 		res:  &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet(), Health: healthTarget(po)},
 		uids: map[render.Reference]types.UID{},
 	}
@@ -230,9 +230,9 @@ func (p *pkgRun) activeRevision() string {
 func (r *run) finish(ctx context.Context) {
 	old := r.live.inventory
 	desiredIDs := map[string]bool{}
-	inOutput := map[pkgKey]bool{}
+	inOutput := map[crossplane.PackageRef]bool{}
 	for _, po := range r.out.Packages {
-		inOutput[pkgKey{po.Kind, po.Name}] = true
+		inOutput[crossplane.Ref(po.Kind, po.Name)] = true
 		for _, o := range append(po.Objects(), po.Revision.ManagedCRDs...) {
 			desiredIDs[renderedID(o)] = true
 		}
@@ -260,7 +260,7 @@ func (r *run) finish(ctx context.Context) {
 		}
 		inv.Packages = append(inv.Packages, p.inventory(base.Package(p.key.Kind, p.key.Name)))
 	}
-	prunes := plan.Prune(old, func(kind crossplane.Kind, name string) bool { return inOutput[pkgKey{kind, name}] }, desiredIDs, r.opts.PruneCRDs)
+	prunes := plan.Prune(old, func(kind crossplane.Kind, name string) bool { return inOutput[crossplane.Ref(kind, name)] }, desiredIDs, r.opts.PruneCRDs)
 	for _, pp := range prunes {
 		inv.Packages = append(inv.Packages, *pp.Package)
 	}
@@ -304,7 +304,7 @@ func (r *run) finish(ctx context.Context) {
 	final := &inventory.Inventory{Instance: r.opts.Instance, Manifests: inventory.Without(inv.Manifests, gone)}
 	for _, ip := range inv.Packages {
 		ip.Entries = inventory.Without(ip.Entries, gone)
-		if !inOutput[pkgKey{ip.Kind, ip.Name}] && len(ip.Entries) == 0 {
+		if !inOutput[crossplane.Ref(ip.Kind, ip.Name)] && len(ip.Entries) == 0 {
 			continue
 		}
 		final.Packages = append(final.Packages, ip)

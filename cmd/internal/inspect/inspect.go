@@ -131,7 +131,7 @@ func Inspect(ctx context.Context, c client.Client, namespace, instance string) (
 		return nil, err
 	}
 	rep := &Report{Namespace: namespace, Instance: instance}
-	seen := map[pkgKey]bool{}
+	seen := map[crossplane.PackageRef]bool{}
 	for _, d := range crossplane.PackageKinds() {
 		k := d.Kind
 		pkgs, err := live.ListAll(ctx, c, schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: string(k)}, "", client.MatchingLabels{render.LabelInstance: instance})
@@ -147,7 +147,7 @@ func Inspect(ctx context.Context, c client.Client, namespace, instance string) (
 			byPkg[rev.GetLabels()[render.LabelParentPackage]] = append(byPkg[rev.GetLabels()[render.LabelParentPackage]], rev)
 		}
 		for _, p := range pkgs {
-			key := pkgKey{k, p.GetName()}
+			key := crossplane.Ref(k, p.GetName())
 			seen[key] = true
 			pr, err := inspectPackage(ctx, c, namespace, p, byPkg[p.GetName()], inv.Package(k, p.GetName()))
 			if err != nil {
@@ -157,7 +157,7 @@ func Inspect(ctx context.Context, c client.Client, namespace, instance string) (
 		}
 	}
 	for _, ip := range inv.Packages {
-		if !seen[pkgKey{ip.Kind, ip.Name}] {
+		if !seen[crossplane.Ref(ip.Kind, ip.Name)] {
 			rep.Packages = append(rep.Packages, PackageReport{Kind: ip.Kind, Name: ip.Name, Tag: ip.Tag, Package: ip.Source + "@" + ip.Digest, Commit: ip.Commit, LockDigest: ip.LockDigest, Missing: true, Paused: ip.Paused})
 		}
 	}
@@ -293,12 +293,6 @@ func runtimeHealth(ctx context.Context, c client.Client, namespace string, rev *
 		return "cannot compute health: " + err.Error()
 	}
 	return fmt.Sprintf("%s: %s", res.Status, res.Message)
-}
-
-// pkgKey identifies a package object.
-type pkgKey struct {
-	Kind crossplane.Kind
-	Name string
 }
 
 // str returns v when it is a string, "" otherwise.
