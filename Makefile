@@ -27,8 +27,12 @@ export KUBEBUILDER_ASSETS := $(K8S_BIN)
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
 
-build: ## build bin/lockstep
-	$(GO) build -o $(BIN)/lockstep ./cmd/lockstep
+# The version lockstep reports (lockstep version): the nearest tag, the
+# commits since it and the revision, as git describe gives them.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+build: ## build bin/lockstep, its version from git describe (VERSION=...)
+	$(GO) build -buildvcs=auto -ldflags "-X main.version=$(VERSION)" -o $(BIN)/lockstep ./cmd/lockstep
 
 # controller-gen writes the Sync CRD and the DeepCopy methods from the Go
 # types in cmd/internal/agent/api; TestSyncCRDMatchesTypes fails when they drift.

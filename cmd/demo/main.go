@@ -119,7 +119,7 @@ func run(ctx context.Context) error {
 	step("pushing the example packages with lockstep xpkg push")
 	for _, pkg := range []string{"provider-demo", "function-demo", "configuration-demo"} {
 		for _, v := range []string{"v0.1.0", "v0.2.0"} {
-			if err := cli("xpkg", "push", "--insecure", filepath.Join("examples", "packages", pkg, v), host+"/lockstep-examples/"+pkg+":"+v); err != nil {
+			if err := cli("xpkg", "push", "--insecure-registry", host, filepath.Join("examples", "packages", pkg, v), host+"/lockstep-examples/"+pkg+":"+v); err != nil {
 				return err
 			}
 		}

@@ -186,7 +186,9 @@ func defaultCacheDir() string {
 	return filepath.Join(dir, "lockstep")
 }
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=..." (make
+// build sets it from git describe); readBuildInfo falls back on the module
+// version Go recorded.
 var version = "dev"
 
 func newRootCommand() *cobra.Command {
@@ -210,7 +212,7 @@ Exit codes:
       (BSD sysexits EX_USAGE; 2 was already diff's breaking-change gate)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       readBuildInfo().String(),
 	}
 	root.AddCommand(
 		newXpkgCommand(),
@@ -226,6 +228,7 @@ Exit codes:
 		newSuspendCommand(false),
 		newHandBackCommand(),
 		newAgentCommand(),
+		newVersionCommand(),
 	)
 	// -v is apply's --verbose; --version keeps no shorthand so that -v
 	// never means two things (cobra adds -v when no --version flag is

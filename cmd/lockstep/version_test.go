@@ -1,0 +1,63 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestVersion: `lockstep version -o json` reports the version, the Go
+// version that built it and the module; an unknown format is a usage
+// error. Before, `lockstep version` was an unknown command (exit 64).
+func TestVersion(t *testing.T) {
+	out, err := run(t, "version", "-o", "json")
+	if err != nil {
+		t.Fatalf("version -o json: %v\n%s", err, out)
+	}
+	var got buildInfo
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("version -o json is not JSON: %v\n%s", err, out)
+	}
+	if got.Version == "" || got.GoVersion != runtime.Version() || got.Module != "github.com/lockstep-gitops/lockstep" {
+		t.Errorf("version -o json = %+v, want a version, Go %s and the module path", got, runtime.Version())
+	}
+	if _, err := run(t, "version", "-o", "xml"); exitCode(err) != exitUsage {
+		t.Errorf("version -o xml: %v (exit %d), want exit %d", err, exitCode(err), exitUsage)
+	}
+}
+
+// TestVersionFromMakeBuild: the binary `make build` builds reports the
+// version git describe gives, not "dev", with the VCS revision.
+func TestVersionFromMakeBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not on PATH")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	build := exec.Command("make", "-s", "build", "BIN="+bin)
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, out)
+	}
+	describe, err := exec.Command("git", "-C", root, "describe", "--tags", "--always", "--dirty").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(bin, "lockstep"), "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("lockstep --version: %v\n%s", err, out)
+	}
+	want := "lockstep version " + strings.TrimSpace(string(describe)) + " ("
+	if !strings.HasPrefix(string(out), want) {
+		t.Errorf("lockstep --version from make build = %q, want it to start with %q", out, want)
+	}
+}
