@@ -273,6 +273,9 @@ func (f *lockFlags) runLock(cmd *cobra.Command, packages []string) error {
 		return err
 	}
 	set, prev, path := s.Declarations, s.Lock, filepath.Join(f.dir, lockfile.FileName)
+	if f.crossplaneVersion == "" && (prev == nil || prev.CrossplaneVersion == "") {
+		return usageError(fmt.Errorf("--crossplane-version is required for a first lock of %s: the Crossplane version packages' spec.crossplane.version is checked against, then recorded in the lock", f.dir))
+	}
 	if len(set.Packages) == 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: no Provider, Configuration or Function is declared under %s: the lock is empty, and apply of it would uninstall every package (it refuses without --allow-empty)\n", f.dir)
 	}

@@ -16,8 +16,13 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newRootCommand().ExecuteContext(ctx); err != nil {
+	cmd, err := newRootCommand().ExecuteContextC(ctx)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "lockstep:", err)
-		os.Exit(exitCode(err))
+		code := exitCode(err)
+		if code == exitUsage {
+			fmt.Fprintln(os.Stderr, usageHint(cmd))
+		}
+		os.Exit(code)
 	}
 }

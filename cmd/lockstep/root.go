@@ -345,3 +345,14 @@ func newClient(cfg *rest.Config) (client.Client, error) {
 	}
 	return client.New(cfg, client.Options{Scheme: s})
 }
+
+// usageHint is what follows a usage error, as kubectl says it: where the
+// command's help and examples are. cmd is the command cobra ran or chose
+// (the root when none matched).
+func usageHint(cmd *cobra.Command) string {
+	path := "lockstep"
+	if cmd != nil {
+		path = cmd.CommandPath()
+	}
+	return "See '" + path + " --help' for usage and examples."
+}

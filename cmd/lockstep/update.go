@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -56,7 +57,7 @@ func (f *gitFlags) register(cmd *cobra.Command) {
 // which the checkouts go unless --git-cache-dir says otherwise.
 func (f *gitFlags) source(cacheDir string) (git.Source, error) {
 	if f.url == "" {
-		return git.Source{}, fmt.Errorf("--git-url is required")
+		return git.Source{}, usageError(errors.New("--git-url is required: the Git repository that holds the declarations and lockstep.lock"))
 	}
 	var auth git.Auth
 	if f.secretDir != "" {
@@ -138,7 +139,7 @@ func (f *updateFlags) register(cmd *cobra.Command) {
 func (f *updateFlags) options(reg registryFlags, jobs int) (update.Options, error) {
 	mode, err := update.ParseMode(f.mode)
 	if err != nil {
-		return update.Options{}, fmt.Errorf("--update-mode: %w", err)
+		return update.Options{}, usageError(fmt.Errorf("--update-mode: %w", err))
 	}
 	author, err := update.ParseSignature(f.author)
 	if err != nil {

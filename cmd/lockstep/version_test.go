@@ -61,3 +61,27 @@ func TestVersionFromMakeBuild(t *testing.T) {
 		t.Errorf("lockstep --version from make build = %q, want it to start with %q", out, want)
 	}
 }
+
+// TestUsageErrors: mistakes in the command line exit 64, as the exit code
+// table says, not 1: before, each of these exited 1.
+func TestUsageErrors(t *testing.T) {
+	dir := writePackage(t, map[string]string{"p.yaml": "apiVersion: pkg.crossplane.io/v1\nkind: Provider\nmetadata: {name: p}\nspec: {package: xpkg.example.org/a/p:v1.0.0}\n"})
+	cases := []struct {
+		name, reason string
+		args         []string
+		want         string
+	}{
+		{"FirstLock", "a first lock needs the Crossplane version to check packages against", []string{"lock", "--dir", dir, "--cache-dir", t.TempDir()}, "--crossplane-version is required"},
+		{"UpdateMode", "an update mode that does not exist", []string{"update", "--git-url", "file:///nonexistent", "--update-mode", "sideways"}, `update mode "sideways"`},
+		{"UpdateGitURL", "update without a repository", []string{"update"}, "--git-url is required"},
+		{"AgentGitURL", "the agent without a repository", []string{"agent", "--once"}, "--git-url is required"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := run(t, tc.args...)
+			if exitCode(err) != exitUsage || err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: %v: %v (exit %d), want exit %d with %q\n%s", tc.reason, tc.args, err, exitCode(err), exitUsage, tc.want, out)
+			}
+		})
+	}
+}
