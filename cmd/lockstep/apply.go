@@ -121,11 +121,14 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err := opts.Validate(); err != nil {
 		return usageError(err)
 	}
+	// apply needs a cluster: without a kubeconfig it stops here, in one
+	// line, before any package is pulled (the pulls read pull Secrets
+	// from the cluster on a cache miss).
+	cfg, err := f.cluster.restConfig()
+	if err != nil {
+		return err
+	}
 	lazyClient := sync.OnceValues(func() (client.Client, error) {
-		cfg, err := f.cluster.restConfig()
-		if err != nil {
-			return nil, err
-		}
 		return f.cluster.client(cfg)
 	})
 	f.render.pullSecrets = lazyPullSecrets{namespace: f.cluster.namespace, client: lazyClient}
@@ -140,11 +143,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := f.cluster.restConfig()
-	if err != nil {
-		return err
-	}
-	c, err := f.cluster.client(cfg)
+	c, err := lazyClient()
 	if err != nil {
 		return err
 	}

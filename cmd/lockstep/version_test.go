@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/lockstep-gitops/lockstep/test/registry"
 )
 
 // TestVersion: `lockstep version -o json` reports the version, the Go
@@ -83,5 +85,29 @@ func TestUsageErrors(t *testing.T) {
 				t.Errorf("%s: %v: %v (exit %d), want exit %d with %q\n%s", tc.reason, tc.args, err, exitCode(err), exitUsage, tc.want, out)
 			}
 		})
+	}
+}
+
+// TestApplyWithoutKubeconfig: apply without a kubeconfig stops in one line
+// before it pulls anything. Before, each package's pull failed on its own,
+// each ending in "cannot load a kubeconfig".
+func TestApplyWithoutKubeconfig(t *testing.T) {
+	reg := registry.New(t)
+	pushExamples(t, reg)
+	dir := declarationsDir(t, reg, "v0.1.0")
+	cache := t.TempDir()
+	flags := []string{"--dir", dir, "--cache-dir", cache, "--insecure-registry", reg.Host}
+	if out, err := run(t, append([]string{"lock", "--crossplane-version", "v2.1.0"}, flags...)...); err != nil {
+		t.Fatalf("lock: %v\n%s", err, out)
+	}
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("HOME", t.TempDir())
+	reg.Reset()
+	_, err := run(t, append([]string{"apply", "--cache-dir", t.TempDir()}, flags[:2]...)...)
+	if err == nil || !strings.Contains(err.Error(), "cannot load a kubeconfig") || strings.Count(err.Error(), "kubeconfig") != 1 {
+		t.Errorf("apply without a kubeconfig: %v, want one error naming the kubeconfig", err)
+	}
+	if n := len(reg.Requests()); n != 0 {
+		t.Errorf("apply without a kubeconfig sent %d registry requests, want none:\n%s", n, reg.Summary())
 	}
 }
