@@ -31,10 +31,11 @@ lets it apply again. A lockstep apply by hand is not stopped by it.`,
 			"resumed: the agent reconciles at once"
 	}
 	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Long:  long,
-		Args:  cobra.NoArgs,
+		Use:     use,
+		Short:   short,
+		Long:    long,
+		Example: fmt.Sprintf("  lockstep %s --instance prod --namespace crossplane-system\n  kubectl get syncs.lockstep.io -n crossplane-system prod", use),
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := cl.connect()
 			if err != nil {

@@ -38,7 +38,7 @@ type gitFlags struct {
 func (f *gitFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.url, "git-url", "", "`URL` of the Git repository: https://, ssh://, git@host:org/repo.git or file://; give credentials with --git-secret-dir, not in the URL (they are removed from all lockstep writes, but the Pod spec shows them)")
-	fl.StringVar(&f.ref, "git-ref", "main", "branch, tag or full commit hash to watch (empty: the remote's default branch)")
+	fl.StringVar(&f.ref, "git-ref", "main", "branch, tag or full commit hash to watch; \"\" watches the remote's default branch")
 	fl.StringVar(&f.path, "git-path", ".", "directory of declarations and lockstep.lock inside the repository")
 	fl.StringVar(&f.cacheDir, "git-cache-dir", "", "`DIR` for the Git checkouts (default: a git directory in --cache-dir)")
 	fl.StringVar(&f.secretDir, "git-secret-dir", "", "`DIR` of a mounted Git credentials Secret with Flux's keys (identity, known_hosts, username, password, bearerToken, caFile)")
