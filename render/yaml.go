@@ -139,7 +139,7 @@ func (p *PackageOutput) writeYAML(w *bufio.Writer) error {
 		}
 	}
 	for _, o := range r.ManagedCRDs {
-		if err := o.writeYAMLNote(w, p.namespace, "the CRD of an active MRD, as Crossplane's MRD controller makes it (not applied by lockstep yet)"); err != nil {
+		if err := o.writeYAMLNote(w, p.namespace, "the CRD of an active MRD, as Crossplane's MRD controller makes it; lockstep applies it with the MRD"); err != nil {
 			return err
 		}
 	}

@@ -140,7 +140,7 @@ spec:
   activate: ["*"]
 `
 	onWant := []string{"kind: ManagedResourceDefinition\n", "  state: Active\n", "#   MRDs:     4 (4 active, 0 inactive)\n",
-		"# the CRD of an active MRD, as Crossplane's MRD controller makes it (not applied by lockstep yet)\n# controller: ProviderRevision/",
+		"# the CRD of an active MRD, as Crossplane's MRD controller makes it; lockstep applies it with the MRD\n# controller: ProviderRevision/",
 		"# owners: ManagedResourceDefinition/buckets.demo.lockstep.io\n"}
 	offWant := []string{"kind: CustomResourceDefinition\n", "name: buckets.demo.lockstep.io\n",
 		"warning: ManagedResourceActivationPolicy all (activation.yaml:1): not evaluated",

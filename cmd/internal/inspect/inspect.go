@@ -198,11 +198,7 @@ func inspectPackage(ctx context.Context, c client.Client, namespace string, p *u
 				return pr, err
 			}
 			pr.MRDs = mrds
-			for _, ref := range refs {
-				m, _ := ref.(map[string]any)
-				gv, _ := schema.ParseGroupVersion(str(m["apiVersion"]))
-				shipped[object.ObjMetadata{Name: str(m["name"]), GroupKind: gv.WithKind(str(m["kind"])).GroupKind()}.String()] = true
-			}
+			shipped = shippedIDs(refs)
 		}
 		if rr.State == crossplane.DesiredStateActive && kind.Descriptor().HasRuntime {
 			rr.Runtime = runtimeHealth(ctx, c, namespace, rev, ip)
@@ -299,4 +295,23 @@ func runtimeHealth(ctx context.Context, c client.Client, namespace string, rev *
 func str(v any) string {
 	s, _ := v.(string)
 	return s
+}
+
+// shippedIDs returns the inventory IDs of what a revision ships, from its
+// status.objectRefs: each object, and for each ManagedResourceDefinition
+// also the CRD of the same name, which lockstep applies with an Active MRD
+// (docs/design/activation.md). An inventory payload entry outside them is
+// retained: kept, but no longer shipped.
+func shippedIDs(refs []any) map[string]bool {
+	out := map[string]bool{}
+	for _, ref := range refs {
+		m, _ := ref.(map[string]any)
+		gv, _ := schema.ParseGroupVersion(str(m["apiVersion"]))
+		gk := gv.WithKind(str(m["kind"])).GroupKind()
+		out[object.ObjMetadata{Name: str(m["name"]), GroupKind: gk}.String()] = true
+		if gk == crossplane.GroupKindMRD {
+			out[object.ObjMetadata{Name: str(m["name"]), GroupKind: crossplane.GroupKindCRD}.String()] = true
+		}
+	}
+	return out
 }

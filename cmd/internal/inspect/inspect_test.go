@@ -46,3 +46,27 @@ func TestConditionReport(t *testing.T) {
 		})
 	}
 }
+
+// TestShippedIDs: a revision ships the objects its status.objectRefs name
+// and, for each ManagedResourceDefinition, the CRD of the same name, which
+// lockstep applies with it. Before, status listed a fresh install's MRD
+// CRDs as retained ("kept, no longer shipped").
+func TestShippedIDs(t *testing.T) {
+	refs := []any{
+		map[string]any{"apiVersion": "apiextensions.crossplane.io/v1alpha1", "kind": "ManagedResourceDefinition", "name": "buckets.demo.lockstep.io"},
+		map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "name": "providerconfigs.demo.lockstep.io"},
+	}
+	got := shippedIDs(refs)
+	for _, id := range []string{
+		"_buckets.demo.lockstep.io_apiextensions.crossplane.io_ManagedResourceDefinition",
+		"_buckets.demo.lockstep.io_apiextensions.k8s.io_CustomResourceDefinition",
+		"_providerconfigs.demo.lockstep.io_apiextensions.k8s.io_CustomResourceDefinition",
+	} {
+		if !got[id] {
+			t.Errorf("shippedIDs lacks %s: %v", id, got)
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("shippedIDs = %v, want 3 IDs", got)
+	}
+}
