@@ -10,9 +10,9 @@ import (
 
 // ObjectStatus is the health of one object.
 type ObjectStatus struct {
-	ID      object.ObjMetadata
-	Status  status.Status
-	Message string
+	ID      object.ObjMetadata `json:"id"`
+	Status  status.Status      `json:"status"`
+	Message string             `json:"message,omitempty"`
 }
 
 // Summary is the health of a group of objects: a revision, a package, or a

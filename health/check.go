@@ -96,16 +96,18 @@ func NewTarget(p Target, record Ref, revision, runtime *Ref) Target {
 // and the aggregate of its objects.
 type PackageHealth struct {
 	// Kind, Name, Version, Digest and Revision are the Target's.
-	Kind                      crossplane.Kind
-	Name                      string
-	Version, Digest, Revision string
+	Kind     crossplane.Kind `json:"kind"`
+	Name     string          `json:"name"`
+	Version  string          `json:"version,omitempty"`
+	Digest   string          `json:"digest,omitempty"`
+	Revision string          `json:"revision,omitempty"`
 	// Status is the worst status of the package's objects (Aggregate);
 	// Message names the first object with that status and says why ("" when
 	// the package is Current).
-	Status  status.Status
-	Message string
+	Status  status.Status `json:"status,omitempty"`
+	Message string        `json:"message,omitempty"`
 	// Objects are the status of each object of the Target.
-	Objects []ObjectStatus
+	Objects []ObjectStatus `json:"objects,omitempty"`
 }
 
 // Report is what Check read: every package's health, and the summary over

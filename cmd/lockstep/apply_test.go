@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -126,6 +127,32 @@ func TestApplyStatusActivate(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
+	}
+	// The same report for machines: a lockstep.io/v1alpha1 Status.
+	out, err = run(t, append(statusArgs, "-o", "json")...)
+	if err != nil {
+		t.Fatalf("status -o json: %v\n%s", err, out)
+	}
+	var doc struct {
+		APIVersion, Kind string
+		Packages         []struct {
+			Kind, Name, Tag, CurrentRevision string
+			Installed                        struct{ Status, Reason string }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("status -o json is not JSON: %v\n%s", err, out)
+	}
+	if doc.APIVersion != "lockstep.io/v1alpha1" || doc.Kind != "Status" || len(doc.Packages) != 3 {
+		t.Errorf("status -o json: %s %s with %d packages, want lockstep.io/v1alpha1 Status with 3:\n%s", doc.APIVersion, doc.Kind, len(doc.Packages), out)
+	}
+	for _, p := range doc.Packages {
+		if p.CurrentRevision == "" || p.Installed.Status != "True" {
+			t.Errorf("status -o json: %s %s has current revision %q, Installed %q, want a revision and True", p.Kind, p.Name, p.CurrentRevision, p.Installed.Status)
+		}
+	}
+	if _, err := run(t, append(statusArgs, "-o", "wide")...); exitCode(err) != exitUsage {
+		t.Errorf("status -o wide: %v (exit %d), want a usage error", err, exitCode(err))
 	}
 
 	// A Manual upgrade: the new revision waits for lockstep activate.

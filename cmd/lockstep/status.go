@@ -1,12 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/lockstep-gitops/lockstep/cmd/internal/inspect"
 )
@@ -15,6 +17,7 @@ func newStatusCommand() *cobra.Command {
 	var (
 		cl       clusterFlags
 		instance string
+		output   string
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -26,9 +29,13 @@ agent read it (package object, current revision, runtime), each revision with it
 health, the live health of the active runtime, and the payload objects the
 package keeps although its current revision no longer ships them. A package
 whose declaration carries lockstep.io/paused: "true" is marked PAUSED.`,
-		Example: `  lockstep status --kubeconfig ~/.kube/prod`,
-		Args:    cobra.NoArgs,
+		Example: `  lockstep status --kubeconfig ~/.kube/prod
+  lockstep status -o json | jq '.packages[] | {name, health: .health.status}'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "" && output != "json" && output != "yaml" {
+				return usageError(fmt.Errorf("--output %q: want json or yaml", output))
+			}
 			c, err := cl.connect()
 			if err != nil {
 				return err
@@ -37,12 +44,16 @@ whose declaration carries lockstep.io/paused: "true" is marked PAUSED.`,
 			if err != nil {
 				return err
 			}
+			if output != "" {
+				return printStatusDocument(cmd.OutOrStdout(), rep, output)
+			}
 			printReport(cmd.OutOrStdout(), rep)
 			return nil
 		},
 	}
 	cl.register(cmd)
 	cmd.Flags().StringVar(&instance, "instance", "lockstep", "the lockstep instance whose packages to show")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml, a lockstep.io/v1alpha1 Status document (default: the table)")
 	return cmd
 }
 
@@ -157,4 +168,32 @@ func printMRDs(w io.Writer, mrds []inspect.MRDReport) {
 		fmt.Fprintf(tw, "    %s\t%s\t%s\n", m.Name, state, m.Established)
 	}
 	_ = tw.Flush()
+}
+
+// statusDocument is what `lockstep status -o json|yaml` prints: the
+// report of cmd/internal/inspect under lockstep.io/v1alpha1 kind Status,
+// as `lockstep diff --format json` prints a Diff.
+type statusDocument struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	*inspect.Report
+}
+
+// printStatusDocument writes rep as a Status document in format, json or
+// yaml.
+func printStatusDocument(w io.Writer, rep *inspect.Report, format string) error {
+	doc := statusDocument{APIVersion: "lockstep.io/v1alpha1", Kind: "Status", Report: rep}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	if format == "yaml" {
+		if b, err = yaml.JSONToYAML(b); err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
 }

@@ -32,68 +32,75 @@ import (
 // the cluster: `lockstep status` prints it.
 type Report struct {
 	// Namespace and Instance are what was read.
-	Namespace, Instance string
+	Namespace string `json:"namespace,omitempty"`
+	Instance  string `json:"instance,omitempty"`
 	// Packages are the installed packages, by kind (Providers, Functions,
 	// Configurations) and name.
-	Packages []PackageReport
+	Packages []PackageReport `json:"packages,omitempty"`
 }
 
 // PackageReport is one installed package.
 type PackageReport struct {
-	Kind crossplane.Kind
-	Name string
+	Kind crossplane.Kind `json:"kind"`
+	Name string          `json:"name"`
 	// Package is spec.package (source@digest); Tag the locked tag.
-	Package, Tag string
+	Package string `json:"package,omitempty"`
+	Tag     string `json:"tag,omitempty"`
 	// Commit and LockDigest are where the inventory says it came from.
-	Commit, LockDigest string
+	Commit     string `json:"commit,omitempty"`
+	LockDigest string `json:"lockDigest,omitempty"`
 	// Installed and Healthy are the package's conditions.
-	Installed, Healthy ConditionReport
+	Installed ConditionReport `json:"installed,omitzero"`
+	Healthy   ConditionReport `json:"healthy,omitzero"`
 	// CurrentRevision is status.currentRevision.
-	CurrentRevision string
+	CurrentRevision string `json:"currentRevision,omitempty"`
 	// Revisions are the package's revisions, newest (highest
 	// spec.revision) first.
-	Revisions []RevisionReport
+	Revisions []RevisionReport `json:"revisions,omitempty"`
 	// Retained are payload objects that no longer ship in the current
 	// revision and stay owned by the package
 	// (docs/crossplane-behaviour.md#establishing-the-payload point 4), as
 	// "Kind/name"; they go when the package is pruned.
-	Retained []string
+	Retained []string `json:"retained,omitempty"`
 	// Health is the package's health as health.Check reads it from the
 	// objects that decide it (the package object, its current revision
 	// and runtime Deployment), the structure `lockstep apply` and the agent
 	// report; nil when Missing.
-	Health *health.PackageHealth
+	Health *health.PackageHealth `json:"health,omitempty"`
 	// Missing says the inventory lists the package but its object is gone.
-	Missing bool
+	Missing bool `json:"missing,omitempty"`
 	// Paused says the last apply found lockstep.io/paused: "true" on the
 	// package's declaration and kept it as installed
 	// (docs/design/agent.md#pausing; inventory.Package.Paused).
-	Paused bool
+	Paused bool `json:"paused,omitempty"`
 	// MRDs are the ManagedResourceDefinitions the current revision's
 	// status.objectRefs lists, by name, with their state; nil for a
 	// package without MRDs.
-	MRDs []MRDReport
+	MRDs []MRDReport `json:"mrds,omitempty"`
 }
 
 // RevisionReport is one revision.
 type RevisionReport struct {
-	Name string
+	Name string `json:"name"`
 	// Number is spec.revision; State spec.desiredState.
-	Number int64
-	State  string
+	Number int64  `json:"number,omitempty"`
+	State  string `json:"state,omitempty"`
 	// RevisionHealthy and RuntimeHealthy are its conditions.
-	RevisionHealthy, RuntimeHealthy ConditionReport
+	RevisionHealthy ConditionReport `json:"revisionHealthy,omitzero"`
+	RuntimeHealthy  ConditionReport `json:"runtimeHealthy,omitzero"`
 	// Objects is how many objects status.objectRefs lists.
-	Objects int
+	Objects int `json:"objects,omitempty"`
 	// Runtime is the live health of an Active revision's Deployment
 	// (kstatus with lockstep's readers), "" when it has none.
-	Runtime string
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // ConditionReport is a condition's status, reason and message; Status is
 // "" when the condition is absent.
 type ConditionReport struct {
-	Status, Reason, Message string
+	Status  string `json:"status,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // String returns "Status (Reason)", or "-" for an absent condition.

@@ -23,13 +23,13 @@ const ConditionEstablished = "Established"
 // (docs/crossplane-behaviour.md#managed-resource-activation).
 type MRDReport struct {
 	// Name is the MRD's name, which its CRD shares.
-	Name string
+	Name string `json:"name"`
 	// State is spec.state: Active or Inactive.
-	State string
+	State string `json:"state,omitempty"`
 	// Established is its Established condition.
-	Established ConditionReport
+	Established ConditionReport `json:"established,omitzero"`
 	// Missing says the revision lists the MRD but it is gone.
-	Missing bool
+	Missing bool `json:"missing,omitempty"`
 }
 
 // mrdNames returns the names of the MRDs a revision's status.objectRefs
