@@ -173,7 +173,7 @@ sources. Credentials for the mirror come from --registry-config.`,
 			return nil
 		},
 	}
-	reg.register(cmd)
+	reg.registerPush(cmd)
 	cmd.Flags().StringVar(&to, "to", "", "mirror `PREFIX`: registry host and optional path")
 	_ = cmd.MarkFlagRequired("to")
 	return cmd

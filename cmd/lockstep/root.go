@@ -56,11 +56,18 @@ func (c *cloudFlag) Type() string { return "auto|off" }
 
 func (f *registryFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "directory of the content-addressed package cache")
-	cmd.Flags().StringArrayVar(&f.insecure, "insecure-registry", nil, "registry `HOST` (host or host:port) reached over plain HTTP; repeatable")
-	cmd.Flags().StringVar(&f.registryConfig, "registry-config", "", "Docker config `FILE` with registry credentials (default: the Docker and Podman default locations)")
+	f.registerPush(cmd)
 	cmd.Flags().StringArrayVar(&f.keyFiles, "verification-key", nil, "`SECRET[/KEY]=FILE`: the cosign public key (PEM) that an ImageConfig spec.verification key authority names by secretRef, read from FILE instead of the cluster; repeatable")
 	cmd.Flags().StringVar(&f.trustedRoot, "trusted-root", "", "Sigstore trusted_root.json `FILE` (Fulcio CAs, Rekor and CT log keys) that ImageConfig spec.verification keyless authorities are verified against, offline")
 	cmd.Flags().BoolVar(&f.ignoreTlog, "insecure-ignore-tlog", false, "accept keyless signatures without a Rekor transparency-log entry, checking their certificate at the current time instead of the logged signing time")
+}
+
+// registerPush binds the registry flags a push uses: where the registry is
+// reached and with which credentials, not the package cache or signature
+// verification, which only pulls use.
+func (f *registryFlags) registerPush(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVar(&f.insecure, "insecure-registry", nil, "registry `HOST` (host or host:port) reached over plain HTTP; repeatable")
+	cmd.Flags().StringVar(&f.registryConfig, "registry-config", "", "Docker config `FILE` with registry credentials (default: the Docker and Podman default locations)")
 	cmd.Flags().Var(&f.cloud, "cloud-credentials", "auto: credentials of ECR (*.dkr.ecr.*.amazonaws.com), Google (gcr.io, *-docker.pkg.dev) and Azure (*.azurecr.io) registries come from the cloud provider (IRSA, workload identity, instance metadata, environment) when no pull secret or Docker config credential applies; off: never ask a cloud provider")
 	cmd.Flags().DurationVar(&f.timeout, "registry-timeout", oci.DefaultTimeout, "longest wait for any progress of one registry request (connect, TLS, answer, each read of a layer); a timed-out request is retried twice; 0: no bound")
 }

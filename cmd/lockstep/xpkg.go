@@ -91,7 +91,7 @@ func newXpkgPushCommand() *cobra.Command {
 			return nil
 		},
 	}
-	reg.register(cmd)
+	reg.registerPush(cmd)
 	// --insecure predates the shared --insecure-registry; it stays, hidden
 	// and warning, so old scripts keep working.
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "push to REF's registry over plain HTTP (deprecated: use --insecure-registry HOST)")

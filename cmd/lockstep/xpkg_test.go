@@ -164,4 +164,17 @@ func TestXpkgPushInsecureFlags(t *testing.T) {
 	if strings.Contains(help, "--insecure ") || !strings.Contains(help, "--insecure-registry HOST") {
 		t.Errorf("xpkg push --help lists the deprecated --insecure, or not --insecure-registry:\n%s", help)
 	}
+	// A push uses no package cache and verifies no signature: neither push
+	// lists those flags.
+	for _, args := range [][]string{{"xpkg", "push", "--help"}, {"bundle", "push", "--help"}} {
+		help, err := run(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, unused := range []string{"--cache-dir", "--verification-key", "--trusted-root", "--insecure-ignore-tlog"} {
+			if strings.Contains(help, unused) {
+				t.Errorf("%v lists %s, which a push does not use", args, unused)
+			}
+		}
+	}
 }
