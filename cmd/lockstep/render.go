@@ -13,6 +13,7 @@ func newRenderCommand() *cobra.Command {
 	var (
 		f         renderFlags
 		out       string
+		outDir    string
 		packages  []string
 		namespace string
 	)
@@ -36,7 +37,7 @@ CRDs of the active ones are printed: exactly the CRDs that will exist
 (docs/design/activation.md#managed-resource-activation). --` + mrdFlag + `
 asserts the lock's decision: a value that disagrees is refused.`,
 		Example: `  lockstep render --dir clusters/prod            # the YAML stream on stdout
-  lockstep render --dir clusters/prod -o out/    # one file per package
+  lockstep render --dir clusters/prod --output-dir out/    # one file per package
   lockstep render --package provider-nop`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -53,6 +54,9 @@ asserts the lock's decision: a value that disagrees is refused.`,
 				return err
 			}
 			printRenderWarnings(cmd.ErrOrStderr(), o)
+			if outDir != "" {
+				out = outDir
+			}
 			if out == "-" {
 				if err := o.WriteYAML(cmd.OutOrStdout()); err != nil {
 					return err
@@ -70,7 +74,11 @@ asserts the lock's decision: a value that disagrees is refused.`,
 	}
 	f.register(cmd.Flags())
 	f.reg.register(cmd)
-	cmd.Flags().StringVarP(&out, "output", "o", "-", "`DIR` for one file per package, or - for one YAML stream on stdout")
+	cmd.Flags().StringVar(&outDir, "output-dir", "", "`DIR` to write one file per package (and manifests.yaml) into; without it, one YAML stream on stdout")
+	// -o DIR predates --output-dir; -o means an output format to kubectl
+	// users (lockstep status -o json), so it is deprecated here.
+	cmd.Flags().StringVarP(&out, "output", "o", "-", "`DIR` for one file per package, or - for stdout (deprecated: use --output-dir)")
+	_ = cmd.Flags().MarkDeprecated("output", "use --output-dir DIR; -o names an output format on status and version")
 	cmd.Flags().StringArrayVar(&packages, "package", nil, "render only the package `NAME` (repeatable)")
 	cmd.Flags().StringVar(&namespace, "namespace", "crossplane-system", "the Crossplane namespace: runtimes and TLS Secrets live there")
 	return cmd

@@ -50,7 +50,7 @@ func TestRenderCommand(t *testing.T) {
 	}
 
 	outDir := t.TempDir()
-	if _, err := run(t, append([]string{"render", "-o", outDir, "--package", "lockstep-examples-provider-demo"}, flags...)...); err != nil {
+	if _, err := run(t, append([]string{"render", "--output-dir", outDir, "--package", "lockstep-examples-provider-demo"}, flags...)...); err != nil {
 		t.Fatal(err)
 	}
 	entries, _ := os.ReadDir(outDir)
