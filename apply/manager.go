@@ -141,6 +141,9 @@ func (o Options) Validate() error {
 	if o.Preflight != PreflightLocal && o.Preflight != PreflightServer {
 		errs = append(errs, fmt.Errorf("preflight %q is not local or server", o.Preflight))
 	}
+	if o.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("concurrency %d: at least 1 request at a time", o.Concurrency))
+	}
 	if o.PreflightSkew < 0 {
 		errs = append(errs, fmt.Errorf("preflight skew %d is negative", o.PreflightSkew))
 	}
@@ -221,9 +224,6 @@ func WithRESTConfig(cfg *rest.Config) ManagerOption {
 // examples/crossplane-crds). It returns an error when opts do not validate
 // or a ManagerOption cannot be used.
 func NewManager(c client.Client, opts Options, mopts ...ManagerOption) (*Manager, error) {
-	if opts.Concurrency < 1 {
-		opts.Concurrency = 1
-	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}

@@ -77,6 +77,7 @@ func TestUsageErrors(t *testing.T) {
 		{"UpdateMode", "an update mode that does not exist", []string{"update", "--git-url", "file:///nonexistent", "--update-mode", "sideways"}, `update mode "sideways"`},
 		{"UpdateGitURL", "update without a repository", []string{"update"}, "--git-url is required"},
 		{"AgentGitURL", "the agent without a repository", []string{"agent", "--once"}, "--git-url is required"},
+		{"Concurrency", "no request at a time cannot be honoured; it was taken as 1", []string{"apply", "--dir", dir, "--concurrency", "0"}, "concurrency 0: at least 1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
