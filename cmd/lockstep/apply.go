@@ -18,7 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/apply"
+	"github.com/lockstep-gitops/lockstep/cmd/internal/snapshot"
 	"github.com/lockstep-gitops/lockstep/health"
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/writelock"
 	"github.com/lockstep-gitops/lockstep/sources/git"
@@ -121,16 +123,21 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err := opts.Validate(); err != nil {
 		return usageError(err)
 	}
-	// apply needs a cluster: without a kubeconfig it stops here, in one
-	// line, before any package is pulled (the pulls read pull Secrets
-	// from the cluster on a cache miss).
-	cfg, err := f.cluster.restConfig()
-	if err != nil {
-		return err
-	}
+	// apply needs a cluster. Without a kubeconfig, the offline steps
+	// still run first (bad declarations or a stale lock are named), and
+	// the load stops in one line where it would pull (the pulls read pull
+	// Secrets from the cluster on a cache miss), before any request.
+	cfg, cfgErr := f.cluster.restConfig()
 	lazyClient := sync.OnceValues(func() (client.Client, error) {
+		if cfgErr != nil {
+			return nil, cfgErr
+		}
 		return f.cluster.client(cfg)
 	})
+	var noCluster []snapshot.Option
+	if cfgErr != nil {
+		noCluster = append(noCluster, snapshot.WithFetcher(func([]declarations.ImageConfig) (snapshot.Fetcher, error) { return nil, cfgErr }))
+	}
 	f.render.pullSecrets = lazyPullSecrets{namespace: f.cluster.namespace, client: lazyClient}
 	f.render.clusterKeys = func(ctx context.Context, secret, key string) ([]byte, error) {
 		c, err := lazyClient()
@@ -139,7 +146,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 		}
 		return oci.SecretKeys(c, f.cluster.namespace)(ctx, secret, key)
 	}
-	snap, err := f.render.load(ctx, cmd.ErrOrStderr(), f.cluster.namespace)
+	snap, err := f.render.load(ctx, cmd.ErrOrStderr(), f.cluster.namespace, noCluster...)
 	if err != nil {
 		return err
 	}
