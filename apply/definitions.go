@@ -95,14 +95,7 @@ func (p *pkgRun) checkDefinitionOwner(ctx context.Context, o *render.Object) err
 			return nil
 		}
 		refs = foreign.OwnerReferences
-		for _, mf := range foreign.ManagedFields {
-			// The API server's own status writes say nothing of who
-			// created the definition.
-			if mf.Subresource == "" && !slices.Contains(managers, mf.Manager) {
-				managers = append(managers, mf.Manager)
-			}
-		}
-		slices.Sort(managers)
+		managers = fieldManagers(foreign.ManagedFields)
 	}
 	c := controllerOf(refs)
 	if c == nil {
@@ -133,6 +126,20 @@ func (p *pkgRun) checkDefinitionOwner(ctx context.Context, o *render.Object) err
 		}
 	}
 	return &ForeignOwnerError{Object: o.Kind + "/" + o.Name, Owner: desc}
+}
+
+// fieldManagers returns the sorted, distinct field managers that wrote the
+// object itself: writes to a subresource (the API server's own status
+// writes) say nothing of who created it.
+func fieldManagers(mfs []metav1.ManagedFieldsEntry) []string {
+	var out []string
+	for _, mf := range mfs {
+		if mf.Subresource == "" && !slices.Contains(out, mf.Manager) {
+			out = append(out, mf.Manager)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // noController describes a definition without a controller: its owners,

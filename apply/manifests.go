@@ -157,13 +157,7 @@ func (r *run) checkManifestOwners(ctx context.Context) error {
 		if inst == r.opts.Instance {
 			continue
 		}
-		var managers []string
-		for _, mf := range live.ManagedFields {
-			if mf.Subresource == "" && !slices.Contains(managers, mf.Manager) {
-				managers = append(managers, mf.Manager)
-			}
-		}
-		slices.Sort(managers)
+		managers := fieldManagers(live.ManagedFields)
 		desc := noController(live.OwnerReferences, managers)
 		if c := controllerOf(live.OwnerReferences); c != nil {
 			desc = "it is controlled by " + describeRef(*c)

@@ -67,9 +67,10 @@ func ReadPolicies(ctx context.Context, c client.Reader, own map[string]string) (
 	if err != nil && !notServed(err) {
 		return nil, fmt.Errorf("cannot list %ss: %w", gvk.Kind, err)
 	}
+	ours := labels.SelectorFromSet(own)
 	var out []declarations.ActivationPolicy
 	for _, u := range list {
-		if labels.SelectorFromSet(own).Matches(labels.Set(u.GetLabels())) {
+		if ours.Matches(labels.Set(u.GetLabels())) {
 			continue
 		}
 		acts, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "activate")
