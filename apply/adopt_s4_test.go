@@ -31,7 +31,7 @@ func TestAdoptConfigurationWithDependencies(t *testing.T) {
 	}
 	out := f.render(t, append([]render.Package{cfg}, deps...)...)
 	m := f.manager(t, nil)
-	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{Commit: "adopt"}))
+	mustSucceed(t, f.apply(t, m, out, apply.Origin{Commit: "adopt"}))
 	var got []string
 	for _, k := range []crossplane.Kind{crossplane.KindConfiguration, crossplane.KindProvider, crossplane.KindFunction} {
 		got = append(got, f.revisionStates(t, k)...)

@@ -129,7 +129,7 @@ func (f *fixture) crossplaneRecords(t *testing.T, kind crossplane.Kind) []string
 // adoption's preflight) and after the pause (the records step's write of
 // the revision fails). Either way Crossplane's records end as they were:
 // not paused, not labelled, spec.package the tag Crossplane installed
-// (issue 16: never paused and orphaned).
+// (it used to be never paused and orphaned).
 func TestAdoptFailureLeavesCrossplaneInCharge(t *testing.T) {
 	const (
 		fn  = "crossplane-contrib-function-auto-ready"
@@ -206,7 +206,7 @@ func TestAdoptFailureLeavesCrossplaneInCharge(t *testing.T) {
 			tc.inject(t, f)
 			out := f.render(t, captured(t, crossplane.KindFunction, "function-auto-ready-v0.7.0"))
 			f.reqs.reset()
-			res := f.apply(t, f.manager(t, nil), out, apply.ApplyMeta{Commit: "adopt"})
+			res := f.apply(t, f.manager(t, nil), out, apply.Origin{Commit: "adopt"})
 			err := res.Err()
 			if err == nil {
 				t.Fatalf("%s: the adoption succeeded", tc.reason)

@@ -23,7 +23,7 @@ import (
 // the new revisions, Crossplane's old ones are paused and Inactive, their
 // Deployments gone, the TLS Secrets and Services controlled by the new
 // revisions (and they stay so), no MRD is left to write the CRDs, and a
-// second apply writes nothing (issue 16, failure 2).
+// second apply writes nothing.
 func TestAdoptOtherVersions(t *testing.T) {
 	f, s := xpFixture(t, xpstate.S2BeforeUpgrade)
 	ctx := envtest.Context(t, 5*time.Minute)
@@ -36,7 +36,7 @@ func TestAdoptOtherVersions(t *testing.T) {
 	)
 	out := f.render(t, captured(t, crossplane.KindProvider, "provider-kubernetes-v1.2.1"), captured(t, crossplane.KindFunction, "function-patch-and-transform-v0.10.8"))
 	m := f.manager(t, nil)
-	res := f.apply(t, m, out, apply.ApplyMeta{Commit: "adopt"})
+	res := f.apply(t, m, out, apply.Origin{Commit: "adopt"})
 	mustSucceed(t, res)
 	for _, p := range res.Packages {
 		for _, d := range p.Plan {
@@ -119,8 +119,8 @@ func TestAdoptOtherVersions(t *testing.T) {
 // deleted it writes after the delete (its cache lags): the CRD with the
 // deleted MRD as owner, as MRDManager. The next apply removes that
 // dangling owner reference, which no garbage collector removes here
-// (issue 16: lockstep removed the reference only once, right after the
-// delete, and lost this race).
+// (lockstep used to remove the reference only once, right after the
+// delete, and lose this race).
 func TestAdoptDropsLateMRDOwner(t *testing.T) {
 	f, _ := xpFixture(t, xpstate.S2BeforeUpgrade)
 	ctx := envtest.Context(t, 5*time.Minute)
@@ -135,7 +135,7 @@ func TestAdoptDropsLateMRDOwner(t *testing.T) {
 	}
 	out := f.render(t, captured(t, crossplane.KindProvider, "provider-kubernetes-v1.2.1"), captured(t, crossplane.KindFunction, "function-patch-and-transform-v0.10.8"))
 	m := f.manager(t, nil)
-	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{Commit: "adopt"}))
+	mustSucceed(t, f.apply(t, m, out, apply.Origin{Commit: "adopt"}))
 	if f.get(t, "apiextensions.crossplane.io/v1alpha1", "ManagedResourceDefinition", "", name) != nil {
 		t.Fatalf("the adoption left the MRD %s", name)
 	}
@@ -146,7 +146,7 @@ func TestAdoptDropsLateMRDOwner(t *testing.T) {
 	if err := f.env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(late), client.FieldOwner(xpstate.MRDManager), client.ForceOwnership); err != nil {
 		t.Fatal(err)
 	}
-	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{Commit: "again"}))
+	mustSucceed(t, f.apply(t, m, out, apply.Origin{Commit: "again"}))
 
 	want := []string{"Provider/" + prov + " controller=false", "ProviderRevision/" + oldProv + " controller=false", "ProviderRevision/" + newProv + " controller=true"}
 	if diff := cmp.Diff(want, ownerRefs(f.crd(t, name))); diff != "" {

@@ -34,7 +34,7 @@ var adoptS1 = []struct {
 // and function-auto-ready v0.7.0, installed by Crossplane's package
 // manager) with Git declaring the same versions: one apply takes both
 // over, with one Active revision each, the revisions paused, and a second
-// apply writes nothing (issue 16, failure 1).
+// apply writes nothing.
 func TestAdoptSameVersions(t *testing.T) {
 	f, s := xpFixture(t, xpstate.S1)
 	ctx := envtest.Context(t, 5*time.Minute)
@@ -47,7 +47,7 @@ func TestAdoptSameVersions(t *testing.T) {
 
 	// apply --dry-run shows the adoption plan and writes nothing.
 	f.reqs.reset()
-	dry := f.apply(t, f.manager(t, func(o *apply.Options) { o.DryRun = true }), out, apply.ApplyMeta{Commit: "adopt"})
+	dry := f.apply(t, f.manager(t, func(o *apply.Options) { o.DryRun = true }), out, apply.Origin{Commit: "adopt"})
 	mustSucceed(t, dry)
 	var plans []string
 	for _, p := range dry.Packages {
@@ -78,7 +78,7 @@ func TestAdoptSameVersions(t *testing.T) {
 		}
 	}
 
-	res := f.apply(t, m, out, apply.ApplyMeta{Commit: "adopt"})
+	res := f.apply(t, m, out, apply.Origin{Commit: "adopt"})
 	mustSucceed(t, res)
 
 	wantProv := []string{"crossplane-contrib-provider-nop-47fa8bc932a3 Active paused=true finalizers=[revision.pkg.crossplane.io]"}
@@ -127,7 +127,7 @@ func (f *fixture) quietSecondApply(t *testing.T, m *apply.Manager, out *render.O
 		before[i] = s.Writes()
 	}
 	f.reqs.reset()
-	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{Commit: "adopt"}))
+	mustSucceed(t, f.apply(t, m, out, apply.Origin{Commit: "adopt"}))
 	if _, mutating := f.reqs.snapshot(); len(mutating) != 0 {
 		t.Errorf("the second apply sent mutating requests: %v", mutating)
 	}
@@ -143,7 +143,7 @@ func (f *fixture) quietSecondApply(t *testing.T, m *apply.Manager, out *render.O
 // packages from Git: the prune leaves no package, no revision stuck on
 // Crossplane's finalizer revision.pkg.crossplane.io (Crossplane never
 // removes it from a paused revision), no MRD and no CRD, with the MRD
-// stand-in running (issue 16, failure 3).
+// stand-in running.
 func TestRemoveAdopted(t *testing.T) {
 	f, s := xpFixture(t, xpstate.S1)
 	ctx := envtest.Context(t, 5*time.Minute)
@@ -153,7 +153,7 @@ func TestRemoveAdopted(t *testing.T) {
 		pkgs = append(pkgs, captured(t, p.kind, p.folder))
 	}
 	m := f.manager(t, func(o *apply.Options) { o.PruneCRDs, o.AllowEmpty = plan.PruneAlways, true })
-	mustSucceed(t, f.apply(t, m, f.render(t, pkgs...), apply.ApplyMeta{Commit: "adopt"}))
+	mustSucceed(t, f.apply(t, m, f.render(t, pkgs...), apply.Origin{Commit: "adopt"}))
 
 	// Another controller's finalizer holds the function's revision: the
 	// removal says so instead of failing, and finishes once it is gone.
@@ -169,14 +169,14 @@ func TestRemoveAdopted(t *testing.T) {
 		}
 	}
 	hold(`["revision.pkg.crossplane.io","test.lockstep.io/hold"]`)
-	res := f.apply(t, m, f.render(t), apply.ApplyMeta{Commit: "remove"})
+	res := f.apply(t, m, f.render(t), apply.Origin{Commit: "remove"})
 	mustSucceed(t, res)
 	want := "FunctionRevision/" + fnRev + " is being deleted, waiting for finalizer test.lockstep.io/hold"
 	if !slices.Contains(res.Warnings, "Function crossplane-contrib-function-auto-ready: "+want) {
 		t.Errorf("warnings %q lack %q", res.Warnings, want)
 	}
 	hold(`[]`)
-	res = f.apply(t, m, f.render(t), apply.ApplyMeta{Commit: "remove"})
+	res = f.apply(t, m, f.render(t), apply.Origin{Commit: "remove"})
 	mustSucceed(t, res)
 	// The CRD is deleted in the background; give the MRD stand-in time to
 	// recreate it if an MRD were left.
@@ -241,7 +241,7 @@ func TestAdoptInterrupted(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(context.Background())
 			f.reqs.cancelAfterPath, f.reqs.cancel = "/providerrevisions/"+rev, cancel
-			res, err := m.Apply(ctx, nop, apply.ApplyMeta{Commit: "adopt"})
+			res, err := m.Apply(ctx, nop, apply.Origin{Commit: "adopt"})
 			f.reqs.cancelAfterPath, f.reqs.cancel = "", nil
 			cancel()
 			if err == nil && res.Err() == nil {
@@ -258,7 +258,7 @@ func TestAdoptInterrupted(t *testing.T) {
 			if tc.declared {
 				next = nop
 			}
-			mustSucceed(t, f.apply(t, m, next, apply.ApplyMeta{Commit: "again"}))
+			mustSucceed(t, f.apply(t, m, next, apply.Origin{Commit: "again"}))
 			if diff := cmp.Diff(tc.want, f.revisionStates(t, crossplane.KindProvider), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("%s: revisions: -want +got\n%s", tc.reason, diff)
 			}

@@ -114,7 +114,7 @@ func dropEmpty(v any) any {
 	return v
 }
 
-// TestNoOpBesideCrossplane (issue 16, failure 4): next to a running
+// TestNoOpBesideCrossplane: next to a running
 // Crossplane, whose paused branch rewrites the status of lockstep's paused
 // records (crossplanePausedStatus), a second apply with nothing changed
 // sends no mutating request, and Crossplane's Synced condition stays.
@@ -125,13 +125,13 @@ func TestNoOpBesideCrossplane(t *testing.T) {
 		build(t, f.demo(t, "provider-demo", "v0.1.0")),
 		build(t, f.demo(t, "function-demo", "v0.1.0")),
 		build(t, f.demo(t, "configuration-demo", "v0.1.0")))
-	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, out, apply.Origin{}))
 
 	kinds := []string{"Provider", "ProviderRevision", "Function", "FunctionRevision", "Configuration", "ConfigurationRevision"}
 	crossplanePausedStatus(t, f.env.Client, kinds...)
 
 	f.reqs.reset()
-	res := f.apply(t, m, out, apply.ApplyMeta{})
+	res := f.apply(t, m, out, apply.Origin{})
 	mustSucceed(t, res)
 	_, mutating := f.reqs.snapshot()
 	if len(mutating) != 0 || res.Mutated() {
@@ -221,7 +221,7 @@ func wantEntries(t *testing.T, out *render.Output, skip ...string) map[string]st
 	return m
 }
 
-// TestCrossplaneLock (issue 16, failure 5): apply writes an entry in
+// TestCrossplaneLock: apply writes an entry in
 // Crossplane's Lock/lock for every package it installed, as Crossplane's
 // revision controller would, keeps it in step through an upgrade and a
 // removal, leaves the entries of packages it does not own alone, and
@@ -241,7 +241,7 @@ func TestCrossplaneLock(t *testing.T) {
 	fn := build(t, f.demo(t, "function-demo", "v0.1.0"))
 	cfg := build(t, f.demo(t, "configuration-demo", "v0.1.0"))
 	out := f.render(t, build(t, prov), fn, cfg)
-	res := f.apply(t, m, out, apply.ApplyMeta{})
+	res := f.apply(t, m, out, apply.Origin{})
 	mustSucceed(t, res)
 	want := wantEntries(t, out)
 	b, _ := json.Marshal(foreign)
@@ -254,7 +254,7 @@ func TestCrossplaneLock(t *testing.T) {
 	}
 
 	f.reqs.reset()
-	res = f.apply(t, m, out, apply.ApplyMeta{})
+	res = f.apply(t, m, out, apply.Origin{})
 	mustSucceed(t, res)
 	if _, mutating := f.reqs.snapshot(); len(mutating) != 0 {
 		t.Errorf("a repeat apply sent %d mutating requests:\n%s", len(mutating), strings.Join(mutating, "\n"))
@@ -263,7 +263,7 @@ func TestCrossplaneLock(t *testing.T) {
 	// Upgrade the provider: its entry names the new revision, the old
 	// revision's entry is gone.
 	up := f.render(t, build(t, synthetic(prov, 7)), fn, cfg)
-	mustSucceed(t, f.apply(t, m, up, apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, up, apply.Origin{}))
 	want = wantEntries(t, up)
 	want[foreign["name"].(string)] = string(b)
 	if diff := cmp.Diff(want, instanceEntries(t, f.env.Client, f.prefix)); diff != "" {
@@ -272,7 +272,7 @@ func TestCrossplaneLock(t *testing.T) {
 
 	// Remove the configuration: its entry goes, the others stay.
 	rm := f.render(t, build(t, synthetic(prov, 7)), fn)
-	mustSucceed(t, f.apply(t, m, rm, apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, rm, apply.Origin{}))
 	want = wantEntries(t, rm)
 	want[foreign["name"].(string)] = string(b)
 	if diff := cmp.Diff(want, instanceEntries(t, f.env.Client, f.prefix)); diff != "" {
@@ -280,7 +280,7 @@ func TestCrossplaneLock(t *testing.T) {
 	}
 }
 
-// TestResolvedStatus (issue 16, failure 5): packages and revisions carry
+// TestResolvedStatus: packages and revisions carry
 // what `kubectl get providers -o wide` and `crossplane resource trace`
 // show, in the shapes Crossplane v2.3.4 writes them
 // ($LOCKSTEP_TESTDATA/crossplane-installed: resolvedPackage,
@@ -308,7 +308,7 @@ func TestResolvedStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, out, apply.Origin{}))
 
 	rewritten := func(pkg string, po *render.PackageOutput) string {
 		return "127.0.0.1:5055/" + f.prefix + "/" + pkg + "@" + po.Digest
@@ -392,7 +392,7 @@ func TestCrossplaneLockKeptWhenRefused(t *testing.T) {
 	}
 	addLockEntry(t, f.env.Client, entry)
 
-	res := f.apply(t, f.manager(t, nil), f.render(t, build(t, spec)), apply.ApplyMeta{})
+	res := f.apply(t, f.manager(t, nil), f.render(t, build(t, spec)), apply.Origin{})
 	if res.Packages[0].Step != "preflight" {
 		t.Fatalf("the package was not refused at preflight: step %q, %v", res.Packages[0].Step, res.Packages[0].Err)
 	}
@@ -421,7 +421,7 @@ func capturedLockPackages(t *testing.T, file string) []any {
 	return nil
 }
 
-// TestCrossplaneLockAfterHandOff (issue 16, failures 2 and 5): over the
+// TestCrossplaneLockAfterHandOff: over the
 // state Crossplane v2.3.4 left (captured S2 before the upgrade, replayed),
 // lockstep upgrades function-patch-and-transform to v0.10.8. Lock/lock then
 // holds what Crossplane's own upgrade wrote for the function (captured S2
@@ -434,7 +434,7 @@ func TestCrossplaneLockAfterHandOff(t *testing.T) {
 	f := replayFixture(t, xpstate.S2BeforeUpgrade)
 	m := f.manager(t, nil)
 	out := f.render(t, build(t, upstream(t, crossplane.KindFunction, pat, "function-patch-and-transform-v0.10.8", "xpkg.upbound.io/crossplane-contrib/function-patch-and-transform", "v0.10.8", true)))
-	res := f.apply(t, m, out, apply.ApplyMeta{})
+	res := f.apply(t, m, out, apply.Origin{})
 	mustSucceed(t, res)
 
 	var want []any
@@ -453,7 +453,7 @@ func TestCrossplaneLockAfterHandOff(t *testing.T) {
 	}
 
 	f.reqs.reset()
-	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, out, apply.Origin{}))
 	_, mutating := f.reqs.snapshot()
 	for _, l := range mutating {
 		if strings.Contains(l, "/locks/") {
@@ -462,7 +462,7 @@ func TestCrossplaneLockAfterHandOff(t *testing.T) {
 	}
 }
 
-// TestCrossplaneLockAdoptedUnchanged (issue 16, failure 5): lockstep
+// TestCrossplaneLockAdoptedUnchanged: lockstep
 // taking over the packages Crossplane v2.3.4 installed at the same versions
 // (captured S1, replayed) finds Lock/lock already as it would write it:
 // its entries are Crossplane's byte for byte, so the Lock is not written,
@@ -473,7 +473,7 @@ func TestCrossplaneLockAdoptedUnchanged(t *testing.T) {
 	out := f.render(t,
 		build(t, upstream(t, crossplane.KindProvider, "crossplane-contrib-provider-nop", "provider-nop-v0.4.0", "xpkg.upbound.io/crossplane-contrib/provider-nop", "v0.4.0", true)),
 		build(t, upstream(t, crossplane.KindFunction, "crossplane-contrib-function-auto-ready", "function-auto-ready-v0.7.0", "xpkg.upbound.io/crossplane-contrib/function-auto-ready", "v0.7.0", true)))
-	res := f.apply(t, f.manager(t, nil), out, apply.ApplyMeta{})
+	res := f.apply(t, f.manager(t, nil), out, apply.Origin{})
 	for _, p := range res.Packages {
 		t.Logf("%s %s: step %q err %v", p.Kind, p.Name, p.Step, p.Err)
 	}

@@ -112,7 +112,7 @@ func TestCrossplaneCRDRefused(t *testing.T) {
 	}
 
 	m := f.manager(t, func(o *apply.Options) { o.PruneCRDs = plan.PruneAlways })
-	res := f.apply(t, m, f.render(t, pkg), apply.ApplyMeta{Commit: "c1"})
+	res := f.apply(t, m, f.render(t, pkg), apply.Origin{Commit: "c1"})
 	refusedUntouched(t, f, pkg, res, crdName, before, []string{
 		"Provider " + pkg.Name,
 		"CustomResourceDefinition " + crdName + ` defines types in API group "pkg.crossplane.io"`,
@@ -124,7 +124,7 @@ func TestCrossplaneCRDRefused(t *testing.T) {
 	}
 
 	// The package gone from Git, prune with --prune-crds always.
-	mustSucceed(t, f.apply(t, m, f.render(t), apply.ApplyMeta{Commit: "c2"}))
+	mustSucceed(t, f.apply(t, m, f.render(t), apply.Origin{Commit: "c2"}))
 	if after := f.crd(t, crdName); after == nil || after.GetResourceVersion() != before.GetResourceVersion() {
 		t.Errorf("--prune-crds always changed or deleted Crossplane's CRD %s", crdName)
 	}
@@ -222,7 +222,7 @@ func TestForeignCRDRefused(t *testing.T) {
 				if mrds {
 					out = f.renderMRDs(t, map[string][]string{"all": {"*"}}, pkg)
 				}
-				res := f.apply(t, m, out, apply.ApplyMeta{})
+				res := f.apply(t, m, out, apply.Origin{})
 				refusedUntouched(t, f, pkg, res, crdName, before, append([]string{
 					"Provider " + pkg.Name,
 					"CustomResourceDefinition/" + crdName + " is not lockstep's",
@@ -243,7 +243,7 @@ func TestProtectedDefinitionNeverPruned(t *testing.T) {
 	// The package leaves Git, its render is empty: --allow-empty.
 	m := f.manager(t, func(o *apply.Options) { o.PruneCRDs, o.AllowEmpty = plan.PruneAlways, true })
 	pkg := build(t, f.demo(t, "provider-demo", "v0.1.0"))
-	mustSucceed(t, f.apply(t, m, f.render(t, pkg), apply.ApplyMeta{Commit: "c1"}))
+	mustSucceed(t, f.apply(t, m, f.render(t, pkg), apply.Origin{Commit: "c1"}))
 	rev := f.revision(t, crossplane.KindProvider, render.RevisionName(pkg.Name, pkg.Digest))
 
 	const crdName = "evilthings.pkg.crossplane.io"
@@ -276,7 +276,7 @@ func TestProtectedDefinitionNeverPruned(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res := f.apply(t, m, f.render(t), apply.ApplyMeta{Commit: "c2"})
+	res := f.apply(t, m, f.render(t), apply.Origin{Commit: "c2"})
 	mustSucceed(t, res)
 	t.Logf("warnings: %q", res.Warnings)
 	f.waitGone(t, crossplane.PackageAPIVersion, "ProviderRevision", "", rev.GetName())
@@ -295,13 +295,13 @@ func TestProtectedDefinitionNeverPruned(t *testing.T) {
 // TestRefusedUpgradeKeepsInventory: an upgrade refused by the definitions
 // step (its new digest ships a CRD in pkg.crossplane.io) writes nothing, so
 // the package's inventory entry stays as the installed version left it:
-// the old digest, commit and objects (issue 15, item 1's follow-up; the
+// the old digest, commit and objects (the
 // entry used to be rewritten with the refused digest).
 func TestRefusedUpgradeKeepsInventory(t *testing.T) {
 	f := newFixture(t)
 	m := f.manager(t, nil)
 	good := build(t, f.demo(t, "provider-demo", "v0.1.0"))
-	mustSucceed(t, f.apply(t, m, f.render(t, good), apply.ApplyMeta{Commit: "c1", LockDigest: "sha256:1"}))
+	mustSucceed(t, f.apply(t, m, f.render(t, good), apply.Origin{Commit: "c1", LockDigest: "sha256:1"}))
 	read := func() *inventory.Package {
 		t.Helper()
 		inv, err := inventory.Read(context.Background(), f.c, f.namespace, f.instance)
@@ -320,7 +320,7 @@ func TestRefusedUpgradeKeepsInventory(t *testing.T) {
 		files["crds/evilthings.yaml"] = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: evilthings.pkg.crossplane.io\nspec:\n  group: pkg.crossplane.io\n  names: {kind: EvilThing, plural: evilthings}\n  scope: Cluster\n  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]\n"
 	}
 	evil := build(t, s)
-	res := f.apply(t, m, f.render(t, evil), apply.ApplyMeta{Commit: "c2", LockDigest: "sha256:2"})
+	res := f.apply(t, m, f.render(t, evil), apply.Origin{Commit: "c2", LockDigest: "sha256:2"})
 	if len(res.Packages) != 1 || res.Packages[0].Step != "definitions" {
 		t.Fatalf("the upgrade was not refused by the definitions step: %+v", res.Packages)
 	}

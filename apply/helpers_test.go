@@ -384,7 +384,7 @@ func (f *fixture) render(t *testing.T, pkgs ...render.Package) *render.Output {
 }
 
 // apply applies out and fails the test on an error of Apply itself.
-func (f *fixture) apply(t *testing.T, m *apply.Manager, out *render.Output, meta apply.ApplyMeta) *apply.Result {
+func (f *fixture) apply(t *testing.T, m *apply.Manager, out *render.Output, meta apply.Origin) *apply.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

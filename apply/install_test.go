@@ -34,7 +34,7 @@ func TestInstallExamples(t *testing.T) {
 	cfg := build(t, f.demo(t, "configuration-demo", "v0.1.0"))
 	out := f.render(t, prov, fn, cfg)
 	m := f.manager(t, nil)
-	meta := apply.ApplyMeta{Commit: "0123abcd", LockDigest: "sha256:1111"}
+	meta := apply.Origin{Commit: "0123abcd", LockDigest: "sha256:1111"}
 
 	res := f.apply(t, m, out, meta)
 	mustSucceed(t, res)
@@ -358,7 +358,7 @@ func TestInstallWithoutRESTConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := f.render(t, build(t, f.demo(t, "provider-demo", "v0.1.0")))
-	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, out, apply.Origin{}))
 	name := "buckets." + f.prefix + ".demo.lockstep.io"
 	crd := f.crd(t, name)
 	if crd == nil {
@@ -372,12 +372,12 @@ func TestInstallWithoutRESTConfig(t *testing.T) {
 	if err := f.env.Client.Update(context.Background(), crd); err != nil {
 		t.Fatal(err)
 	}
-	res := f.apply(t, m, out, apply.ApplyMeta{})
+	res := f.apply(t, m, out, apply.Origin{})
 	mustSucceed(t, res)
 	if cats, _, _ := unstructured.NestedStringSlice(f.crd(t, name).Object, "spec", "names", "categories"); slices.Contains(cats, "edited") {
 		t.Errorf("the edited CRD's categories %v were not restored", cats)
 	}
-	if res = f.apply(t, m, out, apply.ApplyMeta{}); res.Mutated() {
+	if res = f.apply(t, m, out, apply.Origin{}); res.Mutated() {
 		t.Errorf("a repeat apply sent %d mutating requests", res.Writes)
 	}
 }

@@ -25,7 +25,7 @@ import (
 )
 
 // TestInterruptedFirstInstallPruned: lockstep dies during a package's first
-// install (issue 15, item 3: the inventory used to be written only at the
+// install (the inventory used to be written only at the
 // end, so nothing knew what the dead apply had created). Once the package
 // is gone from Git, the next apply with --prune-crds always deletes every
 // object of it, and the inventory no longer lists it.
@@ -64,7 +64,7 @@ func TestInterruptedFirstInstallPruned(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(context.Background())
 			f.reqs.cancelAfterPath, f.reqs.cancel = killAfter, cancel
-			res, err := m.Apply(ctx, first, apply.ApplyMeta{Commit: "c1"})
+			res, err := m.Apply(ctx, first, apply.Origin{Commit: "c1"})
 			f.reqs.cancelAfterPath, f.reqs.cancel = "", nil
 			cancel()
 			if err == nil && res.Err() == nil {
@@ -76,7 +76,7 @@ func TestInterruptedFirstInstallPruned(t *testing.T) {
 
 			// The provider is gone from Git.
 			second := f.render(t, fn)
-			res = f.apply(t, m, second, apply.ApplyMeta{Commit: "c2"})
+			res = f.apply(t, m, second, apply.Origin{Commit: "c2"})
 			mustSucceed(t, res)
 			for _, w := range res.Warnings {
 				t.Logf("second apply warns: %s", w)
@@ -206,7 +206,7 @@ func TestIntentsShareInventoryWrites(t *testing.T) {
 	})
 	t.Cleanup(func() { apply.SetIntentWriteHook(nil) })
 	f.reqs.reset()
-	mustSucceed(t, f.apply(t, m, f.render(t, pkgs...), apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, f.render(t, pkgs...), apply.Origin{}))
 	_, mutating := f.reqs.snapshot()
 	var writes []string
 	for _, l := range mutating {

@@ -27,7 +27,7 @@ func TestLargePackageDriftRestored(t *testing.T) {
 	m := f.manager(t, nil)
 	prov := build(t, upstream(t, crossplane.KindProvider, "provider-aws-s3", "provider-aws-s3-v2.6.0", "xpkg.upbound.io/upbound/provider-aws-s3", "v2.6.0", true))
 	out := f.render(t, prov)
-	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, out, apply.Origin{}))
 	ctx := context.Background()
 	const name = "buckets.s3.aws.upbound.io"
 	subject := "CustomResourceDefinition/" + name
@@ -96,7 +96,7 @@ func TestLargePackageDriftRestored(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.reqs.reset()
-			res := f.apply(t, m, out, apply.ApplyMeta{})
+			res := f.apply(t, m, out, apply.Origin{})
 			mustSucceed(t, res)
 			changes := res.Packages[0].Changes.ToMap()
 			if got := changes[subject]; got != c.want {
@@ -114,7 +114,7 @@ func TestLargePackageDriftRestored(t *testing.T) {
 				t.Errorf("%s\nthe apply sent %d mutating requests: %v", c.reason, len(mutating), mutating)
 			}
 			f.reqs.reset()
-			mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+			mustSucceed(t, f.apply(t, m, out, apply.Origin{}))
 			if _, mutating := f.reqs.snapshot(); len(mutating) != 0 {
 				t.Errorf("%s\nthe apply after it sent %d mutating requests: %v", c.reason, len(mutating), mutating)
 			}

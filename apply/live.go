@@ -20,7 +20,9 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/liststream"
 	"github.com/lockstep-gitops/lockstep/internal/live"
+	"github.com/lockstep-gitops/lockstep/internal/parallel"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
@@ -54,7 +56,7 @@ type cluster struct {
 	// objects are the live objects labelled with this instance, of every
 	// kind lockstep applies in this run, by inventory ID.
 	objects map[string]*unstructured.Unstructured
-	// sums holds, for objects of compactKinds listed by the rawLister, the
+	// sums holds, for objects of compactKinds listed by the Lister, the
 	// summary of their content; their entry in objects is a header (see
 	// summarize).
 	sums map[string]*liveSummary
@@ -239,17 +241,9 @@ func (r *run) load(ctx context.Context) error {
 // listAllForeign lists the metadata of every object of every key
 // (listForeign), Concurrency LISTs at a time.
 func (r *run) listAllForeign(ctx context.Context, keys []listKey) error {
-	errs := make([]error, len(keys))
-	var g errgroup.Group
-	g.SetLimit(r.opts.Concurrency)
-	for i, k := range keys {
-		g.Go(func() error {
-			errs[i] = r.listForeign(ctx, k)
-			return nil
-		})
-	}
-	_ = g.Wait()
-	return errors.Join(errs...)
+	return parallel.Each(ctx, len(keys), r.opts.Concurrency, func(ctx context.Context, i int) error {
+		return r.listForeign(ctx, keys[i])
+	})
 }
 
 // listAllLabelled lists the labelled objects of every key, Concurrency
@@ -260,31 +254,27 @@ func (r *run) listAllLabelled(ctx context.Context, keys []listKey) error {
 	type listed struct {
 		objs []*unstructured.Unstructured
 		sums []*liveSummary
-		err  error
 	}
 	results := make([]listed, len(keys))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(r.opts.Concurrency)
+	r.live.mu.Lock()
+	done := make([]bool, len(keys))
 	for i, k := range keys {
-		if r.live.listed[k] {
-			continue
-		}
-		g.Go(func() error {
-			objs, sums, err := r.listLabelled(gctx, k)
-			if err != nil && !isNotServed(err) {
-				err = fmt.Errorf("cannot list %s: %w", k.gvk.Kind, err)
-			} else {
-				err = nil
-			}
-			results[i] = listed{objs: objs, sums: sums, err: err}
-			return nil
-		})
+		done[i] = r.live.listed[k]
 	}
-	_ = g.Wait()
-	var errs []error
+	r.live.mu.Unlock()
+	errs := parallel.Errors(ctx, len(keys), r.opts.Concurrency, func(ctx context.Context, i int) error {
+		if done[i] {
+			return nil
+		}
+		objs, sums, err := r.listLabelled(ctx, keys[i])
+		if err != nil && !isNotServed(err) {
+			return fmt.Errorf("cannot list %s: %w", keys[i].gvk.Kind, err)
+		}
+		results[i] = listed{objs: objs, sums: sums}
+		return nil
+	})
 	for i, k := range keys {
-		if res := results[i]; res.err != nil {
-			errs = append(errs, res.err)
+		if errs[i] != nil || done[i] {
 			continue
 		}
 		r.live.mu.Lock()
@@ -305,10 +295,10 @@ func (r *run) listAllLabelled(ctx context.Context, keys []listKey) error {
 }
 
 // listLabelled lists the objects of k labelled with this instance. With
-// the Manager's rawLister, objects of compactKinds come back as headers,
+// the Manager's Lister, objects of compactKinds come back as headers,
 // with their summary at the same index of sums (summarize, on every core
 // while the LIST is read); other objects, and every object without a
-// rawLister, in full.
+// Lister, in full.
 func (r *run) listLabelled(ctx context.Context, k listKey) ([]*unstructured.Unstructured, []*liveSummary, error) {
 	sel := map[string]string{render.LabelInstance: r.opts.Instance}
 	if r.m.lister == nil {
@@ -324,7 +314,7 @@ func (r *run) listLabelled(ctx context.Context, k listKey) ([]*unstructured.Unst
 		g    errgroup.Group
 	)
 	g.SetLimit(runtime.GOMAXPROCS(0))
-	rv, err := r.m.lister.list(ctx, k.gvk, k.namespace, sel, func(b []byte) error {
+	rv, err := r.m.lister.List(ctx, k.gvk, k.namespace, sel, func(b []byte) error {
 		mu.Lock()
 		i := len(objs)
 		objs, sums = append(objs, nil), append(sums, nil)
@@ -341,7 +331,7 @@ func (r *run) listLabelled(ctx context.Context, k listKey) ([]*unstructured.Unst
 					s.raw = b
 				}
 			} else {
-				u, err = decodeItem(b)
+				u, err = liststream.DecodeItem(b)
 			}
 			if err != nil {
 				return err

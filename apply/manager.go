@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
-	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/version"
@@ -23,6 +22,8 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/liststream"
+	"github.com/lockstep-gitops/lockstep/internal/parallel"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/render"
 )
@@ -160,7 +161,7 @@ type Manager struct {
 	client client.Client
 	rm     *ssa.ResourceManager
 	crds   *crdwait.Watcher
-	lister *rawLister
+	lister *liststream.Lister
 	// disco lists the served resources (nil without WithRESTConfig), for
 	// the objects a Namespace holds before prune deletes it.
 	disco discovery.DiscoveryInterface
@@ -241,7 +242,7 @@ func NewManager(c client.Client, opts Options, mopts ...ManagerOption) (*Manager
 			return nil, err
 		}
 		m.crds = crdwait.NewWatcher(rc)
-		m.lister = &rawLister{rc: rc, mapper: c.RESTMapper()}
+		m.lister = &liststream.Lister{REST: rc, Mapper: c.RESTMapper()}
 		if m.disco, err = discovery.NewDiscoveryClientForConfig(mc.rest); err != nil {
 			return nil, err
 		}
@@ -252,8 +253,12 @@ func NewManager(c client.Client, opts Options, mopts ...ManagerOption) (*Manager
 // Options returns the Manager's options.
 func (m *Manager) Options() Options { return m.opts }
 
-// ApplyMeta is what an apply records about where its input came from.
-type ApplyMeta struct {
+// Origin is where an apply's input came from, as the inventory records it
+// beside each package it applies (docs/design/apply.md). Manager.Apply
+// takes it apart from the render.Output because rendering is pure: the
+// same declarations and lock render the same output whatever commit holds
+// them.
+type Origin struct {
 	// Commit is the Git commit of the declarations ("" when unknown); it is
 	// recorded in the inventory per package.
 	Commit string
@@ -420,7 +425,7 @@ func (p *PackageResult) Counts() map[ssa.Action]int {
 // Options.AllowEmpty is not set (an *EmptyLockError). Package
 // failures are in Result.Err. A cancelled ctx stops the reconcile at the
 // next request; the next Apply converges.
-func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta) (*Result, error) {
+func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*Result, error) {
 	if out.Namespace != m.opts.Namespace || out.Instance != m.opts.Instance {
 		return nil, fmt.Errorf("the render output is for namespace %q and instance %q, but this apply is for namespace %q and instance %q",
 			out.Namespace, out.Instance, m.opts.Namespace, m.opts.Instance)
@@ -469,21 +474,21 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta ApplyMeta)
 	// independent: their groups run concurrently, Concurrency at a time,
 	// and the packages of a group in out's order.
 	pkgs := make([]*pkgRun, len(out.Packages))
-	var g errgroup.Group
-	g.SetLimit(m.opts.Concurrency)
-	for _, group := range packageGroups(out, r.replacedBy, out.Replaces) {
-		g.Go(func() error {
-			for _, i := range group {
-				if out.Packages[i].Paused {
-					pkgs[i] = r.pausedPackage(out.Packages[i])
-					continue
-				}
-				pkgs[i] = r.applyPackage(ctx, out.Packages[i])
+	groups := packageGroups(out, r.replacedBy, out.Replaces)
+	// A package's failure is in its result (pkgs[i].res), which the
+	// summary and the inventory report: the groups return no error.
+	if err := parallel.Each(ctx, len(groups), m.opts.Concurrency, func(ctx context.Context, gi int) error {
+		for _, i := range groups[gi] {
+			if out.Packages[i].Paused {
+				pkgs[i] = r.pausedPackage(out.Packages[i])
+				continue
 			}
-			return nil
-		})
+			pkgs[i] = r.applyPackage(ctx, out.Packages[i])
+		}
+		return nil
+	}); err != nil {
+		return nil, err
 	}
-	_ = g.Wait()
 	for _, p := range pkgs {
 		r.pkgs = append(r.pkgs, p)
 		r.res.Packages = append(r.res.Packages, p.res)
@@ -502,7 +507,7 @@ type run struct {
 	c    client.Client
 	opts Options
 	out  *render.Output
-	meta ApplyMeta
+	meta Origin
 	res  *Result
 	now  time.Time
 

@@ -127,7 +127,7 @@ func manifestSet(t *testing.T, files map[string]string) []declarations.Manifest 
 	return set.Manifests
 }
 
-// TestManifestsAfterPackages is issue 19 item 1 on the real API server:
+// TestManifestsAfterPackages on the real API server:
 // provider-kubernetes, configuration-app, a ProviderConfig of the one and
 // an XR of the other's XRD, a Namespace and a ConfigMap in it, all in one
 // commit, install in one apply: the ProviderConfig after the provider's
@@ -168,7 +168,7 @@ func TestManifestsAfterPackages(t *testing.T) {
 	}
 	m := f.manager(t, nil)
 	f.reqs.reset()
-	res := f.apply(t, m, out, apply.ApplyMeta{Commit: "one"})
+	res := f.apply(t, m, out, apply.Origin{Commit: "one"})
 	mustSucceed(t, res)
 	// The XApp waits for its CRD with a watch of that CRD, not by
 	// polling GETs of it.
@@ -231,7 +231,7 @@ func TestManifestsAfterPackages(t *testing.T) {
 
 	// Nothing changed: no mutating request.
 	f.reqs.reset()
-	res = f.apply(t, m, out, apply.ApplyMeta{Commit: "one"})
+	res = f.apply(t, m, out, apply.Origin{Commit: "one"})
 	mustSucceed(t, res)
 	if _, mutating := f.reqs.snapshot(); len(mutating) != 0 {
 		t.Errorf("the no-op apply sent mutating requests: %v", mutating)
@@ -243,7 +243,7 @@ func TestManifestsAfterPackages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res = f.apply(t, m, out, apply.ApplyMeta{Commit: "two"})
+	res = f.apply(t, m, out, apply.Origin{Commit: "two"})
 	mustSucceed(t, res)
 	want = []row{
 		{"apps/ns.yaml:1: Namespace/" + ns, "unchanged"},
@@ -290,7 +290,7 @@ func TestRefusedManifestLeavesInventory(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := f.manager(t, nil)
-	res := f.apply(t, m, render1, apply.ApplyMeta{Commit: "one"})
+	res := f.apply(t, m, render1, apply.Origin{Commit: "one"})
 	refused := false
 	for _, mr := range res.Manifests {
 		refused = refused || (strings.Contains(mr.Object, "Role/") && mr.Err != nil)
@@ -304,7 +304,7 @@ func TestRefusedManifestLeavesInventory(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		res = f.apply(t, m, render2, apply.ApplyMeta{Commit: "two"})
+		res = f.apply(t, m, render2, apply.Origin{Commit: "two"})
 		for _, mr := range res.Manifests {
 			if mr.Err != nil {
 				t.Errorf("apply %d after the Role left Git: %s: %v", i+1, mr.Object, mr.Err)
@@ -342,7 +342,7 @@ func TestNamespaceWithForeignObjectsNotPruned(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := f.manager(t, nil)
-			mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{Commit: "one"}))
+			mustSucceed(t, f.apply(t, m, out, apply.Origin{Commit: "one"}))
 			ctx := context.Background()
 			if foreign {
 				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: ns}, Data: map[string]string{"x": "y"}}
@@ -354,7 +354,7 @@ func TestNamespaceWithForeignObjectsNotPruned(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res := f.apply(t, m, empty, apply.ApplyMeta{Commit: "two"})
+			res := f.apply(t, m, empty, apply.Origin{Commit: "two"})
 			nsObj := &corev1.Namespace{}
 			err = f.env.Client.Get(ctx, client.ObjectKey{Name: ns}, nsObj)
 			kept := err == nil && nsObj.DeletionTimestamp == nil
@@ -434,7 +434,7 @@ func TestManifestAdoptsOnlyWithOptIn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := f.manager(t, nil).Apply(ctx, out, apply.ApplyMeta{Commit: "one"})
+			res, err := f.manager(t, nil).Apply(ctx, out, apply.Origin{Commit: "one"})
 			if tc.want == nil {
 				if err != nil {
 					t.Fatalf("%s: Apply: %v", tc.reason, err)

@@ -25,7 +25,7 @@ import (
 // `lockstep apply` holds it), the process's peak resident set during it
 // (install-rss-MB, noop-rss-MB: VmHWM after resetting it through
 // /proc/self/clear_refs, after returning free memory to the system), and those as multiples of the package's YAML
-// (noop-rss/yaml, install-rss/yaml; issue 20 wants them below 3). It is the
+// (noop-rss/yaml, install-rss/yaml; the goal is below 3). It is the
 // quick stand-in for test/bench's monolith workload when working on
 // memory (LOCKSTEP_BENCH_HEAP_PROFILE=<prefix> writes heap profiles near
 // each peak to <prefix>-install.pprof and <prefix>-no-op.pprof): run it with
@@ -61,7 +61,7 @@ func BenchmarkApplyMonolithMemory(b *testing.B) {
 		stopProf := heapProfileNearPeak(os.Getenv("LOCKSTEP_BENCH_HEAP_PROFILE"), name)
 		stop := memstat.SamplePeak()
 		start := time.Now()
-		res, err := m.Apply(ctx, out, apply.ApplyMeta{})
+		res, err := m.Apply(ctx, out, apply.Origin{})
 		heap = stop()
 		rss = peakRSS(b)
 		stopProf()

@@ -88,7 +88,7 @@ func TestMRDActivation(t *testing.T) {
 
 	// Safe-start, no policy.
 	out := f.renderMRDs(t, nil, family, ec2)
-	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, out, apply.Origin{}))
 	if got := f.crdsOfGroup(t, group); len(got) != 0 {
 		t.Errorf("without a policy: %d ec2 CRDs, want none: %v", len(got), got)
 	}
@@ -129,7 +129,7 @@ func TestMRDActivation(t *testing.T) {
 	}
 	out = f.renderMRDs(t, map[string][]string{"ec2-five": want}, family, ec2)
 	f.reqs.reset()
-	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, out, apply.Origin{}))
 	_, mutating := f.reqs.snapshot()
 	t.Logf("activation of 5 kinds: %d mutating requests", len(mutating))
 	if diff := cmp.Diff(want, f.crdsOfGroup(t, group)); diff != "" {
@@ -173,7 +173,7 @@ func TestMRDActivation(t *testing.T) {
 
 	// A second apply of the same input sends no mutating request.
 	f.reqs.reset()
-	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, out, apply.Origin{}))
 	all, mutating := f.reqs.snapshot()
 	if len(mutating) != 0 {
 		t.Errorf("the no-op apply sent %d mutating requests: %v", len(mutating), mutating)
@@ -207,7 +207,7 @@ func TestMRDControllerNoFight(t *testing.T) {
 	m := f.manager(t, nil)
 	nop := build(t, upstream(t, crossplane.KindProvider, "crossplane-contrib-provider-nop", "provider-nop-v0.4.0", "xpkg.upbound.io/crossplane-contrib/provider-nop", "v0.4.0", true))
 	out := f.renderMRDs(t, nil, nop)
-	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, out, apply.Origin{}))
 	const name = "nopresources.nop.crossplane.io"
 	// Let the stand-in apply at least twice after lockstep's write.
 	time.Sleep(3 * xpstate.StandInInterval)
@@ -228,7 +228,7 @@ func TestMRDControllerNoFight(t *testing.T) {
 	}
 	t.Logf("stand-in applies while watched: %d, CRD resourceVersion unchanged: %t", mrdc.Writes()-writes, f.crd(t, name).GetResourceVersion() == rv)
 	f.reqs.reset()
-	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, out, apply.Origin{}))
 	if _, mutating := f.reqs.snapshot(); len(mutating) != 0 {
 		t.Errorf("the second apply beside the MRD controller sent %d mutating requests: %v", len(mutating), mutating)
 	}
@@ -258,7 +258,7 @@ func TestAdoptKeepsMRDs(t *testing.T) {
 	}
 	out := f.renderMRDs(t, nil, nop, ready)
 	m := f.manager(t, nil)
-	res := f.apply(t, m, out, apply.ApplyMeta{Commit: "adopt"})
+	res := f.apply(t, m, out, apply.Origin{Commit: "adopt"})
 	mustSucceed(t, res)
 	var plans []string
 	for _, p := range res.Packages {
@@ -323,7 +323,7 @@ func TestMRDPrune(t *testing.T) {
 			m := f.manager(t, func(o *apply.Options) { o.PruneCRDs = tc.policy })
 			prov := build(t, f.demo(t, "provider-demo", "v0.1.0"))
 			fn := build(t, f.demo(t, "function-demo", "v0.1.0"))
-			mustSucceed(t, f.apply(t, m, f.renderMRDs(t, nil, prov, fn), apply.ApplyMeta{Commit: "c1"}))
+			mustSucceed(t, f.apply(t, m, f.renderMRDs(t, nil, prov, fn), apply.Origin{Commit: "c1"}))
 			group := f.prefix + ".demo.lockstep.io"
 			for _, n := range []string{"buckets." + group, "queues." + group} {
 				if f.crd(t, n) == nil || f.get(t, render.MRDAPIVersion, crossplane.GroupKindMRD.Kind, "", n) == nil {
@@ -342,7 +342,7 @@ func TestMRDPrune(t *testing.T) {
 			rev := f.revision(t, crossplane.KindProvider, render.RevisionName(prov.Name, prov.Digest))
 			pruned := map[types.UID]bool{pkg.GetUID(): true, rev.GetUID(): true}
 
-			res := f.apply(t, m, f.renderMRDs(t, nil, fn), apply.ApplyMeta{Commit: "c2"})
+			res := f.apply(t, m, f.renderMRDs(t, nil, fn), apply.Origin{Commit: "c2"})
 			mustSucceed(t, res)
 			if len(res.Pruned) != 1 || res.Pruned[0].Name != prov.Name {
 				t.Fatalf("pruned %v, want the provider", res.Pruned)

@@ -77,7 +77,7 @@ func TestOwnershipMatchesCrossplane(t *testing.T) {
 		return ownershipCase{reason: reason, got: k, want: k}
 	}
 	// fromMRD compares lockstep's CRD with the MRD Crossplane made of it:
-	// lockstep installs a provider's CRDs as CRDs (MRDs are issue 17),
+	// lockstep installs a provider's CRDs as CRDs (MRDs are tested apart),
 	// and its CRD must carry the owners Crossplane gives the MRD.
 	fromMRD := func(name, reason string) ownershipCase {
 		return ownershipCase{
@@ -223,7 +223,7 @@ func TestOwnershipMatchesCrossplane(t *testing.T) {
 					pkgs = append(pkgs, build(t, p))
 				}
 				f.reqs.reset()
-				mustSucceed(t, f.apply(t, m, f.render(t, pkgs...), apply.ApplyMeta{}))
+				mustSucceed(t, f.apply(t, m, f.render(t, pkgs...), apply.Origin{}))
 				_, mutating := f.reqs.snapshot()
 				for _, p := range s.oneWrite {
 					n := 0
@@ -316,7 +316,7 @@ func TestHandOffFromAnotherManager(t *testing.T) {
 	}
 	m := f.manager(t, nil)
 	out := f.render(t, build(t, upstream(t, crossplane.KindFunction, pat, "function-patch-and-transform-v0.10.8", "xpkg.upbound.io/crossplane-contrib/function-patch-and-transform", "v0.10.8", true)))
-	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, out, apply.Origin{}))
 
 	cases := map[string]struct {
 		reason string
@@ -335,7 +335,7 @@ func TestHandOffFromAnotherManager(t *testing.T) {
 	}
 
 	f.reqs.reset()
-	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, out, apply.Origin{}))
 	_, mutating := f.reqs.snapshot()
 	for _, l := range mutating {
 		if strings.Contains(l, "/secrets/"+pat) || strings.Contains(l, "/services/"+pat) {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa"
-	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/parallel"
 )
 
 // payloadStage returns the apply stage of a payload object: CRDs and MRDs,
@@ -113,16 +113,9 @@ func splitManaged(objs []*desired) (rest, managed []*desired) {
 
 // writeAll writes objs, Concurrency at a time, and joins the errors.
 func (p *pkgRun) writeAll(ctx context.Context, objs []*desired) error {
-	errs := make([]error, len(objs))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(p.r.opts.Concurrency)
-	for i, d := range objs {
-		g.Go(func() error {
-			errs[i] = p.r.write(gctx, d)
-			return nil
-		})
-	}
-	_ = g.Wait()
+	errs := parallel.Errors(ctx, len(objs), p.r.opts.Concurrency, func(ctx context.Context, i int) error {
+		return p.r.write(ctx, objs[i])
+	})
 	for _, d := range objs {
 		if d.action != "" && d.result != nil {
 			p.res.Changes.Add(entry(d.u, d.action))

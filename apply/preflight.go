@@ -11,13 +11,13 @@ import (
 	"strings"
 
 	"github.com/fluxcd/pkg/ssa/utils"
-	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/parallel"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
@@ -54,7 +54,7 @@ func (e *ConflictError) Error() string {
 // package's revisions (or those of a package it replaces), and dry-runs
 // server-side every object that differs from the cluster, except the CRDs
 // it creates or changes, which --preflight=local validates in-process
-// (checkCRDCreate, checkCRDUpdate, docs/design/apply.md#preflight-modes). It writes
+// (crdcheck.Create, crdcheck.Update, docs/design/apply.md#preflight-modes). It writes
 // nothing, except that it may read the root CA. Any failure stops the
 // package before its first payload write.
 func (p *pkgRun) preflightStep(ctx context.Context) error {
@@ -154,20 +154,13 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 // planAll plans every object, Concurrency at a time, and joins the errors.
 func (p *pkgRun) planAll(ctx context.Context, objs []*desired) error {
 	r := p.r
-	errs := make([]error, len(objs))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(r.opts.Concurrency)
-	for i, d := range objs {
-		if d.deferDryRun {
-			continue
-		}
-		g.Go(func() error {
-			errs[i] = r.plan(gctx, d)
+	err := parallel.Each(ctx, len(objs), r.opts.Concurrency, func(ctx context.Context, i int) error {
+		if objs[i].deferDryRun {
 			return nil
-		})
-	}
-	_ = g.Wait()
-	if err := errors.Join(errs...); err != nil {
+		}
+		return r.plan(ctx, objs[i])
+	})
+	if err != nil {
 		return fmt.Errorf("checking the payload: %w", err)
 	}
 	return ctx.Err()
@@ -190,16 +183,13 @@ func (p *pkgRun) runtimeRevision(o *render.Object) string {
 // provider-aws monolith. It returns the first error in objs' order.
 func (p *pkgRun) bindAll(objs []*render.Object) ([]*desired, error) {
 	out := make([]*desired, len(objs))
-	errs := make([]error, len(objs))
-	var g errgroup.Group
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	for i, o := range objs {
-		g.Go(func() error {
-			out[i], errs[i] = p.bind(o, inventory.RolePayload, "")
-			return nil
-		})
-	}
-	_ = g.Wait()
+	// A bind uses no network and no context: the background context only
+	// fills the signature.
+	errs := parallel.Errors(context.Background(), len(objs), runtime.GOMAXPROCS(0), func(_ context.Context, i int) error {
+		var err error
+		out[i], err = p.bind(objs[i], inventory.RolePayload, "")
+		return err
+	})
 	for _, err := range errs {
 		if err != nil {
 			return nil, err

@@ -46,7 +46,7 @@ func TestInvalidCRDInstallsNothing(t *testing.T) {
 			}
 			pkg := build(t, s)
 			rev := render.RevisionName(pkg.Name, pkg.Digest)
-			res := f.apply(t, m, f.render(t, pkg), apply.ApplyMeta{})
+			res := f.apply(t, m, f.render(t, pkg), apply.Origin{})
 			if len(res.Packages) != 1 || res.Packages[0].Err == nil {
 				t.Fatalf("%s: the package installed: %v", tc.reason, res.Err())
 			}
@@ -114,7 +114,7 @@ func TestCRDUpdateValidatedInProcess(t *testing.T) {
 			f := newFixture(t)
 			m := f.manager(t, func(o *apply.Options) { o.Preflight, o.PreflightSkew = apply.PreflightLocal, 1 })
 			s := f.demo(t, "provider-demo", "v0.1.0")
-			mustSucceed(t, f.apply(t, m, f.render(t, build(t, s)), apply.ApplyMeta{}))
+			mustSucceed(t, f.apply(t, m, f.render(t, build(t, s)), apply.Origin{}))
 			queues := "queues." + f.prefix + ".demo.lockstep.io"
 			before := f.crd(t, queues)
 
@@ -123,7 +123,7 @@ func TestCRDUpdateValidatedInProcess(t *testing.T) {
 				files["crds/demo.lockstep.io_queues.yaml"] = strings.Replace(files["crds/demo.lockstep.io_queues.yaml"], tc.from, tc.to, 1)
 			}
 			f.reqs.reset()
-			res := f.apply(t, m, f.render(t, build(t, s)), apply.ApplyMeta{})
+			res := f.apply(t, m, f.render(t, build(t, s)), apply.Origin{})
 			all, _ := f.reqs.snapshot()
 			for _, l := range all {
 				if strings.Contains(l, "/customresourcedefinitions/") && strings.HasSuffix(l, "(dry-run)") {
@@ -175,7 +175,7 @@ func TestFirstInstallListsOnce(t *testing.T) {
 	m := f.manager(t, func(o *apply.Options) { o.Preflight, o.PreflightSkew = apply.PreflightLocal, 1 })
 	s := f.demo(t, "provider-demo", "v0.1.0")
 	f.reqs.reset()
-	mustSucceed(t, f.apply(t, m, f.render(t, build(t, s)), apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, f.render(t, build(t, s)), apply.Origin{}))
 	all, _ := f.reqs.snapshot()
 	firstWrite := -1
 	for i, l := range all {

@@ -19,7 +19,7 @@ import (
 // package record, a revision, a CRD or an XRD of the instance by hand is
 // denied by the ValidatingAdmissionPolicy apply installs (otherwise the
 // garbage collector would cascade to the CRDs and every custom resource,
-// crossplane/crossplane#6001; lockstep issue 15, item 10), while lockstep's
+// crossplane/crossplane#6001), while lockstep's
 // own prune still deletes, the lockstep.io/allow-delete annotation lets
 // the admin delete, and DeletionProtection=false removes the policy.
 func TestDeletionProtection(t *testing.T) {
@@ -28,7 +28,7 @@ func TestDeletionProtection(t *testing.T) {
 	fn := build(t, f.demo(t, "function-demo", "v0.2.0"))
 	cfg := build(t, f.demo(t, "configuration-demo", "v0.1.0"))
 	m := f.manager(t, func(o *apply.Options) { o.PruneCRDs = plan.PruneAlways })
-	mustSucceed(t, f.apply(t, m, f.render(t, prov, fn, cfg), apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, f.render(t, prov, fn, cfg), apply.Origin{}))
 
 	// alice is a cluster admin, but not lockstep.
 	alice, err := f.env.ClientAs("alice", "system:masters", "system:authenticated")
@@ -75,7 +75,7 @@ func TestDeletionProtection(t *testing.T) {
 	}
 
 	t.Run("lockstep's prune still deletes", func(t *testing.T) {
-		res := f.apply(t, m, f.render(t, fn, cfg), apply.ApplyMeta{})
+		res := f.apply(t, m, f.render(t, fn, cfg), apply.Origin{})
 		mustSucceed(t, res)
 		f.waitGone(t, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "", crdName)
 		if f.get(t, "pkg.crossplane.io/v1", "Provider", "", prov.Name) != nil || f.revision(t, "Provider", provRev) != nil {
@@ -95,7 +95,7 @@ func TestDeletionProtection(t *testing.T) {
 
 	t.Run("protection off removes the policy", func(t *testing.T) {
 		off := f.manager(t, func(o *apply.Options) { o.DeletionProtection = false })
-		mustSucceed(t, f.apply(t, off, f.render(t, fn, cfg), apply.ApplyMeta{}))
+		mustSucceed(t, f.apply(t, off, f.render(t, fn, cfg), apply.Origin{}))
 		name := render.DeletionProtectionName(f.instance)
 		for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
 			if f.get(t, "admissionregistration.k8s.io/v1", kind, "", name) != nil {
@@ -125,7 +125,7 @@ func TestDeletionProtectionForbidden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.Apply(envtest.Context(t, time.Minute), f.render(t, build(t, f.demo(t, "provider-demo", "v0.1.0"))), apply.ApplyMeta{})
+	_, err = m.Apply(envtest.Context(t, time.Minute), f.render(t, build(t, f.demo(t, "provider-demo", "v0.1.0"))), apply.Origin{})
 	want := `deletion protection: cannot read ValidatingAdmissionPolicy lockstep-deletion-protection-` + f.instance + `: validatingadmissionpolicies.admissionregistration.k8s.io "lockstep-deletion-protection-` + f.instance + `" is forbidden: User "bob" cannot get resource "validatingadmissionpolicies" in API group "admissionregistration.k8s.io" at the cluster scope (lockstep needs get, create, patch and delete on admissionregistration.k8s.io validatingadmissionpolicies and validatingadmissionpolicybindings, see examples/deploy/rbac.yaml; or pass --deletion-protection=false)`
 	if err == nil || err.Error() != want {
 		t.Errorf("apply without RBAC for the policy:\ngot  %v\nwant %s", err, want)
@@ -154,7 +154,7 @@ func TestDeletionProtectionCoversItsLabel(t *testing.T) {
 	prov := build(t, f.demo(t, "provider-demo", "v0.1.0"))
 	fn := build(t, f.demo(t, "function-demo", "v0.2.0"))
 	m := f.manager(t, nil)
-	mustSucceed(t, f.apply(t, m, f.render(t, prov, fn), apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, f.render(t, prov, fn), apply.Origin{}))
 	alice, err := f.env.ClientAs("alice", "system:masters", "system:authenticated")
 	if err != nil {
 		t.Fatal(err)

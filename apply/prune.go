@@ -9,7 +9,6 @@ import (
 
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/fluxcd/pkg/ssa/utils"
-	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/parallel"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/render"
 )
@@ -165,16 +165,11 @@ func (r *run) prunePackage(ctx context.Context, pp plan.PackagePrune) (*PackageR
 	// (a monolith's 2,000 CRDs each cost a GET, a LIST and a DELETE).
 	defs := pp.Definitions
 	actions := make([]ssa.Action, len(defs))
-	defErrs := make([]error, len(defs))
-	var g errgroup.Group
-	g.SetLimit(r.opts.Concurrency)
-	for i, e := range defs {
-		g.Go(func() error {
-			actions[i], defErrs[i] = r.pruneDefinition(ctx, e, pp.Policy, uids, res)
-			return nil
-		})
-	}
-	_ = g.Wait()
+	defErrs := parallel.Errors(ctx, len(defs), r.opts.Concurrency, func(ctx context.Context, i int) error {
+		var err error
+		actions[i], err = r.pruneDefinition(ctx, defs[i], pp.Policy, uids, res)
+		return err
+	})
 	for i, e := range defs {
 		if defErrs[i] != nil {
 			errs = append(errs, defErrs[i])

@@ -39,7 +39,7 @@ func (f *fixture) uninstallAtEnd(t *testing.T, wait bool) {
 			t.Errorf("cleanup: %v", err)
 			return
 		}
-		res, err := m.Apply(context.Background(), &render.Output{Namespace: f.namespace, Instance: f.instance}, apply.ApplyMeta{})
+		res, err := m.Apply(context.Background(), &render.Output{Namespace: f.namespace, Instance: f.instance}, apply.Origin{})
 		if err != nil {
 			t.Errorf("cleanup: %v", err)
 			return
@@ -80,12 +80,12 @@ func TestGettingStarted(t *testing.T) {
 	kcl := build(t, upstream(t, crossplane.KindFunction, "crossplane-contrib-function-kcl", "function-kcl-v0.8.0", "xpkg.upbound.io/crossplane-contrib/function-kcl", "v0.8.0", false))
 	ready := build(t, upstream(t, crossplane.KindFunction, "crossplane-contrib-function-auto-ready", "function-auto-ready-v0.2.1", "xpkg.upbound.io/crossplane-contrib/function-auto-ready", "v0.2.1", false))
 	out := f.render(t, cfg, nop, kcl, ready)
-	res := f.apply(t, m, out, apply.ApplyMeta{Commit: "gs"})
+	res := f.apply(t, m, out, apply.Origin{Commit: "gs"})
 	mustSucceed(t, res)
 	defer func() {
 		// A second apply of the same input sends no mutating request.
 		f.reqs.reset()
-		mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{Commit: "gs"}))
+		mustSucceed(t, f.apply(t, m, out, apply.Origin{Commit: "gs"}))
 		all, mutating := f.reqs.snapshot()
 		objects := 0
 		for _, po := range out.Packages {
@@ -188,8 +188,8 @@ func TestProviderNopUpgrade(t *testing.T) {
 	old := build(t, upstream(t, crossplane.KindProvider, "provider-nop", "provider-nop-v0.2.1", "xpkg.upbound.io/crossplane-contrib/provider-nop", "v0.2.1", true))
 	next := build(t, upstream(t, crossplane.KindProvider, "provider-nop", "provider-nop-v0.4.0", "xpkg.upbound.io/crossplane-contrib/provider-nop", "v0.4.0", true))
 	oldRev, newRev := render.RevisionName(old.Name, old.Digest), render.RevisionName(next.Name, next.Digest)
-	mustSucceed(t, f.apply(t, m, f.render(t, old), apply.ApplyMeta{}))
-	mustSucceed(t, f.apply(t, m, f.render(t, next), apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, f.render(t, old), apply.Origin{}))
+	mustSucceed(t, f.apply(t, m, f.render(t, next), apply.Origin{}))
 
 	if diff := cmp.Diff(sortedCopy([]string{oldRev + "#1:Inactive", newRev + "#2:Active"}), f.revisions(t, crossplane.KindProvider, old.Name)); diff != "" {
 		t.Errorf("revisions: -want +got\n%s", diff)
@@ -229,7 +229,7 @@ func TestMonolithRefused(t *testing.T) {
 	m := f.manager(t, nil)
 	family := build(t, upstream(t, crossplane.KindProvider, "upbound-provider-family-aws", "provider-family-aws-v2.6.0", "xpkg.upbound.io/upbound/provider-family-aws", "v2.6.0", false))
 	s3 := build(t, upstream(t, crossplane.KindProvider, "provider-aws-s3", "provider-aws-s3-v2.6.0", "xpkg.upbound.io/upbound/provider-aws-s3", "v2.6.0", true))
-	mustSucceed(t, f.apply(t, m, f.render(t, family, s3), apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, f.render(t, family, s3), apply.Origin{}))
 	s3Rev := render.RevisionName(s3.Name, s3.Digest)
 	bucket := f.crd(t, "buckets.s3.aws.upbound.io")
 	if bucket == nil {
@@ -239,7 +239,7 @@ func TestMonolithRefused(t *testing.T) {
 	mono := build(t, upstream(t, crossplane.KindProvider, "provider-aws", "provider-aws-v2.6.0-monolith-allcrds", "xpkg.upbound.io/upbound/provider-aws", "v2.6.0", true))
 	f.reqs.reset()
 	start := time.Now()
-	res := f.apply(t, m, f.render(t, family, s3, mono), apply.ApplyMeta{})
+	res := f.apply(t, m, f.render(t, family, s3, mono), apply.Origin{})
 	t.Logf("apply with the monolith declared: %s", time.Since(start))
 	var monoRes *apply.PackageResult
 	for _, p := range res.Packages {

@@ -15,9 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/crdcheck"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/liststream"
 	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/render"
@@ -209,14 +211,14 @@ func header(u *unstructured.Unstructured) *unstructured.Unstructured {
 }
 
 // liveCRD returns CRD d as the API server holds it, with its managedFields
-// and status, for checkCRDUpdate. The run keeps a listed CRD only as its
+// and status, for crdcheck.Update. The run keeps a listed CRD only as its
 // summary (docs/design/apply.md#memory), except the listed JSON of a CRD an
 // upgrade changes, within keepListedBudget (liveSummary.raw), which is
 // used once and dropped; any other CRD is read again with one GET, in
 // place of the dry-run apply the check replaces.
 func (r *run) liveCRD(ctx context.Context, d *desired) (*unstructured.Unstructured, error) {
 	if raw := r.live.takeListed(d.id, d.live); raw != nil {
-		u, err := decodeItem(raw)
+		u, err := liststream.DecodeItem(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: cannot decode the listed object: %w", d.id, err)
 		}
@@ -286,8 +288,8 @@ func (r *run) newDesired(u *unstructured.Unstructured, role inventory.Role, revi
 //
 // A CRD that does not exist yet is validated in-process instead of
 // dry-run when the run's preflight mode is local and the kube-apiserver's
-// version allows it (localCRDs, checkCRDCreate); so is the change of a
-// labelled CRD whose live object lacks the applied hash (checkCRDUpdate),
+// version allows it (localCRDs, crdcheck.Create); so is the change of a
+// labelled CRD whose live object lacks the applied hash (crdcheck.Update),
 // unless it has controller references to release first or the update
 // cannot be modelled in-process. In the same local mode, a runtime or RBAC
 // object that does not exist yet, has no controller reference to release
@@ -337,7 +339,7 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 		if err != nil {
 			return err
 		}
-		if err := checkCRDCreate(ctx, body); err != nil {
+		if err := crdcheck.Create(ctx, body); err != nil {
 			return fmt.Errorf("%s: in-process validation (--preflight=local) failed: %w", utils.FmtUnstructured(d.u), err)
 		}
 		d.action = ssa.CreatedAction
@@ -354,7 +356,7 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 		if err != nil {
 			return err
 		}
-		checked, err := checkCRDUpdate(ctx, live, body)
+		checked, err := crdcheck.Update(ctx, live, body, FieldManager)
 		if err != nil {
 			return fmt.Errorf("%s: in-process validation (--preflight=local) failed: %w", utils.FmtUnstructured(d.u), err)
 		}

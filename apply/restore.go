@@ -47,7 +47,7 @@ var ErrNotRestorable = errors.New("not restorable by a targeted apply")
 // records it read, and which package applies each restorable object.
 type restorable struct {
 	out  *render.Output
-	meta ApplyMeta
+	meta Origin
 	// live holds the records alone (packages, revisions, byUID): the
 	// objects of the apply's LISTs are not kept.
 	live    *cluster

@@ -118,7 +118,7 @@ func TestDefaultRuntimeObjectsNotDryRun(t *testing.T) {
 			}
 			objs := runtimeObjects(out)
 			f.reqs.reset()
-			res := f.apply(t, m, out, apply.ApplyMeta{})
+			res := f.apply(t, m, out, apply.Origin{})
 			mustSucceed(t, res)
 			for _, w := range res.Warnings {
 				if strings.Contains(w, "--preflight=local") {
@@ -167,7 +167,7 @@ func TestRuntimeCreateForbidden(t *testing.T) {
 	waitAllowed(ctx, t, c, authorizationv1.ResourceAttributes{Verb: "create", Resource: "configmaps", Namespace: f.namespace})
 	pkg := build(t, f.demo(t, "provider-demo", "v0.1.0"))
 	rev := render.RevisionName(pkg.Name, pkg.Digest)
-	res, err := m.Apply(ctx, f.render(t, pkg), apply.ApplyMeta{})
+	res, err := m.Apply(ctx, f.render(t, pkg), apply.Origin{})
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
 	}

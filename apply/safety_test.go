@@ -47,11 +47,11 @@ func TestConflictRefused(t *testing.T) {
 			firstRev, secondRev := render.RevisionName(first.Name, first.Digest), render.RevisionName(second.Name, second.Digest)
 			crdName := "buckets." + f.prefix + ".demo.lockstep.io"
 			if !tc.together {
-				mustSucceed(t, f.apply(t, m, f.render(t, first), apply.ApplyMeta{}))
+				mustSucceed(t, f.apply(t, m, f.render(t, first), apply.Origin{}))
 			}
 			before := f.crd(t, crdName)
 
-			res := f.apply(t, m, f.render(t, first, second), apply.ApplyMeta{})
+			res := f.apply(t, m, f.render(t, first, second), apply.Origin{})
 			var firstRes, secondRes *apply.PackageResult
 			for _, p := range res.Packages {
 				if p.Name == first.Name {
@@ -146,7 +146,7 @@ func TestPrune(t *testing.T) {
 			prov := build(t, f.demo(t, "provider-demo", "v0.1.0"))
 			cfg := build(t, f.demo(t, "configuration-demo", "v0.1.0"))
 			rev := render.RevisionName(prov.Name, prov.Digest)
-			mustSucceed(t, f.apply(t, m, f.render(t, prov, cfg), apply.ApplyMeta{Commit: "c1"}))
+			mustSucceed(t, f.apply(t, m, f.render(t, prov, cfg), apply.Origin{Commit: "c1"}))
 			group := f.prefix + ".demo.lockstep.io"
 			bucket := &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": group + "/v1alpha1", "kind": "Bucket",
@@ -157,7 +157,7 @@ func TestPrune(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			res := f.apply(t, m, f.render(t, cfg), apply.ApplyMeta{Commit: "c2"})
+			res := f.apply(t, m, f.render(t, cfg), apply.Origin{Commit: "c2"})
 			mustSucceed(t, res)
 			if len(res.Pruned) != 1 || res.Pruned[0].Name != prov.Name {
 				t.Fatalf("pruned %v, want the provider", res.Pruned)
@@ -243,13 +243,13 @@ func TestReplaces(t *testing.T) {
 				other := *f
 				other.instance = f.instance + "-other"
 				om := other.manager(t, nil)
-				mustSucceed(t, other.apply(t, om, other.render(t, oldPkg), apply.ApplyMeta{}))
+				mustSucceed(t, other.apply(t, om, other.render(t, oldPkg), apply.Origin{}))
 			} else {
-				mustSucceed(t, f.apply(t, m, f.render(t, oldPkg), apply.ApplyMeta{}))
+				mustSucceed(t, f.apply(t, m, f.render(t, oldPkg), apply.Origin{}))
 			}
 
 			f.reqs.reset()
-			res := f.apply(t, m, f.render(t, newPkg), apply.ApplyMeta{})
+			res := f.apply(t, m, f.render(t, newPkg), apply.Origin{})
 			mustSucceed(t, res)
 
 			crd := f.crd(t, crdName)
@@ -311,7 +311,7 @@ func TestInterruptedApplyConverges(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	f.reqs.cancelAfter, f.reqs.cancel = 5, cancel
-	res, err := m.Apply(ctx, out, apply.ApplyMeta{})
+	res, err := m.Apply(ctx, out, apply.Origin{})
 	f.reqs.cancelAfter = 0
 	cancel()
 	if err == nil && res.Err() == nil {
@@ -328,7 +328,7 @@ func TestInterruptedApplyConverges(t *testing.T) {
 		t.Logf("note: the cancelled apply got further than expected")
 	}
 
-	res = f.apply(t, m, out, apply.ApplyMeta{})
+	res = f.apply(t, m, out, apply.Origin{})
 	mustSucceed(t, res)
 	for _, c := range crds {
 		if f.crd(t, c+"."+f.prefix+".demo.lockstep.io") == nil {
@@ -345,7 +345,7 @@ func TestInterruptedApplyConverges(t *testing.T) {
 		}
 	}
 	f.reqs.reset()
-	res = f.apply(t, m, out, apply.ApplyMeta{})
+	res = f.apply(t, m, out, apply.Origin{})
 	mustSucceed(t, res)
 	if _, mutating := f.reqs.snapshot(); len(mutating) != 0 {
 		t.Errorf("the third apply sent %d mutating requests: %v", len(mutating), mutating)
@@ -360,7 +360,7 @@ func TestDriftRestored(t *testing.T) {
 	prov := build(t, f.demo(t, "provider-demo", "v0.1.0"))
 	rev := render.RevisionName(prov.Name, prov.Digest)
 	out := f.render(t, prov)
-	mustSucceed(t, f.apply(t, m, out, apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, out, apply.Origin{}))
 	ctx := context.Background()
 	crdName := "buckets." + f.prefix + ".demo.lockstep.io"
 
@@ -374,7 +374,7 @@ func TestDriftRestored(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res := f.apply(t, m, out, apply.ApplyMeta{})
+	res := f.apply(t, m, out, apply.Origin{})
 	mustSucceed(t, res)
 	got := res.Packages[0].Changes.ToMap()
 	for subject, want := range map[string]ssa.Action{
@@ -425,9 +425,9 @@ func TestFailedUpgradeKeepsOldRevision(t *testing.T) {
 	}
 	topics := build(t, other)
 	rev1, rev2 := render.RevisionName(v1.Name, v1.Digest), render.RevisionName(v2.Name, v2.Digest)
-	mustSucceed(t, f.apply(t, m, f.render(t, v1, topics), apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, f.render(t, v1, topics), apply.Origin{}))
 
-	res := f.apply(t, m, f.render(t, v2, topics), apply.ApplyMeta{})
+	res := f.apply(t, m, f.render(t, v2, topics), apply.Origin{})
 	var ce *apply.ConflictError
 	if err := res.Err(); !errors.As(err, &ce) || !strings.Contains(err.Error(), "topics."+f.prefix+".demo.lockstep.io") {
 		t.Fatalf("the upgrade was not refused for the topics CRD: %v", err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/liststream"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
@@ -58,7 +59,7 @@ type liveSummary struct {
 // and summary; shapes are the rendered objects by inventory ID
 // (run.shapes).
 func summarize(raw []byte, gvk schema.GroupVersionKind, shapes map[string]*render.Object) (*unstructured.Unstructured, *liveSummary, error) {
-	u, err := decodeItem(raw)
+	u, err := liststream.DecodeItem(raw)
 	if err != nil {
 		return nil, nil, err
 	}

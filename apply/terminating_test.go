@@ -22,8 +22,8 @@ func TestTerminatingRevisionRefused(t *testing.T) {
 	v1 := build(t, f.demo(t, "provider-demo", "v0.1.0"))
 	v2 := build(t, f.demo(t, "provider-demo", "v0.2.0"))
 	m := f.manager(t, nil)
-	mustSucceed(t, f.apply(t, m, f.render(t, v1), apply.ApplyMeta{}))
-	mustSucceed(t, f.apply(t, m, f.render(t, v2), apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, f.render(t, v1), apply.Origin{}))
+	mustSucceed(t, f.apply(t, m, f.render(t, v2), apply.Origin{}))
 	ctx := context.Background()
 	rev := render.RevisionName(v1.Name, v1.Digest)
 	revStub := stub("pkg.crossplane.io/v1", "ProviderRevision", rev)
@@ -35,7 +35,7 @@ func TestTerminatingRevisionRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res := f.apply(t, m, f.render(t, v1), apply.ApplyMeta{})
+	res := f.apply(t, m, f.render(t, v1), apply.Origin{})
 	err := res.Err()
 	if err == nil {
 		t.Fatalf("rolling back onto the Terminating revision %s succeeded, want it refused", rev)
@@ -53,7 +53,7 @@ func TestTerminatingRevisionRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitGone(t, "pkg.crossplane.io/v1", "ProviderRevision", "", rev)
-	mustSucceed(t, f.apply(t, m, f.render(t, v1), apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, f.render(t, v1), apply.Origin{}))
 	if f.revision(t, "Provider", rev) == nil {
 		t.Errorf("the revision %s was not installed afresh once the finalizer was gone", rev)
 	}

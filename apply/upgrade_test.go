@@ -30,8 +30,8 @@ func TestUpgradeAutomatic(t *testing.T) {
 	v2 := build(t, f.demo(t, "provider-demo", "v0.2.0"))
 	rev1, rev2 := render.RevisionName(v1.Name, v1.Digest), render.RevisionName(v2.Name, v2.Digest)
 
-	mustSucceed(t, f.apply(t, m, f.render(t, v1), apply.ApplyMeta{Commit: "c1"}))
-	res := f.apply(t, m, f.render(t, v2), apply.ApplyMeta{Commit: "c2"})
+	mustSucceed(t, f.apply(t, m, f.render(t, v1), apply.Origin{Commit: "c1"}))
+	res := f.apply(t, m, f.render(t, v2), apply.Origin{Commit: "c2"})
 	mustSucceed(t, res)
 	if got := res.Packages[0].ActiveRevision; got != rev2 {
 		t.Errorf("ActiveRevision = %q, want %q", got, rev2)
@@ -82,7 +82,7 @@ func TestUpgradeAutomatic(t *testing.T) {
 	// A "rollback" to a build without topics and the namespaced buckets:
 	// they stay, owned by the package, and status lists them.
 	back := build(t, synthetic(f.demo(t, "provider-demo", "v0.1.0"), 9))
-	mustSucceed(t, f.apply(t, m, f.render(t, back), apply.ApplyMeta{Commit: "c3"}))
+	mustSucceed(t, f.apply(t, m, f.render(t, back), apply.Origin{Commit: "c3"}))
 	topics := f.crd(t, "topics."+f.prefix+".demo.lockstep.io")
 	if topics == nil {
 		t.Fatalf("a CRD the newer revision no longer ships was deleted; Crossplane keeps it owned by the package")
@@ -140,7 +140,7 @@ func TestRevisionHistoryLimit(t *testing.T) {
 				s.decl = func(d *declarations.Declaration) { d.Spec.RevisionHistoryLimit = &tc.limit }
 				p := build(t, s)
 				names[n] = render.RevisionName(p.Name, p.Digest)
-				mustSucceed(t, f.apply(t, m, f.render(t, p), apply.ApplyMeta{Commit: fmt.Sprint(n)}))
+				mustSucceed(t, f.apply(t, m, f.render(t, p), apply.Origin{Commit: fmt.Sprint(n)}))
 				last = p
 			}
 			var want []string
@@ -153,7 +153,7 @@ func TestRevisionHistoryLimit(t *testing.T) {
 			}
 			// Once converged, another apply changes nothing.
 			f.reqs.reset()
-			mustSucceed(t, f.apply(t, m, f.render(t, last), apply.ApplyMeta{Commit: "again"}))
+			mustSucceed(t, f.apply(t, m, f.render(t, last), apply.Origin{Commit: "again"}))
 			if _, mutating := f.reqs.snapshot(); len(mutating) != 0 {
 				t.Errorf("an apply after the upgrades sent %d mutating requests: %v", len(mutating), mutating)
 			}
@@ -205,7 +205,7 @@ func TestManualActivation(t *testing.T) {
 	crd := "buckets." + f.prefix + ".demo.lockstep.io"
 	ctx := context.Background()
 
-	mustSucceed(t, f.apply(t, m, f.render(t, v1), apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, f.render(t, v1), apply.Origin{}))
 	if diff := cmp.Diff([]string{rev1 + "#1:Inactive"}, f.revisions(t, crossplane.KindProvider, v1.Name)); diff != "" {
 		t.Errorf("a Manual package's first revision: -want +got\n%s", diff)
 	}
@@ -221,13 +221,13 @@ func TestManualActivation(t *testing.T) {
 	if got, err := apply.Activate(ctx, f.c, crossplane.KindProvider, v1.Name, ""); err != nil || got != rev1 {
 		t.Fatalf("Activate: %q, %v", got, err)
 	}
-	mustSucceed(t, f.apply(t, m, f.render(t, v1), apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, f.render(t, v1), apply.Origin{}))
 	if c := f.crd(t, crd); c == nil || !strings.Contains(strings.Join(ownerRefs(c), ","), rev1+" controller=true") {
 		t.Fatalf("after activation the revision does not control its CRD")
 	}
 
 	// The upgrade: a new revision, Inactive; the old one stays in charge.
-	mustSucceed(t, f.apply(t, m, f.render(t, v2), apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, f.render(t, v2), apply.Origin{}))
 	if diff := cmp.Diff(sortedCopy([]string{rev1 + "#1:Active", rev2 + "#2:Inactive"}), f.revisions(t, crossplane.KindProvider, v1.Name)); diff != "" {
 		t.Errorf("after a Manual upgrade: -want +got\n%s", diff)
 	}
@@ -247,7 +247,7 @@ func TestManualActivation(t *testing.T) {
 	if err := f.env.Client.Patch(ctx, rev, rawMerge(patch), fieldOwner("kubectl-patch")); err != nil {
 		t.Fatal(err)
 	}
-	mustSucceed(t, f.apply(t, m, f.render(t, v2), apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, f.render(t, v2), apply.Origin{}))
 	if diff := cmp.Diff(sortedCopy([]string{rev1 + "#1:Inactive", rev2 + "#2:Active"}), f.revisions(t, crossplane.KindProvider, v1.Name)); diff != "" {
 		t.Errorf("after the patch: -want +got\n%s", diff)
 	}
@@ -265,7 +265,7 @@ func TestManualActivation(t *testing.T) {
 	}
 	// Nothing changes on the next apply: the user's choice stands.
 	f.reqs.reset()
-	res := f.apply(t, m, f.render(t, v2), apply.ApplyMeta{})
+	res := f.apply(t, m, f.render(t, v2), apply.Origin{})
 	mustSucceed(t, res)
 	if _, mutating := f.reqs.snapshot(); len(mutating) != 0 {
 		t.Errorf("an apply after the activation sent %d mutating requests: %v", len(mutating), mutating)
@@ -286,7 +286,7 @@ func TestHandOffWithoutDryRun(t *testing.T) {
 	v1 := f.demo(t, "provider-demo", "v0.1.0")
 	b1, b2 := build(t, v1), build(t, synthetic(v1, 7))
 	rev2 := render.RevisionName(b2.Name, b2.Digest)
-	mustSucceed(t, f.apply(t, m, f.render(t, b1), apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, f.render(t, b1), apply.Origin{}))
 
 	edited := "buckets." + f.prefix + ".demo.lockstep.io"
 	crd := f.crd(t, edited)
@@ -296,7 +296,7 @@ func TestHandOffWithoutDryRun(t *testing.T) {
 	}
 
 	f.reqs.reset()
-	mustSucceed(t, f.apply(t, m, f.render(t, b2), apply.ApplyMeta{}))
+	mustSucceed(t, f.apply(t, m, f.render(t, b2), apply.Origin{}))
 	all, _ := f.reqs.snapshot()
 	var dryRuns []string
 	for _, l := range all {

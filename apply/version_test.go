@@ -77,7 +77,7 @@ func TestCrossplaneVersionConstraint(t *testing.T) {
 			}
 			spec.decl = func(d *declarations.Declaration) { d.Spec.IgnoreCrossplaneConstraints = tc.ignore }
 			out := f.render(t, build(t, spec))
-			res := f.apply(t, f.manager(t, nil), out, apply.ApplyMeta{})
+			res := f.apply(t, f.manager(t, nil), out, apply.Origin{})
 			pkg := f.get(t, "pkg.crossplane.io/v1", "Provider", "", spec.name)
 			if tc.wantErr != "" {
 				p := res.Packages[0]

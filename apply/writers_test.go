@@ -42,7 +42,7 @@ func (g gate) Acquire(ctx context.Context) (context.Context, func(), error) {
 }
 
 // TestConcurrentAppliesOneWriter: two applies of different versions of one
-// provider on one instance at once (issue 15, item 5: both used to go on,
+// provider on one instance at once (both used to go on,
 // leaving two Active revisions and two runtime Deployments). Exactly one
 // succeeds; the other writes nothing and fails naming the holder of the
 // instance's Lease and since when it holds it.
@@ -78,7 +78,7 @@ func TestConcurrentAppliesOneWriter(t *testing.T) {
 			<-start
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			res, err := m.Apply(ctx, out, apply.ApplyMeta{Commit: name})
+			res, err := m.Apply(ctx, out, apply.Origin{Commit: name})
 			results <- result{name, res, err}
 		}()
 	}

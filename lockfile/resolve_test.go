@@ -805,7 +805,7 @@ func TestSemverTags(t *testing.T) {
 	}
 }
 
-// TestResolveCRDConflict is issue 19 item 4: two declared providers that
+// TestResolveCRDConflict: two declared providers that
 // ship CRDs of the same names fail lock, naming both packages and the
 // CRDs, instead of failing at apply.
 func TestResolveCRDConflict(t *testing.T) {
@@ -837,7 +837,7 @@ func TestResolveCRDConflict(t *testing.T) {
 	}
 }
 
-// TestResolveManifests is issue 19 item 1 at lock time: the lock records
+// TestResolveManifests at lock time: the lock records
 // the kinds each package serves, a manifest of one of them locks, and a
 // manifest of a kind nothing serves fails lock naming its file and line.
 // A kept pin from a lock written before payload.kinds gets them.

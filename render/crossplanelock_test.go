@@ -81,7 +81,7 @@ func num(v any) any {
 
 // TestLockPackageAsCrossplane: the Lock entry lockstep renders for each
 // package equals, field for field, the entry Crossplane v2.3.4 wrote for
-// the same package in the captured scenarios (issue 16, failure 5): the
+// the same package in the captured scenarios: the
 // revision name, the declared source (not the ImageConfig-rewritten one),
 // the tag, and the dependencies with their constraints as written.
 func TestLockPackageAsCrossplane(t *testing.T) {

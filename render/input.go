@@ -182,7 +182,7 @@ func validatePackage(p *Package) error {
 // Replaces returns, for every package whose contents declare spec.replaces
 // (docs/crossplane-behaviour.md#moved-packages-and-replaces; the lock's
 // Entry.Replaces), the replaced sources keyed by
-// "Kind/name". apply records them in its inventory (apply.ApplyMeta
+// "Kind/name". apply records them in its inventory (apply.Origin
 // Replaces) so a replaced package is deactivated; nil contents are skipped.
 func (in *Input) Replaces() map[string][]string {
 	out := map[string][]string{}

@@ -59,8 +59,7 @@ func (a *fleetAgent) poll(ctx context.Context, insecure []string) error {
 	return nil
 }
 
-// TestFleetRegistryAndGitLoad simulates a platform team's fleet (issue 20,
-// goal 5): LOCKSTEP_FLEET_AGENTS agents (default 10; the figures of docs/benchmarks.md
+// TestFleetRegistryAndGitLoad simulates a platform team's fleet: LOCKSTEP_FLEET_AGENTS agents (default 10; the figures of docs/benchmarks.md
 // are for 200), one per cluster, poll one Git repository served over smart
 // HTTP by git http-backend and read the small workload's 20 packages from
 // the in-process registry, each with its own checkout and package cache,

@@ -110,7 +110,7 @@ func runLockstep(ctx context.Context, spec *childSpec, cfg *rest.Config, m *Meas
 	if err != nil {
 		return err
 	}
-	res, err := mgr.Apply(ctx, out, apply.ApplyMeta{Commit: "bench", LockDigest: snap.LockDigest})
+	res, err := mgr.Apply(ctx, out, apply.Origin{Commit: "bench", LockDigest: snap.LockDigest})
 	if err != nil {
 		return err
 	}

@@ -170,7 +170,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	meta := apply.ApplyMeta{Commit: git.HeadHash(f.render.dir), LockDigest: snap.LockDigest}
+	meta := apply.Origin{Commit: git.HeadHash(f.render.dir), LockDigest: snap.LockDigest}
 	res, err := m.Apply(ctx, out, meta)
 	if err != nil {
 		return lockError(err)

@@ -24,7 +24,7 @@ spec:
   package: lockstep.example/lockstep-examples/configuration-demo:` + version + "\n" + extra
 }
 
-// TestBundleAirGapped is issue 18's air-gapped install, with an
+// TestBundleAirGapped: air-gapped install, with an
 // ImageConfig that requires every package to be signed and attested (an
 // SBOM, attached as a DSSE referrer, a .att image and a Sigstore bundle):
 // sign and attest the packages in the in-process registry, lock, bundle create (packages and

@@ -26,8 +26,7 @@ import (
 // TestApplyAPIServerCrash kills kube-apiserver (SIGKILL) in the middle of
 // a real apply of provider-aws-ec2 v1.23.0 (101 CRDs) and its family
 // provider, after its first payload CRDs are written, and restarts it on
-// the same etcd data and port (issue 15, "Also": the fault-injection
-// helper). The next apply converges: one Active revision per package,
+// the same etcd data and port (test/faulty). The next apply converges: one Active revision per package,
 // every payload CRD Established, every object lockstep labelled for the
 // instance listed in the inventory, and an apply after that sends no
 // mutating request but its Lease's.

@@ -7,7 +7,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
 
-// TestLockCRDConflict is issue 19 item 4 on real packages: Upbound's
+// TestLockCRDConflict on real packages: Upbound's
 // re-published provider-helm and crossplane-contrib's ship the same CRDs.
 // Declared side by side they used to pass lock, lock --check, render and
 // diff and fail only at apply; lock now refuses them, naming both packages

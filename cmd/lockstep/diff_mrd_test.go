@@ -72,7 +72,7 @@ func crdsNamed(t *testing.T, env *envtest.Env, group string) []string {
 	return out
 }
 
-// TestDiffMRDActivationOnCluster is issue 17's real-API-server check of
+// TestDiffMRDActivationOnCluster: real-API-server check of
 // managed resource activation through the CLI, with a Git repository, the
 // in-process registry and provider-aws-ec2 v2.6.0 (safe-start) with its
 // family provider:

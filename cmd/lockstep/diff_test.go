@@ -275,7 +275,7 @@ func TestDiffCommandDirs(t *testing.T) {
 	}
 }
 
-// TestDiffShowsDeclarationWarnings (issue 15, item 4's follow-up): a
+// TestDiffShowsDeclarationWarnings: a
 // declaration in a near-miss group (pkg.crossplan.io) is ignored, so the
 // package silently leaves the lock; `diff` shows the warning lock and apply
 // print, in text and markdown, so a reviewer sees it in the pull request.

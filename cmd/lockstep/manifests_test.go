@@ -10,7 +10,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
 
-// TestManifestsLockCheckRender is issue 19 item 1 through the CLI: a
+// TestManifestsLockCheckRender through the CLI: a
 // ProviderConfig beside provider-kubernetes locks, passes lock --check and
 // is rendered after the package with its file and line; a manifest of a
 // kind nothing serves fails lock --check offline with exit 4, naming its

@@ -16,8 +16,7 @@ import (
 // TestApplyDeletionProtection: `lockstep apply` installs the deletion
 // protection for its own user, as a SelfSubjectReview names it, so that
 // another cluster admin deleting the Provider is denied with a message
-// naming lockstep and the escape hatch (issue 15 item 10,
-// crossplane/crossplane#6001); --deletion-protection=false removes it and
+// naming lockstep and the escape hatch (crossplane/crossplane#6001); --deletion-protection=false removes it and
 // the delete goes through.
 func TestApplyDeletionProtection(t *testing.T) {
 	reg := registry.New(t)

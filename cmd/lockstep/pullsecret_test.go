@@ -19,7 +19,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
 
-// TestApplyPullSecrets is issue 18's registry credentials from the
+// TestApplyPullSecrets: registry credentials from the
 // cluster: the in-process registry requires HTTP Basic auth, the
 // Configuration names a packagePullSecret and the ImageConfig a
 // pullSecretRef, both read from Secrets in the test API server by

@@ -30,7 +30,7 @@ func pushUpstream(t *testing.T, reg *registry.Registry, folder, repository, tag 
 	return d.String()
 }
 
-// TestSkipDependencyResolution is issue 19 item 3: configuration-app
+// TestSkipDependencyResolution: configuration-app
 // v0.11.0 depends on upbound/provider-helm "v0" and
 // function-patch-and-transform "v0.8.2". Declared with
 // skipDependencyResolution beside provider-helm v1.4.0, Crossplane installs

@@ -17,7 +17,7 @@ func pushNop(t *testing.T, reg *registry.Registry, version, tag string) string {
 	return pushUpstream(t, reg, "provider-nop-"+version, "crossplane-contrib/provider-nop", tag)
 }
 
-// TestLockSwappedDigest is issue 15 item 8's scenario: provider-nop v0.4.0
+// TestLockSwappedDigest: provider-nop v0.4.0
 // is locked, then its digest in lockstep.lock is swapped by hand for
 // v0.2.1's. lock --check cannot see it (it reads no package); render and
 // apply refuse it before writing anything, naming the lock, the package

@@ -532,7 +532,7 @@ func TestImageConfigDefaults(t *testing.T) {
 
 // TestLoadRuntimeConfigRefs checks which runtimeConfigRefs Load accepts: a
 // reference must name a declared DeploymentRuntimeConfig, in any file, or
-// "default" (issue 15: a missing target passed lock and failed render).
+// "default" (a missing target used to pass lock and fail render).
 func TestLoadRuntimeConfigRefs(t *testing.T) {
 	const (
 		pkg = "apiVersion: pkg.crossplane.io/v1\nkind: Provider\nmetadata: {name: p}\nspec:\n  package: xpkg.example.com/org/p:v1\n  runtimeConfigRef: {name: %s}\n"

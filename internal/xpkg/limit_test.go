@@ -86,7 +86,7 @@ func gzipBomb(t testing.TB, r io.Reader) []byte {
 }
 
 // TestParseSizeLimits feeds Parse streams that expand past its limits, from
-// a gzip bomb (issue 15: a 249 KB download expanding to a 204 MB document
+// a gzip bomb (a 249 KB download expanding to a 204 MB document
 // took 1.34 GB). Parse must refuse them, naming the document and the limit,
 // and must stop reading at the limit: what it read bounds what it can hold.
 func TestParseSizeLimits(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 
 // TestPackageDocumentTooLarge pulls, from the in-process registry, a package
 // whose base layer is a small gzip stream expanding to a document over
-// xpkg.MaxDocumentSize (issue 15: a 249 KB download expanding to a 204 MB
+// xpkg.MaxDocumentSize (a 249 KB download expanding to a 204 MB
 // document took lock to 1.34 GB). The pull must fail with an error naming
 // the package, package.yaml, the document and the limit.
 func TestPackageDocumentTooLarge(t *testing.T) {

@@ -41,6 +41,9 @@ var ranks = []struct {
 	{"internal/crdwait", 2},
 	{"internal/writelock", 2},
 	{"internal/live", 2},
+	{"internal/parallel", 2},
+	{"internal/liststream", 2},
+	{"internal/crdcheck", 2},
 	// The pipeline, in its order: where a commit and its packages come
 	// from, the lock, rendering, health, and the executor.
 	{"sources/...", 3},
@@ -58,6 +61,7 @@ var ranks = []struct {
 	{"cmd/lockstep", 11},
 	{"cmd/bench", 11},
 	{"cmd/demo", 11},
+	{"cmd/image", 11},
 }
 
 // forbidden are imports that the ranks allow but the design does not:

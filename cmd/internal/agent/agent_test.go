@@ -286,8 +286,7 @@ spec:
 		t.Errorf("runtime Deployments: %d, want 2 (provider and function)", len(deps.Items))
 	}
 	// The agent installed the deletion protection for its own user:
-	// another cluster admin's delete of the Provider is denied (issue 15
-	// item 10; a dry run, so nothing is deleted if it were not).
+	// another cluster admin's delete of the Provider is denied (a dry run, so nothing is deleted if it were not).
 	admin, err := f.env.ClientAs("alice", "system:masters", "system:authenticated")
 	if err != nil {
 		t.Fatal(err)

@@ -57,7 +57,7 @@ func (f *fixture) allowEmptyReconciler(t *testing.T) *agent.Reconciler {
 	return r
 }
 
-// TestAgentRefusesEmptyLock (issue 15, items 1 and 2 of the follow-up): a
+// TestAgentRefusesEmptyLock: a
 // typo in a declaration's group (pkg.crossplan.io) makes lockstep ignore
 // it, so `lockstep lock` writes an empty lock. The agent shows the
 // declarations' warning (a Warning Event on the Sync, Outcome.Warnings for
@@ -165,8 +165,7 @@ func (f *fixture) evilProvider(t *testing.T) string {
 	return d.String()
 }
 
-// TestAgentWriteLockHeldAndPayloadRefused (issue 15, items 4 and 6 of the
-// follow-up): while `lockstep apply` holds the instance's write Lease the
+// TestAgentWriteLockHeldAndPayloadRefused: while `lockstep apply` holds the instance's write Lease the
 // agent does not write; its Sync says who holds it and that it retries at
 // the next interval, and the reconcile is not Stalled. Then a lock pinning
 // a package whose payload defines a type in pkg.crossplane.io (a lock

@@ -41,7 +41,7 @@ func managedBy(t *testing.T, c client.Client, name string) string {
 	return p.GetLabels()["app.kubernetes.io/managed-by"]
 }
 
-// TestAgentSuspend is issue 19 item 5's spec.suspend: while the Sync is
+// TestAgentSuspend: spec.suspend: while the Sync is
 // suspended (agent.SetSuspend, what `lockstep suspend` calls) a new commit
 // is not applied, the status keeps reporting the packages' health and
 // says Suspended; resumed, the agent applies the commit.
@@ -95,7 +95,7 @@ func TestAgentSuspend(t *testing.T) {
 	}
 }
 
-// TestAgentPausedPackage is issue 19 item 5's lockstep.io/paused: with the
+// TestAgentPausedPackage: lockstep.io/paused: with the
 // annotation on its declaration, provider-demo keeps its installed
 // revision although the lock moves it to v0.2.0, a hand edit of its
 // record's labels is not reverted, its old revision is not collected, and its

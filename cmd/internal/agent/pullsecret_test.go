@@ -16,8 +16,7 @@ import (
 
 // TestAgentPullSecrets: the agent pulls a Configuration and its
 // dependencies from a registry that requires HTTP Basic auth with the
-// credentials of its ServiceAccount's imagePullSecrets (issue 18,
-// --pull-service-account), read from the test API server.
+// credentials of its ServiceAccount's imagePullSecrets (--pull-service-account), read from the test API server.
 func TestAgentPullSecrets(t *testing.T) {
 	const user, password = "agent", "agent-registry-password"
 	f := newEmptyFixture(t, "agent-cred")

@@ -1000,7 +1000,7 @@ func stepError(err error) *StepError {
 // applyRendered runs the apply and health steps.
 func (r *Reconciler) applyRendered(ctx context.Context, rd *rendered, out *Outcome) error {
 	out.lockDigest = rd.lockDigest
-	res, err := r.mgr.Apply(ctx, rd.out, apply.ApplyMeta{Commit: rd.commit, LockDigest: rd.lockDigest})
+	res, err := r.mgr.Apply(ctx, rd.out, apply.Origin{Commit: rd.commit, LockDigest: rd.lockDigest})
 	var (
 		held    *writelock.HeldError
 		empty   *apply.EmptyLockError

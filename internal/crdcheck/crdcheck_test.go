@@ -1,4 +1,4 @@
-package apply
+package crdcheck_test
 
 import (
 	"context"
@@ -22,8 +22,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/lockstep-gitops/lockstep/internal/crdcheck"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
+	"github.com/lockstep-gitops/lockstep/test/testdata"
 )
+
+// fieldManager is the field manager the tests apply as, lockstep's own.
+const fieldManager = "lockstep"
 
 // testCRD returns a valid CRD of group g and plural p whose version
 // v1alpha1 has spec (the YAML of spec's schema, indented for its place)
@@ -54,7 +59,7 @@ const okSpec = `            type: object
             properties:
               size: {type: integer, minimum: 1}`
 
-// TestCheckCRDCreateAgreesWithServer: checkCRDCreate accepts and refuses
+// TestCheckCRDCreateAgreesWithServer: Create accepts and refuses
 // the CRDs the real kube-apiserver accepts and refuses on create (a
 // server-side dry-run), with the same invalid fields.
 func TestCheckCRDCreateAgreesWithServer(t *testing.T) {
@@ -166,7 +171,7 @@ func TestCheckCRDCreateAgreesWithServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			local := checkCRDCreate(ctx, body)
+			local := crdcheck.Create(ctx, body)
 			u := &unstructured.Unstructured{}
 			if err := utiljson.Unmarshal(body, &u.Object); err != nil {
 				t.Fatal(err)
@@ -216,7 +221,7 @@ func TestServerMinor(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := serverMinor(tc.minor)
+			got, err := crdcheck.ServerMinor(tc.minor)
 			if (err != nil) != tc.err {
 				t.Fatalf("%s: error %v, want error %v", tc.reason, err, tc.err)
 			}
@@ -227,11 +232,11 @@ func TestServerMinor(t *testing.T) {
 	}
 }
 
-// TestValidationMinorMatchesGoMod: validationMinor is the minor version
+// TestValidationMinorMatchesGoMod: crdcheck.Minor is the minor version
 // of the k8s.io/apiextensions-apiserver go.mod requires, so that a
 // dependency bump cannot leave the version check behind.
 func TestValidationMinorMatchesGoMod(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "go.mod"))
+	b, err := os.ReadFile(filepath.Join(testdata.Root(t), "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,12 +250,12 @@ func TestValidationMinorMatchesGoMod(t *testing.T) {
 			got = semver.MajorMinor(r.Mod.Version)
 		}
 	}
-	if diff := cmp.Diff(fmt.Sprintf("v0.%d", validationMinor), got); diff != "" {
-		t.Errorf("validationMinor does not match go.mod's k8s.io/apiextensions-apiserver: -want +got\n%s", diff)
+	if diff := cmp.Diff(fmt.Sprintf("v0.%d", crdcheck.Minor), got); diff != "" {
+		t.Errorf("crdcheck.Minor does not match go.mod's k8s.io/apiextensions-apiserver: -want +got\n%s", diff)
 	}
 }
 
-// TestCheckCRDUpdateAgreesWithServer: checkCRDUpdate accepts and refuses
+// TestCheckCRDUpdateAgreesWithServer: Update accepts and refuses
 // the server-side applies of a changed CRD that the real kube-apiserver
 // accepts and refuses (a server-side dry-run apply as FieldManager with
 // force, as the payload step sends), with the same invalid fields. Every
@@ -359,7 +364,7 @@ func TestCheckCRDUpdateAgreesWithServer(t *testing.T) {
 			defer cancel()
 			base := crdObject(t, tc.base)
 			t.Cleanup(func() { _ = env.Client.Delete(context.Background(), base.DeepCopy()) })
-			if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(base.DeepCopy()), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(base.DeepCopy()), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
 				t.Fatal(err)
 			}
 			if tc.other != "" {
@@ -386,11 +391,11 @@ func TestCheckCRDUpdateAgreesWithServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checked, local := checkCRDUpdate(ctx, live, body)
+			checked, local := crdcheck.Update(ctx, live, body, fieldManager)
 			if !checked {
 				t.Fatalf("%s: the update was not checked in-process (%v)", tc.reason, local)
 			}
-			server := env.Client.Patch(ctx, crdObject(t, tc.update), client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(FieldManager),
+			server := env.Client.Patch(ctx, crdObject(t, tc.update), client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(fieldManager),
 				client.ForceOwnership, client.FieldValidation(metav1.FieldValidationIgnore), client.DryRunAll)
 			if got := server != nil; got != tc.invalid {
 				t.Fatalf("%s: the server's answer %v is not what the case expects (invalid=%v): fix the case", tc.reason, server, tc.invalid)
@@ -410,4 +415,16 @@ func crdObject(t *testing.T, y string) *unstructured.Unstructured {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// conditionStatus returns the status of u's condition of type typ, or "".
+func conditionStatus(u *unstructured.Unstructured, typ string) string {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			s, _ := m["status"].(string)
+			return s
+		}
+	}
+	return ""
 }
