@@ -22,7 +22,7 @@ GO_TEST_FLAGS ?= -race -timeout 40m
 
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 
-.PHONY: help build generate docs testbin test vet fmt lint bench fuzz demo clean
+.PHONY: help build image generate docs testbin test vet fmt lint bench fuzz demo clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -34,16 +34,26 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 build: ## build bin/lockstep, its version from git describe (VERSION=...)
 	$(GO) build -buildvcs=auto -ldflags "-X main.version=$(VERSION)" -o $(BIN)/lockstep ./cmd/lockstep
 
+# The container image, built without a container engine (cmd/image) and
+# pushed to IMAGE_REPO; IMAGE_INSECURE=1 for a plain-HTTP registry. It
+# prints the image by digest.
+IMAGE_REPO ?=
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+image: ## build the image (static, nonroot, CA roots, SBOM) and push it: make image IMAGE_REPO=registry/repo
+	@test -n "$(IMAGE_REPO)" || { echo "make image: set IMAGE_REPO=REGISTRY/REPOSITORY" >&2; exit 64; }
+	$(GO) run ./cmd/image --repo $(IMAGE_REPO) --version $(VERSION) --platform $(IMAGE_PLATFORMS) $(if $(IMAGE_INSECURE),--insecure)
+
 # controller-gen writes the Sync CRD and the DeepCopy methods from the Go
 # types in cmd/internal/agent/api; TestSyncCRDMatchesTypes fails when they drift.
 CONTROLLER_GEN_VERSION := v0.23.0
 docs: ## regenerate the CLI reference in docs/cli from the commands' help (TestCLIReference fails when it drifts)
 	$(GO) test ./cmd/lockstep -run '^TestCLIReference$$' -count=1 -update-docs
 
-generate: ## regenerate the Sync CRD and DeepCopy methods from cmd/internal/agent/api (controller-gen)
+generate: ## regenerate the Sync CRD (the agent's and the chart's copy) and DeepCopy methods from cmd/internal/agent/api (controller-gen)
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION) \
 	  object paths=./cmd/internal/agent/api/... \
 	  crd paths=./cmd/internal/agent/api/... output:crd:dir=cmd/internal/agent/crds
+	cp cmd/internal/agent/crds/lockstep.io_syncs.yaml charts/lockstep/crds/
 
 # Crossplane core for the end-to-end tests (test/e2e), one folder per
 # release: bin/k8s/crossplane/<version>/crossplane, crds/ (its own CRDs,

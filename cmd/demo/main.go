@@ -125,6 +125,13 @@ func run(ctx context.Context) error {
 		}
 	}
 
+	step("building lockstep's image without a container engine (make image) and pushing it to the local registry")
+	image, err := buildImage(ctx, bin, host)
+	if err != nil {
+		return err
+	}
+	fmt.Println("image", image)
+
 	step("committing examples/repo into a local Git repository")
 	repoDir := filepath.Join(work, "platform")
 	if err := gitrepo.CopyTree(filepath.Join("examples", "repo"), repoDir); err != nil {
@@ -170,6 +177,12 @@ func run(ctx context.Context) error {
 	if err := cli("status", "--kubeconfig", kubeconfig); err != nil {
 		fmt.Println("(lockstep status:", err, ")")
 	}
+
+	step("the agent's manifests (examples/deploy) pinned to the image's digest, applied to the control plane")
+	if err := deployPinned(ctx, env, image); err != nil {
+		return err
+	}
+	fmt.Println("(kwok plays the kubelet: the pod is simulated; the agent above runs bin/lockstep, built from the same commit)")
 
 	step("upgrading: configuration-demo v0.2.0 needs provider-demo >= v0.2.0")
 	if err := replaceIn(filepath.Join(decl, "platform", "configuration-demo.yaml"), "configuration-demo:v0.1.0", "configuration-demo:v0.2.0"); err != nil {
