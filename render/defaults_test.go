@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -112,6 +113,15 @@ func TestFromDefaults(t *testing.T) {
 			})),
 			notDefault: []string{deployment, sa},
 		},
+		"CrossplanePullSecrets": {
+			reason: "The pull secrets of Crossplane's ServiceAccount shape the runtime's ServiceAccount, not the Deployment.",
+			in: func() Input {
+				in := testInput(withDecl(provider(providerStream), nil))
+				in.CrossplanePullSecrets = []corev1.LocalObjectReference{{Name: "xp-pull"}}
+				return in
+			}(),
+			notDefault: []string{sa},
+		},
 		"ControllerImage": {
 			reason:     "v1-style metadata's spec.controller.image runs instead of the package image.",
 			in:         testInput(provider(fmt.Sprintf(legacyProviderStream, "    image: registry.lockstep.example/test/provider-test-controller:v1"))),
@@ -157,6 +167,76 @@ func TestFromDefaults(t *testing.T) {
 			sort.Strings(want)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("%s\nobjects not from defaults: -want +got\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestRuntimeServiceAccountPullSecrets: the runtime's ServiceAccount gets
+// the package's packagePullSecrets, then those of Crossplane's own
+// ServiceAccount, as Crossplane's runtime builder appends them
+// (crossplane/crossplane internal/controller/pkg/runtime/runtime.go,
+// ServiceAccount); the Deployment gets the package's alone.
+func TestRuntimeServiceAccountPullSecrets(t *testing.T) {
+	cases := map[string]struct {
+		reason          string
+		pkg, xp         []string
+		wantSA, wantDep []string
+	}{
+		"None":       {reason: "No pull secret anywhere: none on either object."},
+		"Package":    {reason: "The package's pull secrets go to both.", pkg: []string{"pkg"}, wantSA: []string{"pkg"}, wantDep: []string{"pkg"}},
+		"Crossplane": {reason: "Crossplane's go to the ServiceAccount only.", xp: []string{"xp"}, wantSA: []string{"xp"}},
+		"Both": {
+			reason: "The package's come first, then Crossplane's, a name in both kept twice as Crossplane keeps it.",
+			pkg:    []string{"pkg", "shared"}, xp: []string{"shared", "xp"},
+			wantSA: []string{"pkg", "shared", "shared", "xp"}, wantDep: []string{"pkg", "shared"},
+		},
+	}
+	refs := func(names []string) []corev1.LocalObjectReference {
+		var out []corev1.LocalObjectReference
+		for _, n := range names {
+			out = append(out, corev1.LocalObjectReference{Name: n})
+		}
+		return out
+	}
+	names := func(u map[string]any, fields ...string) []string {
+		l, _, _ := unstructured.NestedSlice(u, fields...)
+		var out []string
+		for _, e := range l {
+			out = append(out, e.(map[string]any)["name"].(string))
+		}
+		return out
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := Package{Kind: crossplane.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Tag: "v1.0.0", Digest: digestA, Contents: parsed(t, providerStream)}
+			p.Declaration = decl(t, p.Kind, p.Name, p.Source, p.Tag, func(d *declarations.Declaration) {
+				d.Spec.PackagePullSecrets = refs(tc.pkg)
+			})
+			in := testInput(p)
+			in.CrossplanePullSecrets = refs(tc.xp)
+			out, err := Render(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sa, dep []string
+			for _, o := range out.Packages[0].Revision.Runtime {
+				u, err := o.Unstructured()
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch o.Kind {
+				case "ServiceAccount":
+					sa = names(u.Object, "imagePullSecrets")
+				case "Deployment":
+					dep = names(u.Object, "spec", "template", "spec", "imagePullSecrets")
+				}
+			}
+			if diff := cmp.Diff(tc.wantSA, sa); diff != "" {
+				t.Errorf("%s\nServiceAccount imagePullSecrets: -want +got\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.wantDep, dep); diff != "" {
+				t.Errorf("%s\nDeployment imagePullSecrets: -want +got\n%s", tc.reason, diff)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -65,6 +66,15 @@ type Input struct {
 	// matches it, or when it is Active in the cluster. nil renders Git's
 	// activation alone, as the offline commands do.
 	Cluster *declarations.ClusterActivation
+	// CrossplanePullSecrets are the imagePullSecrets of the ServiceAccount
+	// Crossplane runs as, which Crossplane appends to every provider and
+	// function runtime's ServiceAccount after the package's
+	// packagePullSecrets (crossplane/crossplane
+	// internal/controller/pkg/runtime/reconciler.go and runtime.go,
+	// ServiceAccount). The commands that reach a cluster read them
+	// (live.ReadPullSecrets) before they render; nil renders the
+	// package's pull secrets alone, as the offline commands do.
+	CrossplanePullSecrets []corev1.LocalObjectReference
 	// Manifests are the declarations' other objects (ProviderConfigs,
 	// claims, ...), rendered into Output.Manifests
 	// (docs/design/manifests.md#manifests).

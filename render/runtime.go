@@ -182,7 +182,7 @@ func (r *renderer) runtime(ri *runtimeInputs) ([]*Object, string, error) {
 		return nil, "", err
 	}
 	o.RevisionUID = true
-	markDefaults(out, ri)
+	markDefaults(out, ri, len(r.in.CrossplanePullSecrets) > 0)
 	sortObjects(out)
 	return out, dep.Spec.Template.Spec.ServiceAccountName, nil
 }
@@ -199,11 +199,12 @@ func runtimeConfigured(drc *declarations.DeploymentRuntimeConfig) bool {
 // other than lockstep's defaults shaped. A TLS Secret has only its name
 // and labels. The DeploymentRuntimeConfig's templates may shape the
 // Service, the ServiceAccount and the Deployment; the declared pull
-// secrets the ServiceAccount and the Deployment; an ImageConfig (rewrite
+// secrets the ServiceAccount and the Deployment, and Crossplane's own pull
+// secrets (extraPullSecrets) the ServiceAccount; an ImageConfig (rewrite
 // or pull secret) and spec.controller.image the Deployment. The package
 // name, which names the Secrets and the Service, must also be a valid
 // name for each kind (a Service's is a DNS-1035 label).
-func markDefaults(objs []*Object, ri *runtimeInputs) {
+func markDefaults(objs []*Object, ri *runtimeInputs, extraPullSecrets bool) {
 	drc := runtimeConfigured(ri.drc)
 	pullSecrets := len(ri.d.Spec.PackagePullSecrets) > 0
 	for _, o := range objs {
@@ -213,7 +214,7 @@ func markDefaults(objs []*Object, ri *runtimeInputs) {
 		case "Service":
 			shaped = drc
 		case "ServiceAccount":
-			shaped = drc || pullSecrets
+			shaped = drc || pullSecrets || extraPullSecrets
 		case "Deployment":
 			shaped = drc || pullSecrets || ri.pull != "" || ri.rewrittenBy != "" || ri.controllerImage
 		default:
@@ -308,9 +309,9 @@ func (r *renderer) service(ri *runtimeInputs, svcName string) *corev1.Service {
 // serviceAccount renders the runtime's ServiceAccount
 // (docs/crossplane-behaviour.md#runtime-objects): from
 // the runtime config's serviceAccountTemplate, named after the revision
-// unless the template names it, with the package's pull secrets. The pull
-// secrets of Crossplane's own ServiceAccount, which Crossplane also appends,
-// live in the cluster and are not known here.
+// unless the template names it, with the package's pull secrets and then
+// those of Crossplane's own ServiceAccount (Input.CrossplanePullSecrets),
+// in Crossplane's order, duplicates kept as Crossplane keeps them.
 func (r *renderer) serviceAccount(ri *runtimeInputs) *corev1.ServiceAccount {
 	saName := ri.po.Revision.Name
 	var labels, annotations map[string]string
@@ -325,6 +326,7 @@ func (r *renderer) serviceAccount(ri *runtimeInputs) *corev1.ServiceAccount {
 		ObjectMeta: r.objectMeta(saName, labels, annotations),
 	}
 	sa.ImagePullSecrets = append(sa.ImagePullSecrets, ri.d.Spec.PackagePullSecrets...)
+	sa.ImagePullSecrets = append(sa.ImagePullSecrets, r.in.CrossplanePullSecrets...)
 	return sa
 }
 

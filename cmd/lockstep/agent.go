@@ -39,6 +39,8 @@ type agentFlags struct {
 	schedule    string
 	allowEmpty  bool
 	pullSA      string
+	// crossplaneSA is --crossplane-service-account.
+	crossplaneSA string
 }
 
 func newAgentCommand() *cobra.Command {
@@ -79,6 +81,7 @@ declarations' warnings are logged and sent as Warning Events on the Sync.`,
 	f.preflight.register(fl)
 	f.memLimit.register(fl)
 	fl.BoolVar(&f.protect, "deletion-protection", true, "let only lockstep's own user (and the garbage collector) delete this instance's package and revision records, CRDs, MRDs and XRDs, with a ValidatingAdmissionPolicy (docs/design/apply.md#deletion-protection); false removes the policy")
+	bindCrossplaneServiceAccount(fl, &f.crossplaneSA)
 	fl.StringVar(&f.pullSA, "pull-service-account", "", "`NAMESPACE/NAME` of a ServiceAccount (the agent's own) whose imagePullSecrets are tried for every package pull, after the package's packagePullSecrets and the ImageConfig's pull secret; empty: none")
 	fl.BoolVar(&f.once, "once", false, "reconcile once and exit (non-zero when the reconcile failed)")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader among replicas with a Lease in --namespace; only the leader reconciles")
@@ -141,6 +144,7 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 		VerificationKeys: keys,
 		Source:           src, Interval: f.interval, Registry: f.render.reg.clusterOptions(secrets), CacheDir: f.render.reg.cacheDir,
 		AllowedProviderPermissions: allowed, MRDConversion: f.render.conversion(), Apply: opts, REST: counted, ReconcileTimeout: f.reconcileTO,
+		CrossplaneServiceAccount: f.crossplaneSA,
 	}, metrics)
 	if err != nil {
 		return err

@@ -41,6 +41,8 @@ type applyFlags struct {
 	verbose     bool
 	allowEmpty  bool
 	lockTimeout time.Duration
+	// crossplaneSA is --crossplane-service-account.
+	crossplaneSA string
 }
 
 func newApplyCommand() *cobra.Command {
@@ -101,6 +103,7 @@ and says so.`,
 	f.preflight.register(fl)
 	f.memLimit.register(fl)
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "apply a lock without packages even when this instance installed some, uninstalling them all")
+	bindCrossplaneServiceAccount(fl, &f.crossplaneSA)
 	return cmd
 }
 
@@ -155,6 +158,9 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 		return err
 	}
 	if err := readClusterActivation(ctx, snap, c, cfg, f.render.instance); err != nil {
+		return err
+	}
+	if err := readCrossplanePullSecrets(ctx, snap, c, f.cluster.namespace, f.crossplaneSA); err != nil {
 		return err
 	}
 	out, err := snap.Output()

@@ -167,3 +167,25 @@ func readClusterActivation(ctx context.Context, snap *snapshot.Snapshot, c clien
 	snap.Input.Cluster = ca
 	return nil
 }
+
+// bindCrossplaneServiceAccount registers --crossplane-service-account, the
+// ServiceAccount whose imagePullSecrets the runtimes get
+// (live.ReadPullSecrets).
+func bindCrossplaneServiceAccount(fl *pflag.FlagSet, p *string) {
+	fl.StringVar(p, "crossplane-service-account", live.DefaultCrossplaneServiceAccount, "`NAME` of the ServiceAccount Crossplane runs as, in --namespace: its imagePullSecrets go to every provider and function runtime's ServiceAccount after the package's, as Crossplane adds them; empty: none")
+}
+
+// readCrossplanePullSecrets sets the render input's
+// CrossplanePullSecrets from the ServiceAccount namespace/name
+// (live.ReadPullSecrets, one GET) before snap renders.
+func readCrossplanePullSecrets(ctx context.Context, snap *snapshot.Snapshot, c client.Reader, namespace, name string) error {
+	if snap == nil || snap.Input == nil {
+		return nil
+	}
+	ps, err := live.ReadPullSecrets(ctx, c, namespace, name)
+	if err != nil {
+		return err
+	}
+	snap.Input.CrossplanePullSecrets = ps
+	return nil
+}

@@ -156,8 +156,9 @@ leaderElection: {enabled: false}
 update: {schedule: "@every 15m", mode: commit}
 memoryLimit: 800Mi
 interval: 5m
+crossplaneServiceAccount: crossplane-core
 pullServiceAccount: ""`,
-			want:   []string{"--git-ref=release", "--git-path=clusters/prod", "--git-secret-dir=/etc/lockstep/git", "--trusted-root=/etc/lockstep/sigstore/trusted_root.json", "--deletion-protection=false", "--metrics-addr=", "--update-schedule=@every 15m", "--update-mode=commit", "--memory-limit=800Mi", "--interval=5m"},
+			want:   []string{"--git-ref=release", "--git-path=clusters/prod", "--git-secret-dir=/etc/lockstep/git", "--trusted-root=/etc/lockstep/sigstore/trusted_root.json", "--deletion-protection=false", "--metrics-addr=", "--update-schedule=@every 15m", "--update-mode=commit", "--memory-limit=800Mi", "--interval=5m", "--crossplane-service-account=crossplane-core"},
 			absent: []string{"--leader-elect", "--pull-service-account=crossplane-system/crossplane"},
 		},
 		"NoGitURL": {
@@ -230,6 +231,7 @@ func TestChartFlagsExist(t *testing.T) {
 trustedRoot: {configMapName: roots}
 deletionProtection: false
 update: {schedule: "@every 1h"}
+crossplaneServiceAccount: ""
 memoryLimit: 1Gi`))
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,8 @@ type fixture struct {
 	// conversion is the lock's customToManagedResourceConversion; nil
 	// takes lock's default.
 	conversion *bool
+	// crossplaneSA is the agent's Config.CrossplaneServiceAccount.
+	crossplaneSA string
 }
 
 // regOptions are the registry options of the fixture's lock and agent.
@@ -184,6 +186,8 @@ func (f *fixture) reconciler(t *testing.T) *agent.Reconciler {
 		CacheDir: t.TempDir(),
 		REST:     f.env.Config,
 		Apply:    opts,
+
+		CrossplaneServiceAccount: f.crossplaneSA,
 	}, nil)
 	if err != nil {
 		t.Fatal(err)

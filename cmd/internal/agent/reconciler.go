@@ -58,6 +58,11 @@ type Config struct {
 	// Apply are the apply options; Namespace and Instance also name the
 	// Sync object (in Namespace, named Instance).
 	Apply apply.Options
+	// CrossplaneServiceAccount names the ServiceAccount Crossplane runs
+	// as, in Apply.Namespace: its imagePullSecrets go to every runtime's
+	// ServiceAccount (render.Input.CrossplanePullSecrets), read once per
+	// commit rendered. Empty: none.
+	CrossplaneServiceAccount string
 	// REST is the cluster's REST config, from which apply watches CRDs
 	// until they are Established (apply.WithRESTConfig) and every apply
 	// holds the instance's write Lease (apply.WithLock); nil makes apply
@@ -897,6 +902,11 @@ func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered,
 		}
 		if snap.Input != nil {
 			snap.Input.Cluster = ca
+			ps, perr := live.ReadPullSecrets(ctx, r.c, r.cfg.Apply.Namespace, r.cfg.CrossplaneServiceAccount)
+			if perr != nil {
+				return nil, warnings, &StepError{Step: StepRender, Reason: ReasonApplyFailed, Err: perr}
+			}
+			snap.Input.CrossplanePullSecrets = ps
 		}
 		ro, err = snap.Output()
 	}
