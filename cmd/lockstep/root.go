@@ -25,6 +25,7 @@ type registryFlags struct {
 	cacheDir       string
 	insecure       []string
 	registryConfig string
+	caFile         string
 	timeout        time.Duration
 	keyFiles       []string
 	trustedRoot    string
@@ -68,6 +69,7 @@ func (f *registryFlags) register(cmd *cobra.Command) {
 func (f *registryFlags) registerPush(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.insecure, "insecure-registry", nil, "registry `HOST` (host or host:port) reached over plain HTTP; repeatable")
 	cmd.Flags().StringVar(&f.registryConfig, "registry-config", "", "Docker config `FILE` with registry credentials (default: the Docker and Podman default locations)")
+	cmd.Flags().StringVar(&f.caFile, "registry-ca-file", "", "PEM `FILE` of CA certificates that registries' HTTPS is trusted with, besides the system's roots (Crossplane's --ca-bundle-path)")
 	cmd.Flags().Var(&f.cloud, "cloud-credentials", "auto: credentials of ECR (*.dkr.ecr.*.amazonaws.com), Google (gcr.io, *-docker.pkg.dev) and Azure (*.azurecr.io) registries come from the cloud provider (IRSA, workload identity, instance metadata, environment) when no pull secret or Docker config credential applies; off: never ask a cloud provider")
 	cmd.Flags().DurationVar(&f.timeout, "registry-timeout", oci.DefaultTimeout, "longest wait for any progress of one registry request (connect, TLS, answer, each read of a layer); a timed-out request is retried twice; 0: no bound")
 }
@@ -87,7 +89,7 @@ func (f *registryFlags) options() oci.Options {
 	if timeout == 0 {
 		timeout = -1 // --registry-timeout 0: no bound, as negative values
 	}
-	return oci.Options{InsecureRegistries: f.insecure, RegistryConfig: f.registryConfig, UserAgent: "lockstep/" + version, Timeout: timeout,
+	return oci.Options{InsecureRegistries: f.insecure, RegistryConfig: f.registryConfig, CAFile: f.caFile, UserAgent: "lockstep/" + version, Timeout: timeout,
 		TrustedRoot: f.trustedRoot, InsecureIgnoreTlog: f.ignoreTlog, CloudCredentials: oci.CloudCredentials(f.cloud)}
 }
 

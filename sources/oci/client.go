@@ -112,6 +112,10 @@ func NewClient(opts Options, cache *Cache, imageConfigs []declarations.ImageConf
 			return nil, fmt.Errorf("ImageConfig %s: spec.rewriteImage.prefix: rewrite prefix is missing", ic.Name)
 		}
 	}
+	opts, err := opts.withCA()
+	if err != nil {
+		return nil, err
+	}
 	keychain, err := opts.Keychain()
 	if err != nil {
 		return nil, err

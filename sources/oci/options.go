@@ -2,6 +2,8 @@ package oci
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -33,6 +35,13 @@ type Options struct {
 	RegistryConfig string
 	// Transport carries the requests; nil means http.DefaultTransport.
 	Transport http.RoundTripper
+	// CAFile is a PEM file of CA certificates that registry HTTPS is
+	// trusted with, besides the system's roots (the CLI's
+	// --registry-ca-file; Crossplane's --ca-bundle-path). NewClient and
+	// RemoteOptions read it and fail naming it when it cannot be read or
+	// holds no certificate, or when Transport is also set (set the roots
+	// on that Transport instead).
+	CAFile string
 	// UserAgent is sent with every request; empty means "lockstep".
 	UserAgent string
 	// Jobs bounds how many registry operations a Client runs at once, across
@@ -183,6 +192,10 @@ func (o Options) dockerKeychain() (authn.Keychain, error) {
 // user agent and the retry policy (Retry's backoff for network errors,
 // timeouts, 429 and transient 5xx answers).
 func (o Options) RemoteOptions(ctx context.Context) ([]remote.Option, error) {
+	o, err := o.withCA()
+	if err != nil {
+		return nil, err
+	}
 	kc, err := o.Keychain()
 	if err != nil {
 		return nil, err
@@ -293,4 +306,41 @@ func (k fileKeychain) Resolve(target authn.Resource) (authn.Authenticator, error
 		}
 	}
 	return authn.Anonymous, nil
+}
+
+// withCA returns o with CAFile's certificates in the roots of a Transport
+// of its own (a clone of the default one, with baseTransport's bounds),
+// and CAFile cleared: nothing else reads it.
+func (o Options) withCA() (Options, error) {
+	if o.CAFile == "" {
+		return o, nil
+	}
+	if o.Transport != nil {
+		return o, fmt.Errorf("registry CA file %s: the options also set a Transport; trust the CA there", o.CAFile)
+	}
+	pem, err := os.ReadFile(o.CAFile)
+	if err != nil {
+		return o, fmt.Errorf("registry CA file: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return o, fmt.Errorf("registry CA file %s: no PEM certificate in it", o.CAFile)
+	}
+	var t *http.Transport
+	if bt, ok := o.baseTransport(o.timeout()).(*http.Transport); ok && bt != http.DefaultTransport {
+		t = bt
+	} else if def, ok := http.DefaultTransport.(*http.Transport); ok {
+		t = def.Clone()
+	} else {
+		return o, fmt.Errorf("registry CA file %s: http.DefaultTransport is not an *http.Transport", o.CAFile)
+	}
+	if t.TLSClientConfig == nil {
+		t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	t.TLSClientConfig.RootCAs = pool
+	o.Transport, o.CAFile = t, ""
+	return o, nil
 }

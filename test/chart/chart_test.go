@@ -157,8 +157,9 @@ update: {schedule: "@every 15m", mode: commit}
 memoryLimit: 800Mi
 interval: 5m
 crossplaneServiceAccount: crossplane-core
+registryCA: {configMapName: corp-ca}
 pullServiceAccount: ""`,
-			want:   []string{"--git-ref=release", "--git-path=clusters/prod", "--git-secret-dir=/etc/lockstep/git", "--trusted-root=/etc/lockstep/sigstore/trusted_root.json", "--deletion-protection=false", "--metrics-addr=", "--update-schedule=@every 15m", "--update-mode=commit", "--memory-limit=800Mi", "--interval=5m", "--crossplane-service-account=crossplane-core"},
+			want:   []string{"--git-ref=release", "--git-path=clusters/prod", "--git-secret-dir=/etc/lockstep/git", "--trusted-root=/etc/lockstep/sigstore/trusted_root.json", "--deletion-protection=false", "--metrics-addr=", "--update-schedule=@every 15m", "--update-mode=commit", "--memory-limit=800Mi", "--interval=5m", "--crossplane-service-account=crossplane-core", "--registry-ca-file=/etc/lockstep/registry-ca/ca.crt"},
 			absent: []string{"--leader-elect", "--pull-service-account=crossplane-system/crossplane"},
 		},
 		"NoGitURL": {
@@ -232,6 +233,7 @@ trustedRoot: {configMapName: roots}
 deletionProtection: false
 update: {schedule: "@every 1h"}
 crossplaneServiceAccount: ""
+registryCA: {configMapName: corp-ca}
 memoryLimit: 1Gi`))
 	if err != nil {
 		t.Fatal(err)

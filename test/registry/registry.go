@@ -8,11 +8,14 @@ import (
 	"bytes"
 	"crypto/tls"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -146,6 +149,22 @@ func (r *Registry) Transport() http.RoundTripper {
 		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	return t
+}
+
+// WriteCA writes the certificate a TLS registry serves (httptest's
+// self-signed one, its own CA) as a PEM file in a test directory and
+// returns its path, for --registry-ca-file.
+func (r *Registry) WriteCA(tb testing.TB) string {
+	tb.Helper()
+	if !r.TLS {
+		tb.Fatal("WriteCA: the registry serves plain HTTP")
+	}
+	path := filepath.Join(tb.TempDir(), "registry-ca.pem")
+	b := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.server.Certificate().Raw})
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return path
 }
 
 // RemoteOptions are the go-containerregistry remote options a test client
