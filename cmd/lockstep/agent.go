@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -41,6 +42,8 @@ type agentFlags struct {
 	pullSA      string
 	// crossplaneSA is --crossplane-service-account.
 	crossplaneSA string
+	// cacheMax is --cache-max-size, a Kubernetes quantity.
+	cacheMax string
 }
 
 func newAgentCommand() *cobra.Command {
@@ -82,6 +85,7 @@ declarations' warnings are logged and sent as Warning Events on the Sync.`,
 	f.memLimit.register(fl)
 	fl.BoolVar(&f.protect, "deletion-protection", true, "let only lockstep's own user (and the garbage collector) delete this instance's package and revision records, CRDs, MRDs and XRDs, with a ValidatingAdmissionPolicy (docs/design/apply.md#deletion-protection); false removes the policy")
 	bindCrossplaneServiceAccount(fl, &f.crossplaneSA)
+	fl.StringVar(&f.cacheMax, "cache-max-size", "", "bound the package cache (--cache-dir) to this Kubernetes quantity (e.g. 1536Mi): after each new commit is applied, blobs no package of its lock needs are removed, least recently written first; keep it below the cache volume's size; empty: no bound")
 	fl.StringVar(&f.pullSA, "pull-service-account", "", "`NAMESPACE/NAME` of a ServiceAccount (the agent's own) whose imagePullSecrets are tried for every package pull, after the package's packagePullSecrets and the ImageConfig's pull secret; empty: none")
 	fl.BoolVar(&f.once, "once", false, "reconcile once and exit (non-zero when the reconcile failed)")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader among replicas with a Lease in --namespace; only the leader reconciles")
@@ -96,6 +100,10 @@ declarations' warnings are logged and sent as Warning Events on the Sync.`,
 func (f *agentFlags) run(cmd *cobra.Command) error {
 	ctx := cmd.Context()
 	if err := f.memLimit.apply(); err != nil {
+		return usageError(err)
+	}
+	cacheMax, err := parseCacheMax(f.cacheMax)
+	if err != nil {
 		return usageError(err)
 	}
 	var pullSA types.NamespacedName
@@ -144,7 +152,7 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 		VerificationKeys: keys,
 		Source:           src, Interval: f.interval, Registry: f.render.reg.clusterOptions(secrets), CacheDir: f.render.reg.cacheDir,
 		AllowedProviderPermissions: allowed, MRDConversion: f.render.conversion(), Apply: opts, REST: counted, ReconcileTimeout: f.reconcileTO,
-		CrossplaneServiceAccount: f.crossplaneSA,
+		CrossplaneServiceAccount: f.crossplaneSA, CacheMaxSize: cacheMax,
 	}, metrics)
 	if err != nil {
 		return err
@@ -180,4 +188,20 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	ctrllog.SetLogger(run.Logger)
 	run.OnReconcile = func(o *agent.Outcome, err error) { printOutcome(out, o, err) }
 	return agent.Run(ctx, cfg, r, run)
+}
+
+// parseCacheMax reads --cache-max-size: a non-negative Kubernetes quantity
+// in bytes, "" for no bound (0).
+func parseCacheMax(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, fmt.Errorf("--cache-max-size %q: %w", s, err)
+	}
+	if q.Sign() < 0 {
+		return 0, fmt.Errorf("--cache-max-size %q: a size cannot be negative", s)
+	}
+	return q.Value(), nil
 }

@@ -48,7 +48,7 @@ const maxManifestSize = 8 << 20
 // registry's own bytes, so every read can be verified against the digest.
 //
 // A Cache is safe for concurrent use, also by several processes sharing the
-// directory. It never evicts.
+// directory. It evicts nothing by itself: Prune bounds its size.
 type Cache struct {
 	dir string
 }

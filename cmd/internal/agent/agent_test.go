@@ -45,6 +45,10 @@ type fixture struct {
 	conversion *bool
 	// crossplaneSA is the agent's Config.CrossplaneServiceAccount.
 	crossplaneSA string
+	// cacheDir (a new temporary directory when empty) and cacheMax are
+	// the agent's Config.CacheDir and CacheMaxSize.
+	cacheDir string
+	cacheMax int64
 }
 
 // regOptions are the registry options of the fixture's lock and agent.
@@ -179,13 +183,18 @@ func (f *fixture) reconciler(t *testing.T) *agent.Reconciler {
 	if err := agent.Prepare(ctx, f.env.Client, f.env.Config, f.ns); err != nil {
 		t.Fatal(err)
 	}
+	cacheDir := f.cacheDir
+	if cacheDir == "" {
+		cacheDir = t.TempDir()
+	}
 	r, err := agent.NewReconciler(f.env.Client, agent.Config{
-		Source:   f.source(t),
-		Interval: time.Second,
-		Registry: f.regOptions(),
-		CacheDir: t.TempDir(),
-		REST:     f.env.Config,
-		Apply:    opts,
+		Source:       f.source(t),
+		Interval:     time.Second,
+		Registry:     f.regOptions(),
+		CacheDir:     cacheDir,
+		CacheMaxSize: f.cacheMax,
+		REST:         f.env.Config,
+		Apply:        opts,
 
 		CrossplaneServiceAccount: f.crossplaneSA,
 	}, nil)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
@@ -43,6 +44,11 @@ type Config struct {
 	// cache.
 	Registry oci.Options
 	CacheDir string
+	// CacheMaxSize bounds the package cache, in bytes (--cache-max-size):
+	// after each apply of a new commit, the blobs no package of its lock
+	// needs go, least recently written first, until the cache holds at most
+	// this much (oci.Cache.Prune). 0: no bound.
+	CacheMaxSize int64
 	// AllowedProviderPermissions is render's allow list for v1-style
 	// permissionRequests.
 	AllowedProviderPermissions []rbacv1.PolicyRule
@@ -595,8 +601,33 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 		}
 		return out, err
 	}
+	if rd != r.last && err == nil {
+		r.pruneCache(rd, out)
+	}
 	r.last = rd
 	return out, err
+}
+
+// pruneCache bounds the package cache to Config.CacheMaxSize, keeping what
+// rd's lock needs; a failure is a warning of the outcome, not the
+// reconcile's.
+func (r *Reconciler) pruneCache(rd *rendered, out *Outcome) {
+	if r.cfg.CacheMaxSize <= 0 || rd.lock == nil {
+		return
+	}
+	var keep []v1.Hash
+	for _, e := range rd.lock.Packages {
+		if h, err := v1.NewHash(e.Digest); err == nil {
+			keep = append(keep, h)
+		}
+	}
+	res, err := r.cache.Prune(keep, r.cfg.CacheMaxSize, now())
+	if err != nil {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("package cache: %v", err))
+	}
+	if res.NeededBytes > r.cfg.CacheMaxSize {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("package cache: the lock's packages need %d bytes, more than --cache-max-size %d; all are kept", res.NeededBytes, r.cfg.CacheMaxSize))
+	}
 }
 
 // applyWatched runs the apply and health steps of rd in full, with the
