@@ -21,11 +21,11 @@ type Summary struct {
 	// Status is the worst status in the group, in the order Failed,
 	// Terminating, InProgress, Unknown, NotFound, Current; Current for an
 	// empty group.
-	Status status.Status
+	Status status.Status `json:"status"`
 	// Reason names the first object (in ID order) with the worst status and
 	// says why, e.g. "CustomResourceDefinition/buckets.demo.lockstep.io:
 	// waiting for condition Established". Empty when Current.
-	Reason string
+	Reason string `json:"reason,omitempty"`
 	// Counts is how many objects have each status.
 	Counts map[status.Status]int
 }

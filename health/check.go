@@ -114,9 +114,9 @@ type PackageHealth struct {
 // all of their objects.
 type Report struct {
 	// Packages are sorted by kind name, then package name.
-	Packages []PackageHealth
+	Packages []PackageHealth `json:"packages"`
 	// Summary aggregates the objects of every package.
-	Summary Summary
+	Summary Summary `json:"summary"`
 }
 
 // Check reads the objects of every target through c and computes their

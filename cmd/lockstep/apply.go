@@ -43,6 +43,8 @@ type applyFlags struct {
 	lockTimeout time.Duration
 	// crossplaneSA is --crossplane-service-account.
 	crossplaneSA string
+	// output is -o.
+	output outputFormat
 }
 
 func newApplyCommand() *cobra.Command {
@@ -104,6 +106,7 @@ and says so.`,
 	f.memLimit.register(fl)
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "apply a lock without packages even when this instance installed some, uninstalling them all")
 	bindCrossplaneServiceAccount(fl, &f.crossplaneSA)
+	bindOutput(fl, &f.output, "ApplyResult")
 	return cmd
 }
 
@@ -181,9 +184,23 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return lockError(err)
 	}
-	printResult(cmd.OutOrStdout(), res, f.dryRun, f.verbose)
-	if !f.dryRun {
-		checkHealth(ctx, cmd.OutOrStdout(), c, res)
+	if f.output != "" {
+		doc := newApplyDocument(res, f.dryRun)
+		if !f.dryRun {
+			if rep, err := health.Check(ctx, c, res.HealthTargets()); err != nil {
+				doc.Warnings = append(doc.Warnings, fmt.Sprintf("health not read: %v", err))
+			} else {
+				doc.Health = rep
+			}
+		}
+		if err := printDocument(cmd.OutOrStdout(), doc, f.output); err != nil {
+			return err
+		}
+	} else {
+		printResult(cmd.OutOrStdout(), res, f.dryRun, f.verbose)
+		if !f.dryRun {
+			checkHealth(ctx, cmd.OutOrStdout(), c, res)
+		}
 	}
 	var errs []error
 	if err := out.Err(); err != nil {

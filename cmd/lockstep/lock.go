@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -28,6 +29,8 @@ type lockFlags struct {
 	jobs              int
 	// conversion is mrdFlag's value; conversionSet says it was given.
 	conversion, conversionSet bool
+	// output is -o, for --check.
+	output outputFormat
 }
 
 // conversion is mrdFlag's value when given, nil otherwise
@@ -96,6 +99,9 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.conversionSet = cmd.Flags().Changed(mrdFlag)
+			if f.output != "" && !f.check {
+				return usageError(errors.New("--output prints the document of --check; give --check"))
+			}
 			if f.check {
 				return f.runCheck(cmd)
 			}
@@ -113,6 +119,7 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 	cmd.Flags().IntVar(&f.jobs, "jobs", lockfile.DefaultJobs, "registry calls run in parallel at most")
 	cmd.Flags().BoolVar(&f.verify, "verify", false, "check online, without writing, that every pin's tag still resolves to its digest and its pulled content is what the lock records; exit 5 when not")
 	cmd.Flags().BoolVar(&f.conversion, mrdFlag, false, "record in the lock whether provider CRDs are installed as ManagedResourceDefinitions activated by ManagedResourceActivationPolicies, as Crossplane v2 does (default: what the lock records; on for a new Crossplane v2 lock); false is Crossplane's off switch")
+	bindOutput(cmd.Flags(), &f.output, "LockCheck (with --check)")
 	cmd.MarkFlagsMutuallyExclusive("check", "update", "verify")
 	cmd.MarkFlagsMutuallyExclusive("verify", mrdFlag)
 	f.reg.register(cmd)
@@ -144,6 +151,23 @@ func (f *lockFlags) runCheck(cmd *cobra.Command) error {
 	}
 	path := s.LockName
 	printLockWarnings(cmd.ErrOrStderr(), lockfile.SkippedDependencies(s.Lock))
+	if f.output != "" {
+		doc := lockCheckDocument{APIVersion: documentAPIVersion, Kind: "LockCheck", Lock: path, UpToDate: len(s.Problems) == 0,
+			Declarations: len(s.Declarations.Packages), Problems: []lockProblem{}}
+		if s.Lock != nil {
+			doc.Packages, doc.CrossplaneVersion, doc.MRDConversion = len(s.Lock.Packages), s.Lock.CrossplaneVersion, lockfile.ConversionString(s.Lock)
+		}
+		for _, p := range s.Problems {
+			doc.Problems = append(doc.Problems, lockProblem{Kind: string(p.Kind), Subject: p.Subject, Message: p.Message})
+		}
+		if err := printDocument(out, doc, f.output); err != nil {
+			return err
+		}
+		if doc.UpToDate {
+			return nil
+		}
+		return &exitError{code: exitStale, err: fmt.Errorf("%s is stale: %d %s", path, len(s.Problems), plural(len(s.Problems), "problem", "problems"))}
+	}
 	if len(s.Problems) == 0 {
 		fmt.Fprintf(out, "%s is up to date: %d packages for %d declarations, Crossplane %s, MRD conversion %s\n", path, len(s.Lock.Packages), len(s.Declarations.Packages), s.Lock.CrossplaneVersion, lockfile.ConversionString(s.Lock))
 		printVerifications(out, s.Lock)
@@ -391,4 +415,31 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// lockCheckDocument is what `lockstep lock --check -o json|yaml` prints,
+// under lockstep.io/v1alpha1 kind LockCheck. The exit code is the same as
+// without -o: 4 when upToDate is false.
+type lockCheckDocument struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Lock is the lock file checked.
+	Lock string `json:"lock"`
+	// UpToDate is true when the lock matches the declarations.
+	UpToDate bool `json:"upToDate"`
+	// Packages are the lock's entries, Declarations the declared packages.
+	Packages     int `json:"packages"`
+	Declarations int `json:"declarations"`
+	// CrossplaneVersion and MRDConversion are what the lock records.
+	CrossplaneVersion string `json:"crossplaneVersion,omitempty"`
+	MRDConversion     string `json:"mrdConversion,omitempty"`
+	// Problems are the mismatches (lockfile.Problem), empty when up to date.
+	Problems []lockProblem `json:"problems"`
+}
+
+// lockProblem is one lockfile.Problem.
+type lockProblem struct {
+	Kind    string `json:"kind"`
+	Subject string `json:"subject"`
+	Message string `json:"message"`
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/lockstep-gitops/lockstep/cmd/internal/inspect"
 )
@@ -182,18 +180,5 @@ type statusDocument struct {
 // printStatusDocument writes rep as a Status document in format, json or
 // yaml.
 func printStatusDocument(w io.Writer, rep *inspect.Report, format string) error {
-	doc := statusDocument{APIVersion: "lockstep.io/v1alpha1", Kind: "Status", Report: rep}
-	b, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return err
-	}
-	if format == "yaml" {
-		if b, err = yaml.JSONToYAML(b); err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
+	return printDocument(w, statusDocument{APIVersion: documentAPIVersion, Kind: "Status", Report: rep}, outputFormat(format))
 }
