@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Metrics are the agent's Prometheus metrics, all prefixed lockstep_.
@@ -31,6 +32,16 @@ type Metrics struct {
 	// UpdatePolls is the number of scheduled registry polls since the
 	// agent started, by result (succeeded, failed).
 	UpdatePolls *prometheus.GaugeVec
+	// Conditions is 1 for each condition the Sync has now, by type
+	// (Ready, Reconciling, Stalled), status and reason, as the Sync's
+	// status says it after each reconcile; a condition that changed
+	// leaves no series behind (Flux's former gotk_reconcile_condition).
+	Conditions *prometheus.GaugeVec
+	// DriftCorrections counts reconciles that wrote to the cluster to
+	// bring an already applied commit back (a targeted restore, or a
+	// re-apply of the same commit that sent writes): someone or something
+	// changed what lockstep applied.
+	DriftCorrections prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -65,8 +76,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "lockstep_update_polls",
 			Help: "Scheduled registry polls since the agent started, by result.",
 		}, []string{"result"}),
+		Conditions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lockstep_sync_condition",
+			Help: "1 for each condition of the Sync, by type, status and reason.",
+		}, []string{"type", "status", "reason"}),
+		DriftCorrections: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lockstep_drift_corrections_total",
+			Help: "Reconciles that wrote to bring an applied commit back.",
+		}),
 	}
-	reg.MustRegister(m.ReconcileDuration, m.LastAppliedTimestamp, m.Packages, m.RegistryRequests, m.APIRequests, m.Errors, m.UpdatePolls)
+	reg.MustRegister(m.ReconcileDuration, m.LastAppliedTimestamp, m.Packages, m.RegistryRequests, m.APIRequests, m.Errors, m.UpdatePolls,
+		m.Conditions, m.DriftCorrections)
 	return m
 }
 
@@ -87,4 +107,31 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 // observe records one reconcile's duration and result.
 func (m *Metrics) observe(start time.Time, result string) {
 	m.ReconcileDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
+}
+
+// setConditions makes Conditions the Sync's conditions conds.
+func (m *Metrics) setConditions(conds []metav1.Condition) {
+	m.Conditions.Reset()
+	for _, c := range conds {
+		m.Conditions.WithLabelValues(c.Type, string(c.Status), c.Reason).Set(1)
+	}
+}
+
+// driftCorrected reports whether o wrote to bring back a commit that was
+// already applied (prevApplied, the Sync's last applied commit before o):
+// a targeted restore that wrote, a re-apply of a refused commit's last
+// good render that wrote, or an apply of the same commit that wrote.
+func driftCorrected(prevApplied string, o *Outcome) bool {
+	switch {
+	case o == nil:
+		return false
+	case o.Restore != nil:
+		return o.Restore.Writes > 0
+	case o.Result == nil || o.Result.Writes == 0:
+		return false
+	case o.Reapplied != "":
+		return true
+	default:
+		return o.Applied && o.Commit != "" && o.Commit == prevApplied
+	}
 }

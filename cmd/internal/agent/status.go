@@ -99,6 +99,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, o *Outcome, rerr error) er
 			r.event(ctx, live, corev1.EventTypeWarning, EventDeclarationWarning, fmt.Sprintf("commit %s: %s", short(o.Commit), w))
 		}
 	}
+	if r.metrics != nil {
+		r.metrics.setConditions(st.Conditions)
+		if driftCorrected(prev.LastAppliedCommit, o) {
+			r.metrics.DriftCorrections.Inc()
+		}
+	}
 	if r.metrics != nil && st.Updates != nil {
 		r.metrics.UpdatePolls.WithLabelValues("succeeded").Set(float64(st.Updates.Polls - st.Updates.FailedPolls))
 		r.metrics.UpdatePolls.WithLabelValues("failed").Set(float64(st.Updates.FailedPolls))
