@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -23,8 +27,28 @@ import (
 
 // buildImage builds lockstep's image for this machine with cmd/image (what
 // make image runs), at the version bin reports, pushes it to the registry
-// at host and returns it by digest.
-func buildImage(ctx context.Context, bin, host string) (string, error) {
+// at host, signs it with a key generated in work (as cosign sign --key
+// does) and returns it by digest.
+func buildImage(ctx context.Context, bin, host, work string) (string, error) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	keyPEM, err := cryptoutils.MarshalPrivateKeyToPEM(priv)
+	if err != nil {
+		return "", err
+	}
+	pubPEM, err := cryptoutils.MarshalPublicKeyToPEM(priv.Public())
+	if err != nil {
+		return "", err
+	}
+	keyFile := filepath.Join(work, "image-signing.key")
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(work, "image-signing.pub"), pubPEM, 0o644); err != nil {
+		return "", err
+	}
 	out, err := exec.CommandContext(ctx, bin, "version", "-o", "json").Output()
 	if err != nil {
 		return "", fmt.Errorf("lockstep version: %w", err)
@@ -33,7 +57,8 @@ func buildImage(ctx context.Context, bin, host string) (string, error) {
 	if err := json.Unmarshal(out, &v); err != nil {
 		return "", fmt.Errorf("lockstep version -o json: %w", err)
 	}
-	args := []string{"run", "./cmd/image", "--repo", host + "/lockstep", "--insecure", "--version", v.Version, "--platform", "linux/" + runtime.GOARCH}
+	args := []string{"run", "./cmd/image", "--repo", host + "/lockstep", "--insecure", "--version", v.Version, "--platform", "linux/" + runtime.GOARCH,
+		"--sign-key", keyFile}
 	fmt.Printf("$ go %s\n", strings.Join(args, " "))
 	cmd := exec.CommandContext(ctx, "go", args...)
 	var stdout bytes.Buffer

@@ -125,12 +125,12 @@ func run(ctx context.Context) error {
 		}
 	}
 
-	step("building lockstep's image without a container engine (make image) and pushing it to the local registry")
-	image, err := buildImage(ctx, bin, host)
+	step("building lockstep's image without a container engine (make image), pushing it to the local registry and signing it")
+	image, err := buildImage(ctx, bin, host, work)
 	if err != nil {
 		return err
 	}
-	fmt.Println("image", image)
+	fmt.Println("image", image, "(signed with a key generated for the demo, as cosign sign --key does)")
 
 	step("committing examples/repo into a local Git repository")
 	repoDir := filepath.Join(work, "platform")

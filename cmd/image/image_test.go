@@ -3,8 +3,13 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -19,8 +24,11 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	spdxjson "github.com/spdx/tools-golang/json"
 
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/sources/oci"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 	"github.com/lockstep-gitops/lockstep/test/testdata"
 )
@@ -161,6 +169,46 @@ func TestImage(t *testing.T) {
 		if !slices.Contains(names, w) {
 			t.Errorf("the SBOM lists no %s (it lists %d packages)", w, len(names))
 		}
+	}
+
+	// Signed as cosign sign --key does, the image passes the verification
+	// lockstep (and Crossplane) run for an ImageConfig with a key authority.
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := cryptoutils.MarshalPrivateKeyToPEM(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubPEM, err := cryptoutils.MarshalPublicKeyToPEM(priv.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Sign(ctx, ref, keyPEM); err != nil {
+		t.Fatal(err)
+	}
+	ic := declarations.ImageConfig{Spec: declarations.ImageConfigSpec{
+		MatchImages:  []declarations.ImageMatch{{Prefix: reg.Host + "/lockstep"}},
+		Verification: json.RawMessage(`{"provider":"Cosign","cosign":{"authorities":[{"name":"release","key":{"secretRef":{"name":"lockstep-release","key":"cosign.pub"},"hashAlgorithm":"sha256"}}]}}`),
+	}}
+	ic.Name = "lockstep-image"
+	cache, err := oci.NewCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := oci.NewClient(oci.Options{InsecureRegistries: []string{reg.Host}}, cache, []declarations.ImageConfig{ic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := func(_ context.Context, secret, _ string) ([]byte, error) {
+		if secret != "lockstep-release" {
+			return nil, fmt.Errorf("Secret %s not found", secret)
+		}
+		return pubPEM, nil
+	}
+	if v, err := verifier.VerifySignature(ctx, ref, keys); err != nil || v == nil || v.Authority != "release" {
+		t.Errorf("verifying the signed image: %+v, %v; want it verified by authority release", v, err)
 	}
 
 	again, err := Build(ctx, src, p, t.TempDir())

@@ -10,8 +10,9 @@
 // application/spdx+json). A build depends only on the commit, the version
 // and the Go toolchain: the same inputs give the same digest.
 //
-// It prints the pushed image by digest, the form examples/deploy and the
-// chart's image.digest take.
+// With --sign-key it signs the pushed image (or index) as cosign sign --key
+// does. It prints the pushed image by digest, the form a kustomize overlay
+// and the chart's image.digest take.
 package main
 
 import (
@@ -34,6 +35,7 @@ func main() {
 		source    = flag.String("source", "https://github.com/lockstep-gitops/lockstep", "repository URL recorded in org.opencontainers.image.source")
 		caBundle  = flag.String("ca-bundle", "/etc/ssl/certs/ca-certificates.crt", "PEM `FILE` of CA roots copied into the image")
 		timeout   = flag.Duration("timeout", 15*time.Minute, "longest time the build and push may take")
+		signKey   = flag.String("sign-key", "", "unencrypted PEM private key `FILE` to sign the pushed image with, as cosign sign --key does (empty: unsigned)")
 	)
 	flag.Parse()
 	if *repo == "" {
@@ -43,6 +45,12 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	d, err := run(ctx, *repo, *version, *platforms, *source, *caBundle, *insecure)
+	if err == nil && *signKey != "" {
+		var key []byte
+		if key, err = os.ReadFile(*signKey); err == nil {
+			_, err = Sign(ctx, d, key)
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
