@@ -8,6 +8,7 @@ package chart_test
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"io"
 	"maps"
 	"os"
@@ -46,6 +47,39 @@ func chartDir(t testing.TB) string { return filepath.Join(testdata.Root(t), "cha
 const gitURL = "https://git.example.com/platform.git"
 
 func TestMain(m *testing.M) { os.Exit(envtest.Main(m)) }
+
+// update rewrites the golden files: go test ./test/chart -run Golden -update.
+var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml")
+
+// TestChartTemplateGolden: `helm template lockstep charts/lockstep
+// --namespace lockstep-system --set git.url=...` with the default values
+// is testdata/default.golden.yaml, byte for byte.
+func TestChartTemplateGolden(t *testing.T) {
+	install := action.NewInstall(&action.Configuration{})
+	install.DryRun, install.ClientOnly, install.Replace = true, true, true
+	install.ReleaseName, install.Namespace = "lockstep", "lockstep-system"
+	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.30.0", Major: "1", Minor: "30"}
+	rel, err := install.Run(loadChart(t), map[string]any{"git": map[string]any{"url": "https://github.com/acme/platform.git"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "default.golden.yaml")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, []byte(rel.Manifest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./test/chart -run Golden -update)", err)
+	}
+	if diff := cmp.Diff(string(want), rel.Manifest); diff != "" {
+		t.Errorf("helm template with the default values: -%s +rendered\n%s", golden, diff)
+	}
+}
 
 func loadChart(t *testing.T) *chart.Chart {
 	t.Helper()
