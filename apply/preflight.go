@@ -148,7 +148,10 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 		return err
 	}
 
-	return p.planAll(ctx, all)
+	if err := p.planAll(ctx, all); err != nil {
+		return err
+	}
+	return p.breakingStep(ctx)
 }
 
 // planAll plans every object, Concurrency at a time, and joins the errors.

@@ -88,6 +88,11 @@ type PackageOutput struct {
 	// (declarations.AnnotationPaused): apply keeps the package's installed
 	// state and writes none of these objects (docs/design/agent.md#pausing).
 	Paused bool
+	// AllowBreakingUpgrade is set when the declaration carries
+	// lockstep.io/allow-breaking-upgrade: "true"
+	// (declarations.AnnotationAllowBreakingUpgrade): apply installs the
+	// package's CRDs even when they break existing custom resources.
+	AllowBreakingUpgrade bool
 
 	namespace string // the Crossplane namespace, for comments in WriteYAML
 }

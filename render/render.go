@@ -143,6 +143,7 @@ func (r *renderer) renderPackage(p *Package) (*PackageOutput, error) {
 	}
 	rev := po.Revision
 	po.Paused = p.Declaration != nil && p.Declaration.Paused()
+	po.AllowBreakingUpgrade = p.Declaration != nil && p.Declaration.AllowsBreakingUpgrade()
 	po.Lock = lockPackage(p, rev.Name, r.in.Packages)
 	if !d.Spec.IgnoreCrossplaneConstraints {
 		po.CrossplaneConstraint = p.Contents.Meta.CrossplaneVersion

@@ -68,6 +68,19 @@ func (d Declaration) Paused() bool {
 	return d.Object.Annotations[AnnotationPaused] == "true"
 }
 
+// AnnotationAllowBreakingUpgrade is the annotation that, set to "true" on
+// a declaration, lets apply and the agent install a version of the package whose CRDs would
+// break existing custom resources (crdcheck.Checker: a version no longer
+// served, a schema or CEL rule they fail, fields the new schema prunes),
+// which they refuse otherwise (docs/design/apply.md#breaking-upgrades).
+const AnnotationAllowBreakingUpgrade = "lockstep.io/allow-breaking-upgrade"
+
+// AllowsBreakingUpgrade reports whether the declaration carries
+// AnnotationAllowBreakingUpgrade "true".
+func (d Declaration) AllowsBreakingUpgrade() bool {
+	return d.Object.Annotations[AnnotationAllowBreakingUpgrade] == "true"
+}
+
 // PackageRef returns the declaration's kind and name as a
 // crossplane.PackageRef, whose String is "Kind/Name".
 func (d Declaration) PackageRef() crossplane.PackageRef {
