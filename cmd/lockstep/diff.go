@@ -240,6 +240,9 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 		if err := report.CountOrphans(cmd.Context(), customResourceCounter(kube)); err != nil {
 			return fmt.Errorf("--cluster: %w", err)
 		}
+		if err := report.CheckObjects(cmd.Context(), hs, customResourceChecker(kube)); err != nil {
+			return fmt.Errorf("--cluster: %w", err)
+		}
 	}
 
 	if f.jsonOut != "" {

@@ -92,7 +92,9 @@
 //	                     added, removed, upgraded, downgraded, repinned,
 //	                     replaced, configured, unchanged, breaking,
 //	                     storageMigrations, permissionsGained,
-//	                     crdsActivated?, crdsDeactivated?}
+//	                     crdsActivated?, crdsDeactivated?,
+//	                     customResourcesOrphaned?, objectsBroken?,
+//	                     fieldsPruned? (the last three with --cluster)}
 //	lock?              [FieldChange] crossplaneVersion, defaultRegistry,
 //	                   customToManagedResourceConversion (off, on)
 //	packages           [PackageChange], Providers, Functions, then
@@ -117,7 +119,10 @@
 //	                    versions?: [VersionChange {name, change,
 //	                      base?, head?: {served, storage, deprecated?},
 //	                      schema?: [SchemaChange], breaking}],
-//	                    breaking}
+//	                    breaking, objects? (with --cluster: {checked,
+//	                    broken, pruned, breakages?: [{object, version,
+//	                    reason: "VersionNotServed"|"Schema"|"Rule"|
+//	                    "Pruned", field?, rule?, message}]})}
 //	                   SchemaChange: {path, change, breaking, keyword?,
 //	                   base?, head?}; change is one of fieldAdded,
 //	                   requiredFieldAdded, fieldRemoved, fieldRequired,

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/lockstep-gitops/lockstep/internal/crdcheck"
 )
 
 // The text and markdown writers render the same outline of a report: a
@@ -336,6 +338,36 @@ func definitionOutline(parent *node, d *DefinitionChange) {
 	for i := range d.Versions {
 		versionOutline(n, &d.Versions[i])
 	}
+	objectsOutline(n, d.Objects)
+}
+
+// objectsOutline adds what the check of the cluster's custom resources
+// found (Report.CheckObjects).
+func objectsOutline(n *node, oc *ObjectCheck) {
+	if oc == nil {
+		return
+	}
+	if oc.Broken+oc.Pruned == 0 {
+		n.add('~', sevChanged, fmt.Sprintf("%d existing custom %s checked on the cluster: none would break", oc.Checked, plural(oc.Checked, "resource")))
+		return
+	}
+	c := n.add('!', sevBreaking, fmt.Sprintf("on the cluster: %d of %d existing custom %s would break (%d %s), %d %s pruned; apply refuses this unless the declaration sets lockstep.io/allow-breaking-upgrade",
+		len(objectsOf(oc.Breakages)), oc.Checked, plural(oc.Checked, "resource"), oc.Broken, plural(oc.Broken, "failure"), oc.Pruned, plural(oc.Pruned, "field")))
+	for _, b := range oc.Breakages {
+		c.addDetail('!', sevBreaking, code(b.String()))
+	}
+	if more := oc.Broken + oc.Pruned - len(oc.Breakages); more > 0 {
+		c.addDetail('!', sevBreaking, fmt.Sprintf("and %d more", more))
+	}
+}
+
+// objectsOf returns the distinct objects of breakages.
+func objectsOf(breakages []crdcheck.Breakage) map[string]bool {
+	out := map[string]bool{}
+	for _, b := range breakages {
+		out[b.Object] = true
+	}
+	return out
 }
 
 func stateString(s *VersionState) string {
@@ -702,6 +734,9 @@ func verdictLine(r *Report) string {
 		if s.CustomResourcesOrphaned > 0 {
 			line += fmt.Sprintf(" (%d %s orphaned)", s.CustomResourcesOrphaned, plural(s.CustomResourcesOrphaned, "custom resource"))
 		}
+	}
+	if s.ObjectsBroken+s.FieldsPruned > 0 {
+		line += fmt.Sprintf("; existing custom resources: %d %s, %d %s pruned", s.ObjectsBroken, plural(s.ObjectsBroken, "failure"), s.FieldsPruned, plural(s.FieldsPruned, "field"))
 	}
 	return line
 }

@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"github.com/lockstep-gitops/lockstep/internal/crdcheck"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
@@ -119,6 +120,12 @@ type Summary struct {
 	// CRDs hold on the cluster, over all packages; set only when the diff
 	// read the cluster (Report.CountOrphans).
 	CustomResourcesOrphaned int `json:"customResourcesOrphaned,omitempty"`
+	// ObjectsBroken and FieldsPruned count, over all packages, the
+	// breakages of existing custom resources and the fields the head's
+	// CRDs prune from them; set only when the diff read the cluster
+	// (Report.CheckObjects). Either makes the verdict breaking.
+	ObjectsBroken int `json:"objectsBroken,omitempty"`
+	FieldsPruned  int `json:"fieldsPruned,omitempty"`
 }
 
 // PackageChangeType says how a package's pin changes.
@@ -351,7 +358,30 @@ type DefinitionChange struct {
 	Versions []VersionChange `json:"versions,omitempty"`
 	// Breaking is true when any change here is breaking.
 	Breaking bool `json:"breaking"`
+	// Objects is what `lockstep diff --cluster` found checking the custom
+	// resources of a changed CRD that exist on the cluster against the
+	// head's CRD (Report.CheckObjects); nil without --cluster.
+	Objects *ObjectCheck `json:"objects,omitempty"`
 }
+
+// ObjectCheck is the check of a changed CRD's existing custom resources
+// against the head's CRD (crdcheck.Checker): what `lockstep apply` would
+// refuse (docs/design/apply.md#breaking-upgrades).
+type ObjectCheck struct {
+	// Checked counts the custom resources read.
+	Checked int `json:"checked"`
+	// Broken counts the breakages that fail validation (a version no
+	// longer served, the schema, a CEL rule); Pruned the fields the head's
+	// schema drops from existing objects.
+	Broken int `json:"broken"`
+	Pruned int `json:"pruned"`
+	// Breakages are the first MaxBreakagesListed of them, in object order.
+	Breakages []crdcheck.Breakage `json:"breakages,omitempty"`
+}
+
+// MaxBreakagesListed is how many breakages an ObjectCheck lists; Broken
+// and Pruned count them all.
+const MaxBreakagesListed = 20
 
 // VersionState is one version of a definition on one side.
 type VersionState struct {
