@@ -128,6 +128,7 @@ func Compare(base, head *State, opts Options) (*Report, error) {
 		return nil, err
 	}
 	summarize(r)
+	r.Graph = graph(base.Lock, head.Lock, r, sources)
 	return r, nil
 }
 

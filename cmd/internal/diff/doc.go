@@ -161,6 +161,10 @@
 //	manifests?         the declarations' other objects, named
 //	                   "Kind.group namespace/name"
 //	                   (docs/design/manifests.md#manifests)
+//	graph?             (Graph) {nodes: [{kind, name, source, version?,
+//	                   change?, breaking?}], edges?: [{from, to,
+//	                   removed?}]}: every locked package of both states and
+//	                   the dependency edges (removed: only the base has it)
 //	warnings?          [string]: stale locks, refused permission requests,
 //	                   Compositions calling functions the head lock lacks
 //

@@ -74,6 +74,9 @@ func (r *Report) WriteMarkdown(w io.Writer, opts MarkdownOptions) error {
 			head.WriteString(row)
 		}
 		head.WriteString("\n")
+		if g := r.Graph.mermaid(); g != "" && r.Summary.Verdict != VerdictNone && head.Len()+len(g) <= tableBudget {
+			head.WriteString(g)
+		}
 	}
 	for i := range r.Packages {
 		pc := &r.Packages[i]

@@ -59,6 +59,9 @@ type Report struct {
 	// warning of the head's declarations (an object in a near-miss group
 	// such as pkg.crossplan.io, which lockstep ignores).
 	Warnings []string `json:"warnings,omitempty"`
+	// Graph is the package dependency tree of both states, which the
+	// markdown report draws as a Mermaid graph.
+	Graph *Graph `json:"graph,omitempty"`
 }
 
 // Side describes one compared state.
