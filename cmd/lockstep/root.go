@@ -236,6 +236,7 @@ Exit codes:
 		newSuspendCommand(true),
 		newSuspendCommand(false),
 		newHandBackCommand(),
+		newRollbackCommand(),
 		newAgentCommand(),
 		newVersionCommand(),
 	)
