@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -101,6 +102,9 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	ctx := cmd.Context()
 	if err := f.memLimit.apply(); err != nil {
 		return usageError(err)
+	}
+	if _, err := f.memLimit.applyContainerDefault(memlimit.FromCgroup); err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: no soft memory limit from the container's: %v\n", err)
 	}
 	cacheMax, err := parseCacheMax(f.cacheMax)
 	if err != nil {

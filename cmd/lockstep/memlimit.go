@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime/debug"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -19,7 +20,7 @@ import (
 type memoryLimitFlag struct{ value string }
 
 func (f *memoryLimitFlag) register(fl *pflag.FlagSet) {
-	fl.StringVar(&f.value, "memory-limit", "", "Go's soft memory limit, a Kubernetes quantity (e.g. 250Mi): the garbage collector works harder to keep lockstep's memory under it, so the peak resident set of a large package stays near what it needs (about 90% of the container's memory limit is a good value); empty keeps the GOMEMLIMIT environment variable if set, else apply sets twice the rendered packages' JSON plus 64Mi (at least 128Mi) and the agent none")
+	fl.StringVar(&f.value, "memory-limit", "", "Go's soft memory limit, a Kubernetes quantity (e.g. 250Mi): the garbage collector works harder to keep lockstep's memory under it, so the peak resident set of a large package stays near what it needs (about 90% of the container's memory limit is a good value); empty keeps the GOMEMLIMIT environment variable if set, else apply sets twice the rendered packages' JSON plus 64Mi (at least 128Mi) and the agent 90% of its container's memory limit (its cgroup's), none outside a container")
 }
 
 // apply sets the soft memory limit when the flag is set. It returns an
@@ -38,6 +39,23 @@ func (f *memoryLimitFlag) apply() error {
 	}
 	debug.SetMemoryLimit(n)
 	return nil
+}
+
+// agentRatio is the share of its container's memory limit the agent sets
+// as its soft memory limit by default.
+const agentRatio = 0.9
+
+// applyContainerDefault sets the soft memory limit to agentRatio of the
+// limit provider reports (memlimit.FromCgroup: the container's memory
+// limit), unless the flag or the GOMEMLIMIT environment variable already
+// chose one (github.com/KimMachineGun/automemlimit also honours
+// AUTOMEMLIMIT=off). It returns the limit now in force, math.MaxInt64
+// when the container has none.
+func (f *memoryLimitFlag) applyContainerDefault(provider memlimit.Provider) (int64, error) {
+	if f.value != "" {
+		return debug.SetMemoryLimit(-1), nil
+	}
+	return memlimit.Set(memlimit.WithRatio(agentRatio), memlimit.WithProvider(provider))
 }
 
 // applyDefault sets the soft memory limit to n, lockstep apply's default

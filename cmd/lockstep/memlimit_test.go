@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"testing"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -73,6 +74,51 @@ func TestMemoryLimitDefault(t *testing.T) {
 			f.applyDefault(def)
 			if diff := cmp.Diff(tc.want, debug.SetMemoryLimit(-1)); diff != "" {
 				t.Errorf("%s: soft memory limit: -want +got\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestMemoryLimitContainerDefault: the agent's soft memory limit is 90% of
+// its container's memory limit unless --memory-limit or GOMEMLIMIT chose
+// one, and stays unbounded outside a container.
+func TestMemoryLimitContainerDefault(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	container := func(n uint64) func() (uint64, error) { return func() (uint64, error) { return n, nil } }
+	cases := map[string]struct {
+		reason   string
+		flag     string
+		env      string
+		provider func() (uint64, error)
+		want     int64
+	}{
+		"Container": {reason: "1Gi of container memory: 90% of it.", provider: container(1 << 30), want: 966367641},
+		"Flag":      {reason: "--memory-limit wins over the container's.", flag: "300Mi", provider: container(1 << 30), want: 300 << 20},
+		"Env":       {reason: "GOMEMLIMIT wins over the container's.", env: "200MiB", provider: container(1 << 30), want: math.MaxInt64},
+		"NoLimit": {reason: "Outside a container no limit is set.", provider: func() (uint64, error) { return 0, memlimit.ErrNoLimit },
+			want: math.MaxInt64},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			debug.SetMemoryLimit(math.MaxInt64)
+			if tc.env != "" {
+				t.Setenv("GOMEMLIMIT", tc.env)
+			} else {
+				t.Setenv("GOMEMLIMIT", "")
+				os.Unsetenv("GOMEMLIMIT")
+			}
+			t.Setenv("AUTOMEMLIMIT", "")
+			os.Unsetenv("AUTOMEMLIMIT")
+			f := memoryLimitFlag{value: tc.flag}
+			if err := f.apply(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.applyContainerDefault(tc.provider); err != nil {
+				t.Fatal(err)
+			}
+			if got := debug.SetMemoryLimit(-1); got != tc.want {
+				t.Errorf("%s\nsoft memory limit %d, want %d", tc.reason, got, tc.want)
 			}
 		})
 	}
