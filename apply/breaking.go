@@ -63,8 +63,10 @@ func plural(n int, one, many string) string {
 // (liststream: one item decoded at a time), must be served by the new CRD
 // and pass its schema and rules without losing a field (crdcheck.Checker).
 // Concurrency CRDs are checked at a time. A package whose declaration
-// allows it, or a CRD lockstep does not change, costs nothing; a changed
-// CRD costs one paged LIST (an upgrade that changes 200 CRDs of kinds
+// allows it, a CRD lockstep does not change, or one whose change is of
+// metadata alone (sameContent), costs nothing; a CRD whose content
+// changes, or one lockstep has not applied yet (adoption), costs one paged
+// LIST (an upgrade that changes 200 CRDs of kinds
 // without objects sends 200 LISTs that each answer empty).
 func (p *pkgRun) breakingStep(ctx context.Context) error {
 	if p.po.AllowBreakingUpgrade {
@@ -72,7 +74,7 @@ func (p *pkgRun) breakingStep(ctx context.Context) error {
 	}
 	var changed []*desired
 	for _, d := range p.payload {
-		if d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && d.live != nil && d.action != ssa.UnchangedAction {
+		if d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && d.exists() && d.action != ssa.UnchangedAction && !sameContent(d) {
 			changed = append(changed, d)
 		}
 	}
@@ -96,6 +98,18 @@ func (p *pkgRun) breakingStep(ctx context.Context) error {
 		return refusal
 	}
 	return nil
+}
+
+// sameContent reports whether the live CRD holds the content lockstep
+// applies now (its content-hash annotation matches): a change of metadata
+// alone, such as a new revision taking control of every CRD of a provider
+// on upgrade, cannot break an object.
+func sameContent(d *desired) bool {
+	if d.live == nil {
+		return false
+	}
+	h := d.u.GetAnnotations()[AnnotationContentHash]
+	return h != "" && d.live.GetAnnotations()[AnnotationContentHash] == h
 }
 
 // breakages returns how d, a CRD lockstep changes, breaks the custom
