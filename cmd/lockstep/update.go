@@ -187,11 +187,12 @@ func (f *updateFlags) options(reg registryFlags, jobs int) (update.Options, erro
 
 func newUpdateCommand() *cobra.Command {
 	var (
-		gf   gitFlags
-		reg  registryFlags
-		uf   updateFlags
-		rf   releaseFlags
-		jobs int
+		gf     gitFlags
+		reg    registryFlags
+		uf     updateFlags
+		rf     releaseFlags
+		jobs   int
+		output outputFormat
 	)
 	cmd := &cobra.Command{
 		Use:   "update",
@@ -254,15 +255,26 @@ the proposal is left alone. See docs/design/agent.md#release-proposals.`,
 				return err
 			}
 			res, err := u.Poll(cmd.Context())
-			printUpdate(cmd.OutOrStdout(), gf.url, res)
-			if err != nil {
-				return &exitError{code: exitFailure, err: err}
+			if output == "" {
+				printUpdate(cmd.OutOrStdout(), gf.url, res)
 			}
-			if !propose {
+			if err != nil || !propose {
+				if output != "" {
+					if perr := printDocument(cmd.OutOrStdout(), newUpdateDocument(gf.url, res, nil), output); perr != nil {
+						return perr
+					}
+				}
+				if err != nil {
+					return &exitError{code: exitFailure, err: err}
+				}
 				return nil
 			}
 			rel, err := u.ProposeReleases(cmd.Context(), ropts)
-			if rel != nil {
+			if output != "" {
+				if perr := printDocument(cmd.OutOrStdout(), newUpdateDocument(gf.url, res, rel), output); perr != nil {
+					return perr
+				}
+			} else if rel != nil {
 				printReleases(cmd.OutOrStdout(), rel)
 			}
 			if err != nil {
@@ -276,6 +288,7 @@ the proposal is left alone. See docs/design/agent.md#release-proposals.`,
 	uf.register(cmd)
 	rf.register(cmd)
 	cmd.Flags().IntVar(&jobs, "jobs", lockfile.DefaultJobs, "registry calls run in parallel at most")
+	bindOutput(cmd.Flags(), &output, "UpdateResult")
 	return cmd
 }
 

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -173,6 +175,22 @@ spec:
 	}
 	if got := remote.Ref(t, "refs/heads/lockstep/updates"); got != tip {
 		t.Errorf("second update moved the branch")
+	}
+
+	// The same poll for machines: an UpdateResult alone on stdout.
+	out, _, err = runSplit(t, append(slices.Clone(updateArgs), "-o", "json")...)
+	var doc struct {
+		APIVersion, Kind, Outcome, Branch, Commit string
+		Pushed                                    bool
+		Checks                                    int
+		Changes                                   []struct{ Name, OldDigest, NewDigest, Reason string }
+	}
+	if err != nil || json.Unmarshal([]byte(out), &doc) != nil {
+		t.Fatalf("update -o json: %v\n%s", err, out)
+	}
+	if doc.Kind != "UpdateResult" || doc.APIVersion != "lockstep.io/v1alpha1" || doc.Checks != 1 || len(doc.Changes) != 1 ||
+		doc.Changes[0].NewDigest != moved || doc.Pushed || doc.Commit != tip.String() {
+		t.Errorf("update -o json: %+v, want one change to %s, not pushed again, commit %s\n%s", doc, moved, tip, out)
 	}
 }
 
