@@ -64,7 +64,7 @@ func plural(n int, one, many string) string {
 // and pass its schema and rules without losing a field (crdcheck.Checker).
 // Concurrency CRDs are checked at a time. A package whose declaration
 // allows it, a CRD lockstep does not change, or one whose change is of
-// metadata alone (sameContent), costs nothing; a CRD whose content
+// metadata alone (contentUnchanged), costs nothing; a CRD whose content
 // changes, or one lockstep has not applied yet (adoption), costs one paged
 // LIST (an upgrade that changes 200 CRDs of kinds
 // without objects sends 200 LISTs that each answer empty).
@@ -74,7 +74,7 @@ func (p *pkgRun) breakingStep(ctx context.Context) error {
 	}
 	var changed []*desired
 	for _, d := range p.payload {
-		if d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && d.exists() && d.action != ssa.UnchangedAction && !sameContent(d) {
+		if d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && d.exists() && d.action != ssa.UnchangedAction && !contentUnchanged(d) {
 			changed = append(changed, d)
 		}
 	}
@@ -100,11 +100,12 @@ func (p *pkgRun) breakingStep(ctx context.Context) error {
 	return nil
 }
 
-// sameContent reports whether the live CRD holds the content lockstep
-// applies now (its content-hash annotation matches): a change of metadata
-// alone, such as a new revision taking control of every CRD of a provider
-// on upgrade, cannot break an object.
-func sameContent(d *desired) bool {
+// contentUnchanged reports whether the live object holds the content
+// lockstep applies now (its content-hash annotation matches what is
+// rendered): what differs, if anything, is metadata alone, such as a new
+// revision taking control of every CRD of a provider on upgrade. plan
+// checks such a change in-process, and it cannot break an object.
+func contentUnchanged(d *desired) bool {
 	if d.live == nil {
 		return false
 	}

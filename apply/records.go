@@ -303,8 +303,7 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 		liveAnn = d.live.GetAnnotations()
 	}
 	sameHash := d.live != nil && liveAnn[AnnotationAppliedHash] == d.hash
-	contentHash := d.u.GetAnnotations()[AnnotationContentHash]
-	sameContent := !sameHash && d.live != nil && contentHash != "" && liveAnn[AnnotationContentHash] == contentHash
+	sameContent := !sameHash && contentUnchanged(d)
 	// A listed object of a compact kind is compared through its summary;
 	// any other in full.
 	sum := r.live.summaryOf(d.id, d.live)

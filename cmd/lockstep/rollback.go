@@ -47,7 +47,7 @@ commit with --no-commit (the files are restored for review).`,
 			if err != nil {
 				return err
 			}
-			if clean, first, err := repo.DirClean("."); err != nil {
+			if clean, first, err := repo.Clean(); err != nil {
 				return err
 			} else if !clean {
 				return fmt.Errorf("the worktree %s has uncommitted changes (%s): commit or stash them first", repo.Root, first)

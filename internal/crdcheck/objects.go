@@ -182,18 +182,3 @@ func ruleOf(e *field.Error) string {
 	}
 	return ""
 }
-
-// StoredVersionsDropped returns the versions the API server has stored
-// objects at (live's status.storedVersions) that next no longer lists:
-// kube-apiserver refuses such an update of the CustomResourceDefinition
-// ("status.storedVersions[0]: Invalid value: ... must appear in
-// spec.versions").
-func StoredVersionsDropped(live, next *apiextensionsv1.CustomResourceDefinition) []string {
-	var out []string
-	for _, sv := range live.Status.StoredVersions {
-		if !slices.ContainsFunc(next.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == sv }) {
-			out = append(out, sv)
-		}
-	}
-	return out
-}

@@ -142,15 +142,6 @@ func TestCheckerCheck(t *testing.T) {
 	}
 }
 
-func TestStoredVersionsDropped(t *testing.T) {
-	live := widgetCRD(t, "v1", "            type: object\n")
-	live.Status.StoredVersions = []string{"v1alpha1", "v1"}
-	next := widgetCRD(t, "v1", "            type: object\n")
-	if diff := cmp.Diff([]string{"v1alpha1"}, crdcheck.StoredVersionsDropped(live, next)); diff != "" {
-		t.Errorf("StoredVersionsDropped: -want +got\n%s", diff)
-	}
-}
-
 // TestCheckerAgreesWithServer: for each way a new CRD can break an object,
 // the real kube-apiserver, serving the new CRD, refuses (or prunes) that
 // object as Check says: a server-side dry-run create of the object

@@ -70,10 +70,9 @@ func fileHash(c *object.Commit, name string) (plumbing.Hash, error) {
 	return f.Hash, nil
 }
 
-// DirClean reports whether the worktree's files under dir (slash-separated,
-// from the root) match HEAD: no change staged or unstaged, no untracked
-// file. It returns the first path that does not.
-func (r *LocalRepo) DirClean(dir string) (clean bool, first string, err error) {
+// Clean reports whether the worktree matches HEAD: no change staged or
+// unstaged, no untracked file. It returns the first path that does not.
+func (r *LocalRepo) Clean() (clean bool, first string, err error) {
 	wt, err := r.repo.Worktree()
 	if err != nil {
 		return false, "", err
@@ -82,9 +81,8 @@ func (r *LocalRepo) DirClean(dir string) (clean bool, first string, err error) {
 	if err != nil {
 		return false, "", err
 	}
-	prefix := strings.TrimSuffix(path.Clean(dir), "/") + "/"
 	for p, s := range st {
-		if (dir == "." || strings.HasPrefix(p, prefix)) && (s.Staging != gogit.Unmodified || s.Worktree != gogit.Unmodified) {
+		if s.Staging != gogit.Unmodified || s.Worktree != gogit.Unmodified {
 			return false, p, nil
 		}
 	}
@@ -157,7 +155,7 @@ func (r *LocalRepo) RestoreDir(dir string, c *LocalCommit) error {
 // CommitAll stages every change of the worktree (removals included, as
 // git add --all does) and commits it on the current branch with message,
 // as author. Callers check first that the worktree holds only their
-// changes (DirClean "."). It returns the new commit.
+// changes (Clean). It returns the new commit.
 func (r *LocalRepo) CommitAll(message string, author Signature) (*LocalCommit, error) {
 	if author.Name == "" || author.Email == "" {
 		return nil, errors.New("a commit author needs a name and an email")

@@ -55,11 +55,7 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml")
 // --namespace lockstep-system --set git.url=...` with the default values
 // is testdata/default.golden.yaml, byte for byte.
 func TestChartTemplateGolden(t *testing.T) {
-	install := action.NewInstall(&action.Configuration{})
-	install.DryRun, install.ClientOnly, install.Replace = true, true, true
-	install.ReleaseName, install.Namespace = "lockstep", "lockstep-system"
-	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.30.0", Major: "1", Minor: "30"}
-	rel, err := install.Run(loadChart(t), map[string]any{"git": map[string]any{"url": "https://github.com/acme/platform.git"}})
+	manifest, err := template(t, map[string]any{"git": map[string]any{"url": "https://github.com/acme/platform.git"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +64,7 @@ func TestChartTemplateGolden(t *testing.T) {
 		if err := os.MkdirAll("testdata", 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(golden, []byte(rel.Manifest), 0o644); err != nil {
+		if err := os.WriteFile(golden, []byte(manifest), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -76,7 +72,7 @@ func TestChartTemplateGolden(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (run go test ./test/chart -run Golden -update)", err)
 	}
-	if diff := cmp.Diff(string(want), rel.Manifest); diff != "" {
+	if diff := cmp.Diff(string(want), manifest); diff != "" {
 		t.Errorf("helm template with the default values: -%s +rendered\n%s", golden, diff)
 	}
 }
@@ -90,20 +86,31 @@ func loadChart(t *testing.T) *chart.Chart {
 	return c
 }
 
-// render templates the chart as `helm template` does, release "lockstep"
-// in namespace lockstep-system, and returns its objects (CRDs excluded).
-func render(t *testing.T, vals map[string]any) ([]*unstructured.Unstructured, error) {
+// template renders the chart as `helm template lockstep charts/lockstep
+// --namespace lockstep-system --kube-version 1.30` does and returns its
+// manifest (CRDs excluded).
+func template(t *testing.T, vals map[string]any) (string, error) {
 	t.Helper()
 	install := action.NewInstall(&action.Configuration{})
 	install.DryRun, install.ClientOnly, install.Replace = true, true, true
 	install.ReleaseName, install.Namespace = "lockstep", "lockstep-system"
-	// helm template --kube-version: the oldest Kubernetes the chart supports.
+	// The oldest Kubernetes the chart supports.
 	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.30.0", Major: "1", Minor: "30"}
 	rel, err := install.Run(loadChart(t), vals)
 	if err != nil {
+		return "", err
+	}
+	return rel.Manifest, nil
+}
+
+// render returns the objects template renders.
+func render(t *testing.T, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	manifest, err := template(t, vals)
+	if err != nil {
 		return nil, err
 	}
-	return decodeAll(t, []byte(rel.Manifest)), nil
+	return decodeAll(t, []byte(manifest)), nil
 }
 
 func decodeAll(t *testing.T, b []byte) []*unstructured.Unstructured {
