@@ -135,16 +135,20 @@ func (r *run) breakages(ctx context.Context, d *desired) ([]crdcheck.Breakage, e
 		}
 		return nil, fmt.Errorf("%s: %w", d.id, err)
 	}
-	checker, err := crdcheck.NewChecker(next)
-	if err != nil {
-		return nil, err
-	}
 	var broken []crdcheck.Breakage
+	// The checker (schemas and CEL programs compiled) is built for a kind
+	// that has objects only.
+	var checker *crdcheck.Checker
 	gvk := mapping.GroupVersionKind
 	_, err = r.m.lister.List(ctx, gvk, "", nil, func(b []byte) error {
 		u, err := liststream.DecodeItem(b)
 		if err != nil {
 			return err
+		}
+		if checker == nil {
+			if checker, err = crdcheck.NewChecker(next); err != nil {
+				return err
+			}
 		}
 		u.SetGroupVersionKind(gvk)
 		broken = append(broken, checker.Check(ctx, u)...)

@@ -41,7 +41,7 @@ func cluster(t *testing.T, namespace string) (*envtest.Env, string) {
 
 // clusterOn is cluster on env, for a test that needs a control plane of
 // its own (envtest.Dedicated).
-func clusterOn(t *testing.T, env *envtest.Env, namespace string) (*envtest.Env, string) {
+func clusterOn(t testing.TB, env *envtest.Env, namespace string) (*envtest.Env, string) {
 	t.Helper()
 	if _, err := env.InstallCrossplaneCRDs(); err != nil {
 		t.Fatal(err)

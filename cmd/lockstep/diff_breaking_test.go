@@ -16,7 +16,8 @@ import (
 // Bucket uses forProvider.size 50 and forProvider.region; the head moves
 // to a build whose Bucket CRD caps size at 10 and drops region. `diff
 // --cluster` names the Bucket, both fields and the counts, and --fail-on
-// breaking exits 2; without --cluster the same change reads no cluster.
+// breaking exits 2; with --check-objects=false the objects are not
+// checked; without --cluster the same change reads no cluster.
 func TestDiffClusterBreakingUpgrade(t *testing.T) {
 	reg := registry.New(t)
 	pushExamples(t, reg)
@@ -73,6 +74,10 @@ func TestDiffClusterBreakingUpgrade(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("diff --cluster lacks %q:\n%s", want, out)
 		}
+	}
+	out, err = run(t, append(sides, "--cluster", "--kubeconfig", kubeconfig, "--check-objects=false")...)
+	if err != nil || strings.Contains(out, "existing custom resource") {
+		t.Errorf("diff --cluster --check-objects=false: %v; it must count orphans only, without the objects check:\n%s", err, out)
 	}
 	out, _ = run(t, sides...)
 	if strings.Contains(out, "on the cluster") {

@@ -54,16 +54,12 @@ func liveStorageVersion(ctx context.Context, c client.Client, name string) (*api
 // --kube-timeout; the diff sends no write.
 func customResourceChecker(c client.Client) diff.CheckFunc {
 	return func(ctx context.Context, name string, head []byte) (*diff.ObjectCheck, error) {
-		live, version, err := liveStorageVersion(ctx, c, name)
-		if live == nil || err != nil {
-			return nil, err
-		}
 		next := &apiextensionsv1.CustomResourceDefinition{}
 		if err := json.Unmarshal(head, next); err != nil {
 			return nil, err
 		}
-		checker, err := crdcheck.NewChecker(next)
-		if err != nil {
+		live, version, err := liveStorageVersion(ctx, c, name)
+		if live == nil || err != nil {
 			return nil, err
 		}
 		gvk := schema.GroupVersionKind{Group: live.Spec.Group, Version: version, Kind: live.Spec.Names.Kind}
@@ -71,9 +67,17 @@ func customResourceChecker(c client.Client) diff.CheckFunc {
 		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(live.Spec.Names.ListKind))
 		n, cont := 0, ""
 		var found []crdcheck.Breakage
+		// The checker (schemas and CEL programs compiled) is built for a
+		// kind that has objects only.
+		var checker *crdcheck.Checker
 		for {
 			if err := c.List(ctx, l, client.Limit(orphanPage), client.Continue(cont)); err != nil {
 				return nil, err
+			}
+			if checker == nil && len(l.Items) > 0 {
+				if checker, err = crdcheck.NewChecker(next); err != nil {
+					return nil, err
+				}
 			}
 			for i := range l.Items {
 				u := &l.Items[i]

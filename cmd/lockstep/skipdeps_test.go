@@ -13,7 +13,7 @@ import (
 
 // pushUpstream pushes $LOCKSTEP_TESTDATA/packages/<folder> to reg as
 // <repository>:<tag> and returns its digest.
-func pushUpstream(t *testing.T, reg *registry.Registry, folder, repository, tag string) string {
+func pushUpstream(t testing.TB, reg *registry.Registry, folder, repository, tag string) string {
 	t.Helper()
 	td := os.Getenv("LOCKSTEP_TESTDATA")
 	if td == "" {

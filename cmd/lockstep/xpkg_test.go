@@ -32,7 +32,7 @@ spec:
   versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]
 `
 
-func writePackage(t *testing.T, files map[string]string) string {
+func writePackage(t testing.TB, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for p, c := range files {
@@ -47,7 +47,7 @@ func writePackage(t *testing.T, files map[string]string) string {
 	return dir
 }
 
-func run(t *testing.T, args ...string) (string, error) {
+func run(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	cmd := newRootCommand()
 	var out bytes.Buffer

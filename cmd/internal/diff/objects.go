@@ -6,6 +6,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/crdcheck"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/parallel"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
@@ -15,6 +16,9 @@ import (
 // Report.CheckObjects.
 type CheckFunc func(ctx context.Context, crd string, head []byte) (*ObjectCheck, error)
 
+// CheckConcurrency is how many CRDs Report.CheckObjects checks at a time.
+const CheckConcurrency = 8
+
 // CheckObjects checks, through check, the custom resources on the cluster
 // of every CRD that changes between base and head and that the head ships
 // (a payload CRD, or the CRD of an Active MRD), as `lockstep diff
@@ -22,9 +26,16 @@ type CheckFunc func(ctx context.Context, crd string, head []byte) (*ObjectCheck,
 // (docs/design/apply.md#breaking-upgrades). It sets
 // DefinitionChange.Objects, counts Summary.ObjectsBroken and FieldsPruned,
 // and makes the verdict breaking when either is not zero. head is the
-// head's state, whose rendered CRDs check compares against. It returns
-// the first error of check, naming the package and CRD.
+// head's state, whose rendered CRDs check compares against. check is
+// called for up to CheckConcurrency CRDs at a time. It returns every
+// error of check, each naming the package and CRD, and then sets nothing.
 func (r *Report) CheckObjects(ctx context.Context, head *State, check CheckFunc) error {
+	type task struct {
+		pc  *PackageChange
+		d   *DefinitionChange
+		raw []byte
+	}
+	var tasks []task
 	for i := range r.Packages {
 		pc := &r.Packages[i]
 		if pc.Payload == nil {
@@ -35,21 +46,31 @@ func (r *Report) CheckObjects(ctx context.Context, head *State, check CheckFunc)
 			if d.Category != CategoryCRD {
 				continue
 			}
-			raw := head.crdJSON(crossplane.Ref(pc.Kind, pc.Name), d.Name)
-			if raw == nil {
-				continue
+			if raw := head.crdJSON(crossplane.Ref(pc.Kind, pc.Name), d.Name); raw != nil {
+				tasks = append(tasks, task{pc: pc, d: d, raw: raw})
 			}
-			oc, err := check(ctx, d.Name, raw)
-			if err != nil {
-				return fmt.Errorf("%s %s: CustomResourceDefinition %s: cannot check its custom resources: %w", pc.Kind, pc.Name, d.Name, err)
-			}
-			if oc == nil {
-				continue
-			}
-			d.Objects = oc
-			r.Summary.ObjectsBroken += oc.Broken
-			r.Summary.FieldsPruned += oc.Pruned
 		}
+	}
+	found := make([]*ObjectCheck, len(tasks))
+	err := parallel.Each(ctx, len(tasks), CheckConcurrency, func(ctx context.Context, i int) error {
+		t := tasks[i]
+		oc, err := check(ctx, t.d.Name, t.raw)
+		if err != nil {
+			return fmt.Errorf("%s %s: CustomResourceDefinition %s: cannot check its custom resources: %w", t.pc.Kind, t.pc.Name, t.d.Name, err)
+		}
+		found[i] = oc
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, oc := range found {
+		if oc == nil {
+			continue
+		}
+		tasks[i].d.Objects = oc
+		r.Summary.ObjectsBroken += oc.Broken
+		r.Summary.FieldsPruned += oc.Pruned
 	}
 	if r.Summary.ObjectsBroken+r.Summary.FieldsPruned > 0 {
 		r.Summary.Verdict = VerdictBreaking
