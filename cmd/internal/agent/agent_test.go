@@ -69,7 +69,7 @@ func newFixture(t *testing.T, ns string) *fixture {
 }
 
 // newEmptyFixture is a fixture with an empty registry and no declarations.
-func newEmptyFixture(t *testing.T, ns string) *fixture {
+func newEmptyFixture(t testing.TB, ns string) *fixture {
 	t.Helper()
 	// A control plane per test: the example packages' CRDs and package
 	// objects are cluster-scoped, and one lockstep instance never takes over
@@ -89,7 +89,7 @@ func newEmptyFixture(t *testing.T, ns string) *fixture {
 
 // mirror declares an ImageConfig that pulls every reference under prefix
 // (e.g. "xpkg.upbound.io/") from the test registry.
-func (f *fixture) mirror(t *testing.T, prefix string) {
+func (f *fixture) mirror(t testing.TB, prefix string) {
 	t.Helper()
 	f.write(t, "mirror.yaml", `apiVersion: pkg.crossplane.io/v1beta1
 kind: ImageConfig
@@ -102,7 +102,7 @@ spec:
     prefix: `+f.reg.Host+"/\n")
 }
 
-func (f *fixture) write(t *testing.T, name, content string) {
+func (f *fixture) write(t testing.TB, name, content string) {
 	t.Helper()
 	path := filepath.Join(f.dir, name)
 	if content == "" {
@@ -118,7 +118,7 @@ func (f *fixture) write(t *testing.T, name, content string) {
 
 // lock resolves the working copy's declarations into its lockstep.lock, as
 // `lockstep lock` does, keeping the previous pins.
-func (f *fixture) lock(t *testing.T) {
+func (f *fixture) lock(t testing.TB) {
 	t.Helper()
 	set, err := declarations.Load(f.dir)
 	if err != nil {
@@ -154,7 +154,7 @@ func (f *fixture) push(t *testing.T, pkg, version, tag string) {
 
 // pushDir builds the package in dir and pushes it as repoTag
 // ("org/name:tag") to the test registry.
-func (f *fixture) pushDir(t *testing.T, dir, repoTag string) {
+func (f *fixture) pushDir(t testing.TB, dir, repoTag string) {
 	t.Helper()
 	img, err := xpkg.Build(dir)
 	if err != nil {
@@ -165,16 +165,16 @@ func (f *fixture) pushDir(t *testing.T, dir, repoTag string) {
 	}
 }
 
-func (f *fixture) commit(t *testing.T, msg string) string {
+func (f *fixture) commit(t testing.TB, msg string) string {
 	t.Helper()
 	return f.repo.CommitDir(t, f.dir, "clusters/dev", msg).String()
 }
 
-func (f *fixture) source(t *testing.T) git.Source {
+func (f *fixture) source(t testing.TB) git.Source {
 	return git.Source{URL: f.repo.URL(), Ref: "main", Path: "clusters/dev", CacheDir: t.TempDir()}
 }
 
-func (f *fixture) reconciler(t *testing.T) *agent.Reconciler {
+func (f *fixture) reconciler(t testing.TB) *agent.Reconciler {
 	t.Helper()
 	opts := apply.DefaultOptions()
 	opts.Namespace, opts.Instance = f.ns, f.ns
@@ -216,7 +216,7 @@ spec:
 
 // reconcileUntilHealthy reconciles, as the agent's loop does while packages
 // become healthy, until every package is Current.
-func reconcileUntilHealthy(t *testing.T, r *agent.Reconciler) *agent.Outcome {
+func reconcileUntilHealthy(t testing.TB, r *agent.Reconciler) *agent.Outcome {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
