@@ -22,7 +22,8 @@ const maxBreakagesShown = 5
 
 // BreakingUpgradeError refuses a package whose new CRDs would break
 // existing custom resources (crdcheck.Checker), before any write of the
-// package. Its message names the first objects and the count;
+// package. Its message names the first objects and the count (the
+// package's result names the package);
 // lockstep.io/allow-breaking-upgrade: "true" on the declaration lets the
 // upgrade through (docs/design/apply.md#breaking-upgrades).
 type BreakingUpgradeError struct {
@@ -35,7 +36,7 @@ type BreakingUpgradeError struct {
 func (e *BreakingUpgradeError) Error() string {
 	var b strings.Builder
 	n := len(e.Breakages)
-	fmt.Fprintf(&b, "%s: the new version would break %d existing %s (set lockstep.io/allow-breaking-upgrade: \"true\" on its declaration to install it anyway)", e.Package, n, plural(n, "object or field", "objects or fields"))
+	fmt.Fprintf(&b, "the new version would break %d existing %s (set lockstep.io/allow-breaking-upgrade: \"true\" on its declaration to install it anyway)", n, plural(n, "object or field", "objects or fields"))
 	shown := 0
 	for _, br := range e.Breakages {
 		if shown == maxBreakagesShown {

@@ -1064,7 +1064,11 @@ func (r *Reconciler) applyRendered(ctx context.Context, rd *rendered, out *Outco
 	if perr := errors.Join(res.Err(), rd.out.Err()); perr != nil {
 		// Some packages were refused: the others are applied, the refused
 		// ones keep what they had. It needs a change in Git.
-		return &StepError{Step: StepApply, Reason: ReasonApplyFailed, Stalled: true, Err: perr}
+		reason := ReasonApplyFailed
+		if breaking := (*apply.BreakingUpgradeError)(nil); errors.As(perr, &breaking) {
+			reason = ReasonBreakingUpgradeRefused
+		}
+		return &StepError{Step: StepApply, Reason: reason, Stalled: true, Err: perr}
 	}
 	out.Applied = true
 	r.lastResult = res

@@ -77,6 +77,14 @@ const (
 	// lockstep.io/adopt (apply.ForeignManifestError); nothing of the
 	// commit was written, and it stalls until Git changes.
 	ReasonManifestAdoptionRefused = "ManifestAdoptionRefused"
+	// ReasonBreakingUpgradeRefused: a package's new CRDs would break
+	// custom resources that exist (apply.BreakingUpgradeError, named in
+	// the message); that package keeps its installed version, the others
+	// of the commit are applied. It stalls until Git changes (a version
+	// that fits the objects, or lockstep.io/allow-breaking-upgrade on the
+	// declaration) or the objects are migrated: each interval checks
+	// again.
+	ReasonBreakingUpgradeRefused = "BreakingUpgradeRefused"
 )
 
 // now is the clock; tests replace it.
