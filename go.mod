@@ -23,6 +23,7 @@ require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/go-containerregistry/pkg/authn/kubernetes v0.0.0-20260224031529-85f2bf5f7303
 	github.com/google/pprof v0.0.0-20260402051712-545e8a4df936
+	github.com/hiddeco/sshsig v0.2.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/prometheus/prometheus v0.307.3
 	github.com/robfig/cron/v3 v3.0.1

@@ -70,6 +70,10 @@ type Source struct {
 	// the context over http(s) and ssh; http(s) requests are also bounded
 	// on their own (installHTTPClient).
 	Timeout time.Duration
+	// Verify, when set, makes Checkout verify the signature of the commit
+	// (or tag) before it checks it out, as Flux's GitRepository
+	// spec.verify does; see Verification.
+	Verify *Verification
 }
 
 // RefKind says what a Source's Ref names.
@@ -115,6 +119,10 @@ type Artifact struct {
 	// Dir is Root joined with Path: the directory to give declarations.Load
 	// and to read lockstep.lock from.
 	Dir string
+	// VerifiedBy names the keys whose signatures Source.Verify checked
+	// ("commit: OpenPGP key <fingerprint> (<identity>)", "tag: SSH key
+	// SHA256:..."); empty without Verify.
+	VerifiedBy string
 	// Fetched reports whether this Checkout downloaded objects from the
 	// remote. It is false when the ref had not moved (only the ls-remote was
 	// sent), and for a commit that was already in the cache.
@@ -197,6 +205,16 @@ func (s Source) session() (*session, error) {
 	p, err := cleanPath(s.Path)
 	if err != nil {
 		return nil, err
+	}
+	if v := s.Verify; v != nil {
+		if v.Keys.Len() == 0 {
+			return nil, errors.New("git source: signature verification needs at least one trusted key")
+		}
+		if v.Mode != "" {
+			if _, err := ParseVerifyMode(string(v.Mode)); err != nil {
+				return nil, fmt.Errorf("git source: %w", err)
+			}
+		}
 	}
 	if strings.HasPrefix(s.Ref, "refs/") {
 		if err := plumbing.ReferenceName(s.Ref).Validate(); err != nil {
@@ -376,6 +394,12 @@ func (ss *session) finish(repo *gogit.Repository, name plumbing.ReferenceName, k
 	if err != nil {
 		return nil, &cacheError{fmt.Errorf("git source %s: %s: %w", ss.display, describeRef(name, advertised), err)}
 	}
+	var signers string
+	if v := ss.src.Verify; v != nil {
+		if signers, err = verifyCheckout(repo, v, name, kind, advertised, commit); err != nil {
+			return nil, fmt.Errorf("git source %s: %w", ss.display, err)
+		}
+	}
 	head, _ := repo.Head()
 	recorded, _ := repo.Reference(sourceRef, false)
 	if head == nil || head.Hash() != commit.Hash || recorded == nil || recorded.Hash() != advertised {
@@ -406,6 +430,7 @@ func (ss *session) finish(repo *gogit.Repository, name plumbing.ReferenceName, k
 		Path:       ss.path,
 		Dir:        dir,
 		Fetched:    fetched,
+		VerifiedBy: signers,
 	}
 	a.Revision = "sha1:" + a.Commit
 	if name != "" {

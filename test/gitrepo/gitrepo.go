@@ -19,9 +19,11 @@ import (
 // commit.
 type Repo struct {
 	// Dir is the worktree; file://Dir is a clone URL.
-	Dir  string
-	repo *git.Repository
-	when time.Time
+	Dir string
+	// Signer, when set, signs every commit (SSHKey, OpenPGPKey).
+	Signer git.Signer
+	repo   *git.Repository
+	when   time.Time
 }
 
 // New creates an empty repository in a temporary directory with its default
@@ -92,7 +94,7 @@ func (r *Repo) commit(tb testing.TB, msg string) plumbing.Hash {
 	}
 	r.when = r.when.Add(time.Minute)
 	sig := &object.Signature{Name: "lockstep test", Email: "test@lockstep.invalid", When: r.when}
-	h, err := wt.Commit(msg, &git.CommitOptions{Author: sig, Committer: sig, AllowEmptyCommits: true})
+	h, err := wt.Commit(msg, &git.CommitOptions{Author: sig, Committer: sig, AllowEmptyCommits: true, Signer: r.Signer})
 	if err != nil {
 		tb.Fatalf("git commit: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ProtonMail/go-crypto/openpgp"
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -42,8 +43,10 @@ type Remote struct {
 	// Branch is the default branch.
 	Branch string
 	// Dev is the developer's working repository; its remote "origin" is Dir.
-	Dev  *gitrepo.Repo
-	bare *gogit.Repository
+	Dev *gitrepo.Repo
+	// TagKey, when set, signs the annotated tags Tag makes.
+	TagKey *openpgp.Entity
+	bare   *gogit.Repository
 }
 
 // NewRemote creates an empty bare repository with default branch branch
@@ -131,7 +134,7 @@ func (r *Remote) Tag(tb testing.TB, name, msg string) plumbing.Hash {
 	var opts *gogit.CreateTagOptions
 	if msg != "" {
 		sig := &object.Signature{Name: "lockstep test", Email: "test@lockstep.invalid", When: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-		opts = &gogit.CreateTagOptions{Tagger: sig, Message: msg}
+		opts = &gogit.CreateTagOptions{Tagger: sig, Message: msg, SignKey: r.TagKey}
 	}
 	ref, err := r.Dev.Git().CreateTag(name, r.Dev.Head(tb), opts)
 	if err != nil {
