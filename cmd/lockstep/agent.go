@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -23,24 +24,26 @@ import (
 )
 
 type agentFlags struct {
-	render      renderFlags
-	git         gitFlags
-	cluster     clusterFlags
-	preflight   preflightFlags
-	memLimit    memoryLimitFlag
-	interval    time.Duration
-	reconcileTO time.Duration
-	pruneCRDs   string
-	protect     bool
-	once        bool
-	leaderElect bool
-	leaseName   string
-	probeAddr   string
-	metricsAddr string
-	update      updateFlags
-	schedule    string
-	allowEmpty  bool
-	pullSA      string
+	render renderFlags
+	git    gitFlags
+	// verifySecret is --git-verify-secret.
+	verifySecret string
+	cluster      clusterFlags
+	preflight    preflightFlags
+	memLimit     memoryLimitFlag
+	interval     time.Duration
+	reconcileTO  time.Duration
+	pruneCRDs    string
+	protect      bool
+	once         bool
+	leaderElect  bool
+	leaseName    string
+	probeAddr    string
+	metricsAddr  string
+	update       updateFlags
+	schedule     string
+	allowEmpty   bool
+	pullSA       string
 	// crossplaneSA is --crossplane-service-account.
 	crossplaneSA string
 	// cacheMax is --cache-max-size, a Kubernetes quantity.
@@ -86,6 +89,7 @@ declarations' warnings are logged and sent as Warning Events on the Sync.`,
 	f.memLimit.register(fl)
 	fl.BoolVar(&f.protect, "deletion-protection", true, "let only lockstep's own user (and the garbage collector) delete this instance's package and revision records, CRDs, MRDs and XRDs, with a ValidatingAdmissionPolicy (docs/design/apply.md#deletion-protection); false removes the policy")
 	bindCrossplaneServiceAccount(fl, &f.crossplaneSA)
+	fl.StringVar(&f.verifySecret, "git-verify-secret", "", "`NAME` of a Secret in --namespace whose every value holds trusted public keys for commit verification (as Flux's spec.verify.secretRef), read at every checkout")
 	fl.StringVar(&f.cacheMax, "cache-max-size", "", "bound the package cache (--cache-dir) to this Kubernetes quantity (e.g. 1536Mi): after each new commit is applied, blobs no package of its lock needs are removed, least recently written first; keep it below the cache volume's size; empty: no bound")
 	fl.StringVar(&f.pullSA, "pull-service-account", "", "`NAMESPACE/NAME` of a ServiceAccount (the agent's own) whose imagePullSecrets are tried for every package pull, after the package's packagePullSecrets and the ImageConfig's pull secret; empty: none")
 	fl.BoolVar(&f.once, "once", false, "reconcile once and exit (non-zero when the reconcile failed)")
@@ -119,6 +123,10 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 		pullSA = types.NamespacedName{Namespace: ns, Name: n}
 	}
 	src, err := f.git.source(f.render.reg.cacheDir)
+	if err != nil {
+		return err
+	}
+	verify, err := f.commitVerification(cmd)
 	if err != nil {
 		return err
 	}
@@ -156,7 +164,7 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 		VerificationKeys: keys,
 		Source:           src, Interval: f.interval, Registry: f.render.reg.clusterOptions(secrets), CacheDir: f.render.reg.cacheDir,
 		AllowedProviderPermissions: allowed, MRDConversion: f.render.conversion(), Apply: opts, REST: counted, ReconcileTimeout: f.reconcileTO,
-		CrossplaneServiceAccount: f.crossplaneSA, CacheMaxSize: cacheMax,
+		CrossplaneServiceAccount: f.crossplaneSA, CacheMaxSize: cacheMax, CommitVerification: verify,
 	}, metrics)
 	if err != nil {
 		return err
@@ -208,4 +216,22 @@ func parseCacheMax(s string) (int64, error) {
 		return 0, fmt.Errorf("--cache-max-size %q: a size cannot be negative", s)
 	}
 	return q.Value(), nil
+}
+
+// commitVerification returns the agent's commit verification from the
+// --git-verify-* flags: nil when no key is given, and a usage error when
+// --git-verify-mode is set without keys (a mode that verifies nothing
+// would be a setting that does not do what it says).
+func (f *agentFlags) commitVerification(cmd *cobra.Command) (*agent.CommitVerification, error) {
+	mode, keys, err := f.git.verification()
+	if err != nil {
+		return nil, err
+	}
+	if keys == nil && f.verifySecret == "" {
+		if cmd.Flags().Changed("git-verify-mode") {
+			return nil, usageError(errors.New("--git-verify-mode needs trusted keys: --git-verify-keys or --git-verify-secret"))
+		}
+		return nil, nil
+	}
+	return &agent.CommitVerification{Mode: mode, Keys: keys, Secret: f.verifySecret}, nil
 }

@@ -237,6 +237,7 @@ Exit codes:
 		newSuspendCommand(false),
 		newHandBackCommand(),
 		newRollbackCommand(),
+		newVerifyCommitCommand(),
 		newAgentCommand(),
 		newVersionCommand(),
 	)

@@ -59,6 +59,12 @@ func TestExitCodes(t *testing.T) {
 			want:   exitUsage,
 			msg:    `--memory-limit "-5Mi": want a positive number of bytes`,
 		},
+		"VerifyModeWithoutKeys": {
+			reason: "A commit verification mode without trusted keys would verify nothing: refused, not ignored.",
+			args:   []string{"agent", "--git-url", "file:///nowhere", "--git-verify-mode", "Tag"},
+			want:   exitUsage,
+			msg:    "--git-verify-mode needs trusted keys",
+		},
 		"ExclusiveFlags": {
 			reason: "Flags that exclude each other are a usage error.",
 			args:   []string{"lock", "--dir", empty, "--check", "--update"},

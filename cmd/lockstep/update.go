@@ -33,6 +33,10 @@ type gitFlags struct {
 	caFile         string
 	insecureHTTP   bool
 	timeout        time.Duration
+	// verifyMode and verifyKeys are --git-verify-mode and
+	// --git-verify-keys.
+	verifyMode string
+	verifyKeys []string
 }
 
 func (f *gitFlags) register(cmd *cobra.Command) {
@@ -50,6 +54,30 @@ func (f *gitFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.caFile, "git-ca-file", "", "PEM `FILE` of CA certificates to trust for HTTPS")
 	fl.BoolVar(&f.insecureHTTP, "git-insecure-http", false, "allow sending credentials over a plain http:// URL")
 	fl.DurationVar(&f.timeout, "git-timeout", git.DefaultTimeout, "longest time one Git checkout (ls-remote and fetch) or push may take; 0: no bound")
+	fl.StringVar(&f.verifyMode, "git-verify-mode", string(git.VerifyHEAD), "with trusted keys: what must be signed, as Flux's spec.verify.mode: HEAD (the commit), Tag (the annotated tag --git-ref names) or TagAndHEAD")
+	fl.StringSliceVar(&f.verifyKeys, "git-verify-keys", nil, "`FILE`s of trusted public keys (armored OpenPGP keys, or SSH keys in authorized_keys format): a commit not signed by one of them is refused")
+}
+
+// verification returns the verification mode and the trusted keys of the
+// --git-verify-* flags, read from their files, by file name; no keys
+// when none is given.
+func (f *gitFlags) verification() (git.VerifyMode, map[string][]byte, error) {
+	mode, err := git.ParseVerifyMode(f.verifyMode)
+	if err != nil {
+		return "", nil, usageError(fmt.Errorf("--git-verify-mode: %w", err))
+	}
+	if len(f.verifyKeys) == 0 {
+		return mode, nil, nil
+	}
+	keys := map[string][]byte{}
+	for _, path := range f.verifyKeys {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", nil, fmt.Errorf("--git-verify-keys: %w", err)
+		}
+		keys[path] = b
+	}
+	return mode, keys, nil
 }
 
 // source builds the Git source: the Secret directory first, then the
@@ -107,6 +135,17 @@ func (f *gitFlags) source(cacheDir string) (git.Source, error) {
 		timeout = -1 // --git-timeout 0: no bound
 	}
 	src := git.Source{URL: f.url, Ref: f.ref, Path: f.path, Auth: auth, CacheDir: dir, InsecureHTTP: f.insecureHTTP, Timeout: timeout}
+	mode, keys, err := f.verification()
+	if err != nil {
+		return git.Source{}, err
+	}
+	if keys != nil {
+		ring, err := git.ParseKeyRing(keys)
+		if err != nil {
+			return git.Source{}, fmt.Errorf("--git-verify-keys: %w", err)
+		}
+		src.Verify = &git.Verification{Mode: mode, Keys: ring}
+	}
 	return src, src.Validate()
 }
 

@@ -258,3 +258,33 @@ func verifyCheckout(repo *gogit.Repository, v *Verification, name plumbing.Refer
 	}
 	return strings.Join(signers, ", "), nil
 }
+
+// VerifyRevision verifies a revision of the local repository holding dir
+// (found as git does, in dir or a parent) as a Source with Verify v would
+// before checking it out: rev is a branch, a tag, a commit hash or any
+// revision go-git resolves ("HEAD", "main~1"); in modes Tag and
+// TagAndHEAD it must name an annotated tag. It returns the commit and the
+// signers; a signature that does not verify is a *SignatureError.
+func VerifyRevision(dir, rev string, v Verification) (commit, signers string, err error) {
+	repo, err := gogit.PlainOpenWithOptions(dir, &gogit.PlainOpenOptions{DetectDotGit: true})
+	if err != nil {
+		return "", "", fmt.Errorf("%s: %w", dir, err)
+	}
+	name, kind := plumbing.ReferenceName(""), RefCommit
+	var target plumbing.Hash
+	if ref, err := repo.Tag(rev); err == nil {
+		name, kind, target = ref.Name(), RefTag, ref.Hash()
+	} else {
+		h, err := repo.ResolveRevision(plumbing.Revision(rev))
+		if err != nil {
+			return "", "", fmt.Errorf("revision %q: %w", rev, err)
+		}
+		target = *h
+	}
+	c, err := peel(repo, target)
+	if err != nil {
+		return "", "", fmt.Errorf("revision %q: %w", rev, err)
+	}
+	signers, err = verifyCheckout(repo, &v, name, kind, target, c)
+	return c.Hash.String(), signers, err
+}

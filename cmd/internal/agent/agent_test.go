@@ -49,6 +49,8 @@ type fixture struct {
 	// the agent's Config.CacheDir and CacheMaxSize.
 	cacheDir string
 	cacheMax int64
+	// verify is the agent's Config.CommitVerification.
+	verify *agent.CommitVerification
 }
 
 // regOptions are the registry options of the fixture's lock and agent.
@@ -197,6 +199,7 @@ func (f *fixture) reconciler(t testing.TB) *agent.Reconciler {
 		Apply:        opts,
 
 		CrossplaneServiceAccount: f.crossplaneSA,
+		CommitVerification:       f.verify,
 	}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/fluxcd/pkg/ssa"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
@@ -94,6 +96,25 @@ type Config struct {
 	// spec.verification key authorities; nil means the Secrets they name
 	// in Apply.Namespace (oci.SecretKeys), read on every reconcile.
 	VerificationKeys oci.KeySource
+	// CommitVerification, when set, makes every checkout verify the
+	// signature of the commit (or tag) before anything of it is read, as
+	// Flux's GitRepository spec.verify does (git.Verification). A commit
+	// that does not verify is refused: the Sync is Stalled with reason
+	// CommitSignatureRefused and the last applied commit is applied again.
+	CommitVerification *CommitVerification
+}
+
+// CommitVerification is how the agent verifies commits: which objects
+// (Mode) and the trusted public keys, from files (Keys: name → content)
+// and from the Secret named Secret in Apply.Namespace, whose every data
+// value is parsed as keys (git.ParseKeyRing), read on every checkout so
+// that keys rotate without a restart. A Secret that cannot be read, or
+// keys that cannot be parsed, fail the checkout: there is no fallback to
+// unverified commits.
+type CommitVerification struct {
+	Mode   git.VerifyMode
+	Keys   map[string][]byte
+	Secret string
 }
 
 // DefaultReconcileTimeout is Config.ReconcileTimeout's default: ten
@@ -289,15 +310,75 @@ type CommitSource interface {
 	CheckoutCommit(ctx context.Context, commit string) (*git.Artifact, error)
 }
 
-// gitSource is the CommitSource of Config.Source.
-type gitSource struct{ git.Source }
+// gitSource is the CommitSource of Config.Source, verifying commits when
+// verify is set.
+type gitSource struct {
+	git.Source
+	verify *CommitVerification
+	// c reads verify.Secret in namespace.
+	c         client.Reader
+	namespace string
+}
+
+// Checkout checks out the Source's ref, verified as s.verify says.
+func (s gitSource) Checkout(ctx context.Context) (*git.Artifact, error) {
+	src, err := s.verified(ctx, s.Source, false)
+	if err != nil {
+		return nil, err
+	}
+	return src.Checkout(ctx)
+}
 
 // CheckoutCommit checks out commit, in its own directory of the Source's
-// cache (sources/git keys checkouts by URL and ref).
+// cache (sources/git keys checkouts by URL and ref). This is the commit
+// the Sync records as last applied, checked out again after a restart: it
+// is verified as HEAD, except in mode Tag, where it was verified through
+// its tag when it was applied and is not verified again.
 func (s gitSource) CheckoutCommit(ctx context.Context, commit string) (*git.Artifact, error) {
 	at := s.Source
 	at.Ref = commit
+	at, err := s.verified(ctx, at, true)
+	if err != nil {
+		return nil, err
+	}
 	return at.Checkout(ctx)
+}
+
+// verified returns src with its Verification, the keys read now; for a
+// commit ref (byCommit) in mode Tag, none, and in TagAndHEAD, HEAD.
+func (s gitSource) verified(ctx context.Context, src git.Source, byCommit bool) (git.Source, error) {
+	v := s.verify
+	if v == nil {
+		return src, nil
+	}
+	mode := v.Mode
+	if byCommit {
+		switch mode {
+		case git.VerifyTag:
+			return src, nil
+		case git.VerifyTagAndHEAD:
+			mode = git.VerifyHEAD
+		}
+	}
+	sources := maps.Clone(v.Keys)
+	if v.Secret != "" {
+		sec := &corev1.Secret{}
+		if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: v.Secret}, sec); err != nil {
+			return src, fmt.Errorf("commit verification keys: Secret %s/%s: %w", s.namespace, v.Secret, err)
+		}
+		if sources == nil {
+			sources = map[string][]byte{}
+		}
+		for k, b := range sec.Data {
+			sources["Secret "+s.namespace+"/"+v.Secret+" key "+k] = b
+		}
+	}
+	keys, err := git.ParseKeyRing(sources)
+	if err != nil {
+		return src, fmt.Errorf("commit verification keys: %w", err)
+	}
+	src.Verify = &git.Verification{Mode: mode, Keys: keys}
+	return src, nil
 }
 
 // Option changes how NewReconciler builds a Reconciler.
@@ -352,7 +433,13 @@ func NewReconciler(c client.Client, cfg Config, metrics *Metrics, opts ...Option
 	if resync <= 0 {
 		resync = DefaultResync
 	}
-	r := &Reconciler{cfg: cfg, src: gitSource{cfg.Source}, c: c, mgr: mgr, cache: cache, metrics: metrics, red: redact.New(secrets...),
+	if v := cfg.CommitVerification; v != nil && v.Mode != "" {
+		if _, err := git.ParseVerifyMode(string(v.Mode)); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+	}
+	src := gitSource{Source: cfg.Source, verify: cfg.CommitVerification, c: c, namespace: cfg.Apply.Namespace}
+	r := &Reconciler{cfg: cfg, src: src, c: c, mgr: mgr, cache: cache, metrics: metrics, red: redact.New(secrets...),
 		own: own, resync: resync}
 	for _, o := range opts {
 		o(r)
@@ -539,6 +626,14 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	}
 	r.suspendedAt = nil
 	art, err := r.src.Checkout(ctx)
+	if sig := (*git.SignatureError)(nil); errors.As(err, &sig) {
+		// The commit the ref points to is not signed by a trusted key:
+		// nothing of it is read, and the last applied commit is applied
+		// again, as for a commit refused before apply.
+		out.Commit, out.refused = sig.Commit, true
+		r.reapply(ctx, out)
+		return out, &StepError{Step: StepSource, Reason: ReasonCommitSignatureRefused, Stalled: true, Err: err}
+	}
 	if err != nil {
 		return out, &StepError{Step: StepSource, Reason: ReasonGitOperationFailed, Err: err}
 	}

@@ -85,6 +85,11 @@ const (
 	// declaration) or the objects are migrated: each interval checks
 	// again.
 	ReasonBreakingUpgradeRefused = "BreakingUpgradeRefused"
+	// ReasonCommitSignatureRefused: the commit (or tag) the watched ref
+	// points to is not signed by a trusted key (Config.CommitVerification,
+	// git.SignatureError); nothing of it is read, the last applied commit
+	// is applied again, and it stalls until a verified commit comes.
+	ReasonCommitSignatureRefused = "CommitSignatureRefused"
 )
 
 // now is the clock; tests replace it.
