@@ -103,6 +103,20 @@ type Options struct {
 	// validation the kube-apiserver may be for PreflightLocal to validate
 	// in-process (--preflight-skew); 0 asks for the same minor version.
 	PreflightSkew int
+	// ManifestKinds are the kinds the declarations' manifests may have
+	// (--manifest-kinds): ManifestKindsCrossplane, ManifestKindsAll, or
+	// GROUP/KIND patterns; empty means DefaultManifestKinds. A manifest of
+	// another kind refuses the whole output with a *ManifestScopeError
+	// before anything is written (docs/design/manifests.md#scope).
+	ManifestKinds []string
+	// ManifestServiceAccount, when set, is the ServiceAccount ("NAME" in
+	// Namespace, or "NAMESPACE/NAME") manifests are applied and pruned as,
+	// by impersonation, as Flux's kustomize-controller applies with
+	// spec.serviceAccountName; a manifest it may not create or patch
+	// refuses the output before anything is written. It needs a REST
+	// config (WithRESTConfig) and the impersonate permission on that
+	// ServiceAccount.
+	ManifestServiceAccount string
 }
 
 // DefaultOptions returns the options of `lockstep apply` without flags:
@@ -151,6 +165,9 @@ func (o Options) Validate() error {
 	if o.WaitTimeout <= 0 || o.WaitInterval <= 0 {
 		errs = append(errs, errors.New("wait timeout and interval must be positive"))
 	}
+	if err := ValidManifestKinds(o.ManifestKinds); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -168,6 +185,9 @@ type Manager struct {
 	opts  Options
 	now   func() time.Time
 	lock  Locker
+	// manifests writes manifests as Options.ManifestServiceAccount; nil
+	// writes them as the client's own user.
+	manifests *manifestWriter
 
 	// identityMu guards user, the client's user name once a
 	// SelfSubjectReview returned it (deletion protection).
@@ -246,6 +266,16 @@ func NewManager(c client.Client, opts Options, mopts ...ManagerOption) (*Manager
 		if m.disco, err = discovery.NewDiscoveryClientForConfig(mc.rest); err != nil {
 			return nil, err
 		}
+	}
+	if sa := opts.ManifestServiceAccount; sa != "" {
+		if mc.rest == nil {
+			return nil, fmt.Errorf("manifest service account %s: impersonating it needs a REST config (WithRESTConfig)", sa)
+		}
+		w, err := newManifestWriter(mc.rest, c, opts.Namespace, sa)
+		if err != nil {
+			return nil, err
+		}
+		m.manifests = w
 	}
 	return m, nil
 }
@@ -458,6 +488,9 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 		return nil, err
 	}
 	if err := r.refuseEmpty(r.live.inventory); err != nil {
+		return nil, err
+	}
+	if err := r.checkManifestScope(ctx); err != nil {
 		return nil, err
 	}
 	if err := r.checkManifestOwners(ctx); err != nil {

@@ -77,26 +77,12 @@ func (r *run) servedKinds() map[schema.GroupKind]servingDefinition {
 	for _, p := range r.pkgs {
 		rev := p.po.Revision
 		for _, o := range append(append([]*render.Object(nil), rev.Payload...), rev.ManagedCRDs...) {
-			gk := o.GroupKind()
-			if gk != crossplane.GroupKindCRD && gk != crossplane.GroupKindMRD && gk != crossplane.GroupKindXRD {
-				continue
-			}
-			u, err := o.Unstructured()
-			if err != nil {
-				continue
-			}
-			group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
-			for _, names := range []string{"names", "claimNames"} {
-				kind, _, _ := unstructured.NestedString(u.Object, "spec", names, "kind")
-				plural, _, _ := unstructured.NestedString(u.Object, "spec", names, "plural")
-				if kind == "" {
-					continue
-				}
+			for _, n := range definitionNames(o) {
 				sd := servingDefinition{pkg: p}
-				if gk == crossplane.GroupKindXRD {
-					sd.crd = plural + "." + group
+				if o.GroupKind() == crossplane.GroupKindXRD {
+					sd.crd = n.plural + "." + n.kind.Group
 				}
-				out[schema.GroupKind{Group: group, Kind: kind}] = sd
+				out[n.kind] = sd
 			}
 		}
 	}
@@ -264,7 +250,7 @@ func (r *run) applyManifest(ctx context.Context, mo *render.ManifestOutput, serv
 	case upToDate(live, u, hash):
 		res.Action = ssa.UnchangedAction
 	default:
-		if obj, err = r.ssaApply(ctx, u, FieldManager, false); err != nil {
+		if obj, err = r.ssaApplyAs(ctx, r.manifestClient(), u, FieldManager, false); err != nil {
 			return fmt.Errorf("cannot apply: %w", err)
 		}
 		res.Action = ssa.ConfiguredAction
@@ -430,7 +416,7 @@ func (r *run) pruneManifests(ctx context.Context, entries []inventory.Entry) map
 				continue
 			}
 		}
-		if err := r.deleteObject(ctx, live, live.GetUID()); err != nil {
+		if err := r.deleteObjectAs(ctx, r.manifestClient(), live, live.GetUID()); err != nil {
 			res.Err = fmt.Errorf("cannot delete: %w", err)
 			continue
 		}
@@ -523,4 +509,13 @@ func (r *run) foreignInNamespace(ctx context.Context, ns string, entries []inven
 		}
 	}
 	return strings.Join(held, ", "), nil
+}
+
+// manifestClient is the client manifests are written with: as
+// Options.ManifestServiceAccount when set, else lockstep's own.
+func (r *run) manifestClient() client.Client {
+	if r.m.manifests != nil {
+		return r.m.manifests.c
+	}
+	return r.c
 }

@@ -166,7 +166,7 @@ func TestManifestsAfterPackages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := f.manager(t, nil)
+	m := f.manager(t, withManifestKinds)
 	f.reqs.reset()
 	res := f.apply(t, m, out, apply.Origin{Commit: "one"})
 	mustSucceed(t, res)
@@ -289,7 +289,7 @@ func TestRefusedManifestLeavesInventory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := f.manager(t, nil)
+	m := f.manager(t, func(o *apply.Options) { o.ManifestKinds = []string{apply.ManifestKindsAll} })
 	res := f.apply(t, m, render1, apply.Origin{Commit: "one"})
 	refused := false
 	for _, mr := range res.Manifests {
@@ -341,7 +341,7 @@ func TestNamespaceWithForeignObjectsNotPruned(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := f.manager(t, nil)
+			m := f.manager(t, withManifestKinds)
 			mustSucceed(t, f.apply(t, m, out, apply.Origin{Commit: "one"}))
 			ctx := context.Background()
 			if foreign {
@@ -434,7 +434,7 @@ func TestManifestAdoptsOnlyWithOptIn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := f.manager(t, nil).Apply(ctx, out, apply.Origin{Commit: "one"})
+			res, err := f.manager(t, withManifestKinds).Apply(ctx, out, apply.Origin{Commit: "one"})
 			if tc.want == nil {
 				if err != nil {
 					t.Fatalf("%s: Apply: %v", tc.reason, err)
@@ -467,4 +467,10 @@ func TestManifestAdoptsOnlyWithOptIn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withManifestKinds allows the manifests of these tests, Namespaces and
+// ConfigMaps beside what a Crossplane user declares.
+func withManifestKinds(o *apply.Options) {
+	o.ManifestKinds = []string{apply.ManifestKindsCrossplane, "/Namespace", "/ConfigMap"}
 }

@@ -20,12 +20,17 @@ import (
 // server answered with. dryRun, or a dry-run Manager, sends a server-side
 // dry-run, which is not counted as a write.
 func (r *run) ssaApply(ctx context.Context, u *unstructured.Unstructured, manager string, dryRun bool) (*unstructured.Unstructured, error) {
+	return r.ssaApplyAs(ctx, r.c, u, manager, dryRun)
+}
+
+// ssaApplyAs is ssaApply through c (a manifest's writer).
+func (r *run) ssaApplyAs(ctx context.Context, c client.Client, u *unstructured.Unstructured, manager string, dryRun bool) (*unstructured.Unstructured, error) {
 	obj := u.DeepCopy()
 	opts := []client.ApplyOption{client.FieldOwner(manager), client.ForceOwnership}
 	if dryRun || r.opts.DryRun {
 		opts = append(opts, client.DryRunAll)
 	}
-	if err := r.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), opts...); err != nil {
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), opts...); err != nil {
 		return nil, err
 	}
 	if !dryRun {
@@ -172,6 +177,11 @@ func (r *run) rawPatch(ctx context.Context, gvk schema.GroupVersionKind, namespa
 // garbage collector removes its dependents). A missing object is not an
 // error. A dry-run Manager deletes nothing.
 func (r *run) deleteObject(ctx context.Context, obj client.Object, uid types.UID) error {
+	return r.deleteObjectAs(ctx, r.c, obj, uid)
+}
+
+// deleteObjectAs is deleteObject through c (a manifest's writer).
+func (r *run) deleteObjectAs(ctx context.Context, c client.Client, obj client.Object, uid types.UID) error {
 	if r.opts.DryRun {
 		return nil
 	}
@@ -192,9 +202,9 @@ func (r *run) deleteObject(ctx context.Context, obj client.Object, uid types.UID
 	}
 	var err error
 	if target != nil {
-		err = r.c.Delete(ctx, target, opts...)
+		err = c.Delete(ctx, target, opts...)
 	} else {
-		err = r.c.Delete(ctx, obj, opts...)
+		err = c.Delete(ctx, obj, opts...)
 	}
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -27,23 +27,24 @@ type agentFlags struct {
 	render renderFlags
 	git    gitFlags
 	// verifySecret is --git-verify-secret.
-	verifySecret string
-	cluster      clusterFlags
-	preflight    preflightFlags
-	memLimit     memoryLimitFlag
-	interval     time.Duration
-	reconcileTO  time.Duration
-	pruneCRDs    string
-	protect      bool
-	once         bool
-	leaderElect  bool
-	leaseName    string
-	probeAddr    string
-	metricsAddr  string
-	update       updateFlags
-	schedule     string
-	allowEmpty   bool
-	pullSA       string
+	verifySecret  string
+	cluster       clusterFlags
+	preflight     preflightFlags
+	manifestScope manifestScopeFlags
+	memLimit      memoryLimitFlag
+	interval      time.Duration
+	reconcileTO   time.Duration
+	pruneCRDs     string
+	protect       bool
+	once          bool
+	leaderElect   bool
+	leaseName     string
+	probeAddr     string
+	metricsAddr   string
+	update        updateFlags
+	schedule      string
+	allowEmpty    bool
+	pullSA        string
 	// crossplaneSA is --crossplane-service-account.
 	crossplaneSA string
 	// cacheMax is --cache-max-size, a Kubernetes quantity.
@@ -86,6 +87,7 @@ declarations' warnings are logged and sent as Warning Events on the Sync.`,
 	bindPruneCRDs(fl, &f.pruneCRDs)
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "apply a commit whose lock has no packages even when this instance installed some, uninstalling them all (without it such a commit stalls the Sync and the last good commit stays applied)")
 	f.preflight.register(fl)
+	f.manifestScope.register(fl)
 	f.memLimit.register(fl)
 	fl.BoolVar(&f.protect, "deletion-protection", true, "let only lockstep's own user (and the garbage collector) delete this instance's package and revision records, CRDs, MRDs and XRDs, with a ValidatingAdmissionPolicy (docs/design/apply.md#deletion-protection); false removes the policy")
 	bindCrossplaneServiceAccount(fl, &f.crossplaneSA)
@@ -152,6 +154,9 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	opts.AllowEmpty = f.allowEmpty
 	opts.DeletionProtection = f.protect
 	f.preflight.set(&opts)
+	if err := f.manifestScope.set(&opts); err != nil {
+		return err
+	}
 	if err := agent.Prepare(ctx, c, counted, opts.Namespace); err != nil {
 		return err
 	}

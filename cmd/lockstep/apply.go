@@ -29,18 +29,19 @@ import (
 
 // applyFlags are the flags of `lockstep apply`.
 type applyFlags struct {
-	render      renderFlags
-	cluster     clusterFlags
-	preflight   preflightFlags
-	memLimit    memoryLimitFlag
-	dryRun      bool
-	timeout     time.Duration
-	pruneCRDs   string
-	protect     bool
-	concurrency int
-	verbose     bool
-	allowEmpty  bool
-	lockTimeout time.Duration
+	render        renderFlags
+	cluster       clusterFlags
+	preflight     preflightFlags
+	manifestScope manifestScopeFlags
+	memLimit      memoryLimitFlag
+	dryRun        bool
+	timeout       time.Duration
+	pruneCRDs     string
+	protect       bool
+	concurrency   int
+	verbose       bool
+	allowEmpty    bool
+	lockTimeout   time.Duration
 	// crossplaneSA is --crossplane-service-account.
 	crossplaneSA string
 	// output is -o.
@@ -103,11 +104,30 @@ and says so.`,
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also list unchanged objects")
 	fl.DurationVar(&f.lockTimeout, "lock-timeout", 0, "wait this long for another apply of the instance (lockstep apply or the agent) to finish (0: fail at once)")
 	f.preflight.register(fl)
+	f.manifestScope.register(fl)
 	f.memLimit.register(fl)
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "apply a lock without packages even when this instance installed some, uninstalling them all")
 	bindCrossplaneServiceAccount(fl, &f.crossplaneSA)
 	bindOutput(fl, &f.output, "ApplyResult")
 	return cmd
+}
+
+// options returns the apply options the flags set; an error is a usage
+// error.
+func (f *applyFlags) options() (apply.Options, error) {
+	opts := apply.DefaultOptions()
+	opts.Namespace, opts.Instance = f.cluster.namespace, f.render.instance
+	opts.PruneCRDs, opts.Concurrency, opts.DryRun = plan.PruneCRDs(f.pruneCRDs), f.concurrency, f.dryRun
+	opts.AllowEmpty = f.allowEmpty
+	opts.DeletionProtection = f.protect
+	f.preflight.set(&opts)
+	if err := f.manifestScope.set(&opts); err != nil {
+		return opts, err
+	}
+	if err := opts.Validate(); err != nil {
+		return opts, usageError(err)
+	}
+	return opts, nil
 }
 
 func (f *applyFlags) run(cmd *cobra.Command) error {
@@ -120,14 +140,9 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 		ctx, cancel = context.WithTimeout(ctx, f.timeout)
 		defer cancel()
 	}
-	opts := apply.DefaultOptions()
-	opts.Namespace, opts.Instance = f.cluster.namespace, f.render.instance
-	opts.PruneCRDs, opts.Concurrency, opts.DryRun = plan.PruneCRDs(f.pruneCRDs), f.concurrency, f.dryRun
-	opts.AllowEmpty = f.allowEmpty
-	opts.DeletionProtection = f.protect
-	f.preflight.set(&opts)
-	if err := opts.Validate(); err != nil {
-		return usageError(err)
+	opts, err := f.options()
+	if err != nil {
+		return err
 	}
 	// apply needs a cluster. Without a kubeconfig, the offline steps
 	// still run first (bad declarations or a stale lock are named), and

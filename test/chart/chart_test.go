@@ -187,7 +187,7 @@ func TestChartTemplate(t *testing.T) {
 			image:  "ghcr.io/lockstep-gitops/lockstep:v1.0.0@sha256:" + strings.Repeat("a", 64),
 		},
 		"Settings": {
-			reason: "Each value reaches its flag: credentials, commit verification, trusted root, no protection, no metrics, a single replica without election, proposals, the memory limit.",
+			reason: "Each value reaches its flag: credentials, commit verification, manifest scope, trusted root, no protection, no metrics, a single replica without election, proposals, the memory limit.",
 			vals: `git: {url: ` + gitURL + `, ref: release, path: clusters/prod, secret: {name: creds}, verify: {secretName: git-keys, mode: Tag}}
 trustedRoot: {configMapName: roots}
 deletionProtection: false
@@ -199,8 +199,9 @@ memoryLimit: 800Mi
 interval: 5m
 crossplaneServiceAccount: crossplane-core
 registryCA: {configMapName: corp-ca}
-pullServiceAccount: ""`,
-			want:   []string{"--git-ref=release", "--git-path=clusters/prod", "--git-secret-dir=/etc/lockstep/git", "--git-verify-secret=git-keys", "--git-verify-mode=Tag", "--trusted-root=/etc/lockstep/sigstore/trusted_root.json", "--deletion-protection=false", "--metrics-addr=", "--update-schedule=@every 15m", "--update-mode=commit", "--memory-limit=800Mi", "--interval=5m", "--crossplane-service-account=crossplane-core", "--registry-ca-file=/etc/lockstep/registry-ca/ca.crt"},
+pullServiceAccount: ""
+manifests: {kinds: [crossplane, /Namespace], serviceAccountName: manifests}`,
+			want:   []string{"--git-ref=release", "--git-path=clusters/prod", "--git-secret-dir=/etc/lockstep/git", "--git-verify-secret=git-keys", "--git-verify-mode=Tag", "--manifest-kinds=crossplane,/Namespace", "--manifest-service-account=manifests", "--trusted-root=/etc/lockstep/sigstore/trusted_root.json", "--deletion-protection=false", "--metrics-addr=", "--update-schedule=@every 15m", "--update-mode=commit", "--memory-limit=800Mi", "--interval=5m", "--crossplane-service-account=crossplane-core", "--registry-ca-file=/etc/lockstep/registry-ca/ca.crt"},
 			absent: []string{"--leader-elect", "--pull-service-account=crossplane-system/crossplane"},
 		},
 		"NoGitURL": {

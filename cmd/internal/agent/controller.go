@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -136,7 +137,7 @@ func specEdited(want v1alpha1.SyncSpec) predicate.Funcs {
 			}
 			spec := s.Spec
 			spec.Suspend = false
-			return spec != want
+			return !equality.Semantic.DeepEqual(spec, want)
 		},
 	}
 }

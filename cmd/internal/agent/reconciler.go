@@ -14,6 +14,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -696,6 +697,13 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 		}
 		return out, err
 	}
+	if errors.As(err, &se) && se.Reason == ReasonManifestScopeRefused && rd != r.last {
+		// Apply refused the commit before any write: the last good commit
+		// is applied again.
+		out.refused = true
+		r.reapply(ctx, out)
+		return out, err
+	}
 	if rd != r.last && err == nil {
 		r.pruneCache(rd, out)
 	}
@@ -782,7 +790,7 @@ func (r *Reconciler) specIntact(ctx context.Context) bool {
 	}
 	s := *spec
 	s.Suspend = false // the user's (lockstep suspend), never written back
-	return s == r.syncSpec()
+	return equality.Semantic.DeepEqual(s, r.syncSpec())
 }
 
 // restore is the targeted restore of drift: when rd is the render of the
@@ -1141,6 +1149,7 @@ func (r *Reconciler) applyRendered(ctx context.Context, rd *rendered, out *Outco
 		held    *writelock.HeldError
 		empty   *apply.EmptyLockError
 		foreign *apply.ForeignManifestError
+		scope   *apply.ManifestScopeError
 	)
 	switch {
 	case errors.As(err, &held):
@@ -1152,6 +1161,8 @@ func (r *Reconciler) applyRendered(ctx context.Context, rd *rendered, out *Outco
 		return &StepError{Step: StepApply, Reason: ReasonEmptyLockRefused, Stalled: true, Err: err}
 	case errors.As(err, &foreign):
 		return &StepError{Step: StepApply, Reason: ReasonManifestAdoptionRefused, Stalled: true, Err: err}
+	case errors.As(err, &scope):
+		return &StepError{Step: StepApply, Reason: ReasonManifestScopeRefused, Stalled: true, Err: err}
 	case err != nil:
 		return &StepError{Step: StepApply, Reason: ReasonApplyFailed, Err: err}
 	}

@@ -14,10 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/apply"
 	"github.com/lockstep-gitops/lockstep/cmd/internal/agent/api/v1alpha1"
 	"github.com/lockstep-gitops/lockstep/cmd/internal/update"
 	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/redact"
+	"github.com/lockstep-gitops/lockstep/sources/git"
 )
 
 // Field managers of the Sync object.
@@ -59,7 +61,21 @@ func (r *Reconciler) writeStatus(ctx context.Context, o *Outcome, rerr error) er
 	sync.SetNamespace(ns)
 	sync.SetName(name)
 	spec := r.syncSpec()
-	sync.Object["spec"] = map[string]any{"url": spec.URL, "ref": spec.Ref, "path": spec.Path, "interval": spec.Interval}
+	specMap := map[string]any{"url": spec.URL, "ref": spec.Ref, "path": spec.Path, "interval": spec.Interval}
+	if spec.ServiceAccountName != "" {
+		specMap["serviceAccountName"] = spec.ServiceAccountName
+	}
+	if len(spec.ManifestKinds) > 0 {
+		kinds := make([]any, len(spec.ManifestKinds))
+		for i, k := range spec.ManifestKinds {
+			kinds[i] = k
+		}
+		specMap["manifestKinds"] = kinds
+	}
+	if spec.Verify != "" {
+		specMap["verify"] = spec.Verify
+	}
+	sync.Object["spec"] = specMap
 	sync.SetLabels(map[string]string{"app.kubernetes.io/managed-by": "lockstep"})
 	if err := r.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(sync), client.FieldOwner(SyncFieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply Sync %s/%s: %w", ns, name, err)
@@ -120,7 +136,18 @@ func (r *Reconciler) writeStatus(ctx context.Context, o *Outcome, rerr error) er
 // information, an ssh URL its password). Credentials belong in
 // --git-secret-dir.
 func (r *Reconciler) syncSpec() v1alpha1.SyncSpec {
-	return v1alpha1.SyncSpec{URL: redact.URL(r.cfg.Source.URL), Ref: r.cfg.Source.Ref, Path: r.cfg.Source.Path, Interval: r.cfg.Interval.String()}
+	spec := v1alpha1.SyncSpec{URL: redact.URL(r.cfg.Source.URL), Ref: r.cfg.Source.Ref, Path: r.cfg.Source.Path, Interval: r.cfg.Interval.String(),
+		ServiceAccountName: r.cfg.Apply.ManifestServiceAccount, ManifestKinds: r.cfg.Apply.ManifestKinds}
+	if len(spec.ManifestKinds) == 0 {
+		spec.ManifestKinds = apply.DefaultManifestKinds
+	}
+	if v := r.cfg.CommitVerification; v != nil {
+		spec.Verify = string(v.Mode)
+		if spec.Verify == "" {
+			spec.Verify = string(git.VerifyHEAD)
+		}
+	}
+	return spec
 }
 
 // nextStatus computes the Sync status after a reconcile from the previous

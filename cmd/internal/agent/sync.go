@@ -90,6 +90,12 @@ const (
 	// git.SignatureError); nothing of it is read, the last applied commit
 	// is applied again, and it stalls until a verified commit comes.
 	ReasonCommitSignatureRefused = "CommitSignatureRefused"
+	// ReasonManifestScopeRefused: a manifest of the commit has a kind the
+	// instance does not allow (--manifest-kinds), or the ServiceAccount
+	// manifests are applied as (--manifest-service-account) may not
+	// create or patch it (apply.ManifestScopeError); nothing of the
+	// commit was written, and it stalls until Git changes.
+	ReasonManifestScopeRefused = "ManifestScopeRefused"
 )
 
 // now is the clock; tests replace it.

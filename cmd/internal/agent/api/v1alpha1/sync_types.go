@@ -52,6 +52,18 @@ type SyncSpec struct {
 	// as a Go duration such as 1m0s.
 	// +optional
 	Interval string `json:"interval,omitempty"`
+	// ServiceAccountName is the ServiceAccount manifests are applied and
+	// pruned as, by impersonation (--manifest-service-account, as Flux's
+	// spec.serviceAccountName); empty: the agent's own.
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// ManifestKinds are the kinds manifests may have (--manifest-kinds).
+	// +optional
+	ManifestKinds []string `json:"manifestKinds,omitempty"`
+	// Verify is the commit verification mode (--git-verify-mode), empty
+	// when commits are not verified.
+	// +optional
+	Verify string `json:"verify,omitempty"`
 	// Suspend stops the agent from applying (Flux's spec.suspend,
 	// fluxcd/kustomize-controller api/v1/kustomization_types.go): while
 	// true, each reconcile neither checks out Git nor applies, and only

@@ -1,0 +1,264 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/render"
+)
+
+// Values of Options.ManifestKinds besides GROUP/KIND patterns.
+const (
+	// ManifestKindsCrossplane allows what a Crossplane user declares: every
+	// kind a package of the output defines (ProviderConfigs and managed
+	// resources from CRDs and MRDs, composite resources and claims from
+	// XRDs) and Crossplane's own kinds outside pkg.crossplane.io
+	// (crossplane.CoreKinds: EnvironmentConfig, Usage, Composition, ...).
+	ManifestKindsCrossplane = "crossplane"
+	// ManifestKindsAll allows every kind.
+	ManifestKindsAll = "*"
+)
+
+// DefaultManifestKinds is Options.ManifestKinds when it is empty.
+var DefaultManifestKinds = []string{ManifestKindsCrossplane}
+
+// ValidManifestKinds returns an error naming a pattern of kinds that is
+// neither a preset nor "GROUP/KIND" (path.Match syntax in each part; the
+// core group is empty: "/Namespace", "/*").
+func ValidManifestKinds(kinds []string) error {
+	for _, k := range kinds {
+		if k == ManifestKindsCrossplane || k == ManifestKindsAll {
+			continue
+		}
+		group, kind, ok := strings.Cut(k, "/")
+		if !ok || kind == "" || strings.Contains(kind, "/") {
+			return fmt.Errorf("manifest kind %q is not %s, %s or GROUP/KIND (\"/Namespace\" for the core group)", k, ManifestKindsCrossplane, ManifestKindsAll)
+		}
+		for _, p := range []string{group, kind} {
+			if _, err := path.Match(p, ""); err != nil {
+				return fmt.Errorf("manifest kind %q: %w", k, err)
+			}
+		}
+	}
+	return nil
+}
+
+// allowsKind reports whether the patterns allow gk, given the kinds the
+// output's packages define.
+func allowsKind(patterns []string, gk schema.GroupKind, defined map[schema.GroupKind]string) bool {
+	if len(patterns) == 0 {
+		patterns = DefaultManifestKinds
+	}
+	for _, p := range patterns {
+		switch p {
+		case ManifestKindsAll:
+			return true
+		case ManifestKindsCrossplane:
+			if _, ok := defined[gk]; ok || crossplane.IsCoreKind(gk) {
+				return true
+			}
+		default:
+			group, kind, _ := strings.Cut(p, "/")
+			gm, _ := path.Match(group, gk.Group)
+			km, _ := path.Match(kind, gk.Kind)
+			if gm && km {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// definedKinds maps every kind the output's packages define to its plural:
+// their CRDs and MRDs, and of their XRDs the composite and the claim.
+func definedKinds(out *render.Output) map[schema.GroupKind]string {
+	defined := map[schema.GroupKind]string{}
+	for _, p := range out.Packages {
+		if rev := p.Revision; rev != nil {
+			for _, o := range append(append([]*render.Object(nil), rev.Payload...), rev.ManagedCRDs...) {
+				for _, n := range definitionNames(o) {
+					defined[n.kind] = n.plural
+				}
+			}
+		}
+	}
+	return defined
+}
+
+// definedName is a kind a definition defines, with its plural.
+type definedName struct {
+	kind   schema.GroupKind
+	plural string
+}
+
+// definitionNames returns the kinds o defines when it is a CRD or MRD (its
+// kind) or an XRD (its composite and claim kinds); nil otherwise.
+func definitionNames(o *render.Object) []definedName {
+	gk := o.GroupKind()
+	if gk != crossplane.GroupKindCRD && gk != crossplane.GroupKindMRD && gk != crossplane.GroupKindXRD {
+		return nil
+	}
+	u, err := o.Unstructured()
+	if err != nil {
+		return nil
+	}
+	group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+	var out []definedName
+	for _, names := range []string{"names", "claimNames"} {
+		kind, _, _ := unstructured.NestedString(u.Object, "spec", names, "kind")
+		plural, _, _ := unstructured.NestedString(u.Object, "spec", names, "plural")
+		if kind != "" {
+			out = append(out, definedName{kind: schema.GroupKind{Group: group, Kind: kind}, plural: plural})
+		}
+	}
+	return out
+}
+
+// ManifestScopeError is Apply's error when manifests fall outside the
+// instance's scope: a kind Options.ManifestKinds does not allow, or an
+// object Options.ManifestServiceAccount may not create or update. Apply
+// returns it before it writes anything of the commit.
+type ManifestScopeError struct {
+	// Objects are the refused manifests, each "FILE:LINE: Kind/name: why".
+	Objects []string
+}
+
+// Error lists every refused manifest.
+func (e *ManifestScopeError) Error() string {
+	return fmt.Sprintf("%d manifest(s) outside the scope of this instance:\n  %s", len(e.Objects), strings.Join(e.Objects, "\n  "))
+}
+
+// manifestVerbs are what applying a manifest needs: server-side apply
+// creates it (create) or updates it (patch).
+var manifestVerbs = []string{"create", "patch"}
+
+// checkManifestScope is run before anything of the commit is written: each
+// manifest's kind must be one Options.ManifestKinds allows, and with
+// Options.ManifestServiceAccount that ServiceAccount must be allowed to
+// create and patch it, asked with a SelfSubjectAccessReview made as the
+// ServiceAccount (one per resource, namespace and verb). A kind the
+// cluster does not serve yet is looked up among the kinds the output's
+// packages define.
+func (r *run) checkManifestScope(ctx context.Context) error {
+	if len(r.out.Manifests) == 0 {
+		return nil
+	}
+	defined := definedKinds(r.out)
+	kinds := r.opts.ManifestKinds
+	if len(kinds) == 0 {
+		kinds = DefaultManifestKinds
+	}
+	var refused []string
+	asked := map[string]error{}
+	for _, mo := range r.out.Manifests {
+		o := mo.Object
+		gvk := schema.FromAPIVersionAndKind(o.APIVersion, o.Kind)
+		if !allowsKind(kinds, gvk.GroupKind(), defined) {
+			refused = append(refused, fmt.Sprintf("%s: %s: kind %s of group %q is not among the manifest kinds of instance %s (%s); add %s/%s to allow it",
+				mo.Location, o, o.Kind, gvk.Group, r.opts.Instance, strings.Join(kinds, ","), gvk.Group, o.Kind))
+			continue
+		}
+		if r.m.manifests == nil {
+			continue
+		}
+		resource, err := r.resourceOf(gvk, defined)
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", mo.Location, o, err)
+		}
+		for _, verb := range manifestVerbs {
+			key := verb + " " + resource.String() + " " + o.Namespace
+			err, done := asked[key]
+			if !done {
+				err = r.m.manifests.allowed(ctx, verb, resource, o.Namespace)
+				asked[key] = err
+			}
+			if err != nil {
+				refused = append(refused, fmt.Sprintf("%s: %s: %v", mo.Location, o, err))
+				break
+			}
+		}
+	}
+	if len(refused) > 0 {
+		return &ManifestScopeError{Objects: refused}
+	}
+	return nil
+}
+
+// resourceOf returns the resource of gvk: from the cluster's RESTMapper,
+// or, for a kind the cluster does not serve yet, from the packages that
+// define it.
+func (r *run) resourceOf(gvk schema.GroupVersionKind, defined map[schema.GroupKind]string) (schema.GroupResource, error) {
+	mapping, err := r.c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err == nil {
+		return mapping.Resource.GroupResource(), nil
+	}
+	if plural, ok := defined[gvk.GroupKind()]; ok && meta.IsNoMatchError(err) {
+		return schema.GroupResource{Group: gvk.Group, Resource: plural}, nil
+	}
+	return schema.GroupResource{}, fmt.Errorf("cannot tell the resource of %s: %w", gvk.Kind, err)
+}
+
+// manifestWriter writes manifests as a ServiceAccount, as Flux's
+// kustomize-controller does with spec.serviceAccountName: through a
+// client that impersonates it.
+type manifestWriter struct {
+	// sa is "system:serviceaccount:NAMESPACE:NAME".
+	sa string
+	c  client.Client
+}
+
+// newManifestWriter returns the manifestWriter of the ServiceAccount sa
+// ("NAME" in namespace, or "NAMESPACE/NAME"), impersonated from cfg.
+func newManifestWriter(cfg *rest.Config, c client.Client, namespace, sa string) (*manifestWriter, error) {
+	ns, name, ok := strings.Cut(sa, "/")
+	if !ok {
+		ns, name = namespace, sa
+	}
+	if ns == "" || name == "" || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("manifest service account %q: want NAME or NAMESPACE/NAME", sa)
+	}
+	imp := rest.CopyConfig(cfg)
+	imp.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + name}
+	ic, err := client.New(imp, client.Options{Scheme: c.Scheme(), Mapper: c.RESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("manifest service account %s/%s: %w", ns, name, err)
+	}
+	return &manifestWriter{sa: ns + "/" + name, c: ic}, nil
+}
+
+// allowed asks, as the ServiceAccount, whether it may verb the resource in
+// namespace (cluster-wide when ""), and returns an error saying it may not.
+func (w *manifestWriter) allowed(ctx context.Context, verb string, gr schema.GroupResource, namespace string) error {
+	review := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+		"spec": map[string]any{"resourceAttributes": map[string]any{
+			"verb": verb, "group": gr.Group, "resource": gr.Resource, "namespace": namespace,
+		}},
+	}}
+	if err := w.c.Create(ctx, review); err != nil {
+		return fmt.Errorf("cannot ask whether ServiceAccount %s may %s %s: %w", w.sa, verb, gr, err)
+	}
+	if ok, _, _ := unstructured.NestedBool(review.Object, "status", "allowed"); ok {
+		return nil
+	}
+	where := "cluster-wide"
+	if namespace != "" {
+		where = "in namespace " + namespace
+	}
+	reason, _, _ := unstructured.NestedString(review.Object, "status", "reason")
+	msg := fmt.Sprintf("ServiceAccount %s may not %s %s %s", w.sa, verb, gr, where)
+	if reason != "" {
+		msg += " (" + reason + ")"
+	}
+	return errors.New(msg)
+}
