@@ -139,7 +139,11 @@ type side struct {
 	name, commit string
 	dir          string // a plain directory (LoadDir), or
 	fsys         fs.FS  // a Git tree
-	lockName     string
+	// tree is the whole Git tree of the commit and treeDir the
+	// directory's path in it, for the bases of an Overlay.
+	tree     fs.FS
+	treeDir  string
+	lockName string
 	// prepare, when set (--cluster), completes the render input before
 	// the side renders.
 	prepare func(*snapshot.Snapshot) error
@@ -352,6 +356,11 @@ func gitSide(repo *git.LocalRepo, commit *git.LocalCommit, name string) (*side, 
 		return nil, err
 	}
 	s.fsys = fsys
+	// The whole tree, for the bases of the directory's lockstep.yaml.
+	if s.tree, err = commit.FS(""); err != nil {
+		return nil, err
+	}
+	s.treeDir = filepath.ToSlash(repo.Dir)
 	return s, nil
 }
 
@@ -368,7 +377,7 @@ func (s *side) state(ctx context.Context, opts []snapshot.Option) (*diff.State, 
 	case s.dir != "":
 		snap, err = snapshot.LoadDir(ctx, s.dir, opts...)
 	case s.fsys != nil:
-		snap, err = snapshot.Load(ctx, s.fsys, opts...)
+		snap, err = snapshot.Load(ctx, s.fsys, append(slices.Clone(opts), snapshot.WithTree(s.tree, s.treeDir))...)
 	}
 	if err != nil {
 		if s.commit != "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lockstep-gitops/lockstep/cmd/internal/snapshot"
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/lockfile"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
@@ -31,6 +32,9 @@ type lockFlags struct {
 	conversion, conversionSet bool
 	// output is -o, for --check.
 	output outputFormat
+	// all runs the command on every declarations directory under dir
+	// (--all).
+	all bool
 }
 
 // conversion is mrdFlag's value when given, nil otherwise
@@ -102,6 +106,9 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 			if f.output != "" && !f.check {
 				return usageError(errors.New("--output prints the document of --check; give --check"))
 			}
+			if f.all {
+				return f.runAll(cmd, args)
+			}
 			if f.check {
 				return f.runCheck(cmd)
 			}
@@ -119,11 +126,59 @@ spec.package uses the registry ` + lockfile.DefaultRegistryPlaceholder + ` takes
 	cmd.Flags().IntVar(&f.jobs, "jobs", lockfile.DefaultJobs, "registry calls run in parallel at most")
 	cmd.Flags().BoolVar(&f.verify, "verify", false, "check online, without writing, that every pin's tag still resolves to its digest and its pulled content is what the lock records; exit 5 when not")
 	cmd.Flags().BoolVar(&f.conversion, mrdFlag, false, "record in the lock whether provider CRDs are installed as ManagedResourceDefinitions activated by ManagedResourceActivationPolicies, as Crossplane v2 does (default: what the lock records; on for a new Crossplane v2 lock); false is Crossplane's off switch")
+	cmd.Flags().BoolVar(&f.all, "all", false, "run on every declarations directory under --dir (each that holds a lockstep.lock or a lockstep.yaml, but the bases a lockstep.yaml names), one after the other")
 	bindOutput(cmd.Flags(), &f.output, "LockCheck (with --check)")
 	cmd.MarkFlagsMutuallyExclusive("check", "update", "verify")
 	cmd.MarkFlagsMutuallyExclusive("verify", mrdFlag)
 	f.reg.register(cmd)
 	return cmd
+}
+
+// runAll runs lock, lock --check or lock --verify on every declarations
+// directory under --dir (declarations.FindDirectories), each as if given
+// with --dir, and returns an error when any failed: exit 4 (or 5) when
+// every failure is that code, else 1.
+func (f *lockFlags) runAll(cmd *cobra.Command, args []string) error {
+	dirs, err := declarations.FindDirectories(os.DirFS(f.dir))
+	if err != nil {
+		return fmt.Errorf("--all: %w", err)
+	}
+	if len(dirs) == 0 {
+		return fmt.Errorf("--all: no directory under %s holds a %s or a %s", f.dir, lockfile.FileName, declarations.OverlayFileName)
+	}
+	var failed []string
+	code := 0
+	for _, d := range dirs {
+		g := *f
+		g.all, g.dir = false, filepath.Join(f.dir, filepath.FromSlash(d))
+		var err error
+		switch {
+		case g.check:
+			err = g.runCheck(cmd)
+		case g.verify:
+			err = g.runVerify(cmd)
+		default:
+			err = g.runLock(cmd, args)
+		}
+		if err == nil {
+			continue
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", g.dir, err)
+		failed = append(failed, g.dir)
+		c := exitFailure
+		if ee := (*exitError)(nil); errors.As(err, &ee) {
+			c = ee.code
+		}
+		if code == 0 || code == c {
+			code = c
+		} else {
+			code = exitFailure
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return &exitError{code: code, err: fmt.Errorf("%d of %d directories failed: %s", len(failed), len(dirs), strings.Join(failed, ", "))}
 }
 
 // load reads the declarations and the current lock (nil when there is

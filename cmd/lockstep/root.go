@@ -238,6 +238,7 @@ Exit codes:
 		newHandBackCommand(),
 		newRollbackCommand(),
 		newVerifyCommitCommand(),
+		newPromoteCommand(),
 		newAgentCommand(),
 		newVersionCommand(),
 	)

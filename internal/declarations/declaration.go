@@ -149,6 +149,10 @@ type Set struct {
 	// miss of pkg.crossplane.io, which is ignored. Nil when there are none.
 	// Commands print them on stderr.
 	Warnings []*Error
+	// Overrides are the declarations and manifests of the directory that
+	// replaced those of a base (LoadTree), in the order they were read;
+	// nil without bases.
+	Overrides []Override
 }
 
 // digestVersion names the canonical encoding hashed by Set.Digest. Change it

@@ -28,6 +28,8 @@ var skippedFiles = map[string]bool{
 	// the objects it lists are read as plain files.
 	"kustomization.yaml": true,
 	"kustomization.yml":  true,
+	// The Overlay that names the directory's bases (LoadTree).
+	OverlayFileName: true,
 }
 
 // Load reads the declarations kept under dir. See LoadFS for what is read and
@@ -41,7 +43,7 @@ func Load(dir string) (*Set, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("cannot read declarations: %s is not a directory", dir)
 	}
-	return LoadFS(os.DirFS(dir))
+	return loadOS(dir)
 }
 
 // LoadFS walks fsys in lexical order and collects the package declarations a
@@ -95,17 +97,33 @@ func Load(dir string) (*Set, error) {
 // On any error
 // LoadFS returns a nil Set.
 func LoadFS(fsys fs.FS) (*Set, error) {
-	l := &loader{
-		set:     &Set{Ignored: map[string]int{}},
-		names:   map[string]Location{},
-		sources: map[string]sourceEntry{},
+	return LoadTree(fsys, ".")
+}
+
+func newLoader() *loader {
+	return &loader{
+		set:       &Set{Ignored: map[string]int{}},
+		names:     map[string]Location{},
+		nameLayer: map[string]int{},
+		sources:   map[string]sourceEntry{},
 	}
-	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+}
+
+// walk reads every declarations file of fsys as LoadFS describes, naming
+// files prefix/path (path alone when prefix is "").
+func (l *loader) walk(fsys fs.FS, prefix string) error {
+	name := func(p string) string {
+		if prefix == "" {
+			return p
+		}
+		return path.Join(prefix, p)
+	}
+	return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == "." {
 				return err
 			}
-			l.errs = append(l.errs, &Error{Location: Location{File: p}, Err: err})
+			l.errs = append(l.errs, &Error{Location: Location{File: name(p)}, Err: err})
 			return nil
 		}
 		if p != "." && strings.HasPrefix(d.Name(), ".") {
@@ -118,20 +136,22 @@ func LoadFS(fsys fs.FS) (*Set, error) {
 			return nil
 		}
 		if info, err := d.Info(); err == nil && info.Size() > MaxFileSize {
-			l.errs = append(l.errs, &Error{Location: Location{File: p}, Err: fmt.Errorf("%d bytes, larger than %d MiB: not read (the API server refuses objects over 3 MiB)", info.Size(), MaxFileSize>>20)})
+			l.errs = append(l.errs, &Error{Location: Location{File: name(p)}, Err: fmt.Errorf("%d bytes, larger than %d MiB: not read (the API server refuses objects over 3 MiB)", info.Size(), MaxFileSize>>20)})
 			return nil
 		}
 		data, err := fs.ReadFile(fsys, p)
 		if err != nil {
-			l.errs = append(l.errs, &Error{Location: Location{File: p}, Err: fmt.Errorf("cannot read file: %w", err)})
+			l.errs = append(l.errs, &Error{Location: Location{File: name(p)}, Err: fmt.Errorf("cannot read file: %w", err)})
 			return nil
 		}
-		l.file(p, data)
+		l.file(name(p), data)
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("cannot read declarations: %w", err)
-	}
+}
+
+// finish runs the checks across files and returns the sorted Set, or
+// every error.
+func (l *loader) finish() (*Set, error) {
 	l.checkRuntimeRefs()
 	if err := joinSorted(l.errs); err != nil {
 		return nil, err
@@ -175,6 +195,12 @@ type loader struct {
 	errs []*Error
 	// names maps "Kind/name" to where it was first declared.
 	names map[string]Location
+	// layer is the layer being read (layerBase for the bases an Overlay
+	// names, layerOverlay for the directory itself), and nameLayer the
+	// layer each name of names was declared in: a name declared again in
+	// a later layer overrides the earlier declaration (override).
+	layer     int
+	nameLayer map[string]int
 	// sources maps a normalised package repository to its first package.
 	sources map[string]sourceEntry
 	// runtimeRefs are the packages whose spec.runtimeConfigRef names a
@@ -487,12 +513,7 @@ func (l *loader) name(o object, meta metav1.ObjectMeta) bool {
 	}
 	key := o.kind + "/" + meta.Name
 	at := Location{File: o.file, Line: lineOf(o.doc.root, "metadata.name")}
-	if first, dup := l.names[key]; dup {
-		l.fail(o, "metadata.name", fmt.Errorf("%s is declared twice: first at %s", o, first))
-		return false
-	}
-	l.names[key] = at
-	return true
+	return l.declare(o, key, o.String(), at)
 }
 
 // checkRuntimeRefs fails every package whose spec.runtimeConfigRef names a

@@ -106,11 +106,9 @@ func (l *loader) manifest(o object, gv schema.GroupVersion) {
 		return
 	}
 	key := "manifest " + m.identity()
-	if first, dup := l.names[key]; dup {
-		l.fail(o, "metadata.name", fmt.Errorf("%s is declared twice: first at %s", m.String(), first))
+	if !l.declare(o, key, m.String(), Location{File: o.file, Line: lineOf(o.doc.root, "metadata.name")}) {
 		return
 	}
-	l.names[key] = Location{File: o.file, Line: lineOf(o.doc.root, "metadata.name")}
 	l.set.Manifests = append(l.set.Manifests, m)
 }
 

@@ -181,3 +181,24 @@ func (r *LocalRepo) CommitAll(message string, author Signature) (*LocalCommit, e
 	}
 	return &LocalCommit{c: c}, nil
 }
+
+// CreateBranch creates the branch name at HEAD and checks it out, keeping
+// the worktree's changes (git switch -c NAME). It refuses a branch that
+// exists.
+func (r *LocalRepo) CreateBranch(name string) error {
+	ref := plumbing.NewBranchReferenceName(name)
+	if err := ref.Validate(); err != nil {
+		return fmt.Errorf("branch %q: %w", name, err)
+	}
+	if _, err := r.repo.Reference(ref, false); err == nil {
+		return fmt.Errorf("branch %s exists already: delete it, or name another", name)
+	}
+	wt, err := r.repo.Worktree()
+	if err != nil {
+		return err
+	}
+	if err := wt.Checkout(&gogit.CheckoutOptions{Branch: ref, Create: true, Keep: true}); err != nil {
+		return fmt.Errorf("git switch -c %s: %w", name, err)
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"io/fs"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -72,6 +73,9 @@ type options struct {
 	keys         oci.KeySource
 	// expectConversion is ExpectMRDConversion's value; nil: no expectation.
 	expectConversion *bool
+	// tree and treeDir are WithTree's.
+	tree    fs.FS
+	treeDir string
 }
 
 func newOptions(opts []Option) *options {
@@ -86,6 +90,14 @@ func newOptions(opts []Option) *options {
 // example clusters/prod/lockstep.lock, or "abc123:clusters/prod/lockstep.lock"
 // for a Git revision); default lockstep.lock (LoadDir: DIR/lockstep.lock).
 func WithLockName(name string) Option { return func(o *options) { o.lockName = name } }
+
+// WithTree makes Load read the declarations as the directory treeDir of
+// tree (the repository at a commit), so that the bases of its lockstep.yaml
+// outside the directory are found (declarations.LoadTree); without it Load
+// reads the directory alone, and a base outside it is an error.
+func WithTree(tree fs.FS, treeDir string) Option {
+	return func(o *options) { o.tree, o.treeDir = tree, treeDir }
+}
 
 // WithFetcher makes Load fetch every locked package and build the render
 // input, with the Fetcher nf returns for the commit's ImageConfigs. Without

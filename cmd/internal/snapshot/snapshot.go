@@ -163,9 +163,12 @@ func (l *loader) declarations() error {
 		set *declarations.Set
 		err error
 	)
-	if l.opts.dir != "" {
+	switch {
+	case l.opts.tree != nil:
+		set, err = declarations.LoadTree(l.opts.tree, l.opts.treeDir)
+	case l.opts.dir != "":
 		set, err = declarations.Load(l.opts.dir)
-	} else {
+	default:
 		set, err = declarations.LoadFS(l.fsys)
 	}
 	if err != nil {
