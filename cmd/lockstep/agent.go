@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
@@ -142,7 +143,7 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	}
 	// /metrics serves controller-runtime's registry: the agent's metrics
 	// beside the manager's own (workqueue, reconciles, leader election).
-	metrics := agent.NewMetrics(ctrlmetrics.Registry)
+	metrics := processMetrics()
 	counted := rest.CopyConfig(cfg)
 	counted.Wrap(metrics.WrapTransport)
 	c, err := f.cluster.client(counted)
@@ -240,3 +241,8 @@ func (f *agentFlags) commitVerification(cmd *cobra.Command) (*agent.CommitVerifi
 	}
 	return &agent.CommitVerification{Mode: mode, Keys: keys, Secret: f.verifySecret}, nil
 }
+
+// processMetrics are the agent's metrics on controller-runtime's registry,
+// registered once per process: a second agent run in the same process
+// (tests run several) shares them instead of registering them twice.
+var processMetrics = sync.OnceValue(func() *agent.Metrics { return agent.NewMetrics(ctrlmetrics.Registry) })

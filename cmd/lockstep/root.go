@@ -108,6 +108,8 @@ type clusterFlags struct {
 	kubeconfig string
 	namespace  string
 	timeout    time.Duration
+	// context is the kubeconfig context to use; "" its current one.
+	context string
 }
 
 // defaultKubeTimeout is --kube-timeout's default.
@@ -115,6 +117,7 @@ const defaultKubeTimeout = time.Minute
 
 func (f *clusterFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig `FILE` (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config)")
+	cmd.Flags().StringVar(&f.context, "context", "", "kubeconfig `CONTEXT` to use (default: its current context)")
 	cmd.Flags().StringVar(&f.namespace, "namespace", "crossplane-system", "the Crossplane namespace: runtimes, TLS Secrets and lockstep's inventory live there")
 	cmd.Flags().DurationVar(&f.timeout, "kube-timeout", defaultKubeTimeout, "longest time one API server request (get, list, apply, delete) may take; watches are not bounded; 0: no bound")
 }
@@ -336,7 +339,7 @@ func (f *clusterFlags) restConfig() (*rest.Config, error) {
 	if f.kubeconfig != "" {
 		rules.ExplicitPath = f.kubeconfig
 	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context}).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("cannot load a kubeconfig: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,9 +14,11 @@ import (
 
 func newStatusCommand() *cobra.Command {
 	var (
-		cl       clusterFlags
-		instance string
-		output   string
+		cl          clusterFlags
+		instance    string
+		output      string
+		contexts    []string
+		allContexts bool
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -34,6 +37,9 @@ whose declaration carries lockstep.io/paused: "true" is marked PAUSED.`,
 			if output != "" && output != "json" && output != "yaml" {
 				return usageError(fmt.Errorf("--output %q: want json or yaml", output))
 			}
+			if len(contexts) > 0 || allContexts {
+				return runFleetStatus(cmd, cl, contexts, allContexts, instance, output)
+			}
 			c, err := cl.connect()
 			if err != nil {
 				return err
@@ -51,8 +57,45 @@ whose declaration carries lockstep.io/paused: "true" is marked PAUSED.`,
 	}
 	cl.register(cmd)
 	cmd.Flags().StringVar(&instance, "instance", "lockstep", "the lockstep instance whose packages to show")
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml, a lockstep.io/v1alpha1 Status document (default: the table)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml, a lockstep.io/v1alpha1 Status document, or FleetStatus with --contexts (default: the table)")
+	cmd.Flags().StringSliceVar(&contexts, "contexts", nil, "the fleet view: one row per kubeconfig `CONTEXT` (its agent's Sync: commit, lock, packages healthy of all, Ready, Stalled, drift corrections in the last hour)")
+	cmd.Flags().BoolVar(&allContexts, "all-contexts", false, "the fleet view over every context of the kubeconfig")
+	cmd.MarkFlagsMutuallyExclusive("contexts", "all-contexts")
 	return cmd
+}
+
+// runFleetStatus is `lockstep status --contexts|--all-contexts`: one row per
+// context, read one after the other; a cluster that cannot be read is a
+// row with its error, and makes the command fail once every row is
+// printed.
+func runFleetStatus(cmd *cobra.Command, cl clusterFlags, contexts []string, all bool, instance, output string) error {
+	if all {
+		var err error
+		if contexts, err = kubeContexts(cl.kubeconfig); err != nil {
+			return err
+		}
+	}
+	at := time.Now()
+	doc := fleetDocument{APIVersion: documentAPIVersion, Kind: "FleetStatus"}
+	var failed []string
+	for _, name := range contexts {
+		row := fleetRow(cmd.Context(), cl, name, instance, at)
+		if row.Error != "" {
+			failed = append(failed, name)
+		}
+		doc.Clusters = append(doc.Clusters, row)
+	}
+	if output != "" {
+		if err := printDocument(cmd.OutOrStdout(), doc, outputFormat(output)); err != nil {
+			return err
+		}
+	} else {
+		printFleet(cmd.OutOrStdout(), doc.Clusters)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d clusters could not be read: %s", len(failed), len(contexts), strings.Join(failed, ", "))
+	}
+	return nil
 }
 
 // printReport writes the report: one block per package with a table of its

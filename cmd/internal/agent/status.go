@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	corev1 "k8s.io/api/core/v1"
@@ -88,6 +89,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, o *Outcome, rerr error) er
 		return fmt.Errorf("Sync %s/%s vanished", ns, name)
 	}
 	st := nextStatus(prev, o, rerr, live.GetGeneration())
+	st.DriftCorrections = recentCorrections(prev.DriftCorrections, driftCorrected(prev.LastAppliedCommit, o), now())
 	if r.updater != nil {
 		us := r.updater.Status()
 		r.statusPolls = us.Polls
@@ -287,6 +289,32 @@ func updateStatus(us update.Status) *v1alpha1.UpdateStatus {
 	}
 	if us.Skipped != "" {
 		out.LastPollResult = oneLine("skipped: " + us.Skipped)
+	}
+	return out
+}
+
+// driftWindow is how far back Sync status.driftCorrections reaches, and
+// maxDriftCorrections how many times it keeps.
+const (
+	driftWindow         = time.Hour
+	maxDriftCorrections = 60
+)
+
+// recentCorrections returns the drift corrections of the last driftWindow
+// before at: prev's, with at when this reconcile corrected drift, the
+// newest maxDriftCorrections of them.
+func recentCorrections(prev []metav1.Time, corrected bool, at time.Time) []metav1.Time {
+	var out []metav1.Time
+	for _, t := range prev {
+		if at.Sub(t.Time) < driftWindow {
+			out = append(out, t)
+		}
+	}
+	if corrected {
+		out = append(out, metav1.NewTime(at.Truncate(time.Second)))
+	}
+	if len(out) > maxDriftCorrections {
+		out = out[len(out)-maxDriftCorrections:]
 	}
 	return out
 }

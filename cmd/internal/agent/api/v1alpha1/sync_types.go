@@ -109,6 +109,12 @@ type SyncStatus struct {
 	// when none has.
 	// +optional
 	LastDeletions *DeletionRecord `json:"lastDeletions,omitempty"`
+	// DriftCorrections are the times, in the last hour and at most 60 of
+	// them, when a reconcile wrote to bring back what the last applied
+	// commit says (a restore, or a re-apply that changed something):
+	// lockstep status --contexts counts them per cluster.
+	// +optional
+	DriftCorrections []metav1.Time `json:"driftCorrections,omitempty"`
 	// Updates is the registry polling that proposes lock updates as Git
 	// commits (--update-schedule), absent when it is off.
 	// +optional

@@ -148,6 +148,13 @@ func (in *SyncStatus) DeepCopyInto(out *SyncStatus) {
 		*out = new(DeletionRecord)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.DriftCorrections != nil {
+		in, out := &in.DriftCorrections, &out.DriftCorrections
+		*out = make([]v1.Time, len(*in))
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
+	}
 	if in.Updates != nil {
 		in, out := &in.Updates, &out.Updates
 		*out = new(UpdateStatus)
