@@ -107,6 +107,13 @@ func TestFleetAgentsAndStatus(t *testing.T) {
 		t.Errorf("lock digests %v: dev and staging render the base alone (one lock), prod overrides a version (another)", locks)
 	}
 
+	// staging's runtimes run no pods here: promote --require-healthy
+	// refuses to promote what staging has not shown healthy.
+	out, err = run(t, "promote", "--from", filepath.Join(remote.Dev.Dir, "clusters", "staging"), "--to", filepath.Join(remote.Dev.Dir, "clusters", "prod"),
+		"--require-healthy", "--kubeconfig", kubeconfig, "--context", "staging", "--namespace", ns, "--cache-dir", cache, "--insecure-registry", reg.Host)
+	if err == nil || !strings.Contains(err.Error(), "is not Ready (Ready False/Progressing") {
+		t.Errorf("promote --require-healthy from a staging that is not Ready: %v, want a refusal\n%s", err, out)
+	}
 	// A context whose cluster cannot be read is a row with its error.
 	files["gone"] = filepath.Join(t.TempDir(), "missing")
 	if err := os.WriteFile(files["gone"], []byte(fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: %q}}]\nusers: [{name: x, user: {}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\ncurrent-context: x\n", "https://127.0.0.1:1")), 0o600); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,8 +10,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/lockstep-gitops/lockstep/cmd/internal/agent"
 	"github.com/lockstep-gitops/lockstep/cmd/internal/diff"
 	"github.com/lockstep-gitops/lockstep/cmd/internal/snapshot"
 	"github.com/lockstep-gitops/lockstep/cmd/internal/update"
@@ -28,6 +33,10 @@ type promoteFlags struct {
 	branch   string
 	author   string
 	noCommit bool
+	// requireHealthy reads --from's cluster (cluster, instance) first.
+	requireHealthy bool
+	cluster        clusterFlags
+	instance       string
 }
 
 func newPromoteCommand() *cobra.Command {
@@ -62,6 +71,9 @@ The worktree must be clean, and --from's lock must match its declarations.`,
 	fl.StringVar(&f.branch, "branch", "", "branch to commit on (default: lockstep/promote-FROM-to-TO, from the directories' names)")
 	fl.StringVar(&f.author, "author", "lockstep <lockstep@noreply.invalid>", "commit author, \"Name <email>\"")
 	fl.BoolVar(&f.noCommit, "no-commit", false, "change the files but do not commit")
+	fl.BoolVar(&f.requireHealthy, "require-healthy", false, "promote only when --from's cluster (--kubeconfig, --context, --namespace) runs --from's lock, Ready, with every package healthy, as its agent's Sync says")
+	fl.StringVar(&f.instance, "instance", "lockstep", "with --require-healthy: the lockstep instance (the Sync's name) of --from's cluster")
+	f.cluster.register(cmd)
 	_ = cmd.MarkFlagRequired("from")
 	_ = cmd.MarkFlagRequired("to")
 	f.reg.register(cmd)
@@ -96,6 +108,11 @@ func (f *promoteFlags) run(cmd *cobra.Command) error {
 	src, err := snapshot.LoadDir(ctx, f.from)
 	if err != nil {
 		return fmt.Errorf("--from %s: %w", f.from, err)
+	}
+	if f.requireHealthy {
+		if err := f.checkHealthy(ctx, src.LockDigest); err != nil {
+			return err
+		}
 	}
 	dst, err := snapshot.LoadDir(ctx, f.to, snapshot.AllowStale(), snapshot.AllowMissingLock())
 	if err != nil {
@@ -199,6 +216,40 @@ func (f *promoteFlags) checkPinned(from *lockfile.Lock, done []promotion) error 
 		if got := after.Entry(e.Source); got != nil && slices.ContainsFunc(done, func(p promotion) bool { return p.name == e.Name }) && got.Digest != e.Digest {
 			return fmt.Errorf("%s %s: %s's declarations do not allow %s's pin %s (they resolve %s); change its declaration first; the worktree is put back",
 				e.Kind, e.Name, f.to, f.from, orDigest(&e), orDigest(got))
+		}
+	}
+	return nil
+}
+
+// checkHealthy returns an error unless the Sync of --from's cluster says
+// it applied lockDigest (--from's lock) and is Ready with every package
+// Current.
+func (f *promoteFlags) checkHealthy(ctx context.Context, lockDigest string) error {
+	c, err := f.cluster.connect()
+	if err != nil {
+		return fmt.Errorf("--require-healthy: %w", err)
+	}
+	_, st, err := agent.ReadSync(ctx, c, f.cluster.namespace, f.instance)
+	if err != nil {
+		return fmt.Errorf("--require-healthy: %w", err)
+	}
+	where := fmt.Sprintf("%s's cluster (Sync %s/%s)", f.from, f.cluster.namespace, f.instance)
+	switch {
+	case st == nil:
+		return fmt.Errorf("--require-healthy: %s: no Sync, no agent runs there", where)
+	case st.LockDigest != lockDigest:
+		return fmt.Errorf("--require-healthy: %s applied lock %s, not %s's %s: not promoted", where, shortHash(st.LockDigest), f.from, shortHash(lockDigest))
+	}
+	if ready := meta.FindStatusCondition(st.Conditions, agent.ConditionReady); ready == nil || ready.Status != metav1.ConditionTrue {
+		msg := "no Ready condition"
+		if ready != nil {
+			msg = fmt.Sprintf("Ready %s/%s: %s", ready.Status, ready.Reason, ready.Message)
+		}
+		return fmt.Errorf("--require-healthy: %s is not Ready (%s): not promoted", where, msg)
+	}
+	for _, p := range st.Packages {
+		if p.Health != "Current" {
+			return fmt.Errorf("--require-healthy: %s: %s %s is %s (%s): not promoted", where, p.Kind, p.Name, p.Health, p.Message)
 		}
 	}
 	return nil
