@@ -10,10 +10,9 @@ import (
 	"slices"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockstep-gitops/lockstep/cmd/internal/agent"
 	"github.com/lockstep-gitops/lockstep/cmd/internal/diff"
