@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -48,6 +49,8 @@ type diffFlags struct {
 	// (--check-objects).
 	checkObjects bool
 	kube         clusterFlags
+	// all diffs every declarations directory under --dir (--all).
+	all bool
 }
 
 func newDiffCommand() *cobra.Command {
@@ -121,6 +124,7 @@ object of each changed CRD, a paged LIST of whole objects per CRD).`,
 	fl.StringVar(&f.jsonOut, "json-output", "", "also write the full JSON report to `FILE`")
 	fl.IntVar(&f.maxFields, "max-field-changes", diff.DefaultMaxFieldChanges, "changed fields listed per runtime or config object (-1: all)")
 	fl.BoolVar(&f.cluster, "cluster", false, "also read the cluster (--kubeconfig; read-only) to count the custom resources of every CRD the head deactivates, which would be orphaned; without it diff stays offline")
+	fl.BoolVar(&f.all, "all", false, "diff every declarations directory under --dir (each cluster: a directory with a lockstep.lock or a lockstep.yaml, but the bases), one report each, and say which clusters the change moves")
 	fl.BoolVar(&f.checkObjects, "check-objects", true, "with --cluster: check the existing custom resources of every CRD the head changes against its new schema and rules (one paged LIST of whole objects per CRD); false: count orphans only")
 	fl.StringVar(&f.kube.kubeconfig, "kubeconfig", "", "with --cluster: kubeconfig `FILE` (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config)")
 	fl.DurationVar(&f.kube.timeout, "kube-timeout", defaultKubeTimeout, "with --cluster: longest time one API server request may take; 0: no bound")
@@ -172,21 +176,63 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 		}
 	}
 
-	base, head, err := f.sides()
+	if f.all {
+		return f.runAll(cmd, failOn)
+	}
+	report, err := f.compare(cmd)
 	if err != nil {
 		return err
+	}
+	return f.emit(cmd, report, failOn)
+}
+
+// connectSides connects to the cluster of --cluster and makes both sides
+// render with its activation policies, read once.
+func (f *diffFlags) connectSides(ctx context.Context, base, head *side) (client.Client, error) {
+	c, err := f.kube.connect()
+	if err != nil {
+		return nil, err
+	}
+	policies := sync.OnceValues(func() ([]declarations.ActivationPolicy, error) {
+		return live.ReadPolicies(ctx, c, map[string]string{render.LabelInstance: f.render.instance})
+	})
+	head.prepare = func(s *snapshot.Snapshot) error {
+		if s.Input == nil {
+			return nil
+		}
+		needed, err := s.Input.ActivatesMRDs()
+		if err != nil || !needed {
+			return err
+		}
+		p, err := policies()
+		if err != nil {
+			return fmt.Errorf("cannot read the cluster's activation policies: %w", err)
+		}
+		s.Input.Cluster = &declarations.ClusterActivation{Policies: p}
+		return nil
+	}
+	base.prepare = head.prepare
+	return c, nil
+}
+
+// compare reads both sides (and the cluster with --cluster) and compares
+// them.
+func (f *diffFlags) compare(cmd *cobra.Command) (*diff.Report, error) {
+	base, head, err := f.sides()
+	if err != nil {
+		return nil, err
 	}
 	allowed, err := readPolicyRules(f.render.allowedPermissions)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	keys, err := f.render.reg.keys(nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cache, err := oci.NewCache(f.render.reg.cacheDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// A digest locked on both sides is read once.
 	shared := &sharedFetches{byRef: map[string]*oci.Fetched{}}
@@ -209,66 +255,51 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 	// orphan), though Crossplane keeps those MRDs Active.
 	var kube client.Client
 	if f.cluster {
-		c, err := f.kube.connect()
-		if err != nil {
-			return err
+		if kube, err = f.connectSides(cmd.Context(), base, head); err != nil {
+			return nil, err
 		}
-		kube = c
-		ctx := cmd.Context()
-		policies := sync.OnceValues(func() ([]declarations.ActivationPolicy, error) {
-			return live.ReadPolicies(ctx, c, map[string]string{render.LabelInstance: f.render.instance})
-		})
-		head.prepare = func(s *snapshot.Snapshot) error {
-			if s.Input == nil {
-				return nil
-			}
-			needed, err := s.Input.ActivatesMRDs()
-			if err != nil || !needed {
-				return err
-			}
-			p, err := policies()
-			if err != nil {
-				return fmt.Errorf("cannot read the cluster's activation policies: %w", err)
-			}
-			s.Input.Cluster = &declarations.ClusterActivation{Policies: p}
-			return nil
-		}
-		base.prepare = head.prepare
 	}
 	// The flag asserts the head's lock (what would be applied); each side
 	// renders as its own lock decides.
 	hs, err := head.state(cmd.Context(), append(slices.Clone(opts), f.render.conversionOptions()...))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if hs.Lock == nil && len(hs.Declarations.Packages) > 0 {
-		return fmt.Errorf("%s declares %d packages but has no %s; run lockstep lock", head.name, len(hs.Declarations.Packages), lockfile.FileName)
+		return nil, fmt.Errorf("%s declares %d packages but has no %s; run lockstep lock", head.name, len(hs.Declarations.Packages), lockfile.FileName)
 	}
 	bs, err := base.state(cmd.Context(), opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	report, err := diff.Compare(bs, hs, diff.Options{PruneCRDs: plan.PruneCRDs(f.pruneCRDs), MaxFieldChanges: f.maxFields})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if kube != nil {
 		if err := report.CountOrphans(cmd.Context(), customResourceCounter(kube)); err != nil {
-			return fmt.Errorf("--cluster: %w", err)
+			return nil, fmt.Errorf("--cluster: %w", err)
 		}
 		if f.checkObjects {
 			if err := report.CheckObjects(cmd.Context(), hs, customResourceChecker(kube)); err != nil {
-				return fmt.Errorf("--cluster: %w", err)
+				return nil, fmt.Errorf("--cluster: %w", err)
 			}
 		}
 	}
 
+	return report, nil
+}
+
+// emit writes the report in --format (and --json-output) and returns the
+// --fail-on error it calls for.
+func (f *diffFlags) emit(cmd *cobra.Command, report *diff.Report, failOn diff.FailOn) error {
 	if f.jsonOut != "" {
 		if err := writeJSONReport(f.jsonOut, report); err != nil {
 			return err
 		}
 	}
 	out := cmd.OutOrStdout()
+	var err error
 	switch f.format {
 	case "json":
 		err = report.WriteJSON(out)
@@ -280,6 +311,11 @@ func (f *diffFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	return failure(report, failOn)
+}
+
+// failure is the --fail-on error report calls for; nil for none.
+func failure(report *diff.Report, failOn diff.FailOn) error {
 	switch {
 	case report.Failed(diff.FailOnBreaking) && failOn != diff.FailOnNone:
 		return &exitError{code: exitBreaking, err: fmt.Errorf("--fail-on %s: %d breaking %s", failOn, report.Summary.Breaking, plural(report.Summary.Breaking, "change", "changes"))}
@@ -475,4 +511,77 @@ func (f *diffFlags) useColor(out io.Writer) bool {
 	}
 	fi, err := fh.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// fleetDiffDocument is what `lockstep diff --all --format json` prints.
+type fleetDiffDocument struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Moved are the directories the change moves (a verdict other than
+	// none).
+	Moved    []string      `json:"moved"`
+	Clusters []clusterDiff `json:"clusters"`
+}
+
+// clusterDiff is one directory's report of `lockstep diff --all`.
+type clusterDiff struct {
+	Dir    string       `json:"dir"`
+	Report *diff.Report `json:"report"`
+}
+
+// runAll is `lockstep diff --all`: the diff of every declarations
+// directory under --dir (declarations.FindDirectories, in the working
+// tree), each as with --dir, under a heading; then which clusters the
+// change moves, so that a change to a base shows as the N clusters it
+// moves. --fail-on applies to every report.
+func (f *diffFlags) runAll(cmd *cobra.Command, failOn diff.FailOn) error {
+	if f.baseDir != "" || f.jsonOut != "" {
+		return usageError(errors.New("--all diffs the directories of a Git repository: it takes neither --base-dir/--head-dir nor --json-output"))
+	}
+	dirs, err := declarations.FindDirectories(os.DirFS(f.render.dir))
+	if err != nil {
+		return fmt.Errorf("--all: %w", err)
+	}
+	doc := fleetDiffDocument{APIVersion: documentAPIVersion, Kind: "FleetDiff", Moved: []string{}}
+	out := cmd.OutOrStdout()
+	var failed error
+	for _, d := range dirs {
+		g := *f
+		g.all, g.render.dir = false, filepath.Join(f.render.dir, filepath.FromSlash(d))
+		report, err := g.compare(cmd)
+		if err != nil {
+			return fmt.Errorf("%s: %w", d, err)
+		}
+		if report.Summary.Verdict != diff.VerdictNone {
+			doc.Moved = append(doc.Moved, d)
+		}
+		doc.Clusters = append(doc.Clusters, clusterDiff{Dir: d, Report: report})
+		if err := failure(report, failOn); err != nil && (failed == nil || exitCode(err) == exitBreaking) {
+			failed = err
+		}
+		if f.format == "json" {
+			continue
+		}
+		if f.format == "markdown" {
+			fmt.Fprintf(out, "## %s\n\n", d)
+		} else {
+			fmt.Fprintf(out, "=== %s\n", d)
+		}
+		if err := g.emit(cmd, report, diff.FailOnNone); err != nil {
+			return err
+		}
+		fmt.Fprintln(out)
+	}
+	if f.format == "json" {
+		if err := printDocument(out, doc, outputFormat("json")); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(out, "this change moves %d of %d clusters", len(doc.Moved), len(dirs))
+		if len(doc.Moved) > 0 {
+			fmt.Fprintf(out, ": %s", strings.Join(doc.Moved, ", "))
+		}
+		fmt.Fprintln(out)
+	}
+	return failed
 }

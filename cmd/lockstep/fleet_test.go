@@ -26,7 +26,9 @@ func configurationDemoAt(version string) string {
 // passes. promote staging → prod rewrites prod's override and copies
 // staging's pins, on a branch whose commit holds the diff; prod's lock then
 // checks. A change to the base makes the two clusters that take it stale,
-// and lock --check --all says so (exit 4), naming them.
+// and lock --check --all says so (exit 4), naming them; once locked, diff
+// --all reports each cluster and that the change moves those two (the
+// downgrade is breaking: --fail-on exits 2).
 func TestFleetLockAllPromote(t *testing.T) {
 	reg := registry.New(t)
 	pushExamples(t, reg)
@@ -133,5 +135,23 @@ func TestFleetLockAllPromote(t *testing.T) {
 	if exitCode(err) != exitStale || !strings.Contains(err.Error(), "2 of 3 directories failed") ||
 		!strings.Contains(err.Error(), filepath.Join("clusters", "dev")) || !strings.Contains(err.Error(), filepath.Join("clusters", "staging")) {
 		t.Errorf("lock --check --all after a base change: %v (exit %d), want exit %d naming dev and staging\n%s", err, exitCode(err), exitStale, out)
+	}
+	// Locked, the pull request's diff says which clusters it moves.
+	if out, err := run(t, append([]string{"lock", "--all", "--dir", repo.Dir}, reg1...)...); err != nil {
+		t.Fatalf("lock --all after the base change: %v\n%s", err, out)
+	}
+	out, err = run(t, append([]string{"diff", "--all", "--dir", repo.Dir, "--color", "never"}, reg1...)...)
+	if err != nil {
+		t.Fatalf("diff --all: %v\n%s", err, out)
+	}
+	t.Logf("diff --all:\n%s", out)
+	for _, want := range []string{"=== clusters/dev", "=== clusters/prod", "configuration-demo", "this change moves 2 of 3 clusters: clusters/dev, clusters/staging"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("diff --all lacks %q", want)
+		}
+	}
+	out, err = run(t, append([]string{"diff", "--all", "--dir", repo.Dir, "--format", "json", "--fail-on", "any"}, reg1...)...)
+	if exitCode(err) != exitBreaking || !strings.Contains(out, `"moved": [`) || !strings.Contains(out, `"clusters/staging"`) {
+		t.Errorf("diff --all --format json --fail-on any: %v (exit %d)\n%s", err, exitCode(err), out)
 	}
 }
