@@ -131,7 +131,8 @@ func fullSync(ns string) *v1alpha1.Sync {
 	t := metav1.NewTime(time.Date(2026, 11, 24, 20, 0, 0, 0, time.UTC))
 	return &v1alpha1.Sync{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ns},
-		Spec:       v1alpha1.SyncSpec{URL: "https://git.example/platform.git", Ref: "main", Path: "clusters/dev", Interval: "1m0s", Suspend: true},
+		Spec: v1alpha1.SyncSpec{URL: "https://git.example/platform.git", Ref: "main", Path: "clusters/dev", Interval: "1m0s", Suspend: true,
+			ServiceAccountName: "manifests", ManifestKinds: []string{"crossplane", "/Namespace"}, Verify: "HEAD"},
 		Status: v1alpha1.SyncStatus{
 			ObservedGeneration: 1,
 			Conditions: []metav1.Condition{{
@@ -143,7 +144,8 @@ func fullSync(ns string) *v1alpha1.Sync {
 				Kind: "Provider", Name: "provider-demo", Version: "v0.1.0", Digest: "sha256:0b",
 				Revision: "provider-demo-0b", Health: "InProgress", Message: "Deployment is not Available",
 			}},
-			LastDeletions: &v1alpha1.DeletionRecord{Commit: "0123456789abcdef", Time: t, Count: 3, Objects: []string{"Provider/provider-old", "ConfigMap/apps/settings"}},
+			DriftCorrections: []metav1.Time{t},
+			LastDeletions:    &v1alpha1.DeletionRecord{Commit: "0123456789abcdef", Time: t, Count: 3, Objects: []string{"Provider/provider-old", "ConfigMap/apps/settings"}},
 			Updates: &v1alpha1.UpdateStatus{
 				Mode: "branch", Schedule: "@every 15m", LastPollTime: &t, LastPollResult: "1 change",
 				LastPushedCommit: "0c", LastPushBranch: "lockstep/update", Polls: 2, FailedPolls: 1,
