@@ -30,6 +30,7 @@ import (
 // applyFlags are the flags of `lockstep apply`.
 type applyFlags struct {
 	render        renderFlags
+	git           gitFlags
 	cluster       clusterFlags
 	preflight     preflightFlags
 	manifestScope manifestScopeFlags
@@ -86,8 +87,14 @@ once (its package object, current revision and runtime Deployment, as the
 agent does) and prints a summary; it does not wait for packages to become
 healthy, and health does not change the exit code. It exits 1 when any
 package failed. An apply with nothing to change sends no mutating request
-and says so.`,
+and says so.
+
+With --git-url, apply checks out --git-ref of that repository (into the
+cache) and applies its --git-path instead of --dir; with --git-verify-keys
+it first verifies the commit's signature, as the agent does, and refuses a
+commit that does not verify.`,
 		Example: `  lockstep apply --dir clusters/prod --kubeconfig ~/.kube/prod
+  lockstep apply --git-url https://git.example.com/platform.git --git-path clusters/prod --git-verify-keys trusted.pub
   lockstep apply --dir clusters/prod --dry-run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
@@ -95,6 +102,7 @@ and says so.`,
 	f.render.register(cmd.Flags())
 	f.render.reg.register(cmd)
 	f.cluster.register(cmd)
+	f.git.register(cmd)
 	fl := cmd.Flags()
 	fl.BoolVar(&f.dryRun, "dry-run", false, "send every write as a server-side dry-run and delete nothing; print what would change")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up after this long (0: no limit)")
@@ -110,6 +118,63 @@ and says so.`,
 	bindCrossplaneServiceAccount(fl, &f.crossplaneSA)
 	bindOutput(fl, &f.output, "ApplyResult")
 	return cmd
+}
+
+// lazyCluster returns the client of cfg, made on first use, and, when
+// cfg could not be read (cfgErr), the snapshot option that stops the load
+// where it would pull; it points the render flags' pull Secrets and
+// verification keys at that client.
+func (f *applyFlags) lazyCluster(cfg *rest.Config, cfgErr error) (func() (client.Client, error), []snapshot.Option) {
+	lazyClient := sync.OnceValues(func() (client.Client, error) {
+		if cfgErr != nil {
+			return nil, cfgErr
+		}
+		return f.cluster.client(cfg)
+	})
+	var noCluster []snapshot.Option
+	if cfgErr != nil {
+		noCluster = append(noCluster, snapshot.WithFetcher(func([]declarations.ImageConfig) (snapshot.Fetcher, error) { return nil, cfgErr }))
+	}
+	f.render.pullSecrets = lazyPullSecrets{namespace: f.cluster.namespace, client: lazyClient}
+	f.render.clusterKeys = func(ctx context.Context, secret, key string) ([]byte, error) {
+		c, err := lazyClient()
+		if err != nil {
+			return nil, err
+		}
+		return oci.SecretKeys(c, f.cluster.namespace)(ctx, secret, key)
+	}
+	return lazyClient, noCluster
+}
+
+// checkout is --git-url: it checks out the ref (verifying its signature
+// with --git-verify-keys), points --dir at the checkout's --git-path, and
+// returns the commit. Without --git-url it returns the commit of the Git
+// worktree holding --dir, if any.
+func (f *applyFlags) checkout(cmd *cobra.Command) (string, error) {
+	if f.git.url == "" {
+		for _, name := range []string{"git-ref", "git-path", "git-verify-keys", "git-verify-mode"} {
+			if cmd.Flags().Changed(name) {
+				return "", usageError(fmt.Errorf("--%s is read only with --git-url", name))
+			}
+		}
+		return git.HeadHash(f.render.dir), nil
+	}
+	if cmd.Flags().Changed("dir") {
+		return "", usageError(errors.New("--dir and --git-url exclude each other: --git-path is the directory inside the repository"))
+	}
+	src, err := f.git.source(f.render.reg.cacheDir)
+	if err != nil {
+		return "", err
+	}
+	art, err := src.Checkout(cmd.Context())
+	if err != nil {
+		return "", err
+	}
+	f.render.dir = art.Dir
+	if art.VerifiedBy != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: signature verified (%s)\n", art.Revision, art.VerifiedBy)
+	}
+	return art.Commit, nil
 }
 
 // options returns the apply options the flags set; an error is a usage
@@ -149,23 +214,10 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	// the load stops in one line where it would pull (the pulls read pull
 	// Secrets from the cluster on a cache miss), before any request.
 	cfg, cfgErr := f.cluster.restConfig()
-	lazyClient := sync.OnceValues(func() (client.Client, error) {
-		if cfgErr != nil {
-			return nil, cfgErr
-		}
-		return f.cluster.client(cfg)
-	})
-	var noCluster []snapshot.Option
-	if cfgErr != nil {
-		noCluster = append(noCluster, snapshot.WithFetcher(func([]declarations.ImageConfig) (snapshot.Fetcher, error) { return nil, cfgErr }))
-	}
-	f.render.pullSecrets = lazyPullSecrets{namespace: f.cluster.namespace, client: lazyClient}
-	f.render.clusterKeys = func(ctx context.Context, secret, key string) ([]byte, error) {
-		c, err := lazyClient()
-		if err != nil {
-			return nil, err
-		}
-		return oci.SecretKeys(c, f.cluster.namespace)(ctx, secret, key)
+	lazyClient, noCluster := f.lazyCluster(cfg, cfgErr)
+	commit, err := f.checkout(cmd)
+	if err != nil {
+		return err
 	}
 	snap, err := f.render.load(ctx, cmd.ErrOrStderr(), f.cluster.namespace, noCluster...)
 	if err != nil {
@@ -194,7 +246,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	meta := apply.Origin{Commit: git.HeadHash(f.render.dir), LockDigest: snap.LockDigest}
+	meta := apply.Origin{Commit: commit, LockDigest: snap.LockDigest}
 	res, err := m.Apply(ctx, out, meta)
 	if err != nil {
 		return lockError(err)
