@@ -39,44 +39,74 @@ func (r *run) localCRDs(ctx context.Context) bool {
 		return false
 	}
 	r.localOnce.Do(func() {
-		why := r.m.localValidation(ctx, r.opts.PreflightSkew)
+		minor, why := r.m.localValidation(ctx, r.opts.PreflightSkew)
 		r.local = why == ""
-		if !r.local {
+		switch {
+		case r.local:
+		case minor >= crdcheck.OldestEvidenced && minor < crdcheck.Minor:
+			// An older server whose CRD validation differs in known
+			// places only: each CRD is checked for them (localCRD).
+			r.skewMinor = minor
+		default:
 			r.warn(nil, "--preflight=local: %s; new CustomResourceDefinitions and runtime objects are checked with server-side dry-runs, as --preflight=server does", why)
 		}
 	})
 	return r.local
 }
 
-// localValidation returns "" when the kube-apiserver's minor version is
+// localCRD reports whether the CRD d is validated in-process: as every CRD
+// is when localCRDs says so, or, on an older kube-apiserver of a minor
+// compared with lockstep's validation (crdcheck.OldestEvidenced and
+// later), when d uses nothing the two releases judge otherwise
+// (crdcheck.SkewDifference; docs/design/apply.md#crd-validation-from-kubernetes-133-to-137).
+// Any other CRD is dry-run on the server.
+func (r *run) localCRD(ctx context.Context, d *desired) bool {
+	if r.localCRDs(ctx) {
+		return true
+	}
+	if r.skewMinor == 0 {
+		return false
+	}
+	body, err := d.payloadJSON()
+	return err == nil && crdcheck.SkewDifference(body, r.skewMinor) == ""
+}
+
+// localRuntime reports whether new runtime objects of lockstep's defaults
+// are created without a dry-run: their validity does not depend on the
+// server's minor, so on any server localCRDs or localCRD covers.
+func (r *run) localRuntime(ctx context.Context) bool {
+	return r.localCRDs(ctx) || r.skewMinor != 0
+}
+
+// localValidation returns the server's minor version and "" when the kube-apiserver's minor version is
 // that of lockstep's CRD validation, or at most skew minors older, and
 // otherwise why not. The server's version is read once per Manager,
 // through its REST client with ctx's deadline; a failure is not kept.
-func (m *Manager) localValidation(ctx context.Context, skew int) string {
+func (m *Manager) localValidation(ctx context.Context, skew int) (int, string) {
 	lib := crdcheck.Minor
 	m.versionMu.Lock()
 	defer m.versionMu.Unlock()
 	if m.serverVersion == nil {
 		if m.lister == nil {
-			return "the kube-apiserver's version cannot be read without a REST config"
+			return 0, "the kube-apiserver's version cannot be read without a REST config"
 		}
 		raw, err := m.lister.REST.Get().AbsPath("/version").Do(ctx).Raw()
 		if err != nil {
-			return fmt.Sprintf("cannot read the kube-apiserver's version: %v", err)
+			return 0, fmt.Sprintf("cannot read the kube-apiserver's version: %v", err)
 		}
 		v := &version.Info{}
 		if err := utiljson.Unmarshal(raw, v); err != nil {
-			return fmt.Sprintf("cannot decode the kube-apiserver's version: %v", err)
+			return 0, fmt.Sprintf("cannot decode the kube-apiserver's version: %v", err)
 		}
 		m.serverVersion = v
 	}
 	v := m.serverVersion
 	minor, err := crdcheck.ServerMinor(v.Minor)
 	if err != nil {
-		return err.Error()
+		return 0, err.Error()
 	}
 	if minor > lib || lib-minor > skew {
-		return fmt.Sprintf("the kube-apiserver runs Kubernetes %s (%s), lockstep validates CustomResourceDefinitions as Kubernetes 1.%d does (--preflight-skew=%d)", v.GitVersion, v.Major+"."+v.Minor, lib, skew)
+		return minor, fmt.Sprintf("the kube-apiserver runs Kubernetes %s (%s), lockstep validates CustomResourceDefinitions as Kubernetes 1.%d does (--preflight-skew=%d)", v.GitVersion, v.Major+"."+v.Minor, lib, skew)
 	}
-	return ""
+	return minor, ""
 }

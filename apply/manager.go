@@ -590,6 +590,11 @@ type run struct {
 	// (localCRDs).
 	localOnce sync.Once
 	local     bool
+	// skewMinor, set with localOnce when local is false, is the older
+	// kube-apiserver's minor whose CRD validation differs from lockstep's
+	// only in what crdcheck.SkewDifference looks for: CRDs without those
+	// are validated in-process too (localCRD).
+	skewMinor int
 	// access holds the authorizer's answers for creating runtime objects
 	// without a dry-run (mayCreate), under accessMu.
 	accessMu sync.Mutex

@@ -331,7 +331,7 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 		d.action = ssa.ConfiguredAction
 		return nil
 	}
-	if d.isPayload() && !d.exists() && len(d.release) == 0 && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && r.localCRDs(ctx) {
+	if d.isPayload() && !d.exists() && len(d.release) == 0 && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && r.localCRD(ctx, d) {
 		// A CRD that does not exist yet is validated in-process
 		// (--preflight=local): its create is the body as sent, defaulted.
 		body, err := d.payloadJSON()
@@ -344,7 +344,7 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 		d.action = ssa.CreatedAction
 		return nil
 	}
-	if d.isPayload() && d.live != nil && !sameHash && len(d.release) == 0 && d.handOff == nil && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && r.localCRDs(ctx) {
+	if d.isPayload() && d.live != nil && !sameHash && len(d.release) == 0 && d.handOff == nil && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && r.localCRD(ctx, d) {
 		// A CRD lockstep changes is validated in-process too: the
 		// apply merged into the live object, checked as an update.
 		live, err := r.liveCRD(ctx, d)
@@ -365,7 +365,7 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 		}
 	}
 	if d.role == inventory.RoleRuntime && d.obj.FromDefaults && !d.exists() && len(d.release) == 0 && d.handOff == nil &&
-		r.localCRDs(ctx) && r.mayCreate(ctx, d.u.GroupVersionKind().GroupKind(), d.u.GetNamespace()) {
+		r.localRuntime(ctx) && r.mayCreate(ctx, d.u.GroupVersionKind().GroupKind(), d.u.GetNamespace()) {
 		// A new runtime or RBAC object rendered from lockstep's defaults
 		// alone is valid by construction (--preflight=local): only the
 		// authorizer could refuse its create, and it was asked.

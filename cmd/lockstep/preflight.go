@@ -14,8 +14,8 @@ type preflightFlags struct {
 }
 
 func (f *preflightFlags) register(fl *pflag.FlagSet) {
-	fl.StringVar(&f.mode, "preflight", string(apply.DefaultOptions().Preflight), "how new CRDs and new runtime objects are checked before a package's first write: local (CRDs in-process, with the Kubernetes validation lockstep carries, when the kube-apiserver runs that minor version, else as server; runtime and RBAC objects rendered from lockstep's defaults against the authorizer, without a dry-run) or server (a server-side dry-run of every changed object)")
-	fl.IntVar(&f.skew, "preflight-skew", 0, "with --preflight=local, validate in-process also when the kube-apiserver is up to this many minor versions older than lockstep's validation (a CRD the newer validation accepts but the server refuses then fails at its create, after other CRDs of the package were written)")
+	fl.StringVar(&f.mode, "preflight", string(apply.DefaultOptions().Preflight), "how new CRDs and new runtime objects are checked before a package's first write: local (CRDs in-process, with the Kubernetes validation lockstep carries, when the kube-apiserver runs that minor version, or runs 1.33 or later and the CRD uses nothing that release judges otherwise, else as server; runtime and RBAC objects rendered from lockstep's defaults against the authorizer, without a dry-run) or server (a server-side dry-run of every changed object)")
+	fl.IntVar(&f.skew, "preflight-skew", 0, "with --preflight=local, validate every CRD in-process also when the kube-apiserver is up to this many minor versions older than lockstep's validation, without checking it for what the older release judges otherwise (a CRD the newer validation accepts but the server refuses then fails at its create, after other CRDs of the package were written)")
 }
 
 // set copies the flags into opts; opts.Validate checks them.
