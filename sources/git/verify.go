@@ -167,18 +167,21 @@ func (k *KeyRing) verify(payload []byte, signature string) (string, error) {
 	}
 }
 
+// identity is " (<the key's primary user ID>)", "" when it has none.
 func identity(e *openpgp.Entity) string {
-	for name := range e.Identities {
-		return " (" + name + ")"
+	if id := e.PrimaryIdentity(); id != nil {
+		return " (" + id.Name + ")"
 	}
 	return ""
 }
 
-// encoded is the object as signed: its encoding without the signature.
+// encodable is a Git object that encodes itself as it was signed: without
+// its signature (object.Commit and object.Tag).
 type encodable interface {
 	EncodeWithoutSignature(o plumbing.EncodedObject) error
 }
 
+// payloadOf returns what o's signature signs.
 func payloadOf(o encodable) ([]byte, error) {
 	mem := &plumbing.MemoryObject{}
 	if err := o.EncodeWithoutSignature(mem); err != nil {
