@@ -59,16 +59,17 @@ func (r *run) localCRDs(ctx context.Context) bool {
 // compared with lockstep's validation (crdcheck.OldestEvidenced and
 // later), when d uses nothing the two releases judge otherwise
 // (crdcheck.SkewDifference; docs/design/apply.md#crd-validation-from-kubernetes-133-to-137).
-// Any other CRD is dry-run on the server.
-func (r *run) localCRD(ctx context.Context, d *desired) bool {
-	if r.localCRDs(ctx) {
-		return true
-	}
-	if r.skewMinor == 0 {
-		return false
+// Any other CRD is dry-run on the server. It returns d's body, which the
+// in-process validation reads, so that it is encoded once.
+func (r *run) localCRD(ctx context.Context, d *desired) (bool, []byte, error) {
+	if !r.localCRDs(ctx) && r.skewMinor == 0 {
+		return false, nil, nil
 	}
 	body, err := d.payloadJSON()
-	return err == nil && crdcheck.SkewDifference(body, r.skewMinor) == ""
+	if err != nil {
+		return false, nil, err
+	}
+	return r.local || crdcheck.SkewDifference(body, r.skewMinor) == "", body, nil
 }
 
 // localRuntime reports whether new runtime objects of lockstep's defaults

@@ -331,27 +331,28 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 		d.action = ssa.ConfiguredAction
 		return nil
 	}
-	if d.isPayload() && !d.exists() && len(d.release) == 0 && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && r.localCRD(ctx, d) {
-		// A CRD that does not exist yet is validated in-process
-		// (--preflight=local): its create is the body as sent, defaulted.
-		body, err := d.payloadJSON()
-		if err != nil {
+	isCRD := d.isPayload() && len(d.release) == 0 && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD
+	var local bool
+	var body []byte
+	if isCRD && (!d.exists() || (d.live != nil && !sameHash && d.handOff == nil)) {
+		var err error
+		if local, body, err = r.localCRD(ctx, d); err != nil {
 			return err
 		}
+	}
+	if isCRD && !d.exists() && local {
+		// A CRD that does not exist yet is validated in-process
+		// (--preflight=local): its create is the body as sent, defaulted.
 		if err := crdcheck.Create(ctx, body); err != nil {
 			return fmt.Errorf("%s: in-process validation (--preflight=local) failed: %w", utils.FmtUnstructured(d.u), err)
 		}
 		d.action = ssa.CreatedAction
 		return nil
 	}
-	if d.isPayload() && d.live != nil && !sameHash && len(d.release) == 0 && d.handOff == nil && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && r.localCRD(ctx, d) {
+	if isCRD && d.live != nil && !sameHash && d.handOff == nil && local {
 		// A CRD lockstep changes is validated in-process too: the
 		// apply merged into the live object, checked as an update.
 		live, err := r.liveCRD(ctx, d)
-		if err != nil {
-			return err
-		}
-		body, err := d.payloadJSON()
 		if err != nil {
 			return err
 		}

@@ -91,16 +91,7 @@ func (f *promoteFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return usageError(fmt.Errorf("--author: %w", err))
 	}
-	repo, err := git.OpenLocal(f.to)
-	if err != nil {
-		return err
-	}
-	if clean, first, err := repo.Clean(); err != nil {
-		return err
-	} else if !clean {
-		return fmt.Errorf("the worktree %s has uncommitted changes (%s): commit or stash them first", repo.Root, first)
-	}
-	head, err := repo.HeadCommit()
+	repo, head, err := openClean(f.to)
 	if err != nil {
 		return err
 	}

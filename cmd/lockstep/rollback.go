@@ -43,16 +43,7 @@ commit with --no-commit (the files are restored for review).`,
 			if err != nil {
 				return usageError(fmt.Errorf("--author: %w", err))
 			}
-			repo, err := git.OpenLocal(dir)
-			if err != nil {
-				return err
-			}
-			if clean, first, err := repo.Clean(); err != nil {
-				return err
-			} else if !clean {
-				return fmt.Errorf("the worktree %s has uncommitted changes (%s): commit or stash them first", repo.Root, first)
-			}
-			head, err := repo.HeadCommit()
+			repo, head, err := openClean(dir)
 			if err != nil {
 				return err
 			}
@@ -97,4 +88,24 @@ commit with --no-commit (the files are restored for review).`,
 	fl.StringVar(&author, "author", "lockstep <lockstep@noreply.invalid>", "commit author, \"Name <email>\"")
 	fl.BoolVar(&noCommit, "no-commit", false, "restore the files but do not commit")
 	return cmd
+}
+
+// openClean opens the Git worktree holding dir, refuses it when it has
+// uncommitted changes (the commands that commit there, rollback and
+// promote, commit all of it), and returns it with its HEAD commit.
+func openClean(dir string) (*git.LocalRepo, *git.LocalCommit, error) {
+	repo, err := git.OpenLocal(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if clean, first, err := repo.Clean(); err != nil {
+		return nil, nil, err
+	} else if !clean {
+		return nil, nil, fmt.Errorf("the worktree %s has uncommitted changes (%s): commit or stash them first", repo.Root, first)
+	}
+	head, err := repo.HeadCommit()
+	if err != nil {
+		return nil, nil, err
+	}
+	return repo, head, nil
 }
