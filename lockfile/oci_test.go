@@ -35,11 +35,15 @@ func ociClient(t testing.TB, r *registry.Registry, cacheDir string, set *declara
 	if err != nil {
 		t.Fatal(err)
 	}
+	ics, err := declarations.CrossplaneImageConfigs(set.ImageConfigs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, err := oci.NewClient(oci.Options{
 		InsecureRegistries: []string{r.Host},
 		Transport:          r.Transport(),
 		Retry:              remote.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 2},
-	}, cache, set.ImageConfigs)
+	}, cache, ics)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 	"github.com/lockstep-gitops/lockstep/test/faulty"
 	"github.com/lockstep-gitops/lockstep/test/registry"
@@ -108,7 +109,11 @@ func TestVerify(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			client, err := oci.NewClient(opts, cache, set.ImageConfigs)
+			ics, err := declarations.CrossplaneImageConfigs(set.ImageConfigs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			client, err := oci.NewClient(opts, cache, ics)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lockstep-gitops/lockstep/cmd/internal/snapshot"
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/sources/git"
 	"github.com/lockstep-gitops/lockstep/sources/git/gittest"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
@@ -44,7 +44,7 @@ func (a *fleetAgent) poll(ctx context.Context, insecure []string) error {
 	}
 	snap, err := snapshot.LoadDir(ctx, art.Dir,
 		snapshot.WithLockName(filepath.Join(art.Path, "lockstep.lock")),
-		snapshot.WithFetcher(func(ics []declarations.ImageConfig) (snapshot.Fetcher, error) {
+		snapshot.WithFetcher(func(ics []pkgv1beta1.ImageConfig) (snapshot.Fetcher, error) {
 			return oci.NewClient(oci.Options{InsecureRegistries: insecure}, a.cache, ics)
 		}),
 		snapshot.WithInsecureRegistries(insecure),

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa"
@@ -31,7 +32,6 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/apply"
 	"github.com/lockstep-gitops/lockstep/cmd/internal/snapshot"
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 )
@@ -61,7 +61,7 @@ func runLockstep(ctx context.Context, spec *childSpec, cfg *rest.Config, m *Meas
 	}
 	var reg *oci.Client
 	snap, err := snapshot.LoadDir(ctx, spec.DeclDir,
-		snapshot.WithFetcher(func(ics []declarations.ImageConfig) (snapshot.Fetcher, error) {
+		snapshot.WithFetcher(func(ics []pkgv1beta1.ImageConfig) (snapshot.Fetcher, error) {
 			c, err := oci.NewClient(oci.Options{InsecureRegistries: spec.Insecure}, cache, ics)
 			reg = c
 			return c, err

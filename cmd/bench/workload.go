@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -300,7 +301,11 @@ func lockAndRender(ctx context.Context, dir string, cache *oci.Cache, opts oci.O
 	if err != nil {
 		return nil, err
 	}
-	client, err := oci.NewClient(opts, cache, decls.Declarations.ImageConfigs)
+	ics, err := declarations.CrossplaneImageConfigs(decls.Declarations.ImageConfigs)
+	if err != nil {
+		return nil, err
+	}
+	client, err := oci.NewClient(opts, cache, ics)
 	if err != nil {
 		return nil, err
 	}
@@ -312,7 +317,7 @@ func lockAndRender(ctx context.Context, dir string, cache *oci.Cache, opts oci.O
 		return nil, err
 	}
 	snap, err := snapshot.LoadDir(ctx, dir,
-		snapshot.WithFetcher(func([]declarations.ImageConfig) (snapshot.Fetcher, error) { return client, nil }),
+		snapshot.WithFetcher(func([]pkgv1beta1.ImageConfig) (snapshot.Fetcher, error) { return client, nil }),
 		snapshot.WithInsecureRegistries([]string{host}),
 		snapshot.WithNamespace(benchNamespace), snapshot.WithInstance(benchInstance), snapshot.ExpectMRDConversion(mrds))
 	if err != nil {

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -27,7 +29,6 @@ import (
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	spdxjson "github.com/spdx/tools-golang/json"
 
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 	"github.com/lockstep-gitops/lockstep/test/testdata"
@@ -188,16 +189,19 @@ func TestImage(t *testing.T) {
 	if _, err := Sign(ctx, ref, keyPEM); err != nil {
 		t.Fatal(err)
 	}
-	ic := declarations.ImageConfig{Spec: declarations.ImageConfigSpec{
-		MatchImages:  []declarations.ImageMatch{{Prefix: reg.Host + "/lockstep"}},
-		Verification: json.RawMessage(`{"provider":"Cosign","cosign":{"authorities":[{"name":"release","key":{"secretRef":{"name":"lockstep-release","key":"cosign.pub"},"hashAlgorithm":"sha256"}}]}}`),
+	ic := pkgv1beta1.ImageConfig{Spec: pkgv1beta1.ImageConfigSpec{
+		MatchImages: []pkgv1beta1.ImageMatch{{Prefix: reg.Host + "/lockstep"}},
+		Verification: &pkgv1beta1.ImageVerification{Provider: pkgv1beta1.ImageVerificationProviderCosign, Cosign: &pkgv1beta1.CosignVerificationConfig{
+			Authorities: []pkgv1beta1.CosignAuthority{{Name: "release", Key: &pkgv1beta1.KeyRef{
+				SecretRef: pkgv1beta1.LocalSecretKeySelector{LocalSecretReference: xpv2.LocalSecretReference{Name: "lockstep-release"}, Key: "cosign.pub"}, HashAlgorithm: "sha256"}}},
+		}},
 	}}
 	ic.Name = "lockstep-image"
 	cache, err := oci.NewCache(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	verifier, err := oci.NewClient(oci.Options{InsecureRegistries: []string{reg.Host}}, cache, []declarations.ImageConfig{ic})
+	verifier, err := oci.NewClient(oci.Options{InsecureRegistries: []string{reg.Host}}, cache, []pkgv1beta1.ImageConfig{ic})
 	if err != nil {
 		t.Fatal(err)
 	}

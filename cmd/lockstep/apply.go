@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/spf13/cobra"
@@ -20,7 +21,6 @@ import (
 	"github.com/lockstep-gitops/lockstep/apply"
 	"github.com/lockstep-gitops/lockstep/cmd/internal/snapshot"
 	"github.com/lockstep-gitops/lockstep/health"
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/writelock"
 	"github.com/lockstep-gitops/lockstep/sources/git"
@@ -133,7 +133,7 @@ func (f *applyFlags) lazyCluster(cfg *rest.Config, cfgErr error) (func() (client
 	})
 	var noCluster []snapshot.Option
 	if cfgErr != nil {
-		noCluster = append(noCluster, snapshot.WithFetcher(func([]declarations.ImageConfig) (snapshot.Fetcher, error) { return nil, cfgErr }))
+		noCluster = append(noCluster, snapshot.WithFetcher(func([]pkgv1beta1.ImageConfig) (snapshot.Fetcher, error) { return nil, cfgErr }))
 	}
 	f.render.pullSecrets = lazyPullSecrets{namespace: f.cluster.namespace, client: lazyClient}
 	f.render.clusterKeys = func(ctx context.Context, secret, key string) ([]byte, error) {

@@ -59,7 +59,7 @@ that has no signature is bundled and pointed out.`,
 			if err != nil {
 				return err
 			}
-			client, err := oci.NewClient(reg.options(), cache, s.Declarations.ImageConfigs)
+			client, err := newRegistryClient(reg.options(), cache, s.Declarations.ImageConfigs)
 			if err != nil {
 				return err
 			}

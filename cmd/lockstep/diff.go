@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -236,7 +237,7 @@ func (f *diffFlags) compare(cmd *cobra.Command) (*diff.Report, error) {
 	}
 	// A digest locked on both sides is read once.
 	shared := &sharedFetches{byRef: map[string]*oci.Fetched{}}
-	newFetcher := func(ics []declarations.ImageConfig) (snapshot.Fetcher, error) {
+	newFetcher := func(ics []pkgv1beta1.ImageConfig) (snapshot.Fetcher, error) {
 		c, err := oci.NewClient(f.render.reg.options(), cache, ics)
 		if err != nil {
 			return nil, err
@@ -464,7 +465,7 @@ func (s sharedFetcher) Package(ctx context.Context, ref name.Digest) (*oci.Fetch
 
 // VerificationImageConfig forwards to the wrapped Fetcher when it verifies
 // signatures (snapshot.SignatureVerifier), so diff checks them like render.
-func (s sharedFetcher) VerificationImageConfig(source string) *declarations.ImageConfig {
+func (s sharedFetcher) VerificationImageConfig(source string) *pkgv1beta1.ImageConfig {
 	if v, ok := s.next.(snapshot.SignatureVerifier); ok {
 		return v.VerificationImageConfig(source)
 	}

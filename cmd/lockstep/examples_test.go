@@ -74,7 +74,11 @@ func TestExampleRepoLockRewritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := oci.NewClient(oci.Options{InsecureRegistries: []string{reg.Host}, Transport: reg.Transport()}, cache, mirror.ImageConfigs)
+	ics, err := declarations.CrossplaneImageConfigs(mirror.ImageConfigs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := oci.NewClient(oci.Options{InsecureRegistries: []string{reg.Host}, Transport: reg.Transport()}, cache, ics)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -283,7 +283,7 @@ func (f *lockFlags) runVerify(cmd *cobra.Command) error {
 	}
 	opts := f.reg.options()
 	opts.Jobs = f.jobs
-	client, err := oci.NewClient(opts, cache, s.Declarations.ImageConfigs)
+	client, err := newRegistryClient(opts, cache, s.Declarations.ImageConfigs)
 	if err != nil {
 		return err
 	}
@@ -364,7 +364,7 @@ func (f *lockFlags) runLock(cmd *cobra.Command, packages []string) error {
 	}
 	opts := f.reg.options()
 	opts.Jobs = f.jobs
-	client, err := oci.NewClient(opts, cache, set.ImageConfigs)
+	client, err := newRegistryClient(opts, cache, set.ImageConfigs)
 	if err != nil {
 		return err
 	}

@@ -108,6 +108,16 @@ func (f *renderFlags) load(ctx context.Context, warn io.Writer, namespace string
 	return s, err
 }
 
+// newRegistryClient is oci.NewClient for a declarations set's
+// ImageConfigs, in Crossplane's type (declarations.CrossplaneImageConfigs).
+func newRegistryClient(opts oci.Options, cache *oci.Cache, ics []declarations.ImageConfig) (*oci.Client, error) {
+	xp, err := declarations.CrossplaneImageConfigs(ics)
+	if err != nil {
+		return nil, err
+	}
+	return oci.NewClient(opts, cache, xp)
+}
+
 // printWarnings writes the declarations' warnings (declarations.Set
 // Warnings) to w, one "warning: file:line: ..." line each.
 func printWarnings(w io.Writer, set *declarations.Set) {

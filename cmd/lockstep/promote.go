@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -290,7 +291,7 @@ func (f *promoteFlags) report(cmd *cobra.Command, repo *git.LocalRepo, head *git
 		return nil, err
 	}
 	opts := []snapshot.Option{
-		snapshot.WithFetcher(func(ics []declarations.ImageConfig) (snapshot.Fetcher, error) {
+		snapshot.WithFetcher(func(ics []pkgv1beta1.ImageConfig) (snapshot.Fetcher, error) {
 			return oci.NewClient(f.reg.options(), cache, ics)
 		}),
 		snapshot.WithInsecureRegistries(f.reg.insecure), snapshot.AllowStale(), snapshot.WithVerificationKeys(keys),

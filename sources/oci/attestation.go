@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 )
@@ -20,13 +21,6 @@ const (
 	dsseEnvelopeMediaType   = "application/vnd.dsse.envelope.v1+json"
 	inTotoPayloadType       = "application/vnd.in-toto+json"
 )
-
-// attestationSpec is spec.verification.cosign.authorities[].attestations[]
-// of the ImageConfig CRD.
-type attestationSpec struct {
-	Name          string `json:"name"`
-	PredicateType string `json:"predicateType"`
-}
 
 // inTotoStatement is the part of an in-toto statement
 // (https://github.com/in-toto/attestation spec/v1/statement.md) the check
@@ -48,7 +42,7 @@ type inTotoStatement struct {
 // of github.com/secure-systems-lab/go-securesystemslib). It returns the
 // manifests that held the attestations, in the order of want; the error
 // names the types not found and why envelopes of them were refused.
-func verifyAttestations(check signerCheck, sigs []cosignSignature, d v1.Hash, want []attestationSpec) ([]v1.Hash, error) {
+func verifyAttestations(check signerCheck, sigs []cosignSignature, d v1.Hash, want []pkgv1beta1.Attestation) ([]v1.Hash, error) {
 	found := map[string]v1.Hash{}
 	var problems []string
 	envelopes := 0

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 	"github.com/lockstep-gitops/lockstep/test/memstat"
@@ -131,7 +131,7 @@ func BenchmarkVerifySignature(b *testing.B) {
 	key := registry.NewSigningKey(b)
 	d := push(b, reg, "org/pkg:v1", example(b, provider))
 	reg.Sign(b, "org/pkg:v1", key)
-	ics := []declarations.ImageConfig{verifyingImageConfig(b, "signed", "", reg.Host+"/org", "release")}
+	ics := []pkgv1beta1.ImageConfig{verifyingImageConfig(b, "signed", "", reg.Host+"/org", "release")}
 	keys := keysOf(map[string]*registry.SigningKey{"release": key})
 	ref := digestRef(b, reg.Host+"/org/pkg", d)
 	for _, bc := range []struct {
@@ -169,7 +169,7 @@ func BenchmarkVerifySignature(b *testing.B) {
 	} {
 		d := push(b, reg, bc.repo+":v1", example(b, provider))
 		bc.sign(bc.repo + ":v1")
-		ics := []declarations.ImageConfig{authoritiesConfig(reg.Host+"/"+bc.repo, bc.authority)}
+		ics := []pkgv1beta1.ImageConfig{authoritiesConfig(reg.Host+"/"+bc.repo, bc.authority)}
 		ref := digestRef(b, reg.Host+"/"+bc.repo, d)
 		b.Run(bc.name, func(b *testing.B) { benchmarkVerify(b, opts, b.TempDir(), ics, keys, ref) })
 	}
@@ -179,7 +179,7 @@ func BenchmarkVerifySignature(b *testing.B) {
 // in dir (a new directory each time when empty, so signatures are fetched
 // and written there; else shared, so after the first iteration the
 // signature blobs are there and only the manifest is fetched).
-func benchmarkVerify(b *testing.B, opts oci.Options, dir string, ics []declarations.ImageConfig, keys oci.KeySource, ref name.Digest) {
+func benchmarkVerify(b *testing.B, opts oci.Options, dir string, ics []pkgv1beta1.ImageConfig, keys oci.KeySource, ref name.Digest) {
 	var requests int
 	for b.Loop() {
 		b.StopTimer()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -18,7 +19,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/sigstore/sigstore-go/pkg/root"
 
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/redact"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
@@ -67,7 +67,7 @@ type Fetched struct {
 type Client struct {
 	opts     Options
 	cache    *Cache
-	ics      []declarations.ImageConfig
+	ics      []pkgv1beta1.ImageConfig
 	keychain authn.Keychain
 	// trust is Options.TrustedRoot, read; nil when not given.
 	trust *root.TrustedRoot
@@ -103,7 +103,7 @@ type Client struct {
 // cache must not be nil. It fails when opts' registry config cannot be read
 // or an ImageConfig has a rewriteImage with an empty prefix (Crossplane's
 // "rewrite prefix is missing", docs/crossplane-behaviour.md#imageconfig-rewrite).
-func NewClient(opts Options, cache *Cache, imageConfigs []declarations.ImageConfig) (*Client, error) {
+func NewClient(opts Options, cache *Cache, imageConfigs []pkgv1beta1.ImageConfig) (*Client, error) {
 	if cache == nil {
 		return nil, errors.New("registry client: a package cache is required")
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -24,7 +25,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
@@ -458,7 +458,7 @@ func TestImageConfigRewrite(t *testing.T) {
 	want := push(t, reg, "upbound/provider-demo:v0.1.0", img)
 	push(t, reg, "decoy/upbound/provider-demo:v0.1.0", example(t, "provider-demo/v0.2.0"))
 	reg.Reset()
-	ics := []declarations.ImageConfig{
+	ics := []pkgv1beta1.ImageConfig{
 		imageConfig("registry", reg.Host+"/decoy", "xpkg.upbound.io"),
 		imageConfig("upbound", reg.Host+"/upbound", "xpkg.upbound.io/upbound"),
 	}

@@ -3,6 +3,7 @@ package oci_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -15,11 +16,11 @@ import (
 	"testing"
 	"time"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 	"github.com/lockstep-gitops/lockstep/test/registry"
@@ -103,7 +104,7 @@ func options(reg *registry.Registry) oci.Options {
 
 // client returns a Client for reg with a cache in dir (a new temporary
 // directory when empty).
-func client(t testing.TB, opts oci.Options, dir string, ics ...declarations.ImageConfig) *oci.Client {
+func client(t testing.TB, opts oci.Options, dir string, ics ...pkgv1beta1.ImageConfig) *oci.Client {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -175,16 +176,32 @@ func blobFile(dir string, d v1.Hash) string {
 
 // imageConfig returns an ImageConfig named n matching prefixes; rewrite, when
 // not empty, is its spec.rewriteImage.prefix.
-func imageConfig(n, rewrite string, prefixes ...string) declarations.ImageConfig {
-	ic := declarations.ImageConfig{}
+func imageConfig(n, rewrite string, prefixes ...string) pkgv1beta1.ImageConfig {
+	ic := pkgv1beta1.ImageConfig{}
 	ic.Name = n
 	for _, p := range prefixes {
-		ic.Spec.MatchImages = append(ic.Spec.MatchImages, declarations.ImageMatch{Type: declarations.ImageMatchPrefix, Prefix: p})
+		ic.Spec.MatchImages = append(ic.Spec.MatchImages, pkgv1beta1.ImageMatch{Type: pkgv1beta1.Prefix, Prefix: p})
 	}
 	if rewrite != "" {
-		ic.Spec.RewriteImage = &declarations.ImageRewrite{Prefix: rewrite}
+		ic.Spec.RewriteImage = &pkgv1beta1.ImageRewrite{Prefix: rewrite}
 	}
 	return ic
+}
+
+// verificationOf is a Cosign spec.verification listing authorities, each
+// given as JSON; t, when not nil, fails the test on JSON it cannot read
+// (nil panics instead, for package-level values).
+func verificationOf(t testing.TB, authorities ...string) *pkgv1beta1.ImageVerification {
+	v := &pkgv1beta1.ImageVerification{}
+	err := json.Unmarshal([]byte(`{"provider":"Cosign","cosign":{"authorities":[`+strings.Join(authorities, ",")+`]}}`), v)
+	switch {
+	case err != nil && t != nil:
+		t.Helper()
+		t.Fatalf("spec.verification: %v", err)
+	case err != nil:
+		panic(err)
+	}
+	return v
 }
 
 // fault is a registry middleware that a test arms after it has pushed its

@@ -3,7 +3,7 @@ package oci
 import (
 	"strings"
 
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 )
 
 // ImageConfigMatch is what the ImageConfigs say about one image reference
@@ -51,15 +51,15 @@ type ImageConfigMatch struct {
 // ics should have passed declarations validation: an ImageConfig whose
 // rewriteImage.prefix is empty is not a rewrite candidate (NewClient rejects
 // it). MatchImageConfigs does not parse ref and never fails.
-func MatchImageConfigs(ref string, ics []declarations.ImageConfig) ImageConfigMatch {
+func MatchImageConfigs(ref string, ics []pkgv1beta1.ImageConfig) ImageConfigMatch {
 	m := ImageConfigMatch{Reference: ref, Rewritten: ref}
-	if i, prefix := bestMatch(ref, ics, func(ic *declarations.ImageConfig) bool {
+	if i, prefix := bestMatch(ref, ics, func(ic *pkgv1beta1.ImageConfig) bool {
 		return ic.Spec.RewriteImage != nil && ic.Spec.RewriteImage.Prefix != ""
 	}); i >= 0 {
 		m.Rewritten = ics[i].Spec.RewriteImage.Prefix + strings.TrimPrefix(ref, prefix)
 		m.RewriteImageConfig = ics[i].Name
 	}
-	if i, _ := bestMatch(ref, ics, func(ic *declarations.ImageConfig) bool {
+	if i, _ := bestMatch(ref, ics, func(ic *pkgv1beta1.ImageConfig) bool {
 		r := ic.Spec.Registry
 		return r != nil && r.Authentication != nil && r.Authentication.PullSecretRef.Name != ""
 	}); i >= 0 {
@@ -75,7 +75,7 @@ func MatchImageConfigs(ref string, ics []declarations.ImageConfig) ImageConfigMa
 // when no ImageConfig with a rewriteImage matches. Matching follows
 // MatchImageConfigs. The rewrite changes only where bytes come from: callers
 // record ref, and the digest is the same at both places.
-func RewriteReference(ref string, ics []declarations.ImageConfig) (rewritten string, imageConfig string) {
+func RewriteReference(ref string, ics []pkgv1beta1.ImageConfig) (rewritten string, imageConfig string) {
 	m := MatchImageConfigs(ref, ics)
 	return m.Rewritten, m.RewriteImageConfig
 }
@@ -83,7 +83,7 @@ func RewriteReference(ref string, ics []declarations.ImageConfig) (rewritten str
 // bestMatch returns the index in ics of the candidate (per has) with the
 // longest prefix matching ref, ties going to the name that sorts first, and
 // that prefix; -1 when no candidate matches.
-func bestMatch(ref string, ics []declarations.ImageConfig, has func(*declarations.ImageConfig) bool) (int, string) {
+func bestMatch(ref string, ics []pkgv1beta1.ImageConfig, has func(*pkgv1beta1.ImageConfig) bool) (int, string) {
 	best, bestPrefix := -1, ""
 	for i := range ics {
 		ic := &ics[i]
@@ -91,7 +91,7 @@ func bestMatch(ref string, ics []declarations.ImageConfig, has func(*declaration
 			continue
 		}
 		for _, mi := range ic.Spec.MatchImages {
-			if mi.Type != "" && mi.Type != declarations.ImageMatchPrefix {
+			if mi.Type != "" && mi.Type != pkgv1beta1.Prefix {
 				continue
 			}
 			if !strings.HasPrefix(ref, mi.Prefix) {

@@ -4,10 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
 
@@ -17,7 +17,7 @@ func TestRewriteReference(t *testing.T) {
 	cases := map[string]struct {
 		reason string
 		ref    string
-		ics    []declarations.ImageConfig
+		ics    []pkgv1beta1.ImageConfig
 		want   string
 		wantIC string
 	}{
@@ -29,42 +29,42 @@ func TestRewriteReference(t *testing.T) {
 		"PrefixReplaced": {
 			reason: "the matched prefix is replaced by rewriteImage.prefix and the rest is kept (docs/crossplane-behaviour.md#imageconfig-rewrite)",
 			ref:    "xpkg.upbound.io/upbound/provider-family-aws:v1.23.0",
-			ics:    []declarations.ImageConfig{mirror},
+			ics:    []pkgv1beta1.ImageConfig{mirror},
 			want:   "mirror.internal:5000/upbound/provider-family-aws:v1.23.0",
 			wantIC: "mirror",
 		},
 		"DigestKept": {
 			reason: "a digest reference keeps its digest",
 			ref:    "xpkg.upbound.io/upbound/p@sha256:0123456789012345678901234567890123456789012345678901234567890123",
-			ics:    []declarations.ImageConfig{mirror},
+			ics:    []pkgv1beta1.ImageConfig{mirror},
 			want:   "mirror.internal:5000/upbound/p@sha256:0123456789012345678901234567890123456789012345678901234567890123",
 			wantIC: "mirror",
 		},
 		"LongestPrefixWins": {
 			reason: "the ImageConfig with the longest matching prefix wins, whatever the list order (docs/crossplane-behaviour.md#imageconfig-matching)",
 			ref:    "xpkg.upbound.io/upbound/provider-aws-s3:v2.6.0",
-			ics:    []declarations.ImageConfig{everything, mirror},
+			ics:    []pkgv1beta1.ImageConfig{everything, mirror},
 			want:   "mirror.internal:5000/upbound/provider-aws-s3:v2.6.0",
 			wantIC: "mirror",
 		},
 		"ShorterPrefixWhenLongerDoesNotMatch": {
 			reason: "a shorter prefix applies to references the longer one does not match",
 			ref:    "xpkg.upbound.io/crossplane-contrib/function-auto-ready:v0.4.2",
-			ics:    []declarations.ImageConfig{mirror, everything},
+			ics:    []pkgv1beta1.ImageConfig{mirror, everything},
 			want:   "proxy.internal/all/crossplane-contrib/function-auto-ready:v0.4.2",
 			wantIC: "everything",
 		},
 		"LongestPrefixWithinOneImageConfig": {
 			reason: "an ImageConfig with several matching prefixes replaces its longest one",
 			ref:    "xpkg.upbound.io/upbound/p:v1",
-			ics:    []declarations.ImageConfig{imageConfig("two", "m.internal/x", "xpkg.upbound.io", "xpkg.upbound.io/upbound")},
+			ics:    []pkgv1beta1.ImageConfig{imageConfig("two", "m.internal/x", "xpkg.upbound.io", "xpkg.upbound.io/upbound")},
 			want:   "m.internal/x/p:v1",
 			wantIC: "two",
 		},
 		"TieGoesToFirstName": {
 			reason: "equal prefixes: the ImageConfig whose name sorts first wins, so every run agrees (Crossplane picks arbitrarily)",
 			ref:    "xpkg.upbound.io/upbound/p:v1",
-			ics: []declarations.ImageConfig{
+			ics: []pkgv1beta1.ImageConfig{
 				imageConfig("zeta", "z.internal", "xpkg.upbound.io"),
 				imageConfig("alpha", "a.internal", "xpkg.upbound.io"),
 			},
@@ -74,27 +74,27 @@ func TestRewriteReference(t *testing.T) {
 		"PlainStringPrefix": {
 			reason: "matching is a plain string prefix, as in Crossplane: upbound also matches upbound-extra",
 			ref:    "xpkg.upbound.io/upbound-extra/p:v1",
-			ics:    []declarations.ImageConfig{mirror},
+			ics:    []pkgv1beta1.ImageConfig{mirror},
 			want:   "mirror.internal:5000/upbound-extra/p:v1",
 			wantIC: "mirror",
 		},
 		"NoMatch": {
 			reason: "a reference no prefix matches is not rewritten",
 			ref:    "xpkg.crossplane.io/crossplane-contrib/provider-nop:v0.4.0",
-			ics:    []declarations.ImageConfig{mirror, everything},
+			ics:    []pkgv1beta1.ImageConfig{mirror, everything},
 			want:   "xpkg.crossplane.io/crossplane-contrib/provider-nop:v0.4.0",
 		},
 		"OnlyRewriteCandidates": {
 			reason: "an ImageConfig without rewriteImage (here, a longer pull-secret one) does not take part in the rewrite match (docs/crossplane-behaviour.md#imageconfig-matching)",
 			ref:    "xpkg.upbound.io/upbound/p:v1",
-			ics:    []declarations.ImageConfig{everything, withSecret(imageConfig("auth", "", "xpkg.upbound.io/upbound/p"), "creds")},
+			ics:    []pkgv1beta1.ImageConfig{everything, withSecret(imageConfig("auth", "", "xpkg.upbound.io/upbound/p"), "creds")},
 			want:   "proxy.internal/all/upbound/p:v1",
 			wantIC: "everything",
 		},
 		"RepositoryOnly": {
 			reason: "a repository without tag (for tag listing) is rewritten the same way",
 			ref:    "xpkg.upbound.io/upbound/p",
-			ics:    []declarations.ImageConfig{mirror},
+			ics:    []pkgv1beta1.ImageConfig{mirror},
 			want:   "mirror.internal:5000/upbound/p",
 			wantIC: "mirror",
 		},
@@ -109,15 +109,15 @@ func TestRewriteReference(t *testing.T) {
 	}
 }
 
-func withSecret(ic declarations.ImageConfig, secret string) declarations.ImageConfig {
-	ic.Spec.Registry = &declarations.RegistryConfig{Authentication: &declarations.RegistryAuthentication{
+func withSecret(ic pkgv1beta1.ImageConfig, secret string) pkgv1beta1.ImageConfig {
+	ic.Spec.Registry = &pkgv1beta1.RegistryConfig{Authentication: &pkgv1beta1.RegistryAuthentication{
 		PullSecretRef: corev1.LocalObjectReference{Name: secret},
 	}}
 	return ic
 }
 
 func TestMatchImageConfigs(t *testing.T) {
-	ics := []declarations.ImageConfig{
+	ics := []pkgv1beta1.ImageConfig{
 		withSecret(imageConfig("upbound-auth", "", "xpkg.upbound.io/upbound"), "upbound-pull"),
 		withSecret(imageConfig("registry-auth", "", "xpkg.upbound.io"), "registry-pull"),
 		imageConfig("mirror", "mirror.internal/upbound", "xpkg.upbound.io/upbound"),
@@ -164,8 +164,8 @@ func TestNewClientRejectsEmptyRewrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	ic := imageConfig("broken", "", "xpkg.upbound.io")
-	ic.Spec.RewriteImage = &declarations.ImageRewrite{}
-	_, err = oci.NewClient(oci.Options{}, cache, []declarations.ImageConfig{ic})
+	ic.Spec.RewriteImage = &pkgv1beta1.ImageRewrite{}
+	_, err = oci.NewClient(oci.Options{}, cache, []pkgv1beta1.ImageConfig{ic})
 	if err == nil || !strings.Contains(err.Error(), "ImageConfig broken") {
 		t.Errorf("NewClient with an empty rewrite prefix: got %v, want an error naming ImageConfig broken", err)
 	}

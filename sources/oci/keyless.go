@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
 	protorekor "github.com/sigstore/protobuf-specs/gen/pb-go/rekor/v1"
 	"github.com/sigstore/sigstore-go/pkg/fulcio/certificate"
@@ -22,6 +23,7 @@ import (
 	sgverify "github.com/sigstore/sigstore-go/pkg/verify"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
+	"k8s.io/utils/ptr"
 )
 
 // cosign stores a keyless signature's Fulcio certificate, the chain up to
@@ -33,19 +35,6 @@ const (
 	cosignChainAnnotation       = "dev.sigstore.cosign/chain"
 	cosignBundleAnnotation      = "dev.sigstore.cosign/bundle"
 )
-
-// keylessSpec is spec.verification.cosign.authorities[].keyless of the
-// ImageConfig CRD (crossplane/crossplane apis/pkg/v1beta1
-// image_config_types.go).
-type keylessSpec struct {
-	Identities []struct {
-		Issuer        string `json:"issuer"`
-		IssuerRegExp  string `json:"issuerRegExp"`
-		Subject       string `json:"subject"`
-		SubjectRegExp string `json:"subjectRegExp"`
-	} `json:"identities"`
-	InsecureIgnoreSCT bool `json:"insecureIgnoreSCT"`
-}
 
 // LoadTrustedRoot reads a Sigstore trusted root, the trusted_root.json
 // format of github.com/sigstore/protobuf-specs (what `cosign trusted-root
@@ -92,7 +81,7 @@ func keyCheck(v signature.Verifier) signerCheck {
 // root; with ignoreTlog there is no entry to check and the certificate
 // must be valid now.
 type keyless struct {
-	spec       keylessSpec
+	spec       pkgv1beta1.KeylessRef
 	trust      root.TrustedMaterial
 	ignoreTlog bool
 	now        func() time.Time
@@ -136,7 +125,7 @@ func (k keyless) check(ann map[string]string, signed, sig, payload []byte) error
 	if err != nil {
 		return fmt.Errorf("%s does not chain to a Fulcio CA of the trusted root at %s (%s): %w", who, when.UTC().Format(time.RFC3339), how, err)
 	}
-	if !k.spec.InsecureIgnoreSCT {
+	if !ptr.Deref(k.spec.InsecureIgnoreSCT, false) {
 		if err := sgverify.VerifySignedCertificateTimestamp(chains, 1, k.trust); err != nil {
 			return fmt.Errorf("%s has no SCT that a CT log of the trusted root signed (keyless.insecureIgnoreSCT: true accepts it): %w", who, err)
 		}

@@ -2,16 +2,15 @@ package oci_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
@@ -26,9 +25,9 @@ const (
 
 // authoritiesConfig is an ImageConfig named "signed" for prefix whose
 // spec.verification lists the authorities, given as JSON.
-func authoritiesConfig(prefix string, authorities ...string) declarations.ImageConfig {
+func authoritiesConfig(prefix string, authorities ...string) pkgv1beta1.ImageConfig {
 	ic := imageConfig("signed", "", prefix)
-	ic.Spec.Verification = json.RawMessage(`{"provider":"Cosign","cosign":{"authorities":[` + strings.Join(authorities, ",") + `]}}`)
+	ic.Spec.Verification = verificationOf(nil, authorities...)
 	return ic
 }
 

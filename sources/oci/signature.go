@@ -10,13 +10,12 @@ import (
 	"strings"
 	"time"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
-
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
 )
 
 // KeySource returns the PEM-encoded cosign public key stored under key in
@@ -66,32 +65,10 @@ const (
 	cosignSignatureSuffix     = ".sig"
 )
 
-// verificationSpec is ImageConfig spec.verification, as VerifySignature
-// acts on it.
-type verificationSpec struct {
-	Cosign *struct {
-		Authorities []authoritySpec `json:"authorities"`
-	} `json:"cosign"`
-}
-
-// authoritySpec is one spec.verification.cosign.authorities[] entry.
-type authoritySpec struct {
-	Name string `json:"name"`
-	Key  *struct {
-		SecretRef *struct {
-			Name string `json:"name"`
-			Key  string `json:"key"`
-		} `json:"secretRef"`
-		HashAlgorithm string `json:"hashAlgorithm"`
-	} `json:"key"`
-	Keyless      *keylessSpec      `json:"keyless"`
-	Attestations []attestationSpec `json:"attestations"`
-}
-
-// String names the authority and what it trusts, for errors.
-func (a authoritySpec) String() string {
+// authorityName names the authority and what it trusts, for errors.
+func authorityName(a pkgv1beta1.CosignAuthority) string {
 	switch {
-	case a.Key != nil && a.Key.SecretRef != nil:
+	case a.Key != nil:
 		return fmt.Sprintf("authority %q (key %s/%s)", a.Name, a.Key.SecretRef.Name, a.Key.SecretRef.Key)
 	case a.Keyless != nil:
 		return fmt.Sprintf("authority %q (keyless)", a.Name)
@@ -104,8 +81,8 @@ func (a authoritySpec) String() string {
 // (ties broken by name, MatchImageConfigs), as Crossplane picks it
 // (crossplane/crossplane-runtime pkg/xpkg/signature/validate.go); nil when
 // none does.
-func (c *Client) VerificationImageConfig(ref string) *declarations.ImageConfig {
-	i, _ := bestMatch(ref, c.ics, func(ic *declarations.ImageConfig) bool { return ic.Spec.Verification != nil })
+func (c *Client) VerificationImageConfig(ref string) *pkgv1beta1.ImageConfig {
+	i, _ := bestMatch(ref, c.ics, func(ic *pkgv1beta1.ImageConfig) bool { return ic.Spec.Verification != nil })
 	if i < 0 {
 		return nil
 	}
@@ -149,11 +126,8 @@ func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeyS
 	if ic == nil {
 		return nil, nil
 	}
-	var spec verificationSpec
-	if err := json.Unmarshal(ic.Spec.Verification, &spec); err != nil {
-		return nil, fmt.Errorf("package %s: ImageConfig %s: spec.verification: cannot read: %w", ref, ic.Name, err)
-	}
-	if spec.Cosign == nil {
+	spec := ic.Spec.Verification
+	if spec.Cosign == nil || len(spec.Cosign.Authorities) == 0 {
 		return nil, fmt.Errorf("package %s: ImageConfig %s: spec.verification.cosign: %w: no cosign authorities", ref, ic.Name, ErrSignature)
 	}
 	d, err := v1.NewHash(ref.DigestStr())
@@ -168,7 +142,7 @@ func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeyS
 	var tried []string
 	for _, a := range spec.Cosign.Authorities {
 		if sigErr != nil {
-			tried = append(tried, fmt.Sprintf("%s: %v", a, sigErr))
+			tried = append(tried, fmt.Sprintf("%s: %v", authorityName(a), sigErr))
 			continue
 		}
 		var (
@@ -182,7 +156,7 @@ func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeyS
 		if err == nil && len(a.Attestations) > 0 {
 			// Attestations in Sigstore bundles first; DSSE envelopes of the
 			// .att image or in-toto referrers for the types they do not hold.
-			var missing []attestationSpec
+			var missing []pkgv1beta1.Attestation
 			attUsed, missing = bundleAttestations(check, sigs, d, a.Attestations)
 			if len(missing) > 0 {
 				var more []v1.Hash
@@ -196,7 +170,7 @@ func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeyS
 			}
 		}
 		if err != nil {
-			tried = append(tried, fmt.Sprintf("%s: %v", a, err))
+			tried = append(tried, fmt.Sprintf("%s: %v", authorityName(a), err))
 			continue
 		}
 		v := &Verification{ImageConfig: ic.Name, Authority: a.Name, Signature: used.manifest.String(), Layout: used.layout}
@@ -220,9 +194,9 @@ type authorityChecks struct {
 
 // authorityCheck returns the checks of authority a: its public key from
 // keys, or its keyless identities with the Client's trusted root.
-func (c *Client) authorityCheck(ctx context.Context, a authoritySpec, keys KeySource) (authorityChecks, error) {
+func (c *Client) authorityCheck(ctx context.Context, a pkgv1beta1.CosignAuthority, keys KeySource) (authorityChecks, error) {
 	switch {
-	case a.Key != nil && a.Key.SecretRef != nil:
+	case a.Key != nil:
 		v, err := keyVerifier(ctx, a.Key.SecretRef.Name, a.Key.SecretRef.Key, a.Key.HashAlgorithm, keys)
 		if err != nil {
 			return authorityChecks{}, err
@@ -310,7 +284,7 @@ func verifySignatures(check authorityChecks, sigs []cosignSignature, d v1.Hash) 
 // bundleAttestations returns the manifests of the Sigstore bundles among
 // sigs that hold, verified by check, a statement about d of each
 // predicateType of want, and the attestations of want none holds.
-func bundleAttestations(check authorityChecks, sigs []cosignSignature, d v1.Hash, want []attestationSpec) ([]v1.Hash, []attestationSpec) {
+func bundleAttestations(check authorityChecks, sigs []cosignSignature, d v1.Hash, want []pkgv1beta1.Attestation) ([]v1.Hash, []pkgv1beta1.Attestation) {
 	found := map[string]v1.Hash{}
 	for _, s := range sigs {
 		if s.bundle == nil {
@@ -324,7 +298,7 @@ func bundleAttestations(check authorityChecks, sigs []cosignSignature, d v1.Hash
 	}
 	var (
 		used    []v1.Hash
-		missing []attestationSpec
+		missing []pkgv1beta1.Attestation
 	)
 	for _, w := range want {
 		h, ok := found[w.PredicateType]

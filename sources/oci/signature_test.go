@@ -2,16 +2,15 @@ package oci_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
@@ -19,14 +18,14 @@ import (
 // verifyingImageConfig is an ImageConfig named n for prefix, rewriting it
 // to rewrite, whose spec.verification lists one key authority per Secret
 // name in secrets (authority i is named "a<i>", key cosign.pub, sha256).
-func verifyingImageConfig(t testing.TB, n, rewrite, prefix string, secrets ...string) declarations.ImageConfig {
+func verifyingImageConfig(t testing.TB, n, rewrite, prefix string, secrets ...string) pkgv1beta1.ImageConfig {
 	t.Helper()
 	ic := imageConfig(n, rewrite, prefix)
 	var auth []string
 	for i, s := range secrets {
 		auth = append(auth, fmt.Sprintf(`{"name":"a%d","key":{"secretRef":{"name":%q,"key":"cosign.pub"},"hashAlgorithm":"sha256"}}`, i, s))
 	}
-	ic.Spec.Verification = json.RawMessage(`{"provider":"Cosign","cosign":{"authorities":[` + strings.Join(auth, ",") + `]}}`)
+	ic.Spec.Verification = verificationOf(t, auth...)
 	return ic
 }
 
@@ -65,7 +64,7 @@ func TestVerifySignature(t *testing.T) {
 	keys := keysOf(map[string]*registry.SigningKey{"release": release, "other-team": other})
 	cases := map[string]struct {
 		reason  string
-		ics     []declarations.ImageConfig
+		ics     []pkgv1beta1.ImageConfig
 		pkg     string
 		digest  v1.Hash
 		keys    oci.KeySource
@@ -74,48 +73,48 @@ func TestVerifySignature(t *testing.T) {
 	}{
 		"Signed": {
 			reason: "a package signed with the authority's key passes, through the ImageConfig rewrite",
-			ics:    []declarations.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release")},
+			ics:    []pkgv1beta1.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release")},
 			pkg:    "provider-demo", digest: signed, keys: keys,
 			want: &oci.Verification{ImageConfig: "signed", Authority: "a0", Signature: sig.String(), Layout: oci.LayoutTag},
 		},
 		"AnyAuthority": {
 			reason: "the package passes when any authority passes; the first that does is recorded",
-			ics:    []declarations.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "other-team", "release")},
+			ics:    []pkgv1beta1.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "other-team", "release")},
 			pkg:    "provider-demo", digest: signed, keys: keys,
 			want: &oci.Verification{ImageConfig: "signed", Authority: "a1", Signature: sig.String(), Layout: oci.LayoutTag},
 		},
 		"NoVerification": {
 			reason: "no ImageConfig with spec.verification matches: nothing to verify",
-			ics:    []declarations.ImageConfig{imageConfig("mirror", reg.Host+"/org", source)},
+			ics:    []pkgv1beta1.ImageConfig{imageConfig("mirror", reg.Host+"/org", source)},
 			pkg:    "provider-demo", digest: unsigned, keys: keys,
 		},
 		"Unsigned": {
 			reason: "an unsigned package is refused, naming the package, the ImageConfig and the authority",
-			ics:    []declarations.ImageConfig{imageConfig("mirror", reg.Host+"/org", source), verifyingImageConfig(t, "signed", "", source, "release")},
+			ics:    []pkgv1beta1.ImageConfig{imageConfig("mirror", reg.Host+"/org", source), verifyingImageConfig(t, "signed", "", source, "release")},
 			pkg:    "provider-demo", digest: unsigned, keys: keys,
 			wantErr: []string{"package " + source + "/provider-demo@" + unsigned.String(), "ImageConfig signed requires a cosign signature", `authority "a0"`, "no signature image"},
 		},
 		"OtherKey": {
 			reason: "a package signed with another key than the authority's is refused",
-			ics:    []declarations.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release")},
+			ics:    []pkgv1beta1.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release")},
 			pkg:    "function-demo", digest: resigned, keys: keys,
 			wantErr: []string{"ImageConfig signed", `authority "a0" (key release/cosign.pub): no signature verifies with this key`},
 		},
 		"OtherImage": {
 			reason: "a valid signature of another image, copied to this image's signature tag, is refused",
-			ics:    []declarations.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release")},
+			ics:    []pkgv1beta1.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release")},
 			pkg:    "configuration-demo", digest: copied, keys: keys,
 			wantErr: []string{"signs another image than " + copied.String()},
 		},
 		"NoKey": {
 			reason: "an authority whose key cannot be read fails, saying why",
-			ics:    []declarations.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "missing")},
+			ics:    []pkgv1beta1.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "missing")},
 			pkg:    "provider-demo", digest: signed, keys: keys,
 			wantErr: []string{`authority "a0" (key missing/cosign.pub): Secret missing not found`},
 		},
 		"NoKeySource": {
 			reason: "without a key source nothing passes",
-			ics:    []declarations.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release")},
+			ics:    []pkgv1beta1.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release")},
 			pkg:    "provider-demo", digest: signed,
 			wantErr: []string{"no public key source for Secret release"},
 		},

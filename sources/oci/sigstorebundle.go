@@ -13,6 +13,7 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/root"
 	sgverify "github.com/sigstore/sigstore-go/pkg/verify"
 	"github.com/sigstore/sigstore/pkg/signature"
+	"k8s.io/utils/ptr"
 )
 
 // SigstoreBundleArtifactType is the artifactType of a Sigstore bundle
@@ -104,7 +105,7 @@ func (k keyless) bundleCheck(raw []byte, d v1.Hash) (string, error) {
 		return "", fmt.Errorf("Sigstore bundle: timestamps: %w", err)
 	}
 	var opts []sgverify.VerifierOption
-	if !k.spec.InsecureIgnoreSCT {
+	if !ptr.Deref(k.spec.InsecureIgnoreSCT, false) {
 		opts = append(opts, sgverify.WithSignedCertificateTimestamps(1))
 	}
 	if len(stamps) > 0 {

@@ -135,7 +135,11 @@ func (f *fixture) lock(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := oci.NewClient(f.regOptions(), cache, set.ImageConfigs)
+	ics, err := declarations.CrossplaneImageConfigs(set.ImageConfigs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := oci.NewClient(f.regOptions(), cache, ics)
 	if err != nil {
 		t.Fatal(err)
 	}

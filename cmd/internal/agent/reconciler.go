@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/fluxcd/pkg/ssa"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -882,7 +883,11 @@ func (r *Reconciler) verifyAgain(ctx context.Context, rd *rendered) error {
 	if rd.lock == nil || !slices.ContainsFunc(rd.imageConfigs, func(ic declarations.ImageConfig) bool { return ic.Spec.Verification != nil }) {
 		return nil
 	}
-	c, err := oci.NewClient(r.cfg.Registry, r.cache, rd.imageConfigs)
+	ics, err := declarations.CrossplaneImageConfigs(rd.imageConfigs)
+	if err != nil {
+		return stepError(&snapshot.StepError{Step: snapshot.StepRegistry, Err: err})
+	}
+	c, err := oci.NewClient(r.cfg.Registry, r.cache, ics)
 	if err != nil {
 		return stepError(&snapshot.StepError{Step: snapshot.StepRegistry, Err: err})
 	}
@@ -992,7 +997,7 @@ func (r *Reconciler) redactError(err error) error {
 // later step failed.
 func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered, []string, error) {
 	var client *oci.Client
-	newFetcher := func(ics []declarations.ImageConfig) (snapshot.Fetcher, error) {
+	newFetcher := func(ics []pkgv1beta1.ImageConfig) (snapshot.Fetcher, error) {
 		c, err := oci.NewClient(r.cfg.Registry, r.cache, ics)
 		client = c
 		return c, err

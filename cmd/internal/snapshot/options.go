@@ -4,10 +4,10 @@ import (
 	"context"
 	"io/fs"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/google/go-containerregistry/pkg/name"
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/lockfile"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
@@ -26,7 +26,7 @@ type Fetcher interface {
 type SignatureVerifier interface {
 	// VerificationImageConfig returns the ImageConfig whose
 	// spec.verification applies to the source, nil when none does.
-	VerificationImageConfig(source string) *declarations.ImageConfig
+	VerificationImageConfig(source string) *pkgv1beta1.ImageConfig
 	// VerifySignature verifies ref's signature (oci.Client.VerifySignature).
 	VerifySignature(ctx context.Context, ref name.Digest, keys oci.KeySource) (*oci.Verification, error)
 }
@@ -45,12 +45,12 @@ type PullConfigurer interface {
 // spec.rewriteImage changes where a package is pulled from; upstream
 // crossplane/crossplane apis/pkg/v1beta1/image_config_types.go). An error
 // fails the registry step.
-type NewFetcher func(imageConfigs []declarations.ImageConfig) (Fetcher, error)
+type NewFetcher func(imageConfigs []pkgv1beta1.ImageConfig) (Fetcher, error)
 
 // Registry returns a NewFetcher that builds an *oci.Client on cache with
 // opts (oci.NewClient), the fetcher of the CLI and the benchmarks.
 func Registry(opts oci.Options, cache *oci.Cache) NewFetcher {
-	return func(ics []declarations.ImageConfig) (Fetcher, error) {
+	return func(ics []pkgv1beta1.ImageConfig) (Fetcher, error) {
 		return oci.NewClient(opts, cache, ics)
 	}
 }

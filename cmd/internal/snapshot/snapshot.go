@@ -221,7 +221,11 @@ func (l *loader) check() error {
 
 // fetch is the registry and fetch steps.
 func (l *loader) fetch(ctx context.Context) error {
-	f, err := l.opts.newFetcher(l.s.Declarations.ImageConfigs)
+	ics, err := declarations.CrossplaneImageConfigs(l.s.Declarations.ImageConfigs)
+	if err != nil {
+		return &StepError{Step: StepRegistry, Err: err}
+	}
+	f, err := l.opts.newFetcher(ics)
 	if err != nil {
 		return &StepError{Step: StepRegistry, Err: err}
 	}

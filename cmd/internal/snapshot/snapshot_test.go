@@ -12,6 +12,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lockstep-gitops/lockstep/cmd/internal/snapshot"
@@ -35,12 +36,12 @@ func mirrorTo(t *testing.T, reg *registry.Registry, seen *[]string) snapshot.New
 	if err != nil {
 		t.Fatal(err)
 	}
-	return func(ics []declarations.ImageConfig) (snapshot.Fetcher, error) {
-		var out []declarations.ImageConfig
+	return func(ics []pkgv1beta1.ImageConfig) (snapshot.Fetcher, error) {
+		var out []pkgv1beta1.ImageConfig
 		for _, ic := range ics {
 			*seen = append(*seen, ic.Name)
 			if ic.Spec.RewriteImage != nil {
-				ic.Spec.RewriteImage = &declarations.ImageRewrite{Prefix: reg.Host + "/"}
+				ic.Spec.RewriteImage = &pkgv1beta1.ImageRewrite{Prefix: reg.Host + "/"}
 			}
 			out = append(out, ic)
 		}
@@ -329,7 +330,7 @@ func TestLoad(t *testing.T) {
 			case "empty":
 				opts = append(opts, snapshot.WithFetcher(mirrorTo(t, empty, &seen)), snapshot.WithInsecureRegistries([]string{empty.Host}))
 			case "broken":
-				opts = append(opts, snapshot.WithFetcher(func([]declarations.ImageConfig) (snapshot.Fetcher, error) {
+				opts = append(opts, snapshot.WithFetcher(func([]pkgv1beta1.ImageConfig) (snapshot.Fetcher, error) {
 					return nil, errors.New("no client")
 				}))
 			}

@@ -182,7 +182,11 @@ func (e *env) commitLocked(decls map[string]string) (plumbing.Hash, []byte) {
 // the lock's bytes.
 func (e *env) resolve(set *declarations.Set, prev *lockfile.Lock, opts lockfile.Options) []byte {
 	e.t.Helper()
-	client, err := oci.NewClient(e.registryOptions(), e.cache, set.ImageConfigs)
+	ics, err := declarations.CrossplaneImageConfigs(set.ImageConfigs)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	client, err := oci.NewClient(e.registryOptions(), e.cache, ics)
 	if err != nil {
 		e.t.Fatal(err)
 	}

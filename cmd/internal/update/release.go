@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Masterminds/semver/v3"
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/lockstep-gitops/lockstep/cmd/internal/diff"
@@ -691,7 +692,7 @@ func (r *releases) describe(ctx context.Context, b *strings.Builder, proposed []
 // as `lockstep diff` does, and returns the proposal's state too.
 func (r *releases) diff(ctx context.Context, files map[string][]byte, lock []byte) (*diff.State, *diff.Report, error) {
 	opts := []snapshot.Option{
-		snapshot.WithFetcher(func([]declarations.ImageConfig) (snapshot.Fetcher, error) { return r.p.client, nil }),
+		snapshot.WithFetcher(func([]pkgv1beta1.ImageConfig) (snapshot.Fetcher, error) { return r.p.client, nil }),
 		snapshot.WithLockName(r.lockPath),
 		snapshot.WithInsecureRegistries(r.p.u.opts.Registry.InsecureRegistries),
 		snapshot.WithVerificationKeys(r.p.u.opts.VerificationKeys),

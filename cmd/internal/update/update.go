@@ -394,7 +394,11 @@ func (p *poll) newClient(set *declarations.Set) error {
 	if p.u.opts.Jobs > 0 {
 		opts.Jobs = p.u.opts.Jobs
 	}
-	c, err := oci.NewClient(opts, p.u.opts.Cache, set.ImageConfigs)
+	ics, err := declarations.CrossplaneImageConfigs(set.ImageConfigs)
+	if err != nil {
+		return err
+	}
+	c, err := oci.NewClient(opts, p.u.opts.Cache, ics)
 	if err != nil {
 		return err
 	}
