@@ -66,8 +66,7 @@ func runLockstep(ctx context.Context, spec *childSpec, cfg *rest.Config, m *Meas
 			reg = c
 			return c, err
 		}),
-		snapshot.WithInsecureRegistries(spec.Insecure),
-		snapshot.WithNamespace(benchNamespace), snapshot.WithInstance(benchInstance), snapshot.ExpectMRDConversion(spec.MRDs))
+		snapshot.WithConfig(benchConfig(spec.Insecure, spec.MRDs)))
 	if err != nil {
 		return err
 	}

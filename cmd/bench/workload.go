@@ -318,8 +318,7 @@ func lockAndRender(ctx context.Context, dir string, cache *oci.Cache, opts oci.O
 	}
 	snap, err := snapshot.LoadDir(ctx, dir,
 		snapshot.WithFetcher(func([]pkgv1beta1.ImageConfig) (snapshot.Fetcher, error) { return client, nil }),
-		snapshot.WithInsecureRegistries([]string{host}),
-		snapshot.WithNamespace(benchNamespace), snapshot.WithInstance(benchInstance), snapshot.ExpectMRDConversion(mrds))
+		snapshot.WithConfig(benchConfig([]string{host}, mrds)))
 	if err != nil {
 		return nil, err
 	}
@@ -401,4 +400,11 @@ func fakeUID(s string) types.UID {
 	h := sha256.Sum256([]byte(s))
 	x := hex.EncodeToString(h[:16])
 	return types.UID(x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32])
+}
+
+// benchConfig is the pipeline configuration of every benchmark render: the
+// benchmark's namespace and instance, insecure the registries reached over
+// plain HTTP, and the lock expected to decide the MRD conversion as mrds.
+func benchConfig(insecure []string, mrds bool) snapshot.Config {
+	return snapshot.Config{Namespace: benchNamespace, Instance: benchInstance, InsecureRegistries: insecure, ExpectMRDConversion: &mrds}
 }

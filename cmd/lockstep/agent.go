@@ -133,10 +133,6 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	allowed, err := readPolicyRules(f.render.allowedPermissions)
-	if err != nil {
-		return err
-	}
 	cfg, err := f.cluster.restConfig()
 	if err != nil {
 		return err
@@ -151,7 +147,7 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 		return err
 	}
 	opts := apply.DefaultOptions()
-	opts.Namespace, opts.Instance, opts.PruneCRDs = f.cluster.namespace, f.render.instance, plan.PruneCRDs(f.pruneCRDs)
+	opts.Namespace, opts.Instance, opts.PruneCRDs = f.cluster.namespace, f.render.snap.Instance, plan.PruneCRDs(f.pruneCRDs)
 	opts.AllowEmpty = f.allowEmpty
 	opts.DeletionProtection = f.protect
 	f.preflight.set(&opts)
@@ -166,10 +162,12 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 		return err
 	}
 	secrets := oci.ClusterPullSecrets{Reader: c, Namespace: opts.Namespace, ServiceAccount: pullSA}
+	sc := f.render.snap
+	sc.VerificationKeys = keys
 	r, err := agent.NewReconciler(c, agent.Config{
-		VerificationKeys: keys,
-		Source:           src, Interval: f.interval, Registry: f.render.reg.clusterOptions(secrets), CacheDir: f.render.reg.cacheDir,
-		AllowedProviderPermissions: allowed, MRDConversion: f.render.conversion(), Apply: opts, REST: counted, ReconcileTimeout: f.reconcileTO,
+		Snapshot: sc,
+		Source:   src, Interval: f.interval, Registry: f.render.reg.clusterOptions(secrets), CacheDir: f.render.reg.cacheDir,
+		Apply: opts, REST: counted, ReconcileTimeout: f.reconcileTO,
 		CrossplaneServiceAccount: f.crossplaneSA, CacheMaxSize: cacheMax, CommitVerification: verify,
 	}, metrics)
 	if err != nil {

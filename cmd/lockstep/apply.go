@@ -181,7 +181,7 @@ func (f *applyFlags) checkout(cmd *cobra.Command) (string, error) {
 // error.
 func (f *applyFlags) options() (apply.Options, error) {
 	opts := apply.DefaultOptions()
-	opts.Namespace, opts.Instance = f.cluster.namespace, f.render.instance
+	opts.Namespace, opts.Instance = f.cluster.namespace, f.render.snap.Instance
 	opts.PruneCRDs, opts.Concurrency, opts.DryRun = plan.PruneCRDs(f.pruneCRDs), f.concurrency, f.dryRun
 	opts.AllowEmpty = f.allowEmpty
 	opts.DeletionProtection = f.protect
@@ -227,7 +227,7 @@ func (f *applyFlags) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	if err := readClusterActivation(ctx, snap, c, cfg, f.render.instance); err != nil {
+	if err := readClusterActivation(ctx, snap, c, cfg, f.render.snap.Instance); err != nil {
 		return err
 	}
 	if err := readCrossplanePullSecrets(ctx, snap, c, f.cluster.namespace, f.crossplaneSA); err != nil {

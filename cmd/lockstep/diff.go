@@ -195,7 +195,7 @@ func (f *diffFlags) connectSides(ctx context.Context, base, head *side) (client.
 		return nil, err
 	}
 	policies := sync.OnceValues(func() ([]declarations.ActivationPolicy, error) {
-		return live.ReadPolicies(ctx, c, map[string]string{render.LabelInstance: f.render.instance})
+		return live.ReadPolicies(ctx, c, map[string]string{render.LabelInstance: f.render.snap.Instance})
 	})
 	head.prepare = func(s *snapshot.Snapshot) error {
 		if s.Input == nil {
@@ -223,14 +223,14 @@ func (f *diffFlags) compare(cmd *cobra.Command) (*diff.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	allowed, err := readPolicyRules(f.render.allowedPermissions)
+	cfg, err := f.render.config(f.namespace)
 	if err != nil {
 		return nil, err
 	}
-	keys, err := f.render.reg.keys(nil)
-	if err != nil {
-		return nil, err
-	}
+	// The MRD conversion flag asserts the head's lock (what would be
+	// applied); each side renders as its own lock decides.
+	expect := cfg.ExpectMRDConversion
+	cfg.ExpectMRDConversion = nil
 	cache, err := oci.NewCache(f.render.reg.cacheDir)
 	if err != nil {
 		return nil, err
@@ -244,12 +244,7 @@ func (f *diffFlags) compare(cmd *cobra.Command) (*diff.Report, error) {
 		}
 		return shared.wrap(c), nil
 	}
-	opts := []snapshot.Option{
-		snapshot.WithFetcher(newFetcher), snapshot.WithInsecureRegistries(f.render.reg.insecure),
-		snapshot.AllowMissingLock(), snapshot.AllowStale(),
-		snapshot.WithNamespace(f.namespace), snapshot.WithInstance(f.render.instance),
-		snapshot.WithAllowedProviderPermissions(allowed), snapshot.WithVerificationKeys(keys),
-	}
+	opts := []snapshot.Option{snapshot.WithConfig(cfg), snapshot.WithFetcher(newFetcher), snapshot.AllowMissingLock(), snapshot.AllowStale()}
 	// With --cluster both sides render with the cluster's activation
 	// policies, read once, as apply does. Its Active MRDs do not count:
 	// diff shows what Git's change deactivates (and counts what it would
@@ -260,9 +255,11 @@ func (f *diffFlags) compare(cmd *cobra.Command) (*diff.Report, error) {
 			return nil, err
 		}
 	}
-	// The flag asserts the head's lock (what would be applied); each side
-	// renders as its own lock decides.
-	hs, err := head.state(cmd.Context(), append(slices.Clone(opts), f.render.conversionOptions()...))
+	headOpts := slices.Clone(opts)
+	if expect != nil {
+		headOpts = append(headOpts, snapshot.ExpectMRDConversion(*expect))
+	}
+	hs, err := head.state(cmd.Context(), headOpts)
 	if err != nil {
 		return nil, err
 	}

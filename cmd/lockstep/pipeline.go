@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/pflag"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/lockstep-gitops/lockstep/cmd/internal/snapshot"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
@@ -23,14 +20,11 @@ import (
 // renderFlags are the flags of every command that renders a declarations
 // directory: render, apply and the agent.
 type renderFlags struct {
-	reg                registryFlags
-	dir                string
-	instance           string
-	allowedPermissions string
-	// mrds is mrdFlag's value, and flags the flag set it is registered
-	// in (conversion: was it given?).
-	mrds  bool
-	flags *pflag.FlagSet
+	reg registryFlags
+	dir string
+	// snap is the pipeline's configuration; its own flags are bound by
+	// snapshot.Config.BindFlags, the rest set by load.
+	snap snapshot.Config
 	// clusterKeys, when set (apply), reads the verification keys that no
 	// --verification-key names from the cluster's Secrets.
 	clusterKeys oci.KeySource
@@ -47,27 +41,21 @@ func (f *renderFlags) register(fl *pflag.FlagSet) {
 // registerRender registers the rendering flags without --dir, for the agent,
 // whose declarations come from --git-path.
 func (f *renderFlags) registerRender(fl *pflag.FlagSet) {
-	fl.StringVar(&f.instance, "instance", "lockstep", "name of this lockstep instance, recorded in a label on every object it renders")
-	fl.StringVar(&f.allowedPermissions, "allowed-provider-permissions", "", "YAML `FILE` with a list of RBAC PolicyRules that v1-style providers may request with spec.controller.permissionRequests (default: none)")
-	registerMRDFlag(fl, &f.mrds)
-	f.flags = fl
+	f.snap = snapshot.DefaultConfig()
+	f.snap.BindFlags(fl)
 }
 
-// conversion is mrdFlag's value when it was given, nil otherwise: what
-// the lock must record (snapshot.ExpectMRDConversion).
-func (f *renderFlags) conversion() *bool {
-	if f.flags == nil || !f.flags.Changed(mrdFlag) {
-		return nil
+// config is the snapshot.Config for namespace, with the registry flags'
+// insecure hosts and the verification keys (--verification-key, then the
+// cluster's Secrets when clusterKeys is set).
+func (f *renderFlags) config(namespace string) (snapshot.Config, error) {
+	keys, err := f.reg.keys(f.clusterKeys)
+	if err != nil {
+		return snapshot.Config{}, err
 	}
-	return new(f.mrds)
-}
-
-// conversionOptions is snapshot.ExpectMRDConversion when mrdFlag was given.
-func (f *renderFlags) conversionOptions() []snapshot.Option {
-	if want := f.conversion(); want != nil {
-		return []snapshot.Option{snapshot.ExpectMRDConversion(*want)}
-	}
-	return nil
+	c := f.snap
+	c.Namespace, c.InsecureRegistries, c.VerificationKeys = namespace, f.reg.insecure, keys
+	return c, nil
 }
 
 // load reads --dir through the snapshot stage (cmd/internal/snapshot),
@@ -76,27 +64,18 @@ func (f *renderFlags) conversionOptions() []snapshot.Option {
 // first), and the render input for namespace. extra options go after the
 // flags' own (for example snapshot.Only).
 func (f *renderFlags) load(ctx context.Context, warn io.Writer, namespace string, extra ...snapshot.Option) (*snapshot.Snapshot, error) {
-	allowed, err := readPolicyRules(f.allowedPermissions)
-	if err != nil {
-		return nil, err
-	}
 	cache, err := oci.NewCache(f.reg.cacheDir)
 	if err != nil {
 		return nil, err
 	}
-	keys, err := f.reg.keys(f.clusterKeys)
+	cfg, err := f.config(namespace)
 	if err != nil {
 		return nil, err
 	}
 	opts := append([]snapshot.Option{
-		snapshot.WithVerificationKeys(keys),
+		snapshot.WithConfig(cfg),
 		snapshot.WithFetcher(snapshot.Registry(f.reg.clusterOptions(f.pullSecrets), cache)),
-		snapshot.WithInsecureRegistries(f.reg.insecure),
-		snapshot.WithNamespace(namespace),
-		snapshot.WithInstance(f.instance),
-		snapshot.WithAllowedProviderPermissions(allowed),
-	}, f.conversionOptions()...)
-	opts = append(opts, extra...)
+	}, extra...)
 	s, err := snapshot.LoadDir(ctx, f.dir, opts...)
 	var stale *snapshot.StaleLockError
 	if errors.As(err, &stale) {
@@ -138,22 +117,6 @@ func printRenderWarnings(w io.Writer, out *render.Output) {
 	for _, warn := range out.Warnings() {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
-}
-
-// readPolicyRules reads a YAML list of RBAC PolicyRules; "" gives none.
-func readPolicyRules(path string) ([]rbacv1.PolicyRule, error) {
-	if path == "" {
-		return nil, nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--allowed-provider-permissions: %w", err)
-	}
-	var rules []rbacv1.PolicyRule
-	if err := yaml.UnmarshalStrict(b, &rules); err != nil {
-		return nil, fmt.Errorf("--allowed-provider-permissions %s: %w", path, err)
-	}
-	return rules, nil
 }
 
 // readClusterActivation sets the render input's cluster activation state

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/lockstep-gitops/lockstep/cmd/internal/snapshot"
 )
@@ -84,19 +83,12 @@ asserts the lock's decision: a value that disagrees is refused.`,
 	return cmd
 }
 
-// mrdFlag is Crossplane v2's CRD-to-MRD conversion switch, named after
-// Crossplane's own flag. On `lockstep lock` it sets what the lock records
-// (lockfile.Lock.CustomToManagedResourceConversion); on the commands that
-// render it asserts the lock's decision (snapshot.ExpectMRDConversion).
-const mrdFlag = "enable-custom-to-managed-resource-conversion"
-
-// registerMRDFlag registers mrdFlag on fl, for every command that renders
-// (render, diff, apply, agent). The lock decides whether provider CRDs
-// become MRDs, so that CI's render equals the cluster's; the flag only
-// asserts that decision, and a value that disagrees with the lock is
-// refused with the lockstep lock command that changes it
-// (snapshot.ConversionMismatchError;
+// mrdFlag is Crossplane v2's CRD-to-MRD conversion switch
+// (snapshot.MRDConversionFlag). On `lockstep lock` it sets what the lock
+// records (lockfile.Lock.CustomToManagedResourceConversion); on the
+// commands that render (render, diff, apply, agent) it asserts the lock's
+// decision (snapshot.Config.ExpectMRDConversion), and a value that
+// disagrees with the lock is refused with the lockstep lock command that
+// changes it (snapshot.ConversionMismatchError;
 // docs/design/activation.md#managed-resource-activation).
-func registerMRDFlag(fl *pflag.FlagSet, v *bool) {
-	fl.BoolVar(v, mrdFlag, false, "require the lock's MRD conversion (customToManagedResourceConversion) to be this value, and fail otherwise; the lock decides it (set it with lockstep lock --"+mrdFlag+")")
-}
+const mrdFlag = snapshot.MRDConversionFlag

@@ -14,7 +14,6 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
@@ -53,18 +52,17 @@ type Config struct {
 	// needs go, least recently written first, until the cache holds at most
 	// this much (oci.Cache.Prune). 0: no bound.
 	CacheMaxSize int64
-	// AllowedProviderPermissions is render's allow list for v1-style
-	// permissionRequests.
-	AllowedProviderPermissions []rbacv1.PolicyRule
-	// MRDConversion, when set, is what every lock the agent applies must
-	// record for Crossplane v2's CRD-to-MRD conversion
-	// (snapshot.ExpectMRDConversion; lockstep agent
-	// --enable-custom-to-managed-resource-conversion): a lock that
-	// disagrees stalls the reconcile at its lock step with reason
-	// StaleLock (snapshot.ConversionMismatchError, which names the
-	// lockstep lock command to run and commit). nil takes each lock's
-	// decision (lockfile.Lock.Converts) as it is.
-	MRDConversion *bool
+	// Snapshot is how each commit is loaded and rendered
+	// (snapshot.Config: the allow list for v1-style permissionRequests, the
+	// MRD conversion every lock must record, the verification keys). A lock
+	// that disagrees with ExpectMRDConversion stalls the reconcile at its
+	// lock step with reason StaleLock (snapshot.ConversionMismatchError,
+	// which names the lockstep lock command to run and commit). Its
+	// Namespace, Instance and InsecureRegistries are always Apply's and
+	// Registry's; nil VerificationKeys means the Secrets ImageConfig key
+	// authorities name in Apply.Namespace (oci.SecretKeys), read on every
+	// reconcile.
+	Snapshot snapshot.Config
 	// Apply are the apply options; Namespace and Instance also name the
 	// Sync object (in Namespace, named Instance).
 	Apply apply.Options
@@ -94,10 +92,6 @@ type Config struct {
 	// between full applies, a reconcile sends no API request
 	// (Outcome.Idle).
 	Resync time.Duration
-	// VerificationKeys gives the public keys of ImageConfig
-	// spec.verification key authorities; nil means the Secrets they name
-	// in Apply.Namespace (oci.SecretKeys), read on every reconcile.
-	VerificationKeys oci.KeySource
 	// CommitVerification, when set, makes every checkout verify the
 	// signature of the commit (or tag) before anything of it is read, as
 	// Flux's GitRepository spec.verify does (git.Verification). A commit
@@ -897,11 +891,11 @@ func (r *Reconciler) verifyAgain(ctx context.Context, rd *rendered) error {
 	return nil
 }
 
-// keys returns Config.VerificationKeys, or the Secrets in the Crossplane
-// namespace (oci.SecretKeys).
+// keys returns Config.Snapshot.VerificationKeys, or the Secrets in the
+// Crossplane namespace (oci.SecretKeys).
 func (r *Reconciler) keys() oci.KeySource {
-	if r.cfg.VerificationKeys != nil {
-		return r.cfg.VerificationKeys
+	if r.cfg.Snapshot.VerificationKeys != nil {
+		return r.cfg.Snapshot.VerificationKeys
 	}
 	return oci.SecretKeys(r.c, r.cfg.Apply.Namespace)
 }
@@ -1002,19 +996,10 @@ func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered,
 		client = c
 		return c, err
 	}
-	opts := []snapshot.Option{
-		snapshot.WithLockName(relPath(art, lockfile.FileName)),
-		snapshot.WithFetcher(newFetcher),
-		snapshot.WithInsecureRegistries(r.cfg.Registry.InsecureRegistries),
-		snapshot.WithNamespace(r.cfg.Apply.Namespace),
-		snapshot.WithInstance(r.cfg.Apply.Instance),
-		snapshot.WithAllowedProviderPermissions(r.cfg.AllowedProviderPermissions),
-		snapshot.WithVerificationKeys(r.keys()),
-	}
-	if want := r.cfg.MRDConversion; want != nil {
-		opts = append(opts, snapshot.ExpectMRDConversion(*want))
-	}
-	snap, err := snapshot.LoadDir(ctx, art.Dir, opts...)
+	sc := r.cfg.Snapshot
+	sc.Namespace, sc.Instance, sc.InsecureRegistries, sc.VerificationKeys = r.cfg.Apply.Namespace, r.cfg.Apply.Instance, r.cfg.Registry.InsecureRegistries, r.keys()
+	snap, err := snapshot.LoadDir(ctx, art.Dir, snapshot.WithConfig(sc),
+		snapshot.WithLockName(relPath(art, lockfile.FileName)), snapshot.WithFetcher(newFetcher))
 	if r.metrics != nil && client != nil {
 		st := client.Stats()
 		for kind, n := range map[string]int{"HEAD": st.Head, "tags": st.Tags, "manifest": st.Manifests, "blob": st.Blobs, "other": st.Other} {

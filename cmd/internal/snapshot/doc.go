@@ -41,5 +41,10 @@
 // (declarations.Set.CheckVerification). Without a fetcher (WithFetcher) Load stops after the check, which is
 // all `lockstep lock --check` and the updater need.
 //
+// Its settings are one value, Config, which a command binds to its flags
+// once (Config.BindFlags) and passes on (WithConfig); the agent holds the
+// same value. A new setting is a Config field, its flag in BindFlags and
+// its use here.
+//
 // The design of the pipeline is in docs/design/pipeline.md.
 package snapshot

@@ -79,7 +79,7 @@ type options struct {
 }
 
 func newOptions(opts []Option) *options {
-	o := &options{lockName: lockfile.FileName, namespace: "crossplane-system", instance: "lockstep"}
+	o := &options{lockName: lockfile.FileName, namespace: DefaultNamespace, instance: DefaultInstance}
 	for _, opt := range opts {
 		opt(o)
 	}
