@@ -143,7 +143,7 @@ func TestNoOpBesideCrossplane(t *testing.T) {
 		if got := cond(rev, "Synced"); got != "False/ReconcilePaused" {
 			t.Errorf("%s %s: Synced = %q after the apply, want Crossplane's False/ReconcilePaused kept", rev.GetKind(), rev.GetName(), got)
 		}
-		if got := cond(rev, crossplane.ConditionRevisionHealthy); !strings.HasPrefix(got, "True/") {
+		if got := cond(rev, string(crossplane.ConditionRevisionHealthy)); !strings.HasPrefix(got, "True/") {
 			t.Errorf("%s %s: RevisionHealthy = %q, want True", rev.GetKind(), rev.GetName(), got)
 		}
 	}

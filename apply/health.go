@@ -11,7 +11,7 @@ import (
 // PackageResult.Health: its record, its revision's record and the runtime
 // Deployment, chosen by health.NewTarget.
 func healthTarget(po *render.PackageOutput) health.Target {
-	t := health.Target{Kind: po.Kind, Name: po.Name, Version: po.Tag, Digest: po.Digest}
+	t := health.Target{Kind: po.Kind, Name: po.Name, Version: po.Version, Digest: po.Digest}
 	if po.Revision != nil {
 		t.Revision = po.Revision.Name
 		for _, m := range po.Revision.MRDs {

@@ -316,7 +316,7 @@ func build(t testing.TB, s pkgSpec) render.Package {
 		buildCache[cacheKey] = render.Package{Contents: contents, Digest: digest}
 		buildMu.Unlock()
 	}
-	p := render.Package{Kind: s.kind, Name: s.name, Source: s.source, Tag: s.tag, Digest: digest, Contents: contents}
+	p := render.Package{Kind: s.kind, Name: s.name, Source: s.source, Version: s.tag, Digest: digest, Contents: contents}
 	if s.declared || s.decl != nil {
 		d := &declarations.Declaration{
 			Kind:     s.kind,

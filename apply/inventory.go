@@ -140,7 +140,7 @@ func (p *pkgRun) joinIntents(ctx context.Context) (*intentBatch, error) {
 		r.intentMu.Unlock()
 		return nil, nil
 	}
-	ip := inventory.Package{Kind: p.key.Kind, Name: p.key.Name, Source: p.po.Source, Tag: p.po.Tag, Digest: p.po.Digest}
+	ip := inventory.Package{Kind: p.key.Kind, Name: p.key.Name, Source: p.po.Source, Version: p.po.Version, Digest: p.po.Digest}
 	if old != nil {
 		ip = *old
 		ip.Entries = append(slices.Clone(old.Entries), missing...)

@@ -294,7 +294,7 @@ func (r *run) waitCompositeCRD(ctx context.Context, name string) error {
 		crd := &unstructured.Unstructured{}
 		crd.SetGroupVersionKind(crossplane.GroupKindCRD.WithVersion("v1"))
 		err := r.c.Get(ctx, client.ObjectKey{Name: name}, crd)
-		if err == nil && conditionStatus(crd, "Established") == "True" {
+		if c, _ := crossplane.GetCondition(crd, "Established"); err == nil && c.Status == crossplane.StatusTrue {
 			return nil
 		}
 		if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -207,21 +208,21 @@ func (p *pkgRun) mrdRefsKnown(refs []metav1.OwnerReference) bool {
 // branch sets RuntimeActive True too, with a reason not known here (only
 // AwaitingActivation, the False reason, was studied), so lockstep names
 // its own (docs/design/activation.md#managed-resource-activation).
-const ReasonMRDsActive = "ManagedResourceDefinitionsActive"
+const ReasonMRDsActive xpv2.ConditionReason = "ManagedResourceDefinitionsActive"
 
 // runtimeActive returns the RuntimeActive condition of a provider revision
 // rendered with MRDs (render.RevisionOutput.MRDs), nil for one without:
 // False with reason AwaitingActivation while a safe-start provider has no
 // Active MRD (its Deployment has 0 replicas), True with ReasonMRDsActive
 // once one is Active.
-func (p *pkgRun) runtimeActive() *condition {
+func (p *pkgRun) runtimeActive() *xpv2.Condition {
 	rev := p.po.Revision
 	switch {
 	case rev.AwaitingActivation:
-		return &condition{Type: crossplane.ConditionRuntimeActive, Status: "False", Reason: crossplane.ReasonAwaitingActivation,
+		return &xpv2.Condition{Type: crossplane.ConditionRuntimeActive, Status: crossplane.StatusFalse, Reason: crossplane.ReasonAwaitingActivation,
 			Message: "no ManagedResourceDefinition of this safe-start provider is Active: its Deployment has 0 replicas until a ManagedResourceActivationPolicy activates one"}
 	case len(rev.MRDs) > 0 && len(rev.ManagedCRDs) > 0:
-		return &condition{Type: crossplane.ConditionRuntimeActive, Status: "True", Reason: ReasonMRDsActive,
+		return &xpv2.Condition{Type: crossplane.ConditionRuntimeActive, Status: crossplane.StatusTrue, Reason: ReasonMRDsActive,
 			Message: fmt.Sprintf("%d of %d ManagedResourceDefinitions are Active: the Deployment runs", len(rev.ManagedCRDs), len(rev.MRDs))}
 	}
 	return nil

@@ -164,7 +164,7 @@ func TestMRDActivation(t *testing.T) {
 	if got := cond(rev, "RevisionHealthy"); got != "True/HealthyPackageRevision" {
 		t.Errorf("RevisionHealthy with 5 active MRDs: %s", got)
 	}
-	if got := cond(rev, "RuntimeActive"); got != "True/"+apply.ReasonMRDsActive {
+	if got := cond(rev, "RuntimeActive"); got != "True/"+string(apply.ReasonMRDsActive) {
 		t.Errorf("RuntimeActive after activation: %s, want True/%s", got, apply.ReasonMRDsActive)
 	}
 	if got, want := condMessage(rev, "RuntimeActive"), "5 of 208 ManagedResourceDefinitions are Active: the Deployment runs"; got != want {

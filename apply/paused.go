@@ -26,7 +26,7 @@ func (r *run) pausedPackage(po *render.PackageOutput) *pkgRun {
 	installed := r.live.inventory.Package(po.Kind, po.Name)
 	if installed == nil {
 		r.warn(p.res, "paused (lockstep.io/paused: \"true\") before it was installed: nothing of it is installed until the annotation is removed")
-		p.res.Health = health.Target{Kind: po.Kind, Name: po.Name, Version: po.Tag, Digest: po.Digest}
+		p.res.Health = health.Target{Kind: po.Kind, Name: po.Name, Version: po.Version, Digest: po.Digest}
 		return p
 	}
 	var active string
@@ -37,11 +37,11 @@ func (r *run) pausedPackage(po *render.PackageOutput) *pkgRun {
 	}
 	p.res.CurrentRevision = active
 	if installed.Digest == po.Digest {
-		r.warn(p.res, "paused (lockstep.io/paused: \"true\"): %s is kept as installed, not re-applied nor pruned", pin(installed.Tag, installed.Digest))
+		r.warn(p.res, "paused (lockstep.io/paused: \"true\"): %s is kept as installed, not re-applied nor pruned", pin(installed.Version, installed.Digest))
 	} else {
-		r.warn(p.res, "paused (lockstep.io/paused: \"true\"): %s is kept as installed; the lock's %s is not applied until the annotation is removed", pin(installed.Tag, installed.Digest), pin(po.Tag, po.Digest))
+		r.warn(p.res, "paused (lockstep.io/paused: \"true\"): %s is kept as installed; the lock's %s is not applied until the annotation is removed", pin(installed.Version, installed.Digest), pin(po.Version, po.Digest))
 	}
-	t := health.Target{Kind: po.Kind, Name: po.Name, Version: installed.Tag, Digest: installed.Digest, Revision: active}
+	t := health.Target{Kind: po.Kind, Name: po.Name, Version: installed.Version, Digest: installed.Digest, Revision: active}
 	var rev, runtime *health.Ref
 	if active != "" && po.Revision.Record != nil {
 		rev = &health.Ref{GroupVersionKind: schema.FromAPIVersionAndKind(po.Revision.Record.APIVersion, po.Revision.Record.Kind), Name: active}

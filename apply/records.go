@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/fluxcd/pkg/ssa"
 	ssaerrors "github.com/fluxcd/pkg/ssa/errors"
 	"github.com/fluxcd/pkg/ssa/utils"
@@ -71,7 +72,7 @@ type pkgRun struct {
 	recorded bool
 
 	// runtimeHealth is the current revision's RuntimeHealthy condition.
-	runtimeHealth *condition
+	runtimeHealth *xpv2.Condition
 	// objectRefs are the current revision's status.objectRefs.
 	objectRefs []any
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -183,29 +184,11 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 
 // conditionMessage returns "status/reason: message" of a condition, "" when
 // absent.
-func conditionMessage(u *unstructured.Unstructured, typ string) string {
-	if c := findCondition(u, typ); c != nil {
-		return str(c["status"]) + "/" + str(c["reason"]) + ": " + str(c["message"])
+func conditionMessage(u *unstructured.Unstructured, typ xpv2.ConditionType) string {
+	if c, ok := crossplane.GetCondition(u, typ); ok {
+		return string(c.Status) + "/" + string(c.Reason) + ": " + c.Message
 	}
 	return ""
-}
-
-// conditionStatus returns the status of the condition typ of u, "" when
-// absent.
-func conditionStatus(u *unstructured.Unstructured, typ string) string {
-	return str(findCondition(u, typ)["status"])
-}
-
-// findCondition returns the status.conditions entry of u whose type is
-// typ, nil when there is none.
-func findCondition(u *unstructured.Unstructured, typ string) map[string]any {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, _ := c.(map[string]any); str(m["type"]) == typ {
-			return m
-		}
-	}
-	return nil
 }
 
 // activeRevision returns the name of the package's Active revision.
@@ -319,7 +302,7 @@ func (r *run) finish(ctx context.Context) {
 // records, payload and runtime of this apply. Commit and LockDigest move to
 // this apply's when the package changed.
 func (p *pkgRun) inventory(old *inventory.Package) inventory.Package {
-	ip := inventory.Package{Kind: p.key.Kind, Name: p.key.Name, Source: p.po.Source, Tag: p.po.Tag, Digest: p.po.Digest}
+	ip := inventory.Package{Kind: p.key.Kind, Name: p.key.Name, Source: p.po.Source, Version: p.po.Version, Digest: p.po.Digest}
 	if old != nil {
 		ip.Entries = append(ip.Entries, old.Entries...)
 		ip.Commit, ip.LockDigest = old.Commit, old.LockDigest

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/pkg/ssa"
 	appsv1 "k8s.io/api/apps/v1"
@@ -105,16 +107,22 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 // Deployment: True when health.Compute says Current (Available, every
 // replica updated), Unknown while it rolls out, False when it failed. The
 // messages follow Crossplane's runtime controller (docs/crossplane-behaviour.md#runtime-reconcile).
-func deploymentHealth(kind crossplane.Kind, dep *unstructured.Unstructured) *condition {
+func deploymentHealth(kind crossplane.Kind, dep *unstructured.Unstructured) *xpv2.Condition {
+	c := deploymentCondition(kind, dep)
+	return &c
+}
+
+// deploymentCondition is deploymentHealth's condition.
+func deploymentCondition(kind crossplane.Kind, dep *unstructured.Unstructured) xpv2.Condition {
 	res, err := health.Compute(dep)
 	what := kind.Lower()
 	switch {
 	case err != nil:
-		return &condition{Type: crossplane.ConditionRuntimeHealthy, Status: "Unknown", Reason: crossplane.ReasonUnknownHealth, Message: fmt.Sprintf("cannot read the %s deployment's status: %v", what, err)}
+		return pkgv1.RuntimeUnknownHealth().WithMessage(fmt.Sprintf("cannot read the %s deployment's status: %v", what, err))
 	case res.Status == status.CurrentStatus:
-		return &condition{Type: crossplane.ConditionRuntimeHealthy, Status: "True", Reason: crossplane.ReasonHealthy}
+		return pkgv1.RuntimeHealthy()
 	case res.Status == status.FailedStatus:
-		return &condition{Type: crossplane.ConditionRuntimeHealthy, Status: "False", Reason: crossplane.ReasonUnhealthy, Message: fmt.Sprintf("%s deployment is unavailable with message: %s", what, res.Message)}
+		return pkgv1.RuntimeUnhealthy().WithMessage(fmt.Sprintf("%s deployment is unavailable with message: %s", what, res.Message))
 	}
-	return &condition{Type: crossplane.ConditionRuntimeHealthy, Status: "Unknown", Reason: crossplane.ReasonUnknownHealth, Message: fmt.Sprintf("%s deployment %s is not available yet: %s", what, dep.GetName(), res.Message)}
+	return pkgv1.RuntimeUnknownHealth().WithMessage(fmt.Sprintf("%s deployment %s is not available yet: %s", what, dep.GetName(), res.Message))
 }

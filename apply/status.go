@@ -7,23 +7,19 @@ import (
 	"reflect"
 	"time"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/live"
 )
 
-// condition is one status condition as Crossplane writes it: with the
-// generation it was observed at.
-type condition struct {
-	Type, Status, Reason, Message string
-}
-
 // conditionMaps returns want as status.conditions entries at generation
 // gen, keeping the lastTransitionTime of a live condition that did not
 // change (type, status, reason and message), as Crossplane's SetConditions
 // does.
-func conditionMaps(live []any, want []condition, gen int64, now time.Time) []any {
+func conditionMaps(live []any, want []xpv2.Condition, gen int64, now time.Time) []any {
 	old := map[string]map[string]any{}
 	for _, c := range live {
 		if m, ok := c.(map[string]any); ok {
@@ -35,16 +31,16 @@ func conditionMaps(live []any, want []condition, gen int64, now time.Time) []any
 	out := make([]any, 0, len(want))
 	for _, c := range want {
 		m := map[string]any{
-			"type":               c.Type,
-			"status":             c.Status,
-			"reason":             c.Reason,
+			"type":               string(c.Type),
+			"status":             string(c.Status),
+			"reason":             string(c.Reason),
 			"observedGeneration": gen,
 			"lastTransitionTime": now.UTC().Format(time.RFC3339),
 		}
 		if c.Message != "" {
 			m["message"] = c.Message
 		}
-		if o := old[c.Type]; o != nil && o["status"] == c.Status && o["reason"] == c.Reason && str(o["message"]) == c.Message {
+		if o := old[string(c.Type)]; o != nil && str(o["status"]) == string(c.Status) && str(o["reason"]) == string(c.Reason) && str(o["message"]) == c.Message {
 			if t, ok := o["lastTransitionTime"].(string); ok {
 				m["lastTransitionTime"] = t
 			}
@@ -88,7 +84,7 @@ func (p *pkgRun) statusStep(ctx context.Context) error {
 		}
 	}
 	if p.pkg != nil {
-		if p.pkg, err = r.writeStatus(ctx, p.pkg, p.packageStatus(), []string{crossplane.ConditionInstalled, crossplane.ConditionHealthy}); err != nil {
+		if p.pkg, err = r.writeStatus(ctx, p.pkg, p.packageStatus(), []xpv2.ConditionType{crossplane.ConditionInstalled, crossplane.ConditionHealthy}); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -98,8 +94,8 @@ func (p *pkgRun) statusStep(ctx context.Context) error {
 	return nil
 }
 
-func (p *pkgRun) managedRevisionConds() []string {
-	return []string{crossplane.ConditionRevisionHealthy, crossplane.ConditionRuntimeHealthy, crossplane.ConditionRuntimeActive}
+func (p *pkgRun) managedRevisionConds() []xpv2.ConditionType {
+	return []xpv2.ConditionType{crossplane.ConditionRevisionHealthy, crossplane.ConditionRuntimeHealthy, crossplane.ConditionRuntimeActive}
 }
 
 // hasRuntime reports whether the package's revisions run a Deployment.
@@ -112,13 +108,13 @@ func (p *pkgRun) hasRuntime() bool {
 // failed; True otherwise, with RuntimeHealthy (for an active Provider or
 // Function revision) from the Deployment, or False with the runtime
 // error; and for a provider with MRDs RuntimeActive (runtimeActive).
-func (p *pkgRun) revisionConditions() []condition {
-	var conds []condition
+func (p *pkgRun) revisionConditions() []xpv2.Condition {
+	var conds []xpv2.Condition
 	switch p.res.Step {
 	case "", "runtime", "status":
-		conds = append(conds, condition{Type: crossplane.ConditionRevisionHealthy, Status: "True", Reason: crossplane.ReasonHealthy})
+		conds = append(conds, pkgv1.RevisionHealthy())
 	default:
-		conds = append(conds, condition{Type: crossplane.ConditionRevisionHealthy, Status: "False", Reason: crossplane.ReasonUnhealthy, Message: p.res.Err.Error()})
+		conds = append(conds, pkgv1.RevisionUnhealthy().WithMessage(p.res.Err.Error()))
 	}
 	if p.cur == nil || live.DesiredState(p.cur) != crossplane.DesiredStateActive || !p.hasRuntime() {
 		// Only an Active revision runs a Deployment.
@@ -126,13 +122,13 @@ func (p *pkgRun) revisionConditions() []condition {
 	}
 	switch {
 	case p.res.Step == "runtime":
-		conds = append(conds, condition{Type: crossplane.ConditionRuntimeHealthy, Status: "False", Reason: crossplane.ReasonUnhealthy, Message: p.res.Err.Error()})
-	case conds[0].Status != "True":
-		conds = append(conds, condition{Type: crossplane.ConditionRuntimeHealthy, Status: "False", Reason: crossplane.ReasonUnhealthy, Message: "Package revision is not healthy yet"})
+		conds = append(conds, pkgv1.RuntimeUnhealthy().WithMessage(p.res.Err.Error()))
+	case conds[0].Status != crossplane.StatusTrue:
+		conds = append(conds, pkgv1.RuntimeUnhealthy().WithMessage("Package revision is not healthy yet"))
 	case p.runtimeHealth != nil:
 		conds = append(conds, *p.runtimeHealth)
 	default:
-		conds = append(conds, condition{Type: crossplane.ConditionRuntimeHealthy, Status: "Unknown", Reason: crossplane.ReasonUnknownHealth, Message: "the runtime was not applied"})
+		conds = append(conds, pkgv1.RuntimeUnknownHealth().WithMessage("the runtime was not applied"))
 	}
 	if c := p.runtimeActive(); c != nil {
 		conds = append(conds, *c)
@@ -218,14 +214,14 @@ func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
 	hasRuntime, healthy := false, false
 	for _, c := range live {
 		m, _ := c.(map[string]any)
-		switch m["type"] {
+		switch xpv2.ConditionType(str(m["type"])) {
 		case crossplane.ConditionRuntimeHealthy:
 			// Only lockstep's own RuntimeHealthy can go: Crossplane keeps
 			// one on its inactive revisions (captured S2-after), and an
 			// apply of the status cannot drop a condition another field
 			// manager wrote, so on a revision lockstep adopted it stays
 			// and no apply tries again.
-			hasRuntime = ownsField(rev, StatusFieldManager, "status", "f:status", "f:conditions", `k:{"type":"`+crossplane.ConditionRuntimeHealthy+`"}`)
+			hasRuntime = ownsField(rev, StatusFieldManager, "status", "f:status", "f:conditions", `k:{"type":"`+string(crossplane.ConditionRuntimeHealthy)+`"}`)
 		case crossplane.ConditionRevisionHealthy:
 			healthy = m["status"] == "True"
 		}
@@ -240,7 +236,7 @@ func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
 			st[k] = v
 		}
 	}
-	st["conditions"] = conditionMaps(live, []condition{{Type: crossplane.ConditionRevisionHealthy, Status: "True", Reason: crossplane.ReasonHealthy}}, rev.GetGeneration(), time.Now())
+	st["conditions"] = conditionMaps(live, []xpv2.Condition{pkgv1.RevisionHealthy()}, rev.GetGeneration(), time.Now())
 	return st
 }
 
@@ -251,12 +247,12 @@ func inactiveRevisionStatus(rev *unstructured.Unstructured) map[string]any {
 // currentRevision and currentIdentifier (spec.package, source@digest), and
 // the resolved package (resolvedStatus).
 func (p *pkgRun) packageStatus() map[string]any {
-	var conds []condition
+	var conds []xpv2.Condition
 	curActive := p.cur != nil && live.DesiredState(p.cur) == crossplane.DesiredStateActive
 	if curActive {
-		conds = append(conds, condition{Type: crossplane.ConditionInstalled, Status: "True", Reason: crossplane.ReasonActive})
+		conds = append(conds, pkgv1.Active())
 	} else {
-		conds = append(conds, condition{Type: crossplane.ConditionInstalled, Status: "False", Reason: crossplane.ReasonInactive})
+		conds = append(conds, pkgv1.Inactive())
 	}
 	conds = append(conds, p.packageHealth())
 	live, _, _ := unstructured.NestedSlice(p.pkg.Object, "status", "conditions")
@@ -274,17 +270,17 @@ func (p *pkgRun) packageStatus() map[string]any {
 // conditions, except that a health still unknown (a runtime rolling out)
 // gives Healthy Unknown with reason UnknownPackageRevisionHealth instead of
 // False, so that health checks wait rather than fail.
-func (p *pkgRun) packageHealth() condition {
+func (p *pkgRun) packageHealth() xpv2.Condition {
 	if p.cur == nil {
 		msg := "the package revision was not created"
 		if p.res.Err != nil {
 			msg += ": " + p.res.Err.Error()
 		}
-		return condition{Type: crossplane.ConditionHealthy, Status: "False", Reason: crossplane.ReasonUnhealthy, Message: msg}
+		return pkgv1.Unhealthy().WithMessage(msg)
 	}
 	conds := p.revisionConditions()
 	for _, c := range conds {
-		if c.Status == "True" || c.Type == crossplane.ConditionRuntimeActive {
+		if c.Status == crossplane.StatusTrue || c.Type == crossplane.ConditionRuntimeActive {
 			continue
 		}
 		what := "revision"
@@ -295,12 +291,12 @@ func (p *pkgRun) packageHealth() condition {
 		if c.Message != "" {
 			msg += " with message: " + c.Message
 		}
-		if c.Status == "Unknown" {
-			return condition{Type: crossplane.ConditionHealthy, Status: "Unknown", Reason: crossplane.ReasonUnknownHealth, Message: msg}
+		if c.Status == crossplane.StatusUnknown {
+			return pkgv1.UnknownHealth().WithMessage(msg)
 		}
-		return condition{Type: crossplane.ConditionHealthy, Status: "False", Reason: crossplane.ReasonUnhealthy, Message: msg}
+		return pkgv1.Unhealthy().WithMessage(msg)
 	}
-	return condition{Type: crossplane.ConditionHealthy, Status: "True", Reason: crossplane.ReasonHealthy}
+	return pkgv1.Healthy()
 }
 
 // writeStatus applies st as obj's status unless the live status already
@@ -309,7 +305,7 @@ func (p *pkgRun) packageHealth() condition {
 // their writers. It returns obj, or after a write a copy of obj with st as
 // its status: obj may be the run's view of the cluster, which packages
 // applied concurrently read, so it is never changed in place.
-func (r *run) writeStatus(ctx context.Context, obj *unstructured.Unstructured, st map[string]any, managed []string) (*unstructured.Unstructured, error) {
+func (r *run) writeStatus(ctx context.Context, obj *unstructured.Unstructured, st map[string]any, managed []xpv2.ConditionType) (*unstructured.Unstructured, error) {
 	liveStatus, _ := obj.Object["status"].(map[string]any)
 	if statusHolds(liveStatus, st, managed) {
 		return obj, nil
@@ -333,7 +329,7 @@ func (r *run) writeStatus(ctx context.Context, obj *unstructured.Unstructured, s
 
 // statusHolds reports whether live has every field of want, conditions of
 // the managed types being exactly want's.
-func statusHolds(live, want map[string]any, managed []string) bool {
+func statusHolds(live, want map[string]any, managed []xpv2.ConditionType) bool {
 	if live == nil {
 		return false
 	}
@@ -345,14 +341,14 @@ func statusHolds(live, want map[string]any, managed []string) bool {
 			return false
 		}
 	}
-	isManaged := map[string]bool{}
+	isManaged := map[xpv2.ConditionType]bool{}
 	for _, t := range managed {
 		isManaged[t] = true
 	}
 	var have []any
 	liveConds, _ := live["conditions"].([]any)
 	for _, c := range liveConds {
-		if m, ok := c.(map[string]any); ok && isManaged[str(m["type"])] {
+		if m, ok := c.(map[string]any); ok && isManaged[xpv2.ConditionType(str(m["type"]))] {
 			have = append(have, c)
 		}
 	}

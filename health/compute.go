@@ -3,6 +3,7 @@ package health
 import (
 	"fmt"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -37,34 +38,16 @@ func Compute(obj *unstructured.Unstructured) (*status.Result, error) {
 	return status.Compute(obj)
 }
 
-// condition is one entry of status.conditions as Crossplane writes it; every
-// condition carries the generation it was observed at.
-type condition struct {
-	Type, Status, Reason, Message string
-	ObservedGeneration            int64
-	HasObservedGeneration         bool
-}
-
-func conditions(obj *unstructured.Unstructured) (map[string]condition, error) {
-	raw, found, err := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	if err != nil {
+// conditions returns obj's status.conditions by type, in Crossplane's
+// condition type (crossplane.Conditions); every condition Crossplane
+// writes carries the generation it was observed at. A status.conditions
+// that is not a list is an error.
+func conditions(obj *unstructured.Unstructured) (map[xpv2.ConditionType]xpv2.Condition, error) {
+	if _, _, err := unstructured.NestedSlice(obj.Object, "status", "conditions"); err != nil {
 		return nil, fmt.Errorf("status.conditions: %w", err)
 	}
-	out := map[string]condition{}
-	if !found {
-		return out, nil
-	}
-	for _, r := range raw {
-		m, ok := r.(map[string]any)
-		if !ok {
-			continue
-		}
-		c := condition{}
-		c.Type, _, _ = unstructured.NestedString(m, "type")
-		c.Status, _, _ = unstructured.NestedString(m, "status")
-		c.Reason, _, _ = unstructured.NestedString(m, "reason")
-		c.Message, _, _ = unstructured.NestedString(m, "message")
-		c.ObservedGeneration, c.HasObservedGeneration, _ = unstructured.NestedInt64(m, "observedGeneration")
+	out := map[xpv2.ConditionType]xpv2.Condition{}
+	for _, c := range crossplane.Conditions(obj) {
 		out[c.Type] = c
 	}
 	return out, nil
@@ -74,16 +57,16 @@ func conditions(obj *unstructured.Unstructured) (map[string]condition, error) {
 // generation. It returns nil when it is, or the result that says why not:
 // Failed when the condition is False (unless progress says otherwise),
 // InProgress when it is missing, Unknown or stale.
-func require(obj *unstructured.Unstructured, conds map[string]condition, t string, progress func(condition) bool) *status.Result {
+func require(obj *unstructured.Unstructured, conds map[xpv2.ConditionType]xpv2.Condition, t xpv2.ConditionType, progress func(xpv2.Condition) bool) *status.Result {
 	c, ok := conds[t]
 	switch {
 	case !ok:
 		return &status.Result{Status: status.InProgressStatus, Message: fmt.Sprintf("waiting for condition %s", t)}
-	case c.HasObservedGeneration && c.ObservedGeneration != obj.GetGeneration():
+	case c.ObservedGeneration != 0 && c.ObservedGeneration != obj.GetGeneration():
 		return &status.Result{Status: status.InProgressStatus, Message: fmt.Sprintf("condition %s was observed at generation %d, the object is at %d", t, c.ObservedGeneration, obj.GetGeneration())}
-	case c.Status == "True":
+	case c.Status == crossplane.StatusTrue:
 		return nil
-	case c.Status == "False" && (progress == nil || !progress(c)):
+	case c.Status == crossplane.StatusFalse && (progress == nil || !progress(c)):
 		return &status.Result{Status: status.FailedStatus, Message: fmt.Sprintf("%s is False (%s): %s", t, c.Reason, c.Message)}
 	}
 	return &status.Result{Status: status.InProgressStatus, Message: fmt.Sprintf("%s is %s (%s): %s", t, c.Status, c.Reason, c.Message)}
@@ -98,10 +81,10 @@ func packageStatus(obj *unstructured.Unstructured) (*status.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r := require(obj, conds, crossplane.ConditionInstalled, func(c condition) bool { return c.Reason == crossplane.ReasonInactive }); r != nil {
+	if r := require(obj, conds, crossplane.ConditionInstalled, func(c xpv2.Condition) bool { return c.Reason == crossplane.ReasonInactive }); r != nil {
 		return r, nil
 	}
-	if r := require(obj, conds, crossplane.ConditionHealthy, func(c condition) bool { return c.Reason == crossplane.ReasonUnknownHealth }); r != nil {
+	if r := require(obj, conds, crossplane.ConditionHealthy, func(c xpv2.Condition) bool { return c.Reason == crossplane.ReasonUnknownHealth }); r != nil {
 		return r, nil
 	}
 	return &status.Result{Status: status.CurrentStatus, Message: "installed and healthy"}, nil

@@ -22,7 +22,7 @@ func monolithInput(b *testing.B) (Input, int) {
 		size += len(o.Raw)
 	}
 	return Input{Namespace: "crossplane-system", Instance: "bench", Packages: []Package{{
-		Kind: crossplane.KindProvider, Name: "provider-aws", Source: "xpkg.upbound.io/upbound/provider-aws", Tag: "v2.6.0",
+		Kind: crossplane.KindProvider, Name: "provider-aws", Source: "xpkg.upbound.io/upbound/provider-aws", Version: "v2.6.0",
 		Digest: built.digest, Contents: built.contents,
 	}}}, size
 }

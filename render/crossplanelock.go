@@ -85,7 +85,7 @@ func lockPackage(p *Package, rev string, all []Package) *LockPackage {
 		Kind:       string(p.Kind),
 		Name:       rev,
 		Source:     p.Source,
-		Version:    p.Tag,
+		Version:    p.Version,
 	}
 	if l.Version == "" {
 		l.Version = p.Digest

@@ -52,10 +52,10 @@ func TestFromDefaults(t *testing.T) {
 	const ns = "crossplane-system"
 	deployment, sa, svc := "Deployment/"+ns+"/"+rev, "ServiceAccount/"+ns+"/"+rev, "Service/"+ns+"/"+name
 	provider := func(stream string) Package {
-		return Package{Kind: crossplane.KindProvider, Name: name, Source: source, Tag: "v1.0.0", Digest: digestA, Contents: parsed(t, stream)}
+		return Package{Kind: crossplane.KindProvider, Name: name, Source: source, Version: "v1.0.0", Digest: digestA, Contents: parsed(t, stream)}
 	}
 	withDecl := func(p Package, mutate func(*declarations.Declaration)) Package {
-		p.Declaration = decl(t, p.Kind, p.Name, p.Source, p.Tag, mutate)
+		p.Declaration = decl(t, p.Kind, p.Name, p.Source, p.Version, mutate)
 		return p
 	}
 	drc := func(spec declarations.DeploymentRuntimeConfigSpec) declarations.DeploymentRuntimeConfig {
@@ -135,7 +135,7 @@ func TestFromDefaults(t *testing.T) {
 		},
 		"ServiceNameNotADNS1035Label": {
 			reason:     "A package name that is a DNS subdomain but not a DNS-1035 label cannot name a Service: the Service keeps its dry-run.",
-			in:         testInput(Package{Kind: crossplane.KindProvider, Name: "1provider", Source: source, Tag: "v1.0.0", Digest: digestA, Contents: parsed(t, providerStream)}),
+			in:         testInput(Package{Kind: crossplane.KindProvider, Name: "1provider", Source: source, Version: "v1.0.0", Digest: digestA, Contents: parsed(t, providerStream)}),
 			notDefault: []string{"Service/" + ns + "/1provider"},
 		},
 	}
@@ -209,8 +209,8 @@ func TestRuntimeServiceAccountPullSecrets(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p := Package{Kind: crossplane.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Tag: "v1.0.0", Digest: digestA, Contents: parsed(t, providerStream)}
-			p.Declaration = decl(t, p.Kind, p.Name, p.Source, p.Tag, func(d *declarations.Declaration) {
+			p := Package{Kind: crossplane.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Version: "v1.0.0", Digest: digestA, Contents: parsed(t, providerStream)}
+			p.Declaration = decl(t, p.Kind, p.Name, p.Source, p.Version, func(d *declarations.Declaration) {
 				d.Spec.PackagePullSecrets = refs(tc.pkg)
 			})
 			in := testInput(p)

@@ -46,7 +46,7 @@ func build(tb testing.TB, dir string) built {
 func pkg(tb testing.TB, kind crossplane.Kind, name, source, tag, dir string, decl *declarations.Declaration) Package {
 	tb.Helper()
 	b := build(tb, dir)
-	return Package{Kind: kind, Name: name, Source: source, Tag: tag, Digest: b.digest, Declaration: decl, Contents: b.contents}
+	return Package{Kind: kind, Name: name, Source: source, Version: tag, Digest: b.digest, Declaration: decl, Contents: b.contents}
 }
 
 // decl returns a declaration of kind and name for source:tag, with

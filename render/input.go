@@ -93,9 +93,9 @@ type Package struct {
 	// Source is the registry and repository, without tag or digest, for
 	// example xpkg.crossplane.io/crossplane-contrib/provider-nop.
 	Source string
-	// Tag is the version tag the lock resolved to Digest, "" when the
-	// package is pinned by digest only.
-	Tag string
+	// Version is the lock's version: the tag it resolved to Digest, ""
+	// when the package is pinned by digest only.
+	Version string
 	// Digest is the pinned image digest, "sha256:<64 hex>".
 	Digest string
 	// Declaration is the package as declared in Git, nil for a dependency
@@ -167,9 +167,9 @@ func validatePackage(p *Package) error {
 	if err != nil || h.Algorithm != "sha256" {
 		return fmt.Errorf("%s: digest %q is not sha256:<64 hex>", p, p.Digest)
 	}
-	if p.Tag != "" {
-		if _, err := name.NewTag(p.Source+":"+p.Tag, name.StrictValidation); err != nil {
-			return fmt.Errorf("%s: tag %q is not a valid image tag: %w", p, p.Tag, err)
+	if p.Version != "" {
+		if _, err := name.NewTag(p.Source+":"+p.Version, name.StrictValidation); err != nil {
+			return fmt.Errorf("%s: tag %q is not a valid image tag: %w", p, p.Version, err)
 		}
 	}
 	if p.Contents == nil {

@@ -33,7 +33,7 @@ func PackagesFromLock(set *declarations.Set, lock *lockfile.Lock, contents map[s
 		if c.Meta.Kind != e.Kind {
 			return nil, fmt.Errorf("%s: the package at %s is a %s", e, e.Digest, c.Meta.Kind)
 		}
-		p := Package{Kind: e.Kind, Name: e.Name, Source: e.Source, Tag: e.Version, Digest: e.Digest, Contents: c}
+		p := Package{Kind: e.Kind, Name: e.Name, Source: e.Source, Version: e.Version, Digest: e.Digest, Contents: c}
 		if e.Declared() {
 			d := decls[e.PackageRef()]
 			if d == nil {

@@ -51,9 +51,9 @@ type PackageOutput struct {
 	Kind crossplane.Kind
 	// Name is the package object's name.
 	Name string
-	// Source, Tag and Digest are the package's locked identity
-	// (Package.Source, Package.Tag, Package.Digest).
-	Source, Tag, Digest string
+	// Source, Version and Digest are the package's locked identity
+	// (Package.Source, Package.Version, Package.Digest).
+	Source, Version, Digest string
 	// Record is the pkg.crossplane.io/v1 Provider, Configuration or
 	// Function, paused so that Crossplane's package manager leaves it alone.
 	Record *Object

@@ -41,8 +41,8 @@ func (r *renderer) packageRecord(p *Package, d *declarations.Declaration) (*Obje
 		annotations = map[string]string{}
 	}
 	annotations[AnnotationPaused] = "true"
-	if p.Tag != "" {
-		annotations[AnnotationTag] = p.Tag
+	if p.Version != "" {
+		annotations[AnnotationTag] = p.Version
 	}
 	spec := packageSpec(&d.Spec)
 	spec["package"] = p.ref()

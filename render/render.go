@@ -134,7 +134,7 @@ func Render(in Input) (*Output, error) {
 func (r *renderer) renderPackage(p *Package) (*PackageOutput, error) {
 	d := declaration(p)
 	po := &PackageOutput{
-		Kind: p.Kind, Name: p.Name, Source: p.Source, Tag: p.Tag, Digest: p.Digest, namespace: r.in.Namespace,
+		Kind: p.Kind, Name: p.Name, Source: p.Source, Version: p.Version, Digest: p.Digest, namespace: r.in.Namespace,
 		Revision: &RevisionOutput{
 			Name:             RevisionName(p.Name, p.Digest),
 			ActivationPolicy: d.Spec.RevisionActivationPolicy,

@@ -72,7 +72,7 @@ func testInput(pkgs ...Package) Input {
 
 func TestRenderErrors(t *testing.T) {
 	provider := func(t *testing.T) Package {
-		return Package{Kind: crossplane.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Tag: "v1.0.0", Digest: digestA, Contents: parsed(t, providerStream)}
+		return Package{Kind: crossplane.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Version: "v1.0.0", Digest: digestA, Contents: parsed(t, providerStream)}
 	}
 	cases := map[string]struct {
 		reason string
@@ -202,7 +202,7 @@ webhooks: []
 }
 
 func TestRenderBehaviour(t *testing.T) {
-	provider := Package{Kind: crossplane.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Tag: "v1.0.0", Digest: digestA, Contents: parsed(t, providerStream)}
+	provider := Package{Kind: crossplane.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Version: "v1.0.0", Digest: digestA, Contents: parsed(t, providerStream)}
 
 	t.Run("PayloadVerbatimApartFromLabels", func(t *testing.T) {
 		p := provider

@@ -108,8 +108,8 @@ func (p *PackageOutput) writeYAML(w *bufio.Writer) error {
 	r := p.Revision
 	fmt.Fprintf(w, "#\n# %s %s\n", p.Kind, p.Name)
 	fmt.Fprintf(w, "#   package:  %s@%s\n", p.Source, p.Digest)
-	if p.Tag != "" {
-		fmt.Fprintf(w, "#   tag:      %s\n", p.Tag)
+	if p.Version != "" {
+		fmt.Fprintf(w, "#   tag:      %s\n", p.Version)
 	}
 	fmt.Fprintf(w, "#   revision: %s (activation %s)\n", r.Name, r.ActivationPolicy)
 	if r.Image != "" {

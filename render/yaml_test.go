@@ -16,7 +16,7 @@ import (
 
 func twoPackages(t *testing.T) *Output {
 	t.Helper()
-	p := Package{Kind: crossplane.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Tag: "v1.0.0", Digest: digestA, Contents: parsed(t, webhookStream)}
+	p := Package{Kind: crossplane.KindProvider, Name: "provider-test", Source: "registry.lockstep.example/test/provider-test", Version: "v1.0.0", Digest: digestA, Contents: parsed(t, webhookStream)}
 	f := Package{Kind: crossplane.KindFunction, Name: "function-test", Source: "registry.lockstep.example/test/function-test", Digest: digestB, Contents: parsed(t, functionStream)}
 	out, err := Render(testInput(f, p))
 	if err != nil {

@@ -43,7 +43,9 @@ import (
 	"syscall"
 	"time"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -620,16 +622,9 @@ func (v *verifier) crds(ctx context.Context) (map[string]bool, error) {
 }
 
 // condition returns the status of a condition, "" when absent.
-func condition(u *unstructured.Unstructured, typ string) string {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == typ {
-			s, _ := m["status"].(string)
-			return s
-		}
-	}
-	return ""
+func condition(u *unstructured.Unstructured, typ xpv2.ConditionType) corev1.ConditionStatus {
+	c, _ := crossplane.GetCondition(u, typ)
+	return c.Status
 }
 
 // moduleRoot returns the lockstep module's root, found from the working

@@ -110,8 +110,8 @@ func printReport(w io.Writer, rep *inspect.Report) {
 			fmt.Fprintln(w)
 		}
 		head := fmt.Sprintf("%s %s", p.Kind, p.Name)
-		if p.Tag != "" {
-			head += " " + p.Tag
+		if p.Version != "" {
+			head += " " + p.Version
 		}
 		if p.Commit != "" {
 			head += " from commit " + shortHash(p.Commit)

@@ -24,7 +24,7 @@ func TestStatusPrintsPaused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var b bytes.Buffer
 			printReport(&b, &inspect.Report{Namespace: "crossplane-system", Instance: "lockstep", Packages: []inspect.PackageReport{{
-				Kind: crossplane.KindProvider, Name: "provider-demo", Tag: "v0.1.0", Commit: strings.Repeat("a", 40), Paused: tc.paused,
+				Kind: crossplane.KindProvider, Name: "provider-demo", Version: "v0.1.0", Commit: strings.Repeat("a", 40), Paused: tc.paused,
 			}}})
 			out := b.String()
 			for _, line := range []string{

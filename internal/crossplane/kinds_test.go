@@ -145,8 +145,8 @@ func TestDescriptorsAgreeWithCrossplane(t *testing.T) {
 	if root == "" {
 		t.Skip("LOCKSTEP_TESTDATA is unset; set it to the shared testdata directory (../shared/testdata) to compare with captured Crossplane objects")
 	}
-	knownConds := map[string]bool{ConditionInstalled: true, ConditionHealthy: true, ConditionRevisionHealthy: true, ConditionRuntimeHealthy: true}
-	knownReasons := map[string]bool{ReasonActive: true, ReasonInactive: true, ReasonHealthy: true, ReasonUnhealthy: true, ReasonUnknownHealth: true}
+	knownConds := map[string]bool{string(ConditionInstalled): true, string(ConditionHealthy): true, string(ConditionRevisionHealthy): true, string(ConditionRuntimeHealthy): true}
+	knownReasons := map[string]bool{string(ReasonActive): true, string(ReasonInactive): true, string(ReasonHealthy): true, string(ReasonUnhealthy): true, string(ReasonUnknownHealth): true}
 	cases := map[string]struct {
 		reason string
 		file   string

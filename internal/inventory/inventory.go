@@ -88,11 +88,13 @@ type Package struct {
 	// Kind and Name identify the package object.
 	Kind crossplane.Kind `json:"kind"`
 	Name string          `json:"name"`
-	// Source, Tag and Digest are the locked package the current revision
-	// runs.
-	Source string `json:"source,omitempty"`
-	Tag    string `json:"tag,omitempty"`
-	Digest string `json:"digest,omitempty"`
+	// Source, Version and Digest are the locked package the current
+	// revision runs: the lock's source, version (the tag it was resolved
+	// from) and digest. An inventory written before this field was named
+	// version holds it as "tag", which UnmarshalJSON reads.
+	Source  string `json:"source,omitempty"`
+	Version string `json:"version,omitempty"`
+	Digest  string `json:"digest,omitempty"`
 	// Commit and LockDigest are the Git commit and lockstep.lock digest of
 	// the apply that last changed the package.
 	Commit     string `json:"commit,omitempty"`
@@ -104,6 +106,27 @@ type Package struct {
 	Paused bool `json:"paused,omitempty"`
 	// Entries are every object lockstep applied for the package.
 	Entries []Entry `json:"entries"`
+}
+
+// UnmarshalJSON decodes a package as MarshalJSON writes it, and also as
+// lockstep wrote it before the version was named version: its "tag" field
+// becomes Version when "version" is absent, so that an upgraded lockstep
+// keeps the version an older one recorded (and rewrites it as "version"
+// at its next apply).
+func (p *Package) UnmarshalJSON(b []byte) error {
+	type plain Package
+	var v struct {
+		plain
+		Tag string `json:"tag,omitempty"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*p = Package(v.plain)
+	if p.Version == "" {
+		p.Version = v.Tag
+	}
+	return nil
 }
 
 // Entry is one object in Flux's inventory form.

@@ -1,6 +1,8 @@
 package inventory
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -125,5 +127,57 @@ func TestEncodeLeavesInventory(t *testing.T) {
 	}
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
 		t.Errorf("Encode of an unsorted inventory differs from the sorted one's: -want +got:\n%s", diff)
+	}
+}
+
+// TestPackageVersion reads the version as lockstep writes it now, and as
+// it wrote it before the field was named version ("tag"), and checks that
+// the encoding writes only "version".
+func TestPackageVersion(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		json   string
+		want   string
+	}{
+		"Version": {
+			reason: "An inventory written now names the version version.",
+			json:   `{"kind":"Provider","name":"p","source":"xpkg.example.com/p","version":"v1.2.0","digest":"sha256:aa","entries":[]}`,
+			want:   "v1.2.0",
+		},
+		"Tag": {
+			reason: "An inventory written before keeps its version, read from tag.",
+			json:   `{"kind":"Provider","name":"p","source":"xpkg.example.com/p","tag":"v1.1.0","digest":"sha256:aa","entries":[]}`,
+			want:   "v1.1.0",
+		},
+		"Both": {
+			reason: "version wins over a stale tag.",
+			json:   `{"kind":"Provider","name":"p","tag":"v1.1.0","version":"v1.2.0","entries":[]}`,
+			want:   "v1.2.0",
+		},
+		"Neither": {
+			reason: "A package applied without a version has none.",
+			json:   `{"kind":"Provider","name":"p","entries":[]}`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var p Package
+			if err := json.Unmarshal([]byte(tc.json), &p); err != nil {
+				t.Fatalf("%s\nUnmarshal: %v", tc.reason, err)
+			}
+			if p.Version != tc.want {
+				t.Errorf("%s\nVersion: got %q, want %q", tc.reason, p.Version, tc.want)
+			}
+			if p.Kind != crossplane.KindProvider || p.Name != "p" {
+				t.Errorf("%s\nthe other fields were lost: %+v", tc.reason, p)
+			}
+			b, err := json.Marshal(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), `"tag"`) {
+				t.Errorf("%s\nMarshal: %s still writes tag", tc.reason, b)
+			}
+		})
 	}
 }

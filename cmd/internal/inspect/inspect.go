@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"sort"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/fluxcd/cli-utils/pkg/object"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,9 +44,10 @@ type Report struct {
 type PackageReport struct {
 	Kind crossplane.Kind `json:"kind"`
 	Name string          `json:"name"`
-	// Package is spec.package (source@digest); Tag the locked tag.
+	// Package is spec.package (source@digest); Version the locked version
+	// (the tag it was resolved from).
 	Package string `json:"package,omitempty"`
-	Tag     string `json:"tag,omitempty"`
+	Version string `json:"version,omitempty"`
 	// Commit and LockDigest are where the inventory says it came from.
 	Commit     string `json:"commit,omitempty"`
 	LockDigest string `json:"lockDigest,omitempty"`
@@ -116,13 +118,9 @@ func (c ConditionReport) String() string {
 
 // conditionReport returns the condition typ of u, the zero ConditionReport
 // when u has none.
-func conditionReport(u *unstructured.Unstructured, typ string) ConditionReport {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if str(m["type"]) == typ {
-			return ConditionReport{Status: str(m["status"]), Reason: str(m["reason"]), Message: str(m["message"])}
-		}
+func conditionReport(u *unstructured.Unstructured, typ xpv2.ConditionType) ConditionReport {
+	if c, ok := crossplane.GetCondition(u, typ); ok {
+		return ConditionReport{Status: string(c.Status), Reason: string(c.Reason), Message: c.Message}
 	}
 	return ConditionReport{}
 }
@@ -165,7 +163,7 @@ func Inspect(ctx context.Context, c client.Client, namespace, instance string) (
 	}
 	for _, ip := range inv.Packages {
 		if !seen[crossplane.Ref(ip.Kind, ip.Name)] {
-			rep.Packages = append(rep.Packages, PackageReport{Kind: ip.Kind, Name: ip.Name, Tag: ip.Tag, Package: ip.Source + "@" + ip.Digest, Commit: ip.Commit, LockDigest: ip.LockDigest, Missing: true, Paused: ip.Paused})
+			rep.Packages = append(rep.Packages, PackageReport{Kind: ip.Kind, Name: ip.Name, Version: ip.Version, Package: ip.Source + "@" + ip.Digest, Commit: ip.Commit, LockDigest: ip.LockDigest, Missing: true, Paused: ip.Paused})
 		}
 	}
 	sort.SliceStable(rep.Packages, func(i, j int) bool {
@@ -184,7 +182,7 @@ func inspectPackage(ctx context.Context, c client.Client, namespace string, p *u
 	kind := crossplane.Kind(p.GetKind())
 	pr := PackageReport{Kind: kind, Name: p.GetName(), Installed: conditionReport(p, crossplane.ConditionInstalled), Healthy: conditionReport(p, crossplane.ConditionHealthy)}
 	pr.Package = crossplane.PackageSource(p)
-	pr.Tag = p.GetAnnotations()[render.AnnotationTag]
+	pr.Version = p.GetAnnotations()[render.AnnotationTag]
 	pr.CurrentRevision = crossplane.CurrentRevision(p)
 	if ip != nil {
 		pr.Commit, pr.LockDigest, pr.Paused = ip.Commit, ip.LockDigest, ip.Paused
@@ -245,7 +243,7 @@ func inspectPackage(ctx context.Context, c client.Client, namespace string, p *u
 // target health.NewTarget chooses from p, its current revision among revs
 // and that revision's runtime Deployment.
 func packageHealth(ctx context.Context, c client.Client, namespace string, p *unstructured.Unstructured, revs []*unstructured.Unstructured, pr PackageReport, ip *inventory.Package) (*health.PackageHealth, error) {
-	t := health.Target{Kind: pr.Kind, Name: pr.Name, Version: pr.Tag}
+	t := health.Target{Kind: pr.Kind, Name: pr.Name, Version: pr.Version}
 	if ip != nil {
 		t.Digest = ip.Digest
 	}

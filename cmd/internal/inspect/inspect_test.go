@@ -3,6 +3,7 @@ package inspect
 import (
 	"testing"
 
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -11,18 +12,18 @@ import (
 
 func TestConditionReport(t *testing.T) {
 	u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": []any{
-		map[string]any{"type": crossplane.ConditionInstalled, "status": "True", "reason": crossplane.ReasonActive},
-		map[string]any{"type": crossplane.ConditionHealthy, "status": "Unknown"},
+		map[string]any{"type": string(crossplane.ConditionInstalled), "status": "True", "reason": string(crossplane.ReasonActive)},
+		map[string]any{"type": string(crossplane.ConditionHealthy), "status": "Unknown"},
 	}}}}
 	cases := map[string]struct {
 		reason     string
-		typ        string
+		typ        xpv2.ConditionType
 		want       ConditionReport
 		wantString string
 	}{
 		"WithReason": {
 			reason: "a condition with a reason prints it in parentheses",
-			typ:    crossplane.ConditionInstalled, want: ConditionReport{Status: "True", Reason: crossplane.ReasonActive},
+			typ:    crossplane.ConditionInstalled, want: ConditionReport{Status: "True", Reason: string(crossplane.ReasonActive)},
 			wantString: "True (ActivePackageRevision)",
 		},
 		"WithoutReason": {
