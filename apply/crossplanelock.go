@@ -3,26 +3,17 @@ package apply
 import (
 	"context"
 	"fmt"
-	"reflect"
 
 	"github.com/fluxcd/pkg/ssa"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/live"
+	"github.com/lockstep-gitops/lockstep/internal/xplock"
 )
 
-// LockName is the name of Crossplane's one cluster-scoped Lock
-// (pkg.crossplane.io/v1beta1, docs/crossplane-behaviour.md#the-lock).
-const LockName = "lock"
-
 // lockSubject is how change sets and errors name the Lock.
-const lockSubject = crossplane.KindLock + "/" + LockName
+const lockSubject = crossplane.KindLock + "/" + xplock.Name
 
 // lockStep keeps Crossplane's Lock/lock in step with what this instance
 // installed (docs/design/apply.md#crossplanes-lock): for each package of the
@@ -47,12 +38,10 @@ const lockSubject = crossplane.KindLock + "/" + LockName
 // Crossplane's resolver. A cluster that does not serve the Lock kind gets
 // a warning and no Lock.
 func (r *run) lockStep(ctx context.Context) {
-	action := ssa.UnchangedAction
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var err error
-		action, err = r.writeLock(ctx)
-		return err
-	})
+	action, err := xplock.Write(ctx, r.c, r.lockUpdate(), xplock.WithFieldManager(FieldManager), xplock.WithDryRun(r.opts.DryRun))
+	if action != ssa.UnchangedAction {
+		r.wrote()
+	}
 	e := lockEntry(action)
 	r.res.Lock = &e
 	switch {
@@ -63,154 +52,66 @@ func (r *run) lockStep(ctx context.Context) {
 	}
 }
 
-// writeLock reads the Lock, computes its packages and writes them when they
-// differ. It returns what it did.
-func (r *run) writeLock(ctx context.Context) (ssa.Action, error) {
-	u := lockObject()
-	err := r.c.Get(ctx, client.ObjectKey{Name: LockName}, u)
-	exists := err == nil
-	if err != nil && !apierrors.IsNotFound(err) {
-		return ssa.UnchangedAction, err
-	}
-	have, _, _ := unstructured.NestedSlice(u.Object, "packages")
-	want := r.lockPackages(have)
-	if exists && reflect.DeepEqual(normalizeJSON(have), normalizeJSON(want)) {
-		return ssa.UnchangedAction, nil
-	}
-	if !exists && len(want) == 0 {
-		return ssa.UnchangedAction, nil
-	}
-	if want == nil {
-		want = []any{}
-	}
-	u.Object["packages"] = want
-	opts := []client.UpdateOption{client.FieldOwner(FieldManager)}
-	if !exists {
-		copts := []client.CreateOption{client.FieldOwner(FieldManager)}
-		if r.opts.DryRun {
-			copts = append(copts, client.DryRunAll)
-		}
-		if err := r.c.Create(ctx, u, copts...); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				// Crossplane (or another instance) created it meanwhile:
-				// read it again.
-				return ssa.UnchangedAction, apierrors.NewConflict(schema.GroupResource{Group: crossplane.Group, Resource: "locks"}, LockName, err)
-			}
-			return ssa.UnchangedAction, err
-		}
-		r.wrote()
-		return ssa.CreatedAction, nil
-	}
-	if r.opts.DryRun {
-		opts = append(opts, client.DryRunAll)
-	}
-	if err := r.c.Update(ctx, u, opts...); err != nil {
-		return ssa.UnchangedAction, err
-	}
-	r.wrote()
-	return ssa.ConfiguredAction, nil
-}
-
-// lockPackages returns the Lock's packages after this apply: have, with
-// the entries of this instance's revisions replaced or removed, and the
-// entries of packages not yet in it appended in the output's order.
-func (r *run) lockPackages(have []any) []any {
-	// ours are the revisions of this instance's packages, present and
-	// pruned, including those Crossplane made for a package lockstep
-	// adopted; want their entries by revision name.
-	ours := map[string]bool{}
-	want := map[string]any{}
-	var order []string
-	byName := map[string]map[string]any{}
-	for _, e := range have {
-		if m, ok := e.(map[string]any); ok {
-			byName[str(m["name"])] = m
-		}
-	}
+// lockUpdate returns this apply's part of the Lock (xplock.Update): the
+// revisions of this instance's packages, present and pruned (including
+// those Crossplane made for a package lockstep adopted), and for each
+// package the entry of its Active revision (lockEntryOf).
+func (r *run) lockUpdate() xplock.Update {
+	u := xplock.Update{Owned: map[string]bool{}, Entries: map[string]any{}, Keep: map[string]bool{}}
 	for _, p := range r.pkgs {
-		ours[p.po.Revision.Name] = true
+		u.Owned[p.po.Revision.Name] = true
 		for _, rev := range r.live.revisionsOf(p.key) {
-			ours[rev.GetName()] = true
+			u.Owned[rev.GetName()] = true
 		}
 		for _, rev := range p.others {
-			ours[rev.GetName()] = true
+			u.Owned[rev.GetName()] = true
 		}
-		active := p.res.ActiveRevision
-		if active == "" {
-			// The package stopped before its records step: the revision
-			// that is Active (Crossplane's, when lockstep is adopting the
-			// package) is still in charge and keeps its entry.
-			for _, rev := range r.live.revisionsOf(p.key) {
-				if live.DesiredState(rev) == crossplane.DesiredStateActive {
-					active = rev.GetName()
-				}
-			}
-		}
-		switch {
-		case active == "":
-		case p.res.Paused:
-			// A paused package keeps its entry as it is, like everything
-			// else of it (docs/design/agent.md#pausing).
-			if byName[active] != nil {
-				want[active] = byName[active]
-				order = append(order, active)
-			}
-		case active == p.po.Revision.Name:
-			want[active] = p.po.Lock.Object()
-			order = append(order, active)
-		case byName[active] != nil:
-			// The current revision awaits activation or failed: the
-			// Active one keeps the entry it has.
-			want[active] = byName[active]
-			order = append(order, active)
+		switch active, entry := r.lockEntryOf(p); {
+		case entry != nil:
+			u.Entries[active] = entry
+			u.Order = append(u.Order, active)
+		case active != "":
+			u.Keep[active] = true
 		}
 	}
 	for _, pr := range r.res.Pruned {
-		key := crossplane.Ref(pr.Kind, pr.Name)
-		for _, rev := range r.live.revisionsOf(key) {
-			ours[rev.GetName()] = true
+		for _, rev := range r.live.revisionsOf(crossplane.Ref(pr.Kind, pr.Name)) {
+			u.Owned[rev.GetName()] = true
 		}
 		if ip := r.loaded.Package(pr.Kind, pr.Name); ip != nil {
 			for _, e := range ip.Entries {
 				if e.Revision != "" {
-					ours[e.Revision] = true
+					u.Owned[e.Revision] = true
 				}
 			}
 		}
 	}
-	out := make([]any, 0, len(have)+len(order))
-	placed := map[string]bool{}
-	for _, e := range have {
-		m, _ := e.(map[string]any)
-		n := str(m["name"])
-		if !ours[n] {
-			out = append(out, e)
-			continue
-		}
-		if w, ok := want[n]; ok && !placed[n] {
-			out = append(out, w)
-			placed[n] = true
-		}
-	}
-	for _, n := range order {
-		if !placed[n] {
-			out = append(out, want[n])
-			placed[n] = true
-		}
-	}
-	return out
+	return u
 }
 
-// lockObject returns an empty Lock/lock, to read or write.
-func lockObject() *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(crossplane.RuntimeAPIVersion)
-	u.SetKind(crossplane.KindLock)
-	u.SetName(LockName)
-	return u
+// lockEntryOf returns the Active revision of the package p and the Lock
+// entry it gets: the rendered one when the current revision is Active;
+// nil, keeping the entry the Lock has, for a paused package (as everything
+// else of it, docs/design/agent.md#pausing) and when the current revision
+// awaits activation or failed. For a package that stopped before its
+// records step the Active revision is the live one (Crossplane's, when
+// lockstep is adopting the package). "" when no revision is Active.
+func (r *run) lockEntryOf(p *pkgRun) (string, any) {
+	active := p.res.ActiveRevision
+	if active == "" {
+		for _, rev := range r.live.revisionsOf(p.key) {
+			if live.DesiredState(rev) == crossplane.DesiredStateActive {
+				active = rev.GetName()
+			}
+		}
+	}
+	if active != "" && !p.res.Paused && active == p.po.Revision.Name {
+		return active, p.po.Lock.Object()
+	}
+	return active, nil
 }
 
 // lockEntry returns the change set entry of the Lock with action a.
 func lockEntry(a ssa.Action) ssa.ChangeSetEntry {
-	return entry(lockObject(), a)
+	return entry(xplock.Object(), a)
 }

@@ -65,37 +65,10 @@ func HandBack(ctx context.Context, c client.Client, namespace, instance string, 
 		}
 	}
 	res := &HandBackResult{}
-	var opts []client.PatchOption
-	if dryRun {
-		opts = append(opts, client.DryRunAll)
-	}
 	for _, e := range pkg.Entries {
-		u, err := e.Object()
-		if err != nil {
-			return nil, fmt.Errorf("%s %s: inventory entry %s: %w", kind, name, e.ID, err)
+		if err := releaseEntry(ctx, c, e, others[e.ID], dryRun, res); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", kind, name, err)
 		}
-		what := describeEntry(u)
-		if others[e.ID] {
-			res.Shared = append(res.Shared, what)
-			continue
-		}
-		patch, err := releasePatch(e.Role == inventory.RoleRecord)
-		if err != nil {
-			return nil, err
-		}
-		if err := c.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch), opts...); err != nil {
-			if apierrors.IsNotFound(err) {
-				res.Missing = append(res.Missing, what)
-				continue
-			}
-			return nil, fmt.Errorf("%s %s: cannot release %s: %w", kind, name, what, err)
-		}
-		if !dryRun {
-			if err := c.Patch(ctx, u, client.RawPatch(types.MergePatchType, unmarkPatch)); err != nil && !apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("%s %s: released %s, but cannot remove its %s annotation: %w", kind, name, what, render.AnnotationAllowDelete, err)
-			}
-		}
-		res.Released = append(res.Released, what)
 	}
 	if dryRun {
 		return res, nil
@@ -110,6 +83,44 @@ func HandBack(ctx context.Context, c client.Client, namespace, instance string, 
 			kind, name, namespace, inventory.ConfigMapName(instance), err)
 	}
 	return res, nil
+}
+
+// releaseEntry releases the object of one inventory entry into res: it
+// is Shared when another package lists it (it keeps its labels), Missing
+// when it is gone, Released otherwise, after releasePatch and, unless
+// dryRun, unmarkPatch. The error names the entry or the object.
+func releaseEntry(ctx context.Context, c client.Client, e inventory.Entry, shared, dryRun bool, res *HandBackResult) error {
+	u, err := e.Object()
+	if err != nil {
+		return fmt.Errorf("inventory entry %s: %w", e.ID, err)
+	}
+	what := describeEntry(u)
+	if shared {
+		res.Shared = append(res.Shared, what)
+		return nil
+	}
+	patch, err := releasePatch(e.Role == inventory.RoleRecord)
+	if err != nil {
+		return err
+	}
+	var opts []client.PatchOption
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	if err := c.Patch(ctx, u, client.RawPatch(types.MergePatchType, patch), opts...); err != nil {
+		if apierrors.IsNotFound(err) {
+			res.Missing = append(res.Missing, what)
+			return nil
+		}
+		return fmt.Errorf("cannot release %s: %w", what, err)
+	}
+	if !dryRun {
+		if err := c.Patch(ctx, u, client.RawPatch(types.MergePatchType, unmarkPatch)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("released %s, but cannot remove its %s annotation: %w", what, render.AnnotationAllowDelete, err)
+		}
+	}
+	res.Released = append(res.Released, what)
+	return nil
 }
 
 // releasePatch is the JSON merge patch that removes lockstep's labels and,

@@ -195,23 +195,35 @@ func (r *run) manifestsStep(ctx context.Context) {
 	}
 }
 
+// definitionReady returns why a manifest of kind, which the package of sd
+// defines, cannot be applied yet: the package failed, or the CRD of its
+// definition did not become Established (waited records each CRD's wait,
+// so that it is waited for once).
+func (r *run) definitionReady(ctx context.Context, sd servingDefinition, kind string, waited map[string]error) error {
+	if p := sd.pkg; p.res.Err != nil {
+		return fmt.Errorf("not applied: %s %s, which defines %s, failed at step %s", p.key.Kind, p.key.Name, kind, p.res.Step)
+	}
+	if sd.crd == "" {
+		return nil
+	}
+	err, done := waited[sd.crd]
+	if !done {
+		err = r.waitCompositeCRD(ctx, sd.crd)
+		waited[sd.crd] = err
+	}
+	if err != nil {
+		return fmt.Errorf("not applied: %w", err)
+	}
+	return nil
+}
+
 // applyManifest applies one manifest into res (see manifestsStep).
 func (r *run) applyManifest(ctx context.Context, mo *render.ManifestOutput, served map[schema.GroupKind]servingDefinition, waited map[string]error, res *ManifestResult) error {
 	o := mo.Object
 	gvk := schema.FromAPIVersionAndKind(o.APIVersion, o.Kind)
 	if sd, ok := served[gvk.GroupKind()]; ok {
-		if p := sd.pkg; p.res.Err != nil {
-			return fmt.Errorf("not applied: %s %s, which defines %s, failed at step %s", p.key.Kind, p.key.Name, o.Kind, p.res.Step)
-		}
-		if sd.crd != "" {
-			err, done := waited[sd.crd]
-			if !done {
-				err = r.waitCompositeCRD(ctx, sd.crd)
-				waited[sd.crd] = err
-			}
-			if err != nil {
-				return fmt.Errorf("not applied: %w", err)
-			}
+		if err := r.definitionReady(ctx, sd, o.Kind, waited); err != nil {
+			return err
 		}
 	}
 	mapping, err := r.c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
@@ -485,30 +497,41 @@ func (r *run) foreignInNamespace(ctx context.Context, ns string, entries []inven
 			if !slices.Contains(res.Verbs, "list") || res.Kind == "Event" {
 				continue
 			}
-			ml := &metav1.PartialObjectMetadataList{}
-			ml.SetGroupVersionKind(gv.WithKind(res.Kind + "List"))
-			if err := r.c.List(ctx, ml, client.InNamespace(ns), client.Limit(50)); err != nil {
-				if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) || meta.IsNoMatchError(err) {
-					continue
-				}
-				return "", fmt.Errorf("list %s in %s: %w", res.Kind, ns, err)
-			}
-			for _, o := range ml.Items {
-				name := o.GetName()
-				if (res.Kind == "ServiceAccount" && name == "default") || (res.Kind == "ConfigMap" && name == "kube-root-ca.crt") {
-					continue
-				}
-				id := object.ObjMetadata{Namespace: ns, Name: name, GroupKind: gv.WithKind(res.Kind).GroupKind()}.String()
-				if !known[id] {
-					held = append(held, res.Kind+" "+name)
-				}
-				if len(held) == 3 {
-					return strings.Join(held, ", "), nil
-				}
+			if held, err = r.foreignOfKind(ctx, ns, gv.WithKind(res.Kind), known, held); err != nil || len(held) == 3 {
+				return strings.Join(held, ", "), err
 			}
 		}
 	}
 	return strings.Join(held, ", "), nil
+}
+
+// foreignOfKind appends to held, up to three in all, the objects of kind
+// gvk in namespace ns that known does not list and Kubernetes did not make
+// itself (the default ServiceAccount, the kube-root-ca.crt ConfigMap), as
+// "Kind name". A kind the API server does not list is none.
+func (r *run) foreignOfKind(ctx context.Context, ns string, gvk schema.GroupVersionKind, known map[string]bool, held []string) ([]string, error) {
+	ml := &metav1.PartialObjectMetadataList{}
+	ml.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := r.c.List(ctx, ml, client.InNamespace(ns), client.Limit(50)); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) || meta.IsNoMatchError(err) {
+			return held, nil
+		}
+		return held, fmt.Errorf("list %s in %s: %w", gvk.Kind, ns, err)
+	}
+	for _, o := range ml.Items {
+		name := o.GetName()
+		if (gvk.Kind == "ServiceAccount" && name == "default") || (gvk.Kind == "ConfigMap" && name == "kube-root-ca.crt") {
+			continue
+		}
+		id := object.ObjMetadata{Namespace: ns, Name: name, GroupKind: gvk.GroupKind()}.String()
+		if !known[id] {
+			held = append(held, gvk.Kind+" "+name)
+		}
+		if len(held) == 3 {
+			return held, nil
+		}
+	}
+	return held, nil
 }
 
 // manifestClient is the client manifests are written with: as

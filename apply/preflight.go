@@ -61,57 +61,17 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 	if !p.activation.Active {
 		return nil
 	}
-	r := p.r
 	p.doomed = p.doomedRevisions()
 	if err := p.prepareTLS(ctx); err != nil {
 		return err
 	}
-	rev := p.po.Revision
-	payload, err := p.bindAll(rev.Payload)
+	all, err := p.bindRevision(ctx)
 	if err != nil {
 		return err
 	}
-	if err := p.keepActiveMRDs(ctx, payload); err != nil {
+	if err := p.findForeign(ctx, all); err != nil {
 		return err
 	}
-	managed, err := p.bindManaged(payload, rev.ManagedCRDs)
-	if err != nil {
-		return err
-	}
-	p.payload = append(payload, managed...)
-	for _, group := range [][]*render.Object{rev.Runtime, rev.RBAC} {
-		for _, o := range group {
-			d, err := p.bind(o, inventory.RoleRuntime, p.runtimeRevision(o))
-			if err != nil {
-				return err
-			}
-			p.runtime = append(p.runtime, d)
-		}
-	}
-	all := append(append([]*desired(nil), p.payload...), p.runtime...)
-
-	// Objects missing from the labelled LIST may exist without lockstep's
-	// label: list their kind's metadata once to find them.
-	for _, d := range all {
-		if d.live != nil {
-			continue
-		}
-		if err := r.listForeign(ctx, listKeyFor(d.obj.APIVersion, d.obj.Kind, d.obj.Namespace)); err != nil {
-			return err
-		}
-		d.foreign = r.live.foreignOf(d.id)
-	}
-	// Bind once more now that foreign owner references (and the UIDs of
-	// foreign MRDs) are known.
-	p.setMRDUIDs(p.payload)
-	for _, d := range all {
-		if (d.foreign != nil || d.managed) && d.role == inventory.RolePayload {
-			if err := p.rebind(d); err != nil {
-				return err
-			}
-		}
-	}
-
 	var conflicts []error
 	for _, d := range all {
 		if err := p.checkController(d); err != nil {
@@ -121,25 +81,11 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 	if len(conflicts) > 0 {
 		return fmt.Errorf("cannot establish control of object: %w", errors.Join(conflicts...))
 	}
-
 	// Kinds defined by CRDs of this payload that do not exist yet cannot be
 	// dry-run before those CRDs are applied.
-	pending := map[schema.GroupKind]bool{}
-	for _, d := range p.payload {
-		if gk := d.u.GroupVersionKind().GroupKind(); (gk == crossplane.GroupKindCRD) && !d.exists() {
-			var crd struct {
-				Spec struct {
-					Group string `json:"group"`
-					Names struct {
-						Kind string `json:"kind"`
-					} `json:"names"`
-				} `json:"spec"`
-			}
-			if err := json.Unmarshal(d.obj.JSON(), &crd); err != nil {
-				return fmt.Errorf("%s: %w", d.id, err)
-			}
-			pending[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = true
-		}
+	pending, err := p.pendingKinds()
+	if err != nil {
+		return err
 	}
 	for _, d := range all {
 		d.deferDryRun = pending[d.u.GroupVersionKind().GroupKind()]
@@ -152,6 +98,85 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 		return err
 	}
 	return p.breakingStep(ctx)
+}
+
+// bindRevision binds the current revision's objects to the cluster:
+// the payload (keeping the MRDs already Active), the managed CRDs, the
+// runtime and RBAC objects. It returns them all, payload first.
+func (p *pkgRun) bindRevision(ctx context.Context) ([]*desired, error) {
+	rev := p.po.Revision
+	payload, err := p.bindAll(rev.Payload)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.keepActiveMRDs(ctx, payload); err != nil {
+		return nil, err
+	}
+	managed, err := p.bindManaged(payload, rev.ManagedCRDs)
+	if err != nil {
+		return nil, err
+	}
+	p.payload = append(payload, managed...)
+	for _, group := range [][]*render.Object{rev.Runtime, rev.RBAC} {
+		for _, o := range group {
+			d, err := p.bind(o, inventory.RoleRuntime, p.runtimeRevision(o))
+			if err != nil {
+				return nil, err
+			}
+			p.runtime = append(p.runtime, d)
+		}
+	}
+	return append(append([]*desired(nil), p.payload...), p.runtime...), nil
+}
+
+// findForeign finds the objects of all missing from the labelled LIST,
+// which may exist without lockstep's label (one metadata LIST of their
+// kind), and binds the payload once more now that foreign owner
+// references (and the UIDs of foreign MRDs) are known.
+func (p *pkgRun) findForeign(ctx context.Context, all []*desired) error {
+	r := p.r
+	for _, d := range all {
+		if d.live != nil {
+			continue
+		}
+		if err := r.listForeign(ctx, listKeyFor(d.obj.APIVersion, d.obj.Kind, d.obj.Namespace)); err != nil {
+			return err
+		}
+		d.foreign = r.live.foreignOf(d.id)
+	}
+	p.setMRDUIDs(p.payload)
+	for _, d := range all {
+		if (d.foreign != nil || d.managed) && d.role == inventory.RolePayload {
+			if err := p.rebind(d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// pendingKinds returns the kinds the payload's CRDs define that do not
+// exist yet.
+func (p *pkgRun) pendingKinds() (map[schema.GroupKind]bool, error) {
+	pending := map[schema.GroupKind]bool{}
+	for _, d := range p.payload {
+		if gk := d.u.GroupVersionKind().GroupKind(); gk != crossplane.GroupKindCRD || d.exists() {
+			continue
+		}
+		var crd struct {
+			Spec struct {
+				Group string `json:"group"`
+				Names struct {
+					Kind string `json:"kind"`
+				} `json:"names"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal(d.obj.JSON(), &crd); err != nil {
+			return nil, fmt.Errorf("%s: %w", d.id, err)
+		}
+		pending[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = true
+	}
+	return pending, nil
 }
 
 // planAll plans every object, Concurrency at a time, and joins the errors.

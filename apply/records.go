@@ -299,72 +299,81 @@ func (r *run) newDesired(u *unstructured.Unstructured, role inventory.Role, revi
 // lockstep create it (mayCreate); otherwise it is dry-run, and the error
 // is the API server's (docs/design/apply.md#preflight-modes).
 func (r *run) plan(ctx context.Context, d *desired) error {
+	c, err := r.compare(d)
+	if err != nil {
+		return err
+	}
+	if done, err := c.inProcess(d); done || err != nil {
+		return err
+	}
+	if done, err := r.planLocal(ctx, d, c.sameHash); done || err != nil {
+		return err
+	}
+	return r.planDryRun(ctx, d, c)
+}
+
+// comparison is how the live object of a desired one stands before any
+// request: whether it carries the hash of what lockstep applies now
+// (sameHash) or, lacking it, still holds that content (sameContent); its
+// summary when its kind is listed compactly; otherwise, in those two
+// cases, the live object and the desired one in full.
+type comparison struct {
+	sameHash, sameContent bool
+	sum                   *liveSummary
+	live, full            *unstructured.Unstructured
+}
+
+// compare compares d with its live object (comparison).
+func (r *run) compare(d *desired) (comparison, error) {
 	var liveAnn map[string]string
 	if d.live != nil {
 		liveAnn = d.live.GetAnnotations()
 	}
-	sameHash := d.live != nil && liveAnn[AnnotationAppliedHash] == d.hash
-	sameContent := !sameHash && contentUnchanged(d)
+	c := comparison{sameHash: d.live != nil && liveAnn[AnnotationAppliedHash] == d.hash}
+	c.sameContent = !c.sameHash && contentUnchanged(d)
 	// A listed object of a compact kind is compared through its summary;
 	// any other in full.
-	sum := r.live.summaryOf(d.id, d.live)
-	var live, full *unstructured.Unstructured
-	if (sameHash || sameContent) && sum == nil {
+	c.sum = r.live.summaryOf(d.id, d.live)
+	if (c.sameHash || c.sameContent) && c.sum == nil {
 		var err error
-		live = d.live
-		if full, err = d.full(); err != nil {
-			return err
+		c.live = d.live
+		if c.full, err = d.full(); err != nil {
+			return c, err
 		}
 	}
+	return c, nil
+}
+
+// inProcess decides d's action without a request when the comparison
+// allows: unchanged when the live object holds the applied hash and is up
+// to date, configured when only metadata changes (a new revision taking
+// control), checked in-process since the API server accepted this content
+// before. It reports whether it decided.
+func (c comparison) inProcess(d *desired) (bool, error) {
 	switch {
-	case sameHash && sum != nil && summaryUpToDate(d.live, sum, d):
+	case c.sameHash && c.sum != nil && summaryUpToDate(d.live, c.sum, d):
 		d.action, d.result = ssa.UnchangedAction, d.live
-		return nil
-	case sameHash && sum == nil && upToDate(live, full, d.hash):
+		return true, nil
+	case c.sameHash && c.sum == nil && upToDate(c.live, c.full, d.hash):
 		d.action, d.result = ssa.UnchangedAction, d.live
-		return nil
-	case sameContent && ((sum != nil && sum.matches(d)) || (sum == nil && metadataOnly(live, full))):
-		// A change of metadata alone (a new revision taking control) is
-		// checked in-process: the API server accepted this content before.
+		return true, nil
+	case c.sameContent && ((c.sum != nil && c.sum.matches(d)) || (c.sum == nil && metadataOnly(c.live, c.full))):
 		if err := validateMetadata(d.u); err != nil {
-			return err
+			return true, err
 		}
 		d.action = ssa.ConfiguredAction
-		return nil
+		return true, nil
 	}
+	return false, nil
+}
+
+// planLocal decides d's action in-process where --preflight=local allows
+// (the CRD and runtime cases of plan's comment). It reports whether it
+// decided.
+func (r *run) planLocal(ctx context.Context, d *desired, sameHash bool) (bool, error) {
 	isCRD := d.isPayload() && len(d.release) == 0 && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD
-	var local bool
-	var body []byte
 	if isCRD && (!d.exists() || (d.live != nil && !sameHash && d.handOff == nil)) {
-		var err error
-		if local, body, err = r.localCRD(ctx, d); err != nil {
-			return err
-		}
-	}
-	if isCRD && !d.exists() && local {
-		// A CRD that does not exist yet is validated in-process
-		// (--preflight=local): its create is the body as sent, defaulted.
-		if err := crdcheck.Create(ctx, body); err != nil {
-			return fmt.Errorf("%s: in-process validation (--preflight=local) failed: %w", utils.FmtUnstructured(d.u), err)
-		}
-		d.action = ssa.CreatedAction
-		return nil
-	}
-	if isCRD && d.live != nil && !sameHash && d.handOff == nil && local {
-		// A CRD lockstep changes is validated in-process too: the
-		// apply merged into the live object, checked as an update.
-		live, err := r.liveCRD(ctx, d)
-		if err != nil {
-			return err
-		}
-		checked, err := crdcheck.Update(ctx, live, body, FieldManager)
-		if err != nil {
-			return fmt.Errorf("%s: in-process validation (--preflight=local) failed: %w", utils.FmtUnstructured(d.u), err)
-		}
-		if checked {
-			d.action = ssa.ConfiguredAction
-			return nil
-		}
+		return r.planLocalCRD(ctx, d, sameHash)
 	}
 	if d.role == inventory.RoleRuntime && d.obj.FromDefaults && !d.exists() && len(d.release) == 0 && d.handOff == nil &&
 		r.localRuntime(ctx) && r.mayCreate(ctx, d.u.GroupVersionKind().GroupKind(), d.u.GetNamespace()) {
@@ -372,22 +381,65 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 		// alone is valid by construction (--preflight=local): only the
 		// authorizer could refuse its create, and it was asked.
 		d.action = ssa.CreatedAction
-		return nil
+		return true, nil
 	}
-	dry, err := r.dryRun(ctx, d, !sameHash)
+	return false, nil
+}
+
+// planLocalCRD validates a new CRD, or lockstep's change of a live one,
+// in-process when the preflight mode and the server's version allow
+// (localCRD). It reports whether it decided.
+func (r *run) planLocalCRD(ctx context.Context, d *desired, sameHash bool) (bool, error) {
+	local, body, err := r.localCRD(ctx, d)
+	if err != nil || !local {
+		return false, err
+	}
+	if !d.exists() {
+		// A CRD that does not exist yet: its create is the body as sent,
+		// defaulted.
+		if err := crdcheck.Create(ctx, body); err != nil {
+			return true, fmt.Errorf("%s: in-process validation (--preflight=local) failed: %w", utils.FmtUnstructured(d.u), err)
+		}
+		d.action = ssa.CreatedAction
+		return true, nil
+	}
+	if d.live == nil || sameHash || d.handOff != nil {
+		return false, nil
+	}
+	// A CRD lockstep changes: the apply merged into the live object,
+	// checked as an update.
+	live, err := r.liveCRD(ctx, d)
+	if err != nil {
+		return true, err
+	}
+	checked, err := crdcheck.Update(ctx, live, body, FieldManager)
+	if err != nil {
+		return true, fmt.Errorf("%s: in-process validation (--preflight=local) failed: %w", utils.FmtUnstructured(d.u), err)
+	}
+	if checked {
+		d.action = ssa.ConfiguredAction
+	}
+	return checked, nil
+}
+
+// planDryRun decides d's action from a server-side dry-run: unchanged when
+// the live object holds the applied hash and the dry-run shows no drift,
+// configured or created otherwise.
+func (r *run) planDryRun(ctx context.Context, d *desired, c comparison) error {
+	dry, err := r.dryRun(ctx, d, !c.sameHash)
 	if err != nil {
 		return ssaerrors.NewDryRunErr(err, d.u)
 	}
 	unchanged := false
 	switch {
-	case sameHash && sum != nil:
-		drift, err := summaryDrifted(d.live, sum, dry)
+	case c.sameHash && c.sum != nil:
+		drift, err := summaryDrifted(d.live, c.sum, dry)
 		if err != nil {
 			return fmt.Errorf("%s: %w", d.id, err)
 		}
 		unchanged = !drift
-	case sameHash:
-		unchanged = !drifted(live, dry)
+	case c.sameHash:
+		unchanged = !drifted(c.live, dry)
 	}
 	switch {
 	case unchanged:

@@ -221,28 +221,7 @@ func (r *run) finish(ctx context.Context) {
 		}
 	}
 
-	inv := &inventory.Inventory{Instance: r.opts.Instance}
-	for _, p := range r.pkgs {
-		if p.res.Paused || p.res.Err != nil && !p.recorded {
-			// Paused, or refused before its first write: it keeps the
-			// entry of what it installed before, unchanged, or gets none.
-			if prev := old.Package(p.key.Kind, p.key.Name); prev != nil {
-				keep := *prev
-				keep.Entries = slices.Clone(prev.Entries)
-				keep.Paused = p.res.Paused
-				inv.Packages = append(inv.Packages, keep)
-			}
-			continue
-		}
-		// A package that failed keeps the intent recorded before its first
-		// write (recordIntent): a write that failed may still have landed.
-		// One that succeeded lists what it applied.
-		base := r.loaded
-		if p.res.Err != nil {
-			base = old
-		}
-		inv.Packages = append(inv.Packages, p.inventory(base.Package(p.key.Kind, p.key.Name)))
-	}
+	inv := &inventory.Inventory{Instance: r.opts.Instance, Packages: r.packageInventories(old)}
 	prunes := plan.Prune(old, func(kind crossplane.Kind, name string) bool { return inOutput[crossplane.Ref(kind, name)] }, desiredIDs, r.opts.PruneCRDs)
 	for _, pp := range prunes {
 		inv.Packages = append(inv.Packages, *pp.Package)
@@ -263,8 +242,56 @@ func (r *run) finish(ctx context.Context) {
 		return
 	}
 
-	// Manifests go first: a ProviderConfig or a claim is deleted while
-	// the package that serves its kind is still there.
+	gone := r.deleteGone(ctx, old, inv, desiredIDs, prunes)
+	if len(gone) == 0 {
+		return
+	}
+	final := &inventory.Inventory{Instance: r.opts.Instance, Manifests: inventory.Without(inv.Manifests, gone)}
+	for _, ip := range inv.Packages {
+		ip.Entries = inventory.Without(ip.Entries, gone)
+		if !inOutput[crossplane.Ref(ip.Kind, ip.Name)] && len(ip.Entries) == 0 {
+			continue
+		}
+		final.Packages = append(final.Packages, ip)
+	}
+	if err := r.writeInventory(ctx, final); err != nil {
+		r.warn(nil, "%v", err)
+	}
+}
+
+// packageInventories returns the inventory of each package of the run. A
+// paused package, or one refused before its first write, keeps the entry
+// of what it installed before (old), unchanged, or gets none. A package
+// that failed keeps the intent recorded before its first write
+// (recordIntent): a write that failed may still have landed. One that
+// succeeded lists what it applied.
+func (r *run) packageInventories(old *inventory.Inventory) []inventory.Package {
+	var out []inventory.Package
+	for _, p := range r.pkgs {
+		if p.res.Paused || p.res.Err != nil && !p.recorded {
+			if prev := old.Package(p.key.Kind, p.key.Name); prev != nil {
+				keep := *prev
+				keep.Entries = slices.Clone(prev.Entries)
+				keep.Paused = p.res.Paused
+				out = append(out, keep)
+			}
+			continue
+		}
+		base := r.loaded
+		if p.res.Err != nil {
+			base = old
+		}
+		out = append(out, p.inventory(base.Package(p.key.Kind, p.key.Name)))
+	}
+	return out
+}
+
+// deleteGone deletes what the recorded inventory inv no longer needs:
+// manifests gone from Git first (a ProviderConfig or a claim is deleted
+// while the package that serves its kind is still there), then revisions
+// past their history limit, then the packages prunes names. It returns
+// the IDs of the objects deleted.
+func (r *run) deleteGone(ctx context.Context, old, inv *inventory.Inventory, desiredIDs map[string]bool, prunes []plan.PackagePrune) map[string]bool {
 	gone := r.pruneManifests(ctx, inv.Manifests)
 	for _, p := range r.pkgs {
 		if p.cur == nil {
@@ -281,20 +308,7 @@ func (r *run) finish(ctx context.Context) {
 			gone[id] = true
 		}
 	}
-	if len(gone) == 0 {
-		return
-	}
-	final := &inventory.Inventory{Instance: r.opts.Instance, Manifests: inventory.Without(inv.Manifests, gone)}
-	for _, ip := range inv.Packages {
-		ip.Entries = inventory.Without(ip.Entries, gone)
-		if !inOutput[crossplane.Ref(ip.Kind, ip.Name)] && len(ip.Entries) == 0 {
-			continue
-		}
-		final.Packages = append(final.Packages, ip)
-	}
-	if err := r.writeInventory(ctx, final); err != nil {
-		r.warn(nil, "%v", err)
-	}
+	return gone
 }
 
 // inventory returns the package's inventory: what the previous one listed

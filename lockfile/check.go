@@ -75,140 +75,176 @@ func Check(set *declarations.Set, lock *Lock, opts Options) []Problem {
 	if lock == nil {
 		return []Problem{{Kind: NoLock, Subject: FileName, Message: "there is no lock; run lockstep lock"}}
 	}
-	var ps []Problem
-	add := func(k ProblemKind, subject, format string, args ...any) {
-		ps = append(ps, Problem{Kind: k, Subject: subject, Message: fmt.Sprintf(format, args...)})
-	}
+	c := &checker{lock: lock, bySource: map[string]*Entry{}, byName: map[string]*Entry{},
+		declaredBy: map[string]*declarations.Declaration{}, reached: map[string]bool{}}
 	if d := set.Digest(); d != lock.DeclarationsDigest {
-		add(DeclarationsChanged, FileName, "the declarations changed since the lock was written (their digest is %s, the lock has %s)", d, lock.DeclarationsDigest)
+		c.add(DeclarationsChanged, FileName, "the declarations changed since the lock was written (their digest is %s, the lock has %s)", d, lock.DeclarationsDigest)
 	}
-	cvString := lock.CrossplaneVersion
-	if opts.CrossplaneVersion != "" && !sameVersion(opts.CrossplaneVersion, lock.CrossplaneVersion) {
-		add(SettingChanged, FileName, "the lock was resolved for Crossplane %s, not %s", lock.CrossplaneVersion, opts.CrossplaneVersion)
-		cvString = opts.CrossplaneVersion
-	}
-	if want := opts.CustomToManagedResourceConversion; want != nil {
-		if has, _ := lock.Converts(); has != *want {
-			add(SettingChanged, FileName, "the lock records %s %s (MRD conversion %s), not %t; run lockstep lock --enable-custom-to-managed-resource-conversion=%t",
-				ConversionField, conversionValue(lock), ConversionString(lock), *want, *want)
-		}
-	}
-	defReg := lock.DefaultRegistry
-	if opts.DefaultRegistry != "" && opts.DefaultRegistry != lock.DefaultRegistry {
-		if lock.DefaultRegistry != "" {
-			add(SettingChanged, FileName, "the lock was resolved with default registry %s, not %s", lock.DefaultRegistry, opts.DefaultRegistry)
-		}
-		defReg = opts.DefaultRegistry
-	}
-
-	bySource := map[string]*Entry{}
-	byName := map[string]*Entry{}
+	cvString, defReg := c.settings(opts)
 	for i := range lock.Packages {
 		e := &lock.Packages[i]
-		bySource[e.Source] = e
-		byName[e.PackageRef().String()] = e
+		c.bySource[e.Source] = e
+		c.byName[e.PackageRef().String()] = e
 	}
-	declaredBy := map[string]*declarations.Declaration{}
-	reached := map[string]bool{}
-	var queue []*Entry
 	for i := range set.Packages {
-		d := &set.Packages[i]
-		subject := fmt.Sprintf("%s %s (%s)", d.Kind, d.Name, d.Location)
-		src, ref, err := checkDeclSource(d, defReg)
-		if err != nil {
-			add(Unsatisfied, subject, "%v", err)
-			continue
-		}
-		declaredBy[src] = d
-		e := bySource[src]
-		if e == nil {
-			if other := byName[d.PackageRef().String()]; other != nil {
-				add(Unsatisfied, subject, "declares source %s, but the lock has %s", src, other.Source)
-			} else {
-				add(MissingEntry, subject, "declared, but not in the lock")
-			}
-			continue
-		}
-		if !reached[e.Source] {
-			reached[e.Source] = true
-			queue = append(queue, e)
-		}
-		if e.PackageRef() != d.PackageRef() {
-			add(Unsatisfied, subject, "the lock has %s %s for source %s", e.Kind, e.Name, src)
-		}
-		if ref.tag != "" && ref.tag != e.Version {
-			add(Unsatisfied, subject, "declares tag %s, but the lock pins %s", ref.tag, orElse(e.Version, "digest "+e.Digest))
-		}
-		if ref.digest != "" && ref.digest != e.Digest {
-			add(Unsatisfied, subject, "declares digest %s, but the lock pins %s", ref.digest, e.Digest)
-		}
-		if d.Spec.SkipDependencyResolution != e.SkipDependencyResolution {
-			add(Unsatisfied, subject, "declares skipDependencyResolution: %t, but the lock records %t", d.Spec.SkipDependencyResolution, e.SkipDependencyResolution)
-		}
+		c.declaration(&set.Packages[i], defReg)
 	}
-
 	var cv *semver.Version
 	if v, err := semver.NewVersion(cvString); err == nil {
 		cv = v
 	} else {
-		add(SettingChanged, FileName, "crossplane version %q is not a semantic version", cvString)
+		c.add(SettingChanged, FileName, "crossplane version %q is not a semantic version", cvString)
 	}
-	for len(queue) > 0 {
-		e := queue[0]
-		queue = queue[1:]
-		d := declaredBy[e.Source]
-		if cv != nil && e.CrossplaneConstraint != "" && (d == nil || !d.Spec.IgnoreCrossplaneConstraints) {
-			if k, err := semver.NewConstraint(e.CrossplaneConstraint); err == nil && !k.Check(cv) {
-				add(Unsatisfied, e.Source, "%s %s requires Crossplane %q, which excludes %s", e.Name, orElse(e.Version, e.Digest), e.CrossplaneConstraint, cvString)
-			}
-		}
-		for _, r := range e.Replaces {
-			if rd := declaredBy[r]; rd != nil {
-				add(Unsatisfied, fmt.Sprintf("%s %s (%s)", rd.Kind, rd.Name, rd.Location), "%s is replaced by the locked %s", r, e.Source)
-			}
-		}
-		if d != nil && d.Spec.SkipDependencyResolution {
-			continue // reported by SkippedDependencies, as warnings
-		}
-		for _, dep := range e.Dependencies {
-			target := orElse(dep.ReplacedBy, dep.Source)
-			t := bySource[target]
-			if t == nil {
-				add(MissingEntry, target, "%s %s depends on it (%q), but it is not in the lock", e.Source, orElse(e.Version, e.Digest), dep.Constraint)
-				continue
-			}
-			if !reached[t.Source] {
-				reached[t.Source] = true
-				queue = append(queue, t)
-			}
-			if t.Kind != dep.Kind {
-				add(Unsatisfied, target, "%s depends on it as a %s, but the lock has a %s", e.Source, dep.Kind, t.Kind)
-			}
-			if dep.ReplacedBy != "" {
-				if !slices.Contains(t.Replaces, dep.Source) {
-					add(Unsatisfied, target, "%s depends on %s, which the lock says it replaces, but it does not", e.Source, dep.Source)
-				}
-				continue
-			}
-			if msg := satisfies(t, dep.Constraint); msg != "" {
-				add(Unsatisfied, target, "%s requires %q, but the lock pins %s", e.Source, dep.Constraint, msg)
-			}
-		}
+	for len(c.queue) > 0 {
+		e := c.queue[0]
+		c.queue = c.queue[1:]
+		c.entry(e, cv, cvString)
 	}
 	for _, m := range CRDConflicts(lock) {
-		add(Conflict, FileName, "%s", m)
+		c.add(Conflict, FileName, "%s", m)
 	}
-	ps = append(ps, manifestProblems(set, lock)...)
+	c.ps = append(c.ps, manifestProblems(set, lock)...)
 	for i := range lock.Packages {
-		e := &lock.Packages[i]
-		if !reached[e.Source] {
-			add(OrphanEntry, e.Source, "%s %s is neither declared nor needed by a declared package", e.Kind, e.Name)
+		if e := &lock.Packages[i]; !c.reached[e.Source] {
+			c.add(OrphanEntry, e.Source, "%s %s is neither declared nor needed by a declared package", e.Kind, e.Name)
 		}
 	}
-	slices.SortStableFunc(ps, func(a, b Problem) int {
+	slices.SortStableFunc(c.ps, func(a, b Problem) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Subject, b.Subject), cmp.Compare(a.Message, b.Message))
 	})
-	return slices.Compact(ps)
+	return slices.Compact(c.ps)
+}
+
+// checker is one run of Check: the problems found, the lock's entries by
+// source and by package, the declaration of each declared source, and
+// the entries reached from the declarations (queue: those whose
+// dependencies are still to check).
+type checker struct {
+	lock       *Lock
+	ps         []Problem
+	bySource   map[string]*Entry
+	byName     map[string]*Entry
+	declaredBy map[string]*declarations.Declaration
+	reached    map[string]bool
+	queue      []*Entry
+}
+
+func (c *checker) add(k ProblemKind, subject, format string, args ...any) {
+	c.ps = append(c.ps, Problem{Kind: k, Subject: subject, Message: fmt.Sprintf(format, args...)})
+}
+
+// reach marks e reached, queueing it the first time.
+func (c *checker) reach(e *Entry) {
+	if !c.reached[e.Source] {
+		c.reached[e.Source] = true
+		c.queue = append(c.queue, e)
+	}
+}
+
+// settings compares the settings of opts with the lock's, and returns the
+// Crossplane version and default registry to check with.
+func (c *checker) settings(opts Options) (cvString, defReg string) {
+	lock := c.lock
+	cvString = lock.CrossplaneVersion
+	if opts.CrossplaneVersion != "" && !sameVersion(opts.CrossplaneVersion, lock.CrossplaneVersion) {
+		c.add(SettingChanged, FileName, "the lock was resolved for Crossplane %s, not %s", lock.CrossplaneVersion, opts.CrossplaneVersion)
+		cvString = opts.CrossplaneVersion
+	}
+	if want := opts.CustomToManagedResourceConversion; want != nil {
+		if has, _ := lock.Converts(); has != *want {
+			c.add(SettingChanged, FileName, "the lock records %s %s (MRD conversion %s), not %t; run lockstep lock --enable-custom-to-managed-resource-conversion=%t",
+				ConversionField, conversionValue(lock), ConversionString(lock), *want, *want)
+		}
+	}
+	defReg = lock.DefaultRegistry
+	if opts.DefaultRegistry != "" && opts.DefaultRegistry != lock.DefaultRegistry {
+		if lock.DefaultRegistry != "" {
+			c.add(SettingChanged, FileName, "the lock was resolved with default registry %s, not %s", lock.DefaultRegistry, opts.DefaultRegistry)
+		}
+		defReg = opts.DefaultRegistry
+	}
+	return cvString, defReg
+}
+
+// declaration checks the entry of the declared package d: it must exist
+// for d's source, be of d's kind and name, and pin what d declares.
+func (c *checker) declaration(d *declarations.Declaration, defReg string) {
+	subject := fmt.Sprintf("%s %s (%s)", d.Kind, d.Name, d.Location)
+	src, ref, err := checkDeclSource(d, defReg)
+	if err != nil {
+		c.add(Unsatisfied, subject, "%v", err)
+		return
+	}
+	c.declaredBy[src] = d
+	e := c.bySource[src]
+	if e == nil {
+		if other := c.byName[d.PackageRef().String()]; other != nil {
+			c.add(Unsatisfied, subject, "declares source %s, but the lock has %s", src, other.Source)
+		} else {
+			c.add(MissingEntry, subject, "declared, but not in the lock")
+		}
+		return
+	}
+	c.reach(e)
+	if e.PackageRef() != d.PackageRef() {
+		c.add(Unsatisfied, subject, "the lock has %s %s for source %s", e.Kind, e.Name, src)
+	}
+	if ref.tag != "" && ref.tag != e.Version {
+		c.add(Unsatisfied, subject, "declares tag %s, but the lock pins %s", ref.tag, orElse(e.Version, "digest "+e.Digest))
+	}
+	if ref.digest != "" && ref.digest != e.Digest {
+		c.add(Unsatisfied, subject, "declares digest %s, but the lock pins %s", ref.digest, e.Digest)
+	}
+	if d.Spec.SkipDependencyResolution != e.SkipDependencyResolution {
+		c.add(Unsatisfied, subject, "declares skipDependencyResolution: %t, but the lock records %t", d.Spec.SkipDependencyResolution, e.SkipDependencyResolution)
+	}
+}
+
+// entry checks a reached entry: its Crossplane constraint against cv
+// (unless its declaration ignores it), the declared sources it replaces,
+// and its dependencies, reaching each.
+func (c *checker) entry(e *Entry, cv *semver.Version, cvString string) {
+	d := c.declaredBy[e.Source]
+	if cv != nil && e.CrossplaneConstraint != "" && (d == nil || !d.Spec.IgnoreCrossplaneConstraints) {
+		if k, err := semver.NewConstraint(e.CrossplaneConstraint); err == nil && !k.Check(cv) {
+			c.add(Unsatisfied, e.Source, "%s %s requires Crossplane %q, which excludes %s", e.Name, orElse(e.Version, e.Digest), e.CrossplaneConstraint, cvString)
+		}
+	}
+	for _, r := range e.Replaces {
+		if rd := c.declaredBy[r]; rd != nil {
+			c.add(Unsatisfied, fmt.Sprintf("%s %s (%s)", rd.Kind, rd.Name, rd.Location), "%s is replaced by the locked %s", r, e.Source)
+		}
+	}
+	if d != nil && d.Spec.SkipDependencyResolution {
+		return // reported by SkippedDependencies, as warnings
+	}
+	for _, dep := range e.Dependencies {
+		c.dependency(e, dep)
+	}
+}
+
+// dependency checks one dependency of e: its entry must exist, be of the
+// dependency's kind, and satisfy its constraint, or replace what it names.
+func (c *checker) dependency(e *Entry, dep Dependency) {
+	target := orElse(dep.ReplacedBy, dep.Source)
+	t := c.bySource[target]
+	if t == nil {
+		c.add(MissingEntry, target, "%s %s depends on it (%q), but it is not in the lock", e.Source, orElse(e.Version, e.Digest), dep.Constraint)
+		return
+	}
+	c.reach(t)
+	if t.Kind != dep.Kind {
+		c.add(Unsatisfied, target, "%s depends on it as a %s, but the lock has a %s", e.Source, dep.Kind, t.Kind)
+	}
+	if dep.ReplacedBy != "" {
+		if !slices.Contains(t.Replaces, dep.Source) {
+			c.add(Unsatisfied, target, "%s depends on %s, which the lock says it replaces, but it does not", e.Source, dep.Source)
+		}
+		return
+	}
+	if msg := satisfies(t, dep.Constraint); msg != "" {
+		c.add(Unsatisfied, target, "%s requires %q, but the lock pins %s", e.Source, dep.Constraint, msg)
+	}
 }
 
 // CRDConflicts returns one message for every two packages of lock that

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -267,39 +268,10 @@ func (v *validator) entry(i int, e *Entry) {
 		v.fail(errors.New("required: every locked package is declared or depended on"), at("requestedBy")...)
 	}
 	for j, r := range e.RequestedBy {
-		switch {
-		case r.Declaration != "" && r.Dependent != "":
-			v.fail(errors.New("set either declaration or dependent, not both"), at("requestedBy", j)...)
-		case r.Declaration != "":
-			if r.Reference == "" {
-				v.fail(errors.New("required with declaration"), at("requestedBy", j, "reference")...)
-			}
-		case r.Dependent != "":
-			if err := checkSource(r.Dependent); err != nil {
-				v.fail(err, at("requestedBy", j, "dependent")...)
-			}
-			if err := checkConstraint(r.Constraint); err != nil {
-				v.fail(err, at("requestedBy", j, "constraint")...)
-			}
-		default:
-			v.fail(errors.New("must set declaration or dependent"), at("requestedBy", j)...)
-		}
+		v.requestedBy(r, at("requestedBy", j)...)
 	}
 	for j, d := range e.Dependencies {
-		if err := checkKind(d.Kind); err != nil {
-			v.fail(err, at("dependencies", j, "kind")...)
-		}
-		if err := checkSource(d.Source); err != nil {
-			v.fail(err, at("dependencies", j, "source")...)
-		}
-		if err := checkConstraint(d.Constraint); err != nil {
-			v.fail(err, at("dependencies", j, "constraint")...)
-		}
-		if d.ReplacedBy != "" {
-			if err := checkSource(d.ReplacedBy); err != nil {
-				v.fail(err, at("dependencies", j, "replacedBy")...)
-			}
-		}
+		v.dependency(d, at("dependencies", j)...)
 	}
 	if e.CrossplaneConstraint != "" {
 		if _, err := semver.NewConstraint(e.CrossplaneConstraint); err != nil {
@@ -327,6 +299,47 @@ func (v *validator) entry(i int, e *Entry) {
 	for j, r := range e.Replaces {
 		if err := checkSource(r); err != nil {
 			v.fail(err, at("replaces", j)...)
+		}
+	}
+}
+
+// requestedBy checks one requestedBy item of an entry, at path.
+func (v *validator) requestedBy(r Request, path ...any) {
+	at := func(field ...any) []any { return append(slices.Clip(path), field...) }
+	switch {
+	case r.Declaration != "" && r.Dependent != "":
+		v.fail(errors.New("set either declaration or dependent, not both"), path...)
+	case r.Declaration != "":
+		if r.Reference == "" {
+			v.fail(errors.New("required with declaration"), at("reference")...)
+		}
+	case r.Dependent != "":
+		if err := checkSource(r.Dependent); err != nil {
+			v.fail(err, at("dependent")...)
+		}
+		if err := checkConstraint(r.Constraint); err != nil {
+			v.fail(err, at("constraint")...)
+		}
+	default:
+		v.fail(errors.New("must set declaration or dependent"), path...)
+	}
+}
+
+// dependency checks one dependencies item of an entry, at path.
+func (v *validator) dependency(d Dependency, path ...any) {
+	at := func(field string) []any { return append(slices.Clip(path), field) }
+	if err := checkKind(d.Kind); err != nil {
+		v.fail(err, at("kind")...)
+	}
+	if err := checkSource(d.Source); err != nil {
+		v.fail(err, at("source")...)
+	}
+	if err := checkConstraint(d.Constraint); err != nil {
+		v.fail(err, at("constraint")...)
+	}
+	if d.ReplacedBy != "" {
+		if err := checkSource(d.ReplacedBy); err != nil {
+			v.fail(err, at("replacedBy")...)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 )
 
 // DefaultJobs is the default bound on concurrent registry calls (--jobs).
@@ -216,25 +217,9 @@ type future[T any] struct {
 }
 
 func (r *Resolver) newRun(ctx context.Context, set *declarations.Set, previous *Lock) (*run, error) {
-	cv := r.opts.CrossplaneVersion
-	if cv == "" && previous != nil {
-		cv = previous.CrossplaneVersion
-	}
-	if cv == "" {
-		return nil, errors.New("a Crossplane version is required to check packages' spec.crossplane.version: pass --crossplane-version (it is then recorded in the lock)")
-	}
-	crossplane, err := semver.NewVersion(cv)
+	crossplane, cv, defReg, err := r.settings(previous)
 	if err != nil {
-		return nil, fmt.Errorf("crossplane version %q is not a semantic version: %w", cv, err)
-	}
-	defReg := r.opts.DefaultRegistry
-	if defReg == "" && previous != nil {
-		defReg = previous.DefaultRegistry
-	}
-	if defReg != "" {
-		if _, err := name.NewRegistry(defReg, name.StrictValidation); err != nil {
-			return nil, fmt.Errorf("default registry %q is not a registry host: %w", defReg, err)
-		}
+		return nil, err
 	}
 	conversion, err := conversionFor(r.opts.CustomToManagedResourceConversion, previous, crossplane, cv)
 	if err != nil {
@@ -271,20 +256,7 @@ func (r *Resolver) newRun(ctx context.Context, set *declarations.Set, previous *
 		}
 	}
 	for _, p := range r.opts.UpdatePackages {
-		found := false
-		for src, d := range u.decls {
-			if p == d.Name || p == src {
-				u.named[src], found = true, true
-			}
-		}
-		if previous != nil {
-			for _, e := range previous.Packages {
-				if p == e.Name || p == e.Source {
-					u.named[e.Source], found = true, true
-				}
-			}
-		}
-		if !found {
+		if !u.name(p, previous) {
 			errs = append(errs, fmt.Errorf("--update %s: no declared or locked package has that name or source", p))
 		}
 	}
@@ -292,6 +264,52 @@ func (r *Resolver) newRun(ctx context.Context, set *declarations.Set, previous *
 		return nil, errors.Join(errs...)
 	}
 	return u, nil
+}
+
+// settings returns the Crossplane version (parsed and as given) and the
+// default registry to resolve with: the options', else the previous
+// lock's. A Crossplane version is required.
+func (r *Resolver) settings(previous *Lock) (*semver.Version, string, string, error) {
+	cv := r.opts.CrossplaneVersion
+	if cv == "" && previous != nil {
+		cv = previous.CrossplaneVersion
+	}
+	if cv == "" {
+		return nil, "", "", errors.New("a Crossplane version is required to check packages' spec.crossplane.version: pass --crossplane-version (it is then recorded in the lock)")
+	}
+	crossplane, err := semver.NewVersion(cv)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("crossplane version %q is not a semantic version: %w", cv, err)
+	}
+	defReg := r.opts.DefaultRegistry
+	if defReg == "" && previous != nil {
+		defReg = previous.DefaultRegistry
+	}
+	if defReg != "" {
+		if _, err := name.NewRegistry(defReg, name.StrictValidation); err != nil {
+			return nil, "", "", fmt.Errorf("default registry %q is not a registry host: %w", defReg, err)
+		}
+	}
+	return crossplane, cv, defReg, nil
+}
+
+// name marks for update (--update) every declared or previously locked
+// package whose name or source is p, and reports whether there was one.
+func (u *run) name(p string, previous *Lock) bool {
+	found := false
+	for src, d := range u.decls {
+		if p == d.Name || p == src {
+			u.named[src], found = true, true
+		}
+	}
+	if previous != nil {
+		for _, e := range previous.Packages {
+			if p == e.Name || p == e.Source {
+				u.named[e.Source], found = true, true
+			}
+		}
+	}
+	return found
 }
 
 // declaredSource returns the source, tag and digest of a declaration,
@@ -497,46 +515,53 @@ func (u *run) traverse() *graph {
 		}
 		n.pkg = f.val
 		for j, dep := range n.pkg.Package.Meta.DependsOn {
-			e := edge{index: j, constraint: dep.Version}
-			kind, written, err := dep.Target()
-			if err == nil {
-				e.kind, e.written = kind, written
-				e.source, err = Qualify(n.source, written)
-			}
-			if err == nil {
-				err = checkConstraint(dep.Version)
-			}
-			if err != nil {
-				e.err = err
-				n.edges = append(n.edges, e)
-				continue
-			}
-			e.target = e.source
-			if rep, ok := u.replacedBy[e.source]; ok && u.decls[e.source] == nil {
-				e.target, e.replacedBy = rep, rep
-			}
-			if n.decl != nil && n.decl.Spec.SkipDependencyResolution {
-				// Crossplane skips the revision's dependency resolution
-				// (docs/crossplane-behaviour.md#dependency-resolution): the
-				// dependency is recorded, not followed and not required.
-				e.skipped = true
-				n.edges = append(n.edges, e)
-				continue
-			}
-			n.edges = append(n.edges, e)
-			m := g.nodes[e.target]
-			if m == nil {
-				m = g.add(e.target, u.decls[e.target])
-				m.depth = n.depth + 1
-			}
-			q := requirement{from: n, kind: e.kind, constraint: e.constraint}
-			if e.replacedBy != "" {
-				q.replaced = e.source
-			}
-			m.reqs = append(m.reqs, q)
+			u.follow(g, n, j, dep)
 		}
 	}
 	return g
+}
+
+// follow adds the j-th dependency dep of n to g: an edge of n, and unless
+// it is invalid or n's declaration skips dependency resolution, a
+// requirement on its target node, added at the next depth when new.
+func (u *run) follow(g *graph, n *node, j int, dep xpkg.Dependency) {
+	e := edge{index: j, constraint: dep.Version}
+	kind, written, err := dep.Target()
+	if err == nil {
+		e.kind, e.written = kind, written
+		e.source, err = Qualify(n.source, written)
+	}
+	if err == nil {
+		err = checkConstraint(dep.Version)
+	}
+	if err != nil {
+		e.err = err
+		n.edges = append(n.edges, e)
+		return
+	}
+	e.target = e.source
+	if rep, ok := u.replacedBy[e.source]; ok && u.decls[e.source] == nil {
+		e.target, e.replacedBy = rep, rep
+	}
+	if n.decl != nil && n.decl.Spec.SkipDependencyResolution {
+		// Crossplane skips the revision's dependency resolution
+		// (docs/crossplane-behaviour.md#dependency-resolution): the
+		// dependency is recorded, not followed and not required.
+		e.skipped = true
+		n.edges = append(n.edges, e)
+		return
+	}
+	n.edges = append(n.edges, e)
+	m := g.nodes[e.target]
+	if m == nil {
+		m = g.add(e.target, u.decls[e.target])
+		m.depth = n.depth + 1
+	}
+	q := requirement{from: n, kind: e.kind, constraint: e.constraint}
+	if e.replacedBy != "" {
+		q.replaced = e.source
+	}
+	m.reqs = append(m.reqs, q)
 }
 
 // updateReplacements records which sources the fetched packages of g

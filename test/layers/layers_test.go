@@ -40,6 +40,7 @@ var ranks = []struct {
 	{"internal/certs", 2},
 	{"internal/crdwait", 2},
 	{"internal/writelock", 2},
+	{"internal/xplock", 2},
 	{"internal/live", 2},
 	{"internal/parallel", 2},
 	{"internal/liststream", 2},

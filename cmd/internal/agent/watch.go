@@ -23,6 +23,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/apply"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/xplock"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
@@ -137,7 +138,7 @@ func (w *liveWatch) Start(ctx context.Context) error {
 	options := [scopes]cache.Options{
 		scopeLabelled:  {DefaultLabelSelector: labels.SelectorFromSet(labels.Set{render.LabelInstance: w.instance})},
 		scopeAll:       {},
-		scopeLock:      {DefaultFieldSelector: fields.OneTermEqualSelector("metadata.name", apply.LockName)},
+		scopeLock:      {DefaultFieldSelector: fields.OneTermEqualSelector("metadata.name", xplock.Name)},
 		scopeNamespace: {DefaultNamespaces: map[string]cache.Config{w.namespace: {}}},
 	}
 	var caches [scopes]cache.Cache
