@@ -308,7 +308,6 @@ func lockError(err error) error {
 // printResult writes the change set of every package, the pruned packages,
 // the warnings, and a summary line.
 func printResult(w io.Writer, res *apply.Result, dryRun, verbose bool) {
-	failed := 0
 	if verbose && res.Crossplane.Source != "" {
 		if v := res.Crossplane.Version; v != nil {
 			fmt.Fprintf(w, "Crossplane %s (%s)\n", v.Original(), res.Crossplane.Source)
@@ -316,45 +315,12 @@ func printResult(w io.Writer, res *apply.Result, dryRun, verbose bool) {
 			fmt.Fprintf(w, "Crossplane version unknown: %s\n", res.Crossplane.Source)
 		}
 	}
-	print := func(p *apply.PackageResult, verb string) {
-		head := fmt.Sprintf("%s %s", p.Kind, p.Name)
-		if p.CurrentRevision != "" {
-			state := "awaiting activation"
-			if p.ActiveRevision == p.CurrentRevision {
-				state = "Active"
-			} else if p.ActiveRevision != "" {
-				state = "awaiting activation; " + p.ActiveRevision + " is Active"
-			}
-			head += fmt.Sprintf(": revision %s (%s)", p.CurrentRevision, state)
-		}
-		if verb != "" {
-			head += " " + verb
-		}
-		fmt.Fprintln(w, head)
-		if dryRun {
-			for _, d := range p.Plan {
-				fmt.Fprintf(w, "  plan: %s\n", d)
-			}
-		}
-		for _, e := range p.Changes.Entries {
-			if e.Action == ssa.UnchangedAction && !verbose {
-				continue
-			}
-			fmt.Fprintf(w, "  %-10s %s\n", e.Action, e.Subject)
-		}
-		c := p.Counts()
-		fmt.Fprintf(w, "  %d created, %d configured, %d unchanged, %d deleted\n",
-			c[ssa.CreatedAction], c[ssa.ConfiguredAction], c[ssa.UnchangedAction], c[ssa.DeletedAction])
-		if p.Err != nil {
-			failed++
-			fmt.Fprintf(w, "  FAILED (%s): %s\n", p.Step, strings.ReplaceAll(p.Err.Error(), "\n", "\n    "))
-		}
-	}
+	failed := 0
 	for _, p := range res.Packages {
-		print(p, "")
+		failed += printPackageResult(w, p, "", dryRun, verbose)
 	}
 	for _, p := range res.Pruned {
-		print(p, "pruned (gone from Git)")
+		failed += printPackageResult(w, p, "pruned (gone from Git)", dryRun, verbose)
 	}
 	// Manifests (docs/design/manifests.md#manifests): each with its action and, once
 	// applied, its kstatus health as the apply left it.
@@ -380,13 +346,55 @@ func printResult(w io.Writer, res *apply.Result, dryRun, verbose bool) {
 	for _, warn := range res.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
-	prefix := ""
-	if dryRun {
-		prefix = "dry run: "
+	printSummary(w, res, dryRun, failed)
+}
+
+// printPackageResult prints one package's result: its revision and
+// state, the plan (dryRun), the changes (unchanged ones when verbose),
+// the counts and the failure. It returns 1 when the package failed.
+func printPackageResult(w io.Writer, p *apply.PackageResult, verb string, dryRun, verbose bool) int {
+	head := fmt.Sprintf("%s %s", p.Kind, p.Name)
+	if p.CurrentRevision != "" {
+		state := "awaiting activation"
+		if p.ActiveRevision == p.CurrentRevision {
+			state = "Active"
+		} else if p.ActiveRevision != "" {
+			state = "awaiting activation; " + p.ActiveRevision + " is Active"
+		}
+		head += fmt.Sprintf(": revision %s (%s)", p.CurrentRevision, state)
 	}
+	if verb != "" {
+		head += " " + verb
+	}
+	fmt.Fprintln(w, head)
+	if dryRun {
+		for _, d := range p.Plan {
+			fmt.Fprintf(w, "  plan: %s\n", d)
+		}
+	}
+	for _, e := range p.Changes.Entries {
+		if e.Action == ssa.UnchangedAction && !verbose {
+			continue
+		}
+		fmt.Fprintf(w, "  %-10s %s\n", e.Action, e.Subject)
+	}
+	c := p.Counts()
+	fmt.Fprintf(w, "  %d created, %d configured, %d unchanged, %d deleted\n",
+		c[ssa.CreatedAction], c[ssa.ConfiguredAction], c[ssa.UnchangedAction], c[ssa.DeletedAction])
+	if p.Err == nil {
+		return 0
+	}
+	fmt.Fprintf(w, "  FAILED (%s): %s\n", p.Step, strings.ReplaceAll(p.Err.Error(), "\n", "\n    "))
+	return 1
+}
+
+// printSummary prints apply's last line: what a dry run checked, that
+// nothing changed, or what was applied, pruned and deleted with the
+// mutating requests sent.
+func printSummary(w io.Writer, res *apply.Result, dryRun bool, failed int) {
 	switch {
 	case dryRun:
-		fmt.Fprintf(w, "%s%d packages checked, %d failed; nothing was changed\n", prefix, len(res.Packages), failed)
+		fmt.Fprintf(w, "dry run: %d packages checked, %d failed; nothing was changed\n", len(res.Packages), failed)
 	case !res.Mutated():
 		fmt.Fprintf(w, "no changes: %d packages up to date, 0 mutating requests sent\n", len(res.Packages))
 	default:

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -42,22 +44,9 @@ as a server-side dry-run and changes nothing.`,
   lockstep handback function/crossplane-contrib-function-kcl --dry-run`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			type ref struct {
-				kind crossplane.Kind
-				name string
-			}
-			var refs []ref
-			for _, a := range args {
-				k, n, ok := strings.Cut(a, "/")
-				if !ok || k == "" || n == "" {
-					return usageError(fmt.Errorf("%q: want KIND/NAME with KIND provider, function or configuration", a))
-				}
-				// With a kind given, packageKind reads no cluster.
-				kind, err := packageKind(cmd.Context(), nil, k, n)
-				if err != nil {
-					return usageError(fmt.Errorf("%q: %w", a, err))
-				}
-				refs = append(refs, ref{kind, n})
+			refs, err := handBackRefs(cmd.Context(), args)
+			if err != nil {
+				return err
 			}
 			cfg, err := cl.restConfig()
 			if err != nil {
@@ -82,22 +71,11 @@ as a server-side dry-run and changes nothing.`,
 			}
 			w := cmd.OutOrStdout()
 			for _, r := range refs {
-				res, err := apply.HandBack(ctx, c, cl.namespace, instance, r.kind, r.name, dryRun)
+				res, err := apply.HandBack(ctx, c, cl.namespace, instance, r.Kind, r.Name, dryRun)
 				if err != nil {
 					return err
 				}
-				verb := "handed back to Crossplane's package manager"
-				if dryRun {
-					verb = "would be handed back (dry run)"
-				}
-				fmt.Fprintf(w, "%s %s %s: %d objects released", r.kind, r.name, verb, len(res.Released))
-				if len(res.Shared) > 0 {
-					fmt.Fprintf(w, ", %d kept for other packages (%s)", len(res.Shared), strings.Join(res.Shared, ", "))
-				}
-				if len(res.Missing) > 0 {
-					fmt.Fprintf(w, ", %d already gone", len(res.Missing))
-				}
-				fmt.Fprintln(w)
+				printHandBack(w, r, res, dryRun)
 			}
 			if !dryRun {
 				fmt.Fprintln(w, "remove these packages from the declarations before lockstep applies again, or it adopts them back")
@@ -111,4 +89,39 @@ as a server-side dry-run and changes nothing.`,
 	fl.BoolVar(&dryRun, "dry-run", false, "send every write as a server-side dry-run; change nothing")
 	fl.DurationVar(&lockTimeout, "lock-timeout", 0, "wait this long for another apply of the instance (lockstep apply or the agent) to finish (0: fail at once)")
 	return cmd
+}
+
+// handBackRefs parses handback's KIND/NAME arguments; a malformed one is a
+// usage error naming it.
+func handBackRefs(ctx context.Context, args []string) ([]crossplane.PackageRef, error) {
+	var refs []crossplane.PackageRef
+	for _, a := range args {
+		k, n, ok := strings.Cut(a, "/")
+		if !ok || k == "" || n == "" {
+			return nil, usageError(fmt.Errorf("%q: want KIND/NAME with KIND provider, function or configuration", a))
+		}
+		// With a kind given, packageKind reads no cluster.
+		kind, err := packageKind(ctx, nil, k, n)
+		if err != nil {
+			return nil, usageError(fmt.Errorf("%q: %w", a, err))
+		}
+		refs = append(refs, crossplane.Ref(kind, n))
+	}
+	return refs, nil
+}
+
+// printHandBack prints what handback did to the package r.
+func printHandBack(w io.Writer, r crossplane.PackageRef, res *apply.HandBackResult, dryRun bool) {
+	verb := "handed back to Crossplane's package manager"
+	if dryRun {
+		verb = "would be handed back (dry run)"
+	}
+	fmt.Fprintf(w, "%s %s %s: %d objects released", r.Kind, r.Name, verb, len(res.Released))
+	if len(res.Shared) > 0 {
+		fmt.Fprintf(w, ", %d kept for other packages (%s)", len(res.Shared), strings.Join(res.Shared, ", "))
+	}
+	if len(res.Missing) > 0 {
+		fmt.Fprintf(w, ", %d already gone", len(res.Missing))
+	}
+	fmt.Fprintln(w)
 }

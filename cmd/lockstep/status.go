@@ -105,67 +105,79 @@ func printReport(w io.Writer, rep *inspect.Report) {
 		fmt.Fprintf(w, "lockstep instance %q has installed no package in namespace %s\n", rep.Instance, rep.Namespace)
 		return
 	}
-	for i, p := range rep.Packages {
+	for i := range rep.Packages {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		head := fmt.Sprintf("%s %s", p.Kind, p.Name)
-		if p.Version != "" {
-			head += " " + p.Version
+		printPackageReport(w, &rep.Packages[i])
+	}
+}
+
+// printPackageReport prints one package of a report: its heading, its
+// conditions and health, its revisions as a table, its MRDs and what it
+// keeps.
+func printPackageReport(w io.Writer, p *inspect.PackageReport) {
+	head := fmt.Sprintf("%s %s", p.Kind, p.Name)
+	if p.Version != "" {
+		head += " " + p.Version
+	}
+	if p.Commit != "" {
+		head += " from commit " + shortHash(p.Commit)
+	}
+	if p.LockDigest != "" {
+		head += " (lock " + shortHash(p.LockDigest) + ")"
+	}
+	if p.Paused {
+		head += " PAUSED"
+	}
+	fmt.Fprintln(w, head)
+	if p.Paused {
+		fmt.Fprintln(w, "  paused:    its declaration carries lockstep.io/paused: \"true\": apply keeps it as installed (not upgraded, re-applied nor pruned) until the annotation is removed")
+	}
+	if p.Missing {
+		fmt.Fprintln(w, "  the inventory lists it, but its package object is gone")
+		return
+	}
+	fmt.Fprintf(w, "  package:   %s\n", p.Package)
+	fmt.Fprintf(w, "  Installed: %s\n", withMessage(p.Installed))
+	fmt.Fprintf(w, "  Healthy:   %s\n", withMessage(p.Healthy))
+	if p.Health != nil {
+		line := string(p.Health.Status)
+		if p.Health.Message != "" {
+			line += ": " + strings.ReplaceAll(p.Health.Message, "\n", " ")
 		}
-		if p.Commit != "" {
-			head += " from commit " + shortHash(p.Commit)
-		}
-		if p.LockDigest != "" {
-			head += " (lock " + shortHash(p.LockDigest) + ")"
-		}
-		if p.Paused {
-			head += " PAUSED"
-		}
-		fmt.Fprintln(w, head)
-		if p.Paused {
-			fmt.Fprintln(w, "  paused:    its declaration carries lockstep.io/paused: \"true\": apply keeps it as installed (not upgraded, re-applied nor pruned) until the annotation is removed")
-		}
-		if p.Missing {
-			fmt.Fprintln(w, "  the inventory lists it, but its package object is gone")
-			continue
-		}
-		fmt.Fprintf(w, "  package:   %s\n", p.Package)
-		fmt.Fprintf(w, "  Installed: %s\n", withMessage(p.Installed))
-		fmt.Fprintf(w, "  Healthy:   %s\n", withMessage(p.Healthy))
-		if p.Health != nil {
-			line := string(p.Health.Status)
-			if p.Health.Message != "" {
-				line += ": " + strings.ReplaceAll(p.Health.Message, "\n", " ")
-			}
-			fmt.Fprintf(w, "  health:    %s\n", line)
-		}
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  REVISION\t#\tSTATE\tREVISION-HEALTHY\tRUNTIME-HEALTHY\tOBJECTS\tRUNTIME")
-		for _, r := range p.Revisions {
-			name := r.Name
-			if name == p.CurrentRevision {
-				name += " (current)"
-			}
-			runtime := r.Runtime
-			if runtime == "" {
-				runtime = "-"
-			}
-			state := r.State
-			if state == "" {
-				state = "-"
-			}
-			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%d\t%s\n", name, r.Number, state, r.RevisionHealthy, r.RuntimeHealthy, r.Objects, runtime)
-		}
-		_ = tw.Flush()
-		printMRDs(w, p.MRDs)
-		if len(p.Retained) > 0 {
-			fmt.Fprintf(w, "  kept, no longer shipped by the current revision (owned by the package until it is pruned):\n")
-			for _, o := range p.Retained {
-				fmt.Fprintf(w, "    %s\n", o)
-			}
+		fmt.Fprintf(w, "  health:    %s\n", line)
+	}
+	printRevisions(w, p)
+	printMRDs(w, p.MRDs)
+	if len(p.Retained) > 0 {
+		fmt.Fprintf(w, "  kept, no longer shipped by the current revision (owned by the package until it is pruned):\n")
+		for _, o := range p.Retained {
+			fmt.Fprintf(w, "    %s\n", o)
 		}
 	}
+}
+
+// printRevisions prints the revisions of p as a table.
+func printRevisions(w io.Writer, p *inspect.PackageReport) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  REVISION\t#\tSTATE\tREVISION-HEALTHY\tRUNTIME-HEALTHY\tOBJECTS\tRUNTIME")
+	for _, r := range p.Revisions {
+		name := r.Name
+		if name == p.CurrentRevision {
+			name += " (current)"
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%d\t%s\n", name, r.Number, orDash(r.State), r.RevisionHealthy, r.RuntimeHealthy, r.Objects, orDash(r.Runtime))
+	}
+	_ = tw.Flush()
+}
+
+// orDash is s, or "-" when it is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func withMessage(c inspect.ConditionReport) string {

@@ -297,18 +297,10 @@ the proposal is left alone. See docs/design/agent.md#release-proposals.`,
 			if output == "" {
 				printUpdate(cmd.OutOrStdout(), gf.url, res)
 			}
-			if err != nil || !propose {
-				if output != "" {
-					if perr := printDocument(cmd.OutOrStdout(), newUpdateDocument(gf.url, res, nil), output); perr != nil {
-						return perr
-					}
-				}
-				if err != nil {
-					return &exitError{code: exitFailure, err: err}
-				}
-				return nil
+			var rel *update.ReleaseResult
+			if err == nil && propose {
+				rel, err = u.ProposeReleases(cmd.Context(), ropts)
 			}
-			rel, err := u.ProposeReleases(cmd.Context(), ropts)
 			if output != "" {
 				if perr := printDocument(cmd.OutOrStdout(), newUpdateDocument(gf.url, res, rel), output); perr != nil {
 					return perr

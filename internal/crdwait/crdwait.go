@@ -225,24 +225,9 @@ func (t *Tracker) Wait(ctx context.Context, want []Want, timeout time.Duration) 
 	}
 	for {
 		t.mu.Lock()
-		for name, minRV := range pending {
-			st, ok := t.state[name]
-			if !ok && t.listed != nil {
-				// Decoded once: any later event replaces it.
-				if st, ok = t.listed(name); ok {
-					t.state[name] = st
-				}
-			}
-			if !ok || (minRV != 0 && st.ResourceVersion != 0 && st.ResourceVersion < minRV) {
-				continue
-			}
-			if st.NotAccepted != "" {
-				t.mu.Unlock()
-				return fmt.Errorf("CustomResourceDefinition %s: %w: %s", name, ErrNamesNotAccepted, st.NotAccepted)
-			}
-			if st.Established {
-				delete(pending, name)
-			}
+		if err := t.settle(pending); err != nil {
+			t.mu.Unlock()
+			return err
 		}
 		err, changed := t.err, t.changed
 		t.mu.Unlock()
@@ -264,6 +249,31 @@ func (t *Tracker) Wait(ctx context.Context, want []Want, timeout time.Duration) 
 			return fmt.Errorf("%s not Established after %s", describePending(names), timeout)
 		}
 	}
+}
+
+// settle removes from pending every CRD seen Established at or after the
+// resourceVersion it waits for, reading a CRD not yet seen from the LIST
+// once; a CRD whose names are not accepted is an error. t.mu is held.
+func (t *Tracker) settle(pending map[string]uint64) error {
+	for name, minRV := range pending {
+		st, ok := t.state[name]
+		if !ok && t.listed != nil {
+			// Decoded once: any later event replaces it.
+			if st, ok = t.listed(name); ok {
+				t.state[name] = st
+			}
+		}
+		if !ok || (minRV != 0 && st.ResourceVersion != 0 && st.ResourceVersion < minRV) {
+			continue
+		}
+		if st.NotAccepted != "" {
+			return fmt.Errorf("CustomResourceDefinition %s: %w: %s", name, ErrNamesNotAccepted, st.NotAccepted)
+		}
+		if st.Established {
+			delete(pending, name)
+		}
+	}
+	return nil
 }
 
 // Start starts the watch once: at the apply's first write of a CRD, or

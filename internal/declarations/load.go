@@ -268,22 +268,7 @@ func (l *loader) document(file string, doc document) {
 	if meta, ok := doc.value["metadata"].(map[string]any); ok {
 		o.name, _ = meta["name"].(string)
 	}
-	bad := false
-	for _, f := range []struct {
-		field string
-		ok    bool
-	}{{"apiVersion", okAV && apiVersion != ""}, {"kind", okK && kind != ""}} {
-		if f.ok {
-			continue
-		}
-		bad = true
-		if v, set := doc.value[f.field]; set && v != nil {
-			l.fail(o, f.field, fmt.Errorf("must be a non-empty string"))
-		} else {
-			l.fail(o, f.field, fmt.Errorf("required: every document must be a Kubernetes object with apiVersion and kind"))
-		}
-	}
-	if bad {
+	if !l.typed(o, okAV && apiVersion != "", okK && kind != "") {
 		return
 	}
 	gv, err := schema.ParseGroupVersion(apiVersion)
@@ -322,6 +307,34 @@ func (l *loader) document(file string, doc document) {
 		l.set.Ignored[apiVersion+"/"+kind]++
 		return
 	}
+	l.crossplaneDocument(o, gv, apiVersion, kind)
+}
+
+// typed reports whether the document o has an apiVersion and a kind
+// (avOK, kindOK: each a non-empty string), failing it on each that has
+// not.
+func (l *loader) typed(o object, avOK, kindOK bool) bool {
+	for _, f := range []struct {
+		field string
+		ok    bool
+	}{{"apiVersion", avOK}, {"kind", kindOK}} {
+		if f.ok {
+			continue
+		}
+		if v, set := o.doc.value[f.field]; set && v != nil {
+			l.fail(o, f.field, fmt.Errorf("must be a non-empty string"))
+		} else {
+			l.fail(o, f.field, fmt.Errorf("required: every document must be a Kubernetes object with apiVersion and kind"))
+		}
+	}
+	return avOK && kindOK
+}
+
+// crossplaneDocument reads a document of Crossplane's pkg.crossplane.io
+// group: a package, a DeploymentRuntimeConfig or an ImageConfig at a
+// version Crossplane serves; the kinds Crossplane manages itself are
+// ignored, and any other kind fails.
+func (l *loader) crossplaneDocument(o object, gv schema.GroupVersion, apiVersion, kind string) {
 	if pk, ok := crossplane.KindFor(kind); ok {
 		if pk.Serves(gv.Version) {
 			l.pkg(o, pk)

@@ -303,40 +303,44 @@ func (l *loader) validateVerification(o object, v *imageVerification) {
 		l.fail(o, p+".cosign.authorities", fmt.Errorf("required: list at least one authority"))
 	}
 	for i := range v.Cosign.Authorities {
-		a := &v.Cosign.Authorities[i]
-		ap := fmt.Sprintf("%s.cosign.authorities[%d]", p, i)
-		if a.Name == "" {
-			l.fail(o, ap+".name", fmt.Errorf("required"))
+		l.validateAuthority(o, &v.Cosign.Authorities[i], fmt.Sprintf("%s.cosign.authorities[%d]", p, i))
+	}
+}
+
+// validateAuthority checks one cosign authority a at the path ap and
+// defaults its key's hashAlgorithm.
+func (l *loader) validateAuthority(o object, a *cosignAuthority, ap string) {
+	if a.Name == "" {
+		l.fail(o, ap+".name", fmt.Errorf("required"))
+	}
+	if a.Key == nil && a.Keyless == nil {
+		l.fail(o, ap, fmt.Errorf("set key or keyless"))
+	}
+	if k := a.Key; k != nil {
+		if k.HashAlgorithm == "" {
+			k.HashAlgorithm = DefaultCosignHashAlgorithm
 		}
-		if a.Key == nil && a.Keyless == nil {
-			l.fail(o, ap, fmt.Errorf("set key or keyless"))
-		}
-		if k := a.Key; k != nil {
-			if k.HashAlgorithm == "" {
-				k.HashAlgorithm = DefaultCosignHashAlgorithm
+		switch k.SecretRef {
+		case nil:
+			l.fail(o, ap+".key.secretRef", fmt.Errorf("required"))
+		default:
+			if k.SecretRef.Name == "" {
+				l.fail(o, ap+".key.secretRef.name", fmt.Errorf("required"))
 			}
-			switch k.SecretRef {
-			case nil:
-				l.fail(o, ap+".key.secretRef", fmt.Errorf("required"))
-			default:
-				if k.SecretRef.Name == "" {
-					l.fail(o, ap+".key.secretRef.name", fmt.Errorf("required"))
-				}
-				if k.SecretRef.Key == "" {
-					l.fail(o, ap+".key.secretRef.key", fmt.Errorf("required"))
-				}
+			if k.SecretRef.Key == "" {
+				l.fail(o, ap+".key.secretRef.key", fmt.Errorf("required"))
 			}
 		}
-		if a.Keyless != nil && len(a.Keyless.Identities) == 0 {
-			l.fail(o, ap+".keyless.identities", fmt.Errorf("required: list at least one identity"))
+	}
+	if a.Keyless != nil && len(a.Keyless.Identities) == 0 {
+		l.fail(o, ap+".keyless.identities", fmt.Errorf("required: list at least one identity"))
+	}
+	for j, at := range a.Attestations {
+		if at.Name == "" {
+			l.fail(o, fmt.Sprintf("%s.attestations[%d].name", ap, j), fmt.Errorf("required"))
 		}
-		for j, at := range a.Attestations {
-			if at.Name == "" {
-				l.fail(o, fmt.Sprintf("%s.attestations[%d].name", ap, j), fmt.Errorf("required"))
-			}
-			if at.PredicateType == "" {
-				l.fail(o, fmt.Sprintf("%s.attestations[%d].predicateType", ap, j), fmt.Errorf("required"))
-			}
+		if at.PredicateType == "" {
+			l.fail(o, fmt.Sprintf("%s.attestations[%d].predicateType", ap, j), fmt.Errorf("required"))
 		}
 	}
 }

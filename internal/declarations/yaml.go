@@ -379,14 +379,9 @@ func lineOfValue(n *yaml.Node, path, jsonType string) int {
 // ends or fails here. match, when set, must accept the value the path
 // reaches for the path to count as found.
 func locate(n *yaml.Node, segs []pathSegment, fallback int, match func(*yaml.Node) bool) (int, bool) {
-	for n.Kind == yaml.AliasNode || n.Kind == yaml.DocumentNode {
-		if n.Kind == yaml.AliasNode {
-			n = n.Alias
-		} else if len(n.Content) > 0 {
-			n = n.Content[0]
-		} else {
-			return fallback, false
-		}
+	n = resolve(n)
+	if n == nil {
+		return fallback, false
 	}
 	if len(segs) == 0 {
 		return fallback, match == nil || match(n)
@@ -424,6 +419,22 @@ func locate(n *yaml.Node, segs []pathSegment, fallback int, match func(*yaml.Nod
 		}
 	}
 	return fallback, false
+}
+
+// resolve follows aliases and enters documents to the node they stand
+// for; nil for an empty document.
+func resolve(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode || n.Kind == yaml.DocumentNode {
+		switch {
+		case n.Kind == yaml.AliasNode:
+			n = n.Alias
+		case len(n.Content) > 0:
+			n = n.Content[0]
+		default:
+			return nil
+		}
+	}
+	return n
 }
 
 func allKeys(segs []pathSegment) bool {

@@ -409,6 +409,46 @@ func signCommit(c *object.Commit, key *openpgp.Entity) (string, error) {
 	return sig.String(), nil
 }
 
+// writeBlob stores content as a blob and returns its hash.
+func writeBlob(st storer.EncodedObjectStorer, content []byte) (plumbing.Hash, error) {
+	blob := st.NewEncodedObject()
+	blob.SetType(plumbing.BlobObject)
+	blob.SetSize(int64(len(content)))
+	w, err := blob.Writer()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if _, err := w.Write(content); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if err := w.Close(); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return st.SetEncodedObject(blob)
+}
+
+// writeSubtree writes the files sub below the directory dir of a tree
+// whose entries are entries (writeTree), on the directory's tree when it
+// exists, and returns the new tree's hash. A file named dir is an error.
+func writeSubtree(st storer.EncodedObjectStorer, entries map[string]object.TreeEntry, dir string, sub map[string][]byte) (plumbing.Hash, error) {
+	var child *object.Tree
+	if old, ok := entries[dir]; ok {
+		if old.Mode != filemode.Dir {
+			return plumbing.ZeroHash, fmt.Errorf("cannot write below %s: it is a file", dir)
+		}
+		t, err := object.GetTree(st, old.Hash)
+		if err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("directory %s: %w", dir, err)
+		}
+		child = t
+	}
+	h, err := writeTree(st, child, sub)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("%s: %w", dir, err)
+	}
+	return h, nil
+}
+
 // writeTree stores the tree base (nil for an empty tree) with files
 // (slash-separated paths relative to it) written as regular files, creating
 // the directories on their paths, and returns its hash. Entries it does not
@@ -438,40 +478,16 @@ func writeTree(st storer.EncodedObjectStorer, base *object.Tree, files map[strin
 				mode = filemode.Executable
 			}
 		}
-		blob := st.NewEncodedObject()
-		blob.SetType(plumbing.BlobObject)
-		blob.SetSize(int64(len(content)))
-		w, err := blob.Writer()
-		if err != nil {
-			return plumbing.ZeroHash, err
-		}
-		if _, err := w.Write(content); err != nil {
-			return plumbing.ZeroHash, err
-		}
-		if err := w.Close(); err != nil {
-			return plumbing.ZeroHash, err
-		}
-		h, err := st.SetEncodedObject(blob)
+		h, err := writeBlob(st, content)
 		if err != nil {
 			return plumbing.ZeroHash, err
 		}
 		entries[p] = object.TreeEntry{Name: p, Mode: mode, Hash: h}
 	}
 	for dir, sub := range nested {
-		var child *object.Tree
-		if old, ok := entries[dir]; ok {
-			if old.Mode != filemode.Dir {
-				return plumbing.ZeroHash, fmt.Errorf("cannot write below %s: it is a file", dir)
-			}
-			t, err := object.GetTree(st, old.Hash)
-			if err != nil {
-				return plumbing.ZeroHash, fmt.Errorf("directory %s: %w", dir, err)
-			}
-			child = t
-		}
-		h, err := writeTree(st, child, sub)
+		h, err := writeSubtree(st, entries, dir, sub)
 		if err != nil {
-			return plumbing.ZeroHash, fmt.Errorf("%s: %w", dir, err)
+			return plumbing.ZeroHash, err
 		}
 		entries[dir] = object.TreeEntry{Name: dir, Mode: filemode.Dir, Hash: h}
 	}

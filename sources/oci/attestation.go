@@ -51,31 +51,11 @@ func verifyAttestations(check signerCheck, sigs []cosignSignature, d v1.Hash, wa
 			continue
 		}
 		envelopes++
-		var env dsse.Envelope
-		if err := json.Unmarshal(l.envelope, &env); err != nil || env.PayloadType != inTotoPayloadType {
+		opened, ok := openEnvelope(check, l)
+		if !ok {
 			continue
 		}
-		payload, err := env.DecodeB64Payload()
-		if err != nil {
-			continue
-		}
-		pae := dsse.PAE(env.PayloadType, payload)
-		var sigErr error
-		verified := false
-		for _, s := range env.Signatures {
-			sig, err := base64.StdEncoding.DecodeString(s.Sig)
-			if err != nil {
-				continue
-			}
-			if sigErr = check(l.annotations, pae, sig, payload); sigErr == nil {
-				verified = true
-				break
-			}
-		}
-		var st inTotoStatement
-		if err := json.Unmarshal(payload, &st); err != nil {
-			continue
-		}
+		st, verified, sigErr := opened.statement, opened.verified, opened.sigErr
 		switch {
 		case !verified:
 			if sigErr != nil {
@@ -113,6 +93,45 @@ func verifyAttestations(check signerCheck, sigs []cosignSignature, d v1.Hash, wa
 		msg += ": " + strings.Join(problems, "; ")
 	}
 	return nil, errors.New(msg)
+}
+
+// openedEnvelope is a DSSE envelope read by openEnvelope: its in-toto
+// statement, and whether one of its signatures verified (else the last
+// signature's error).
+type openedEnvelope struct {
+	statement inTotoStatement
+	verified  bool
+	sigErr    error
+}
+
+// openEnvelope reads the DSSE envelope of l and checks its signatures
+// with check. It reports false for an envelope that is not an in-toto
+// statement or cannot be read, which does not count.
+func openEnvelope(check signerCheck, l cosignSignature) (openedEnvelope, bool) {
+	var o openedEnvelope
+	var env dsse.Envelope
+	if err := json.Unmarshal(l.envelope, &env); err != nil || env.PayloadType != inTotoPayloadType {
+		return o, false
+	}
+	payload, err := env.DecodeB64Payload()
+	if err != nil {
+		return o, false
+	}
+	pae := dsse.PAE(env.PayloadType, payload)
+	for _, s := range env.Signatures {
+		sig, err := base64.StdEncoding.DecodeString(s.Sig)
+		if err != nil {
+			continue
+		}
+		if o.sigErr = check(l.annotations, pae, sig, payload); o.sigErr == nil {
+			o.verified = true
+			break
+		}
+	}
+	if err := json.Unmarshal(payload, &o.statement); err != nil {
+		return o, false
+	}
+	return o, true
 }
 
 // aboutDigest reports whether one of st's subjects is d.

@@ -145,44 +145,56 @@ func (c *Client) VerifySignature(ctx context.Context, ref name.Digest, keys KeyS
 			tried = append(tried, fmt.Sprintf("%s: %v", authorityName(a), sigErr))
 			continue
 		}
-		var (
-			used    cosignSignature
-			attUsed []v1.Hash
-		)
-		check, err := c.authorityCheck(ctx, a, keys)
-		if err == nil {
-			used, err = verifySignatures(check, sigs, d)
-		}
-		if err == nil && len(a.Attestations) > 0 {
-			// Attestations in Sigstore bundles first; DSSE envelopes of the
-			// .att image or in-toto referrers for the types they do not hold.
-			var missing []pkgv1beta1.Attestation
-			attUsed, missing = bundleAttestations(check, sigs, d, a.Attestations)
-			if len(missing) > 0 {
-				var more []v1.Hash
-				more, err = verifyAttestations(check.signer, sigs, d, missing)
-				for _, h := range more {
-					attUsed = appendUnique(attUsed, h)
-				}
-				if err != nil && fromCache {
-					err = fmt.Errorf("%w (read from the package cache %s: load a bundle created with its attestations, `lockstep bundle load BUNDLE --cache-dir %s`)", err, c.cache.dir, c.cache.dir)
-				}
-			}
-		}
+		v, err := c.tryAuthority(ctx, a, keys, sigs, d, fromCache)
 		if err != nil {
 			tried = append(tried, fmt.Sprintf("%s: %v", authorityName(a), err))
 			continue
 		}
-		v := &Verification{ImageConfig: ic.Name, Authority: a.Name, Signature: used.manifest.String(), Layout: used.layout}
-		for _, h := range attUsed {
-			if v.Attestations != "" {
-				v.Attestations += ","
-			}
-			v.Attestations += h.String()
-		}
+		v.ImageConfig = ic.Name
 		return v, nil
 	}
 	return nil, fmt.Errorf("package %s: ImageConfig %s requires a cosign signature: %w: %s", ref, ic.Name, ErrSignature, strings.Join(tried, "; "))
+}
+
+// tryAuthority checks the signatures sigs of the digest d against one
+// authority a: a signature it accepts, and when it lists attestations, a
+// signed statement of each type, in Sigstore bundles first, then in DSSE
+// envelopes of the .att image or in-toto referrers. It returns the
+// Verification without its ImageConfig, or why a did not pass.
+func (c *Client) tryAuthority(ctx context.Context, a pkgv1beta1.CosignAuthority, keys KeySource, sigs []cosignSignature, d v1.Hash, fromCache bool) (*Verification, error) {
+	check, err := c.authorityCheck(ctx, a, keys)
+	if err != nil {
+		return nil, err
+	}
+	used, err := verifySignatures(check, sigs, d)
+	if err != nil {
+		return nil, err
+	}
+	var attUsed []v1.Hash
+	if len(a.Attestations) > 0 {
+		var missing []pkgv1beta1.Attestation
+		attUsed, missing = bundleAttestations(check, sigs, d, a.Attestations)
+		if len(missing) > 0 {
+			more, err := verifyAttestations(check.signer, sigs, d, missing)
+			for _, h := range more {
+				attUsed = appendUnique(attUsed, h)
+			}
+			if err != nil && fromCache {
+				err = fmt.Errorf("%w (read from the package cache %s: load a bundle created with its attestations, `lockstep bundle load BUNDLE --cache-dir %s`)", err, c.cache.dir, c.cache.dir)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	v := &Verification{Authority: a.Name, Signature: used.manifest.String(), Layout: used.layout}
+	for _, h := range attUsed {
+		if v.Attestations != "" {
+			v.Attestations += ","
+		}
+		v.Attestations += h.String()
+	}
+	return v, nil
 }
 
 // authorityChecks are how an authority checks a signature: signer for

@@ -247,15 +247,18 @@ type compositionDocument struct {
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`
 		} `json:"compositeTypeRef"`
-		Mode     string `json:"mode"`
-		Pipeline []struct {
-			Step        string `json:"step"`
-			FunctionRef struct {
-				Name string `json:"name"`
-			} `json:"functionRef"`
-			Input json.RawMessage `json:"input,omitempty"`
-		} `json:"pipeline"`
+		Mode     string         `json:"mode"`
+		Pipeline []pipelineStep `json:"pipeline"`
 	} `json:"spec"`
+}
+
+// pipelineStep is one step of a Composition's pipeline.
+type pipelineStep struct {
+	Step        string `json:"step"`
+	FunctionRef struct {
+		Name string `json:"name"`
+	} `json:"functionRef"`
+	Input json.RawMessage `json:"input,omitempty"`
 }
 
 func decodeComposition(raw []byte) (*compositionDocument, error) {
@@ -300,59 +303,8 @@ func compareCompositions(name string, base, head []byte) (*CompositionChange, er
 	if a.Spec.Mode != b.Spec.Mode {
 		cc.Fields = append(cc.Fields, FieldChange{Field: "spec.mode", Base: a.Spec.Mode, Head: b.Spec.Mode})
 	}
-	fa, fb := map[string]bool{}, map[string]bool{}
-	for _, s := range a.Spec.Pipeline {
-		fa[s.FunctionRef.Name] = true
-	}
-	for _, s := range b.Spec.Pipeline {
-		fb[s.FunctionRef.Name] = true
-	}
-	for _, f := range sortedKeys(fb) {
-		if !fa[f] && f != "" {
-			cc.FunctionsAdded = append(cc.FunctionsAdded, f)
-		}
-	}
-	for _, f := range sortedKeys(fa) {
-		if !fb[f] && f != "" {
-			cc.FunctionsRemoved = append(cc.FunctionsRemoved, f)
-		}
-	}
-	stepsA := map[string]int{}
-	for i, s := range a.Spec.Pipeline {
-		stepsA[s.Step] = i
-	}
-	seen := map[string]bool{}
-	for _, sb := range b.Spec.Pipeline {
-		seen[sb.Step] = true
-		i, ok := stepsA[sb.Step]
-		if !ok {
-			cc.Steps = append(cc.Steps, StepChange{Step: sb.Step, Change: ChangeAdded, HeadFunction: sb.FunctionRef.Name, HeadInput: inputKind(sb.Input)})
-			continue
-		}
-		sa := a.Spec.Pipeline[i]
-		st := StepChange{Step: sb.Step, Change: ChangeChanged}
-		changed := false
-		if sa.FunctionRef.Name != sb.FunctionRef.Name {
-			st.BaseFunction, st.HeadFunction = sa.FunctionRef.Name, sb.FunctionRef.Name
-			changed = true
-		}
-		if ka, kb := inputKind(sa.Input), inputKind(sb.Input); ka != kb {
-			st.BaseInput, st.HeadInput = ka, kb
-			changed = true
-		}
-		if !jsonEqual(sa.Input, sb.Input) {
-			st.InputChanged = true
-			changed = true
-		}
-		if changed {
-			cc.Steps = append(cc.Steps, st)
-		}
-	}
-	for _, sa := range a.Spec.Pipeline {
-		if !seen[sa.Step] {
-			cc.Steps = append(cc.Steps, StepChange{Step: sa.Step, Change: ChangeRemoved, BaseFunction: sa.FunctionRef.Name, BaseInput: inputKind(sa.Input)})
-		}
-	}
+	cc.FunctionsAdded, cc.FunctionsRemoved = functionsChanged(a.Spec.Pipeline, b.Spec.Pipeline)
+	cc.Steps = stepsChanged(a.Spec.Pipeline, b.Spec.Pipeline)
 	// Anything else in the spec: resources, patch sets, write connection
 	// secrets, environment...
 	other, _, err := diffJSON(base, head, 1, "metadata", "spec.pipeline", "spec.compositeTypeRef", "spec.mode")
@@ -364,6 +316,78 @@ func compareCompositions(name string, base, head []byte) (*CompositionChange, er
 		return nil, nil
 	}
 	return cc, nil
+}
+
+// functionsChanged returns the functions the head pipeline b calls that
+// the base a does not, and those a calls that b does not, sorted.
+func functionsChanged(a, b []pipelineStep) (added, removed []string) {
+	fa, fb := map[string]bool{}, map[string]bool{}
+	for _, s := range a {
+		fa[s.FunctionRef.Name] = true
+	}
+	for _, s := range b {
+		fb[s.FunctionRef.Name] = true
+	}
+	for _, f := range sortedKeys(fb) {
+		if !fa[f] && f != "" {
+			added = append(added, f)
+		}
+	}
+	for _, f := range sortedKeys(fa) {
+		if !fb[f] && f != "" {
+			removed = append(removed, f)
+		}
+	}
+	return added, removed
+}
+
+// stepsChanged compares the pipeline steps of a and b by name: added
+// steps and changed ones (function, input kind, input) in b's order, then
+// removed ones in a's.
+func stepsChanged(a, b []pipelineStep) []StepChange {
+	var out []StepChange
+	stepsA := map[string]int{}
+	for i, s := range a {
+		stepsA[s.Step] = i
+	}
+	seen := map[string]bool{}
+	for _, sb := range b {
+		seen[sb.Step] = true
+		i, ok := stepsA[sb.Step]
+		if !ok {
+			out = append(out, StepChange{Step: sb.Step, Change: ChangeAdded, HeadFunction: sb.FunctionRef.Name, HeadInput: inputKind(sb.Input)})
+			continue
+		}
+		if st, changed := stepChange(a[i], sb); changed {
+			out = append(out, st)
+		}
+	}
+	for _, sa := range a {
+		if !seen[sa.Step] {
+			out = append(out, StepChange{Step: sa.Step, Change: ChangeRemoved, BaseFunction: sa.FunctionRef.Name, BaseInput: inputKind(sa.Input)})
+		}
+	}
+	return out
+}
+
+// stepChange compares two versions of one step, and reports whether its
+// function, its input's kind or its input changed.
+func stepChange(sa, sb pipelineStep) (StepChange, bool) {
+	st := StepChange{Step: sb.Step, Change: ChangeChanged}
+	changed := false
+	if sa.FunctionRef.Name != sb.FunctionRef.Name {
+		st.BaseFunction, st.HeadFunction = sa.FunctionRef.Name, sb.FunctionRef.Name
+		changed = true
+	}
+	if ka, kb := inputKind(sa.Input), inputKind(sb.Input); ka != kb {
+		st.BaseInput, st.HeadInput = ka, kb
+		changed = true
+	}
+	if !jsonEqual(sa.Input, sb.Input) {
+		st.InputChanged = true
+		changed = true
+	}
+	return st, changed
 }
 
 // jsonEqual compares two JSON values semantically.

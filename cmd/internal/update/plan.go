@@ -84,25 +84,7 @@ func Plan(set *declarations.Set, lock *lockfile.Lock, updateDependencies bool) [
 	}
 	if updateDependencies {
 		for i := range lock.Packages {
-			e := &lock.Packages[i]
-			if e.Declared() || e.Version == "" {
-				continue
-			}
-			c := Check{Kind: CheckRange, Source: e.Source, Entry: *e}
-			pinned := false
-			for j := range lock.Packages {
-				for _, dep := range lock.Packages[j].Dependencies {
-					if dep.Source != e.Source || dep.ReplacedBy != "" {
-						continue
-					}
-					if strings.HasPrefix(dep.Constraint, "sha256:") {
-						pinned = true
-					}
-					c.Constraints = append(c.Constraints, dep.Constraint)
-					c.Dependents = append(c.Dependents, lock.Packages[j].Source)
-				}
-			}
-			if !pinned && len(c.Constraints) > 0 {
+			if c, ok := rangeCheck(lock, &lock.Packages[i]); ok {
 				checks = append(checks, c)
 			}
 		}
@@ -111,6 +93,30 @@ func Plan(set *declarations.Set, lock *lockfile.Lock, updateDependencies bool) [
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Source, b.Source))
 	})
 	return checks
+}
+
+// rangeCheck returns the CheckRange of the dependency entry e: the
+// constraints of every locked package that depends on it (not through a
+// replacement). It reports false for a declared entry, one without a
+// version, one no package constrains, and one a dependent pins by digest.
+func rangeCheck(lock *lockfile.Lock, e *lockfile.Entry) (Check, bool) {
+	if e.Declared() || e.Version == "" {
+		return Check{}, false
+	}
+	c := Check{Kind: CheckRange, Source: e.Source, Entry: *e}
+	for j := range lock.Packages {
+		for _, dep := range lock.Packages[j].Dependencies {
+			if dep.Source != e.Source || dep.ReplacedBy != "" {
+				continue
+			}
+			if strings.HasPrefix(dep.Constraint, "sha256:") {
+				return Check{}, false
+			}
+			c.Constraints = append(c.Constraints, dep.Constraint)
+			c.Dependents = append(c.Dependents, lock.Packages[j].Source)
+		}
+	}
+	return c, len(c.Constraints) > 0
 }
 
 // declaredSource is the declaration's source with the lock's default

@@ -279,29 +279,9 @@ func (r *releases) run(ctx context.Context) error {
 		if err != nil {
 			return errors.Join(append(errs, err)...)
 		}
-		moved := false
-		for i := range commits {
-			c := &commits[i]
-			if u.opts.Mode == ModeOff {
-				c.commit.Outcome = UpdateAvailable
-				continue
-			}
-			pushed, err := u.src.Push(ctx, c.push(art, u.opts))
-			switch {
-			case errors.Is(err, git.ErrRefMoved):
-				moved, lastErr = true, err
-			case err != nil:
-				c.commit.Outcome, c.commit.Error = Failed, err.Error()
-				errs = append(errs, fmt.Errorf("%s: %w", c.commit.Branch, err))
-			default:
-				c.commit.Push, c.commit.Outcome = pushed, Pushed
-				if !pushed.Pushed {
-					c.commit.Outcome = AlreadyProposed
-				}
-			}
-			if moved {
-				break
-			}
+		moved, err := r.pushAll(ctx, commits, &errs)
+		if moved {
+			lastErr = err
 		}
 		if moved {
 			u.opts.Log.Info("the watched ref moved before the release proposals were pushed; retrying on the new head", "attempt", attempt, "error", lastErr.Error())
@@ -313,6 +293,36 @@ func (r *releases) run(ctx context.Context) error {
 		return errors.Join(errs...)
 	}
 	return fmt.Errorf("gave up after %d attempts: %w", u.opts.Attempts, lastErr)
+}
+
+// pushAll pushes the proposal commits in order (ModeOff: marks each
+// UpdateAvailable instead), recording each outcome and appending to errs
+// the errors of the branches that failed. It stops and reports true, with
+// git.ErrRefMoved, when the watched ref moved: the caller retries on the
+// new head.
+func (r *releases) pushAll(ctx context.Context, commits []pending, errs *[]error) (bool, error) {
+	u := r.p.u
+	for i := range commits {
+		c := &commits[i]
+		if u.opts.Mode == ModeOff {
+			c.commit.Outcome = UpdateAvailable
+			continue
+		}
+		pushed, err := u.src.Push(ctx, c.push(r.art, u.opts))
+		switch {
+		case errors.Is(err, git.ErrRefMoved):
+			return true, err
+		case err != nil:
+			c.commit.Outcome, c.commit.Error = Failed, err.Error()
+			*errs = append(*errs, fmt.Errorf("%s: %w", c.commit.Branch, err))
+		default:
+			c.commit.Push, c.commit.Outcome = pushed, Pushed
+			if !pushed.Pushed {
+				c.commit.Outcome = AlreadyProposed
+			}
+		}
+	}
+	return false, nil
 }
 
 // propose finds the release to propose for the declaration d, resolved,
