@@ -29,10 +29,6 @@ type Options struct {
 	MaxFieldChanges int
 }
 
-// kindRank orders packages as render does: Providers, Functions,
-// Configurations.
-var kindRank = map[crossplane.Kind]int{crossplane.KindProvider: 0, crossplane.KindFunction: 1, crossplane.KindConfiguration: 2}
-
 // Compare returns what changes from base to head: packages added, removed,
 // upgraded, downgraded, re-pinned, replaced or re-configured, with their
 // settings, dependency edges, payload (definitions with versions and
@@ -93,7 +89,7 @@ func Compare(base, head *State, opts Options) (*Report, error) {
 	}
 	slices.SortFunc(sources, func(x, y string) int {
 		ex, ey := entry(x), entry(y)
-		return cmp.Or(cmp.Compare(kindRank[ex.Kind], kindRank[ey.Kind]), cmp.Compare(ex.Name, ey.Name), cmp.Compare(x, y))
+		return cmp.Or(cmp.Compare(ex.Kind.Rank(), ey.Kind.Rank()), cmp.Compare(ex.Name, ey.Name), cmp.Compare(x, y))
 	})
 	for _, s := range sources {
 		var a, b *pkgState
