@@ -215,23 +215,15 @@ type Outcome struct {
 // reconciles but the render of the last commit that got to apply; the
 // last applied commit it reads back from the Sync status after a restart.
 type Reconciler struct {
-	// last is the render of the last commit that got as far as apply;
-	// render is pure, so an unchanged commit reuses it instead of parsing
-	// every package again (the drift-correcting re-apply of each interval).
-	last *rendered
-	// warned is the last commit whose declarations' warnings a reconcile
-	// reported (Outcome.Warnings).
-	warned string
-	// lastResult is the result of the last apply without a failed
-	// package, whose health a suspended reconcile reads again.
-	lastResult *apply.Result
-	updater    *update.Updater
-	cfg        Config
-	src        Source
-	c          client.Client
-	mgr        *apply.Manager
-	cache      *oci.Cache
-	metrics    *Metrics
+	// state is what one reconcile leaves for the next (reconcileState).
+	state   reconcileState
+	updater *update.Updater
+	cfg     Config
+	src     Source
+	c       client.Client
+	mgr     *apply.Manager
+	cache   *oci.Cache
+	metrics *Metrics
 	// red scrubs the credentials of the Git source from every error a
 	// reconcile returns, and so from the status, Events and logs.
 	red redact.Redactor
@@ -246,21 +238,39 @@ type Reconciler struct {
 	own        *ownWrites
 	watch      *liveWatch
 	syncReader client.Reader
+	// resync is Config.Resync or DefaultResync.
+	resync time.Duration
+}
+
+// reconcileState is everything a Reconciler keeps from one reconcile to
+// the next, in memory only: a restarted agent starts from the zero value,
+// renders its commit again and sends one full apply. Each field is
+// replaced, never merged, by the reconcile that learns better.
+type reconcileState struct {
+	// last is the render of the last commit that got as far as apply;
+	// render is pure, so an unchanged commit reuses it instead of parsing
+	// every package again (the drift-correcting re-apply of each interval).
+	last *rendered
+	// warned is the last commit whose declarations' warnings a reconcile
+	// reported (Outcome.Warnings).
+	warned string
+	// lastResult is the result of the last apply without a failed
+	// package, whose health a suspended reconcile reads again.
+	lastResult *apply.Result
 	// verified is the last apply that wrote nothing, nil when the last
 	// apply wrote or failed, or was not watched; watched says whether the
-	// last full apply was watched.
+	// last full apply was watched. Together they let a reconcile whose
+	// watches saw no change send no request (Outcome.Idle).
 	verified *verified
 	watched  bool
 	// suspendedAt is the last suspended reconcile that read the health,
 	// nil when the last reconcile was not suspended.
 	suspendedAt *verified
 	// statusKey is what the last status write showed (statusKey), "" when
-	// it failed or none was written.
-	statusKey string
-	// statusPolls is the updater's poll count the last status write showed.
+	// it failed or none was written; statusPolls is the updater's poll
+	// count it showed. An unchanged status is not written again.
+	statusKey   string
 	statusPolls int
-	// resync is Config.Resync or DefaultResync.
-	resync time.Duration
 	// emptyRefused is the last commit apply refused as an empty lock
 	// (ReasonEmptyLockRefused), with the watches' change count after the
 	// refusal, nil when there is none.
@@ -519,7 +529,7 @@ func (r *Reconciler) Reconcile(ctx context.Context) (*Outcome, error) {
 		}
 	}
 	key := statusKey(out, err)
-	if (out.Idle || out.Restore != nil) && key == r.statusKey && !r.updatesChanged() && r.specIntact(ctx) {
+	if (out.Idle || out.Restore != nil) && key == r.state.statusKey && !r.updatesChanged() && r.specIntact(ctx) {
 		// Nothing the status shows changed since it was last written (an
 		// idle reconcile, a refused commit refused again, a suspended
 		// Sync, a restore that left the health as it was); the last good
@@ -531,9 +541,9 @@ func (r *Reconciler) Reconcile(ctx context.Context) (*Outcome, error) {
 		return out, err
 	}
 	serr := r.writeStatus(ctx, out, err)
-	r.statusKey = ""
+	r.state.statusKey = ""
 	if serr == nil {
-		r.statusKey = key
+		r.state.statusKey = key
 	} else if err == nil {
 		err = &StepError{Step: StepStatus, Reason: ReasonApplyFailed, Err: serr}
 	}
@@ -615,12 +625,12 @@ func (rd *rendered) withActivation(ca *declarations.ClusterActivation) (*rendere
 func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	out := &Outcome{}
 	if suspended, err := r.suspended(ctx); err != nil {
-		r.verified = nil
+		r.state.verified = nil
 		return out, &StepError{Step: StepSource, Reason: ReasonApplyFailed, Err: err}
 	} else if suspended {
 		return r.reconcileSuspended(ctx)
 	}
-	r.suspendedAt = nil
+	r.state.suspendedAt = nil
 	art, err := r.src.Checkout(ctx)
 	if sig := (*git.SignatureError)(nil); errors.As(err, &sig) {
 		// The commit the ref points to is not signed by a trusted key:
@@ -634,14 +644,14 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 		return out, &StepError{Step: StepSource, Reason: ReasonGitOperationFailed, Err: err}
 	}
 	out.Commit = art.Commit
-	rd := r.last
+	rd := r.state.last
 	if rd == nil || rd.commit != art.Commit {
 		var warnings []string
 		rd, warnings, err = r.prepare(ctx, art)
-		if r.warned != art.Commit {
+		if r.state.warned != art.Commit {
 			// A refused commit is read again on every interval: its
 			// warnings are reported once.
-			out.Warnings, r.warned = warnings, art.Commit
+			out.Warnings, r.state.warned = warnings, art.Commit
 		}
 		if err != nil {
 			out.refused = true
@@ -659,7 +669,7 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 	if restored := r.restore(ctx, rd); restored != nil {
 		return restored, nil
 	}
-	if f := r.emptyRefused; f != nil && f.commit == art.Commit && r.watch != nil &&
+	if f := r.state.emptyRefused; f != nil && f.commit == art.Commit && r.watch != nil &&
 		r.watch.changes.Load() == f.changes && now().Sub(f.at) < r.resync {
 		// The same commit was refused as an empty lock and the watches
 		// saw nothing since (the inventory included): apply would refuse
@@ -668,8 +678,8 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 		r.reapply(ctx, out)
 		return out, f.err
 	}
-	r.emptyRefused = nil
-	if rd == r.last {
+	r.state.emptyRefused = nil
+	if rd == r.state.last {
 		if ca := r.activationChanged(ctx, rd); ca != nil {
 			// Crossplane activated an MRD, or a policy changed in the
 			// cluster, since the commit was rendered: render its input
@@ -688,21 +698,21 @@ func (r *Reconciler) reconcile(ctx context.Context) (*Outcome, error) {
 		out.refused = true
 		r.reapply(ctx, out)
 		if r.watch != nil {
-			r.emptyRefused = &refusal{commit: art.Commit, err: err, changes: r.watch.changes.Load(), at: now()}
+			r.state.emptyRefused = &refusal{commit: art.Commit, err: err, changes: r.watch.changes.Load(), at: now()}
 		}
 		return out, err
 	}
-	if errors.As(err, &se) && se.Reason == ReasonManifestScopeRefused && rd != r.last {
+	if errors.As(err, &se) && se.Reason == ReasonManifestScopeRefused && rd != r.state.last {
 		// Apply refused the commit before any write: the last good commit
 		// is applied again.
 		out.refused = true
 		r.reapply(ctx, out)
 		return out, err
 	}
-	if rd != r.last && err == nil {
+	if rd != r.state.last && err == nil {
 		r.pruneCache(rd, out)
 	}
-	r.last = rd
+	r.state.last = rd
 	return out, err
 }
 
@@ -736,11 +746,11 @@ func (r *Reconciler) applyWatched(ctx context.Context, rd *rendered, out *Outcom
 	if r.watch != nil {
 		m, out.WatchErr = r.watch.prepare(ctx, rd.out, r.cfg.Apply.DeletionProtection, watchSyncTimeout)
 	}
-	r.watched = m.ok
+	r.state.watched = m.ok
 	err := r.applyRendered(ctx, rd, out)
-	r.verified = nil
+	r.state.verified = nil
 	if m.ok && err == nil && out.Applied && out.Result != nil && out.Result.Writes == 0 {
-		r.verified = &verified{rd: rd, changes: m.changes, at: now(), out: *out}
+		r.state.verified = &verified{rd: rd, changes: m.changes, at: now(), out: *out}
 	}
 	return err
 }
@@ -768,7 +778,7 @@ func (r *Reconciler) idle(ctx context.Context, rd *rendered) *Outcome {
 // writes, and the apply is less than the resync period old; nil
 // otherwise.
 func (r *Reconciler) current(ctx context.Context, rd *rendered) *verified {
-	v := r.verified
+	v := r.state.verified
 	if r.watch == nil || v == nil || v.rd != rd || now().Sub(v.at) >= r.resync || !r.specIntact(ctx) {
 		return nil
 	}
@@ -824,10 +834,10 @@ func (r *Reconciler) restore(ctx context.Context, rd *rendered) *Outcome {
 		created = created || p.Counts()[ssa.CreatedAction] > 0
 	}
 	if created {
-		r.verified = nil
+		r.state.verified = nil
 	} else {
-		r.verified = &verified{rd: rd, changes: count, at: v.at, out: out}
-		r.verified.out.Restore = nil
+		r.state.verified = &verified{rd: rd, changes: count, at: v.at, out: out}
+		r.state.verified.out.Restore = nil
 	}
 	return &out
 }
@@ -837,7 +847,7 @@ func (r *Reconciler) restore(ctx context.Context, rd *rendered) *Outcome {
 // record is never restored), and returns prev with them replaced; nil
 // when refs name none.
 func (r *Reconciler) restoreHealth(ctx context.Context, prev *health.Report, refs []apply.ObjectRef) (*health.Report, error) {
-	if prev == nil || r.lastResult == nil {
+	if prev == nil || r.state.lastResult == nil {
 		return nil, nil
 	}
 	named := map[apply.ObjectRef]bool{}
@@ -845,7 +855,7 @@ func (r *Reconciler) restoreHealth(ctx context.Context, prev *health.Report, ref
 		named[ref] = true
 	}
 	var targets []health.Target
-	for _, t := range r.lastResult.HealthTargets() {
+	for _, t := range r.state.lastResult.HealthTargets() {
 		if slices.ContainsFunc(t.Objects, func(o health.Ref) bool {
 			return named[apply.ObjectRef{GroupKind: o.GroupVersionKind.GroupKind(), Namespace: o.Namespace, Name: o.Name}]
 		}) {
@@ -865,7 +875,7 @@ func (r *Reconciler) restoreHealth(ctx context.Context, prev *health.Report, ref
 // updatesChanged reports whether the updater polled since the status last
 // showed its polls.
 func (r *Reconciler) updatesChanged() bool {
-	return r.updater != nil && r.updater.Status().Polls != r.statusPolls
+	return r.updater != nil && r.updater.Status().Polls != r.state.statusPolls
 }
 
 // verifyAgain verifies the cosign signatures of rd's locked packages once
@@ -908,40 +918,40 @@ func (r *Reconciler) keys() oci.KeySource {
 // verification must hold before every install in the agent: a
 // last good commit whose package no longer verifies is not re-applied.
 func (r *Reconciler) reapply(ctx context.Context, out *Outcome) {
-	if r.last == nil {
+	if r.state.last == nil {
 		if err := r.renderLastApplied(ctx); err != nil {
 			out.reapplyErr = err
 			return
 		}
-	} else if err := r.verifyAgain(ctx, r.last); err != nil {
-		out.reapplyErr = fmt.Errorf("re-applying commit %s refused: %w", short(r.last.commit), err)
+	} else if err := r.verifyAgain(ctx, r.state.last); err != nil {
+		out.reapplyErr = fmt.Errorf("re-applying commit %s refused: %w", short(r.state.last.commit), err)
 		return
 	}
-	if r.last == nil {
+	if r.state.last == nil {
 		return
 	}
 	// As for an accepted commit: nothing is applied while the watches
 	// show no change since the last verified apply of this render, and
 	// drift they report is restored by a targeted apply when it can be.
-	again := r.idle(ctx, r.last)
+	again := r.idle(ctx, r.state.last)
 	if again == nil {
-		again = r.restore(ctx, r.last)
+		again = r.restore(ctx, r.state.last)
 	}
 	var err error
 	if again == nil {
-		again = &Outcome{Commit: r.last.commit}
-		err = r.applyWatched(ctx, r.last, again)
+		again = &Outcome{Commit: r.state.last.commit}
+		err = r.applyWatched(ctx, r.state.last, again)
 	}
 	if err != nil {
-		out.reapplyErr = fmt.Errorf("re-applying commit %s failed: %w", short(r.last.commit), err)
+		out.reapplyErr = fmt.Errorf("re-applying commit %s failed: %w", short(r.state.last.commit), err)
 	} else {
-		out.Reapplied = r.last.commit
+		out.Reapplied = r.state.last.commit
 	}
 	out.Result, out.Report, out.Health = again.Result, again.Report, again.Health
 	out.Idle, out.Restore, out.WatchErr = again.Idle, again.Restore, again.WatchErr
 }
 
-// renderLastApplied sets r.last to the render of the Sync's
+// renderLastApplied sets r.state.last to the render of the Sync's
 // lastAppliedCommit. It does nothing when the Source cannot check out a
 // commit or the Sync has no applied commit; it fails when the Sync cannot
 // be read or the commit cannot be checked out or rendered.
@@ -966,7 +976,7 @@ func (r *Reconciler) renderLastApplied(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("re-rendering the last applied commit %s failed: %w", short(commit), err)
 	}
-	r.last = rd
+	r.state.last = rd
 	return nil
 }
 
@@ -1167,7 +1177,7 @@ func (r *Reconciler) applyRendered(ctx context.Context, rd *rendered, out *Outco
 		return &StepError{Step: StepApply, Reason: reason, Stalled: true, Err: perr}
 	}
 	out.Applied = true
-	r.lastResult = res
+	r.state.lastResult = res
 	if err := r.readHealth(ctx, res, out); err != nil {
 		return &StepError{Step: StepHealth, Reason: ReasonHealthCheckFailed, Err: err}
 	}

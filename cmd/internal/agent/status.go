@@ -92,7 +92,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, o *Outcome, rerr error) er
 	st.DriftCorrections = recentCorrections(prev.DriftCorrections, driftCorrected(prev.LastAppliedCommit, o), now())
 	if r.updater != nil {
 		us := r.updater.Status()
-		r.statusPolls = us.Polls
+		r.state.statusPolls = us.Polls
 		st.Updates = updateStatus(us)
 		st.Updates.LastPollResult = r.red.Text(st.Updates.LastPollResult)
 	}

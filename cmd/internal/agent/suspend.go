@@ -95,24 +95,24 @@ func (r *Reconciler) readSpec(ctx context.Context) (*v1alpha1.SyncSpec, error) {
 // that was less than the resync period ago: the health it would read is
 // the one it read (Outcome.Idle; the status is not written again).
 func (r *Reconciler) reconcileSuspended(ctx context.Context) (*Outcome, error) {
-	if s := r.suspendedAt; s != nil && r.watch != nil && (r.lastResult == nil || r.watched) &&
+	if s := r.state.suspendedAt; s != nil && r.watch != nil && (r.state.lastResult == nil || r.state.watched) &&
 		r.watch.changes.Load() == s.changes && now().Sub(s.at) < r.resync {
 		out := s.out
 		out.Idle = true
 		return &out, nil
 	}
-	r.suspendedAt = nil
+	r.state.suspendedAt = nil
 	out := &Outcome{suspended: true}
 	var before int64
 	if r.watch != nil {
 		before = r.watch.changes.Load()
 	}
-	if r.lastResult != nil {
-		if err := r.readHealth(ctx, r.lastResult, out); err != nil {
+	if r.state.lastResult != nil {
+		if err := r.readHealth(ctx, r.state.lastResult, out); err != nil {
 			return out, &StepError{Step: StepHealth, Reason: ReasonHealthCheckFailed, Err: err}
 		}
 	}
-	r.suspendedAt = &verified{changes: before, at: now(), out: *out}
+	r.state.suspendedAt = &verified{changes: before, at: now(), out: *out}
 	return out, nil
 }
 
