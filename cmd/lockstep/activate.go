@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/apply"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
@@ -55,7 +56,7 @@ no lockstep instance manages takes no Lease.`,
 			if k, n, ok := strings.Cut(name, "/"); ok {
 				kind, name = k, n
 			}
-			k, err := packageKind(cmd.Context(), c, kind, name)
+			k, err := live.PackageKind(cmd.Context(), c, kind, name)
 			if err != nil {
 				return err
 			}
@@ -110,37 +111,4 @@ func lockInstanceOf(ctx context.Context, cfg *rest.Config, c client.Client, name
 		return nil, nil, lockError(err)
 	}
 	return held, release, nil
-}
-
-// packageKind returns the kind of the package named name: kind when given,
-// otherwise the one kind that has a package of that name.
-func packageKind(ctx context.Context, c client.Client, kind, name string) (crossplane.Kind, error) {
-	kinds := crossplane.KindNames()
-	if kind != "" {
-		for _, k := range kinds {
-			if strings.EqualFold(string(k), kind) {
-				return k, nil
-			}
-		}
-		return "", fmt.Errorf("kind %q is not Provider, Configuration or Function", kind)
-	}
-	var found []crossplane.Kind
-	for _, k := range kinds {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(k.Descriptor().GroupVersionKind())
-		err := c.Get(ctx, client.ObjectKey{Name: name}, u)
-		switch {
-		case err == nil:
-			found = append(found, k)
-		case !apierrors.IsNotFound(err):
-			return "", fmt.Errorf("cannot read %s %s: %w", k, name, err)
-		}
-	}
-	switch len(found) {
-	case 0:
-		return "", fmt.Errorf("no Provider, Configuration or Function is named %s", name)
-	case 1:
-		return found[0], nil
-	}
-	return "", fmt.Errorf("%s names a %s and a %s: say which with Kind/%s or --kind", name, found[0], found[1], name)
 }

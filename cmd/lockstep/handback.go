@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/apply"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 )
 
 // newHandBackCommand returns `lockstep handback KIND/NAME...`
@@ -100,8 +101,8 @@ func handBackRefs(ctx context.Context, args []string) ([]crossplane.PackageRef, 
 		if !ok || k == "" || n == "" {
 			return nil, usageError(fmt.Errorf("%q: want KIND/NAME with KIND provider, function or configuration", a))
 		}
-		// With a kind given, packageKind reads no cluster.
-		kind, err := packageKind(ctx, nil, k, n)
+		// With a kind given, live.PackageKind reads no cluster.
+		kind, err := live.PackageKind(ctx, nil, k, n)
 		if err != nil {
 			return nil, usageError(fmt.Errorf("%q: %w", a, err))
 		}

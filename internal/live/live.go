@@ -7,8 +7,11 @@ package live
 
 import (
 	"context"
+	"fmt"
 	"sort"
+	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,3 +83,42 @@ func RevisionNumber(rev *unstructured.Unstructured) int64 {
 // unset (crossplane.DesiredStateActive or DesiredStateInactive otherwise).
 // It is crossplane.DesiredState, kept for apply's callers.
 func DesiredState(rev *unstructured.Unstructured) string { return crossplane.DesiredState(rev) }
+
+// PackageKind returns the kind of the package named name, for commands
+// that take KIND/NAME or NAME alone: kind when it is given (matched
+// without regard to case against Provider, Configuration and Function,
+// and c is not read, so it may be nil), otherwise the one kind that has a
+// package of that name in the cluster (one GET per kind). It fails on an
+// unknown kind, on a name no package has, on a name two kinds share
+// (saying how to choose), and on a read that fails for another reason
+// than absence.
+func PackageKind(ctx context.Context, c client.Reader, kind, name string) (crossplane.Kind, error) {
+	kinds := crossplane.KindNames()
+	if kind != "" {
+		for _, k := range kinds {
+			if strings.EqualFold(string(k), kind) {
+				return k, nil
+			}
+		}
+		return "", fmt.Errorf("kind %q is not Provider, Configuration or Function", kind)
+	}
+	var found []crossplane.Kind
+	for _, k := range kinds {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(k.Descriptor().GroupVersionKind())
+		err := c.Get(ctx, client.ObjectKey{Name: name}, u)
+		switch {
+		case err == nil:
+			found = append(found, k)
+		case !apierrors.IsNotFound(err):
+			return "", fmt.Errorf("cannot read %s %s: %w", k, name, err)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("no Provider, Configuration or Function is named %s", name)
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("%s names a %s and a %s: say which with Kind/%s or --kind", name, found[0], found[1], name)
+}

@@ -1,10 +1,13 @@
 package live
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 func revision(name string, number int64, state string) *unstructured.Unstructured {
@@ -62,6 +65,38 @@ func TestDesiredState(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, DesiredState(tc.rev)); diff != "" {
 				t.Errorf("%s\nDesiredState(): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestPackageKindGiven resolves a kind the user gave without reading the
+// cluster (the client is nil): any case matches, an unknown kind is an
+// error naming it. The lookup by name alone is tested on a real API
+// server by cmd/lockstep's activate tests.
+func TestPackageKindGiven(t *testing.T) {
+	cases := map[string]struct {
+		reason  string
+		kind    string
+		want    crossplane.Kind
+		wantErr string
+	}{
+		"Lower":   {reason: "A kind in lower case, as on the command line, is the package kind.", kind: "provider", want: crossplane.KindProvider},
+		"Exact":   {reason: "The kind as Crossplane spells it.", kind: "Configuration", want: crossplane.KindConfiguration},
+		"Upper":   {reason: "Case does not matter.", kind: "FUNCTION", want: crossplane.KindFunction},
+		"Unknown": {reason: "Another kind is refused, naming it.", kind: "composition", wantErr: `kind "composition" is not Provider, Configuration or Function`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := PackageKind(context.Background(), nil, tc.kind, "p")
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("%s\nPackageKind(%q): got error %v, want %q", tc.reason, tc.kind, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("%s\nPackageKind(%q): got %q, %v; want %q", tc.reason, tc.kind, got, err, tc.want)
 			}
 		})
 	}
