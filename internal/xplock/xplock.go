@@ -13,9 +13,9 @@
 package xplock
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
 
 	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -169,14 +169,41 @@ func write(ctx context.Context, c client.Client, u Update, o options) (ssa.Actio
 	return ssa.ConfiguredAction, nil
 }
 
-// sameJSON reports whether a and b encode to the same JSON, so that the
-// numbers of a decoded object (int64, float64) and of a built one compare
-// by value, and an empty list equals none.
+// sameJSON reports whether a and b hold the same JSON values: numbers
+// compare by value whatever their Go type (a decoded object's int64, a
+// built one's int), and an empty list equals none, at any depth.
 func sameJSON(a, b []any) bool {
-	if len(a) == 0 && len(b) == 0 {
-		return true
+	na, errA := normalized(a)
+	nb, errB := normalized(b)
+	return errA == nil && errB == nil && reflect.DeepEqual(na, nb)
+}
+
+// normalized is v decoded from its own JSON, with empty lists as nil.
+func normalized(v []any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
 	}
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return dropEmpty(out), nil
+}
+
+func dropEmpty(v any) any {
+	switch t := v.(type) {
+	case []any:
+		if len(t) == 0 {
+			return nil
+		}
+		for i := range t {
+			t[i] = dropEmpty(t[i])
+		}
+	case map[string]any:
+		for k := range t {
+			t[k] = dropEmpty(t[k])
+		}
+	}
+	return v
 }

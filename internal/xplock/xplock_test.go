@@ -82,6 +82,13 @@ func TestSameJSON(t *testing.T) {
 	if !sameJSON(nil, []any{}) {
 		t.Error("sameJSON: no list and an empty one differ")
 	}
+	withEmpty := entry("a", "v1")
+	withEmpty["dependencies"] = []any{}
+	withNil := entry("a", "v1")
+	withNil["dependencies"] = nil
+	if !sameJSON([]any{withEmpty}, []any{withNil}) {
+		t.Error("sameJSON: an entry with empty dependencies and one with none differ")
+	}
 	if sameJSON([]any{entry("a", "v1")}, []any{entry("a", "v2")}) {
 		t.Error("sameJSON: entries of two versions are the same")
 	}
