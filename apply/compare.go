@@ -1,7 +1,6 @@
 package apply
 
 import (
-	"encoding/json"
 	"fmt"
 	"reflect"
 
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/lockstep-gitops/lockstep/internal/jsonvalue"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
@@ -158,8 +158,8 @@ func contains(have, want any) bool {
 	case nil:
 		return have == nil
 	}
-	if wn, ok := number(want); ok {
-		hn, ok := number(have)
+	if wn, ok := jsonvalue.Number(want); ok {
+		hn, ok := jsonvalue.Number(have)
 		return ok && hn == wn
 	}
 	return reflect.DeepEqual(have, want)
@@ -175,23 +175,6 @@ func isEmpty(v any) bool {
 		return len(t) == 0
 	}
 	return false
-}
-
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case int64:
-		return float64(n), true
-	case int:
-		return float64(n), true
-	case int32:
-		return float64(n), true
-	case float64:
-		return n, true
-	case json.Number:
-		f, err := n.Float64()
-		return f, err == nil
-	}
-	return 0, false
 }
 
 // drifted reports whether the result of a server-side dry-run apply differs

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"reflect"
 	"time"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/jsonvalue"
 	"github.com/lockstep-gitops/lockstep/internal/live"
 )
 
@@ -337,7 +337,7 @@ func statusHolds(live, want map[string]any, managed []xpv2.ConditionType) bool {
 		if k == "conditions" {
 			continue
 		}
-		if !reflect.DeepEqual(normalizeJSON(live[k]), normalizeJSON(v)) {
+		if !jsonvalue.Equal(live[k], v) {
 			return false
 		}
 	}
@@ -353,32 +353,5 @@ func statusHolds(live, want map[string]any, managed []xpv2.ConditionType) bool {
 		}
 	}
 	wantConds, _ := want["conditions"].([]any)
-	return reflect.DeepEqual(normalizeJSON(have), normalizeJSON(wantConds))
-}
-
-// normalizeJSON makes numbers comparable across decoders (int64 from the
-// API server, int from lockstep's maps), and an empty list the same as a
-// missing field, as Crossplane's status types (omitempty) treat them.
-func normalizeJSON(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, e := range t {
-			out[k] = normalizeJSON(e)
-		}
-		return out
-	case []any:
-		if len(t) == 0 {
-			return nil
-		}
-		out := make([]any, len(t))
-		for i, e := range t {
-			out[i] = normalizeJSON(e)
-		}
-		return out
-	}
-	if n, ok := number(v); ok {
-		return n
-	}
-	return v
+	return jsonvalue.Equal(have, wantConds)
 }

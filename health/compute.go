@@ -43,11 +43,12 @@ func Compute(obj *unstructured.Unstructured) (*status.Result, error) {
 // writes carries the generation it was observed at. A status.conditions
 // that is not a list is an error.
 func conditions(obj *unstructured.Unstructured) (map[xpv2.ConditionType]xpv2.Condition, error) {
-	if _, _, err := unstructured.NestedSlice(obj.Object, "status", "conditions"); err != nil {
-		return nil, fmt.Errorf("status.conditions: %w", err)
+	cs, err := crossplane.Conditions(obj)
+	if err != nil {
+		return nil, err
 	}
-	out := map[xpv2.ConditionType]xpv2.Condition{}
-	for _, c := range crossplane.Conditions(obj) {
+	out := make(map[xpv2.ConditionType]xpv2.Condition, len(cs))
+	for _, c := range cs {
 		out[c.Type] = c
 	}
 	return out, nil

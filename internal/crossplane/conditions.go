@@ -1,6 +1,7 @@
 package crossplane
 
 import (
+	"fmt"
 	"time"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
@@ -69,46 +70,62 @@ const (
 )
 
 // Conditions returns u's status.conditions in Crossplane's condition type,
-// in order. It is lenient, as a reader of any object's status must be: an
-// entry that is not an object is skipped, a field that is not a string is
-// left empty, a lastTransitionTime that does not parse is left zero; an
-// observedGeneration that is absent is 0, which no object's generation is.
-func Conditions(u *unstructured.Unstructured) []xpv2.Condition {
-	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+// in order, read in place (no copy of the object). It is lenient, as a
+// reader of any object's status must be: an entry that is not an object
+// is skipped, a field that is not a string is left empty, a
+// lastTransitionTime that does not parse is left zero; an
+// observedGeneration that is absent is 0, which no object's generation
+// is. The error is for a status.conditions that is not a list.
+func Conditions(u *unstructured.Unstructured) ([]xpv2.Condition, error) {
+	raw, err := rawConditions(u)
 	out := make([]xpv2.Condition, 0, len(raw))
 	for _, r := range raw {
-		m, ok := r.(map[string]any)
-		if !ok {
-			continue
+		if m, ok := r.(map[string]any); ok {
+			out = append(out, condition(m))
 		}
-		c := xpv2.Condition{
-			Type:    xpv2.ConditionType(asString(m["type"])),
-			Status:  corev1.ConditionStatus(asString(m["status"])),
-			Reason:  xpv2.ConditionReason(asString(m["reason"])),
-			Message: asString(m["message"]),
-		}
-		c.ObservedGeneration, _, _ = unstructured.NestedInt64(m, "observedGeneration")
-		if t, err := time.Parse(time.RFC3339, asString(m["lastTransitionTime"])); err == nil {
-			c.LastTransitionTime = metav1.NewTime(t)
-		}
-		out = append(out, c)
 	}
-	return out
+	return out, err
 }
 
 // GetCondition returns u's condition of type t and whether u has one
-// (Conditions; the last one of that type, as a map keyed by type keeps it).
+// (the last of that type, as a map keyed by type keeps it), converting
+// that entry only.
 func GetCondition(u *unstructured.Unstructured, t xpv2.ConditionType) (xpv2.Condition, bool) {
-	var (
-		found xpv2.Condition
-		ok    bool
-	)
-	for _, c := range Conditions(u) {
-		if c.Type == t {
-			found, ok = c, true
+	raw, _ := rawConditions(u)
+	for i := len(raw) - 1; i >= 0; i-- {
+		if m, ok := raw[i].(map[string]any); ok && asString(m["type"]) == string(t) {
+			return condition(m), true
 		}
 	}
-	return found, ok
+	return xpv2.Condition{}, false
+}
+
+// rawConditions is u's status.conditions as stored in u.
+func rawConditions(u *unstructured.Unstructured) ([]any, error) {
+	v, found, err := unstructured.NestedFieldNoCopy(u.Object, "status", "conditions")
+	if err != nil || !found || v == nil {
+		return nil, err
+	}
+	raw, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("status.conditions: %T is not a list", v)
+	}
+	return raw, nil
+}
+
+// condition converts one status.conditions entry (Conditions).
+func condition(m map[string]any) xpv2.Condition {
+	c := xpv2.Condition{
+		Type:    xpv2.ConditionType(asString(m["type"])),
+		Status:  corev1.ConditionStatus(asString(m["status"])),
+		Reason:  xpv2.ConditionReason(asString(m["reason"])),
+		Message: asString(m["message"]),
+	}
+	c.ObservedGeneration, _, _ = unstructured.NestedInt64(m, "observedGeneration")
+	if t, err := time.Parse(time.RFC3339, asString(m["lastTransitionTime"])); err == nil {
+		c.LastTransitionTime = metav1.NewTime(t)
+	}
+	return c
 }
 
 func asString(v any) string {

@@ -14,8 +14,6 @@ package xplock
 
 import (
 	"context"
-	"encoding/json"
-	"reflect"
 
 	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/jsonvalue"
 )
 
 // Name is the name of Crossplane's one cluster-scoped Lock.
@@ -138,7 +137,7 @@ func write(ctx context.Context, c client.Client, u Update, o options) (ssa.Actio
 	have, _, _ := unstructured.NestedSlice(obj.Object, "packages")
 	want := u.Merge(have)
 	switch {
-	case exists && sameJSON(have, want):
+	case exists && jsonvalue.Equal(have, want):
 		return ssa.UnchangedAction, nil
 	case !exists && len(want) == 0:
 		return ssa.UnchangedAction, nil
@@ -167,43 +166,4 @@ func write(ctx context.Context, c client.Client, u Update, o options) (ssa.Actio
 		return ssa.UnchangedAction, err
 	}
 	return ssa.ConfiguredAction, nil
-}
-
-// sameJSON reports whether a and b hold the same JSON values: numbers
-// compare by value whatever their Go type (a decoded object's int64, a
-// built one's int), and an empty list equals none, at any depth.
-func sameJSON(a, b []any) bool {
-	na, errA := normalized(a)
-	nb, errB := normalized(b)
-	return errA == nil && errB == nil && reflect.DeepEqual(na, nb)
-}
-
-// normalized is v decoded from its own JSON, with empty lists as nil.
-func normalized(v []any) (any, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var out any
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, err
-	}
-	return dropEmpty(out), nil
-}
-
-func dropEmpty(v any) any {
-	switch t := v.(type) {
-	case []any:
-		if len(t) == 0 {
-			return nil
-		}
-		for i := range t {
-			t[i] = dropEmpty(t[i])
-		}
-	case map[string]any:
-		for k := range t {
-			t[k] = dropEmpty(t[k])
-		}
-	}
-	return v
 }

@@ -74,22 +74,3 @@ func TestMerge(t *testing.T) {
 		})
 	}
 }
-
-func TestSameJSON(t *testing.T) {
-	if !sameJSON([]any{map[string]any{"n": int64(1)}}, []any{map[string]any{"n": float64(1)}}) {
-		t.Error("sameJSON: an int64 and a float64 of the same value differ")
-	}
-	if !sameJSON(nil, []any{}) {
-		t.Error("sameJSON: no list and an empty one differ")
-	}
-	withEmpty := entry("a", "v1")
-	withEmpty["dependencies"] = []any{}
-	withNil := entry("a", "v1")
-	withNil["dependencies"] = nil
-	if !sameJSON([]any{withEmpty}, []any{withNil}) {
-		t.Error("sameJSON: an entry with empty dependencies and one with none differ")
-	}
-	if sameJSON([]any{entry("a", "v1")}, []any{entry("a", "v2")}) {
-		t.Error("sameJSON: entries of two versions are the same")
-	}
-}

@@ -41,6 +41,7 @@ var ranks = []struct {
 	{"internal/crdwait", 2},
 	{"internal/writelock", 2},
 	{"internal/xplock", 2},
+	{"internal/jsonvalue", 0},
 	{"internal/live", 2},
 	{"internal/parallel", 2},
 	{"internal/liststream", 2},

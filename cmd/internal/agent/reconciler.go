@@ -599,7 +599,7 @@ type rendered struct {
 	// lock and imageConfigs are the commit's, for the signature
 	// verification each reconcile repeats (verifyAgain).
 	lock         *lockfile.Lock
-	imageConfigs []declarations.ImageConfig
+	imageConfigs []pkgv1beta1.ImageConfig
 	// activation is the cluster's activation state the render used
 	// (render.Input.Cluster), nil when the render decides no MRD's
 	// activation; input is what was rendered, for withActivation.
@@ -884,14 +884,10 @@ func (r *Reconciler) updatesChanged() bool {
 // must hold on every reconcile, cache hit or not. A refusal is
 // the verify step's StepError (SignatureRefused, retried).
 func (r *Reconciler) verifyAgain(ctx context.Context, rd *rendered) error {
-	if rd.lock == nil || !slices.ContainsFunc(rd.imageConfigs, func(ic declarations.ImageConfig) bool { return ic.Spec.Verification != nil }) {
+	if rd.lock == nil || !slices.ContainsFunc(rd.imageConfigs, func(ic pkgv1beta1.ImageConfig) bool { return ic.Spec.Verification != nil }) {
 		return nil
 	}
-	ics, err := declarations.CrossplaneImageConfigs(rd.imageConfigs)
-	if err != nil {
-		return stepError(&snapshot.StepError{Step: snapshot.StepRegistry, Err: err})
-	}
-	c, err := oci.NewClient(r.cfg.Registry, r.cache, ics)
+	c, err := oci.NewClient(r.cfg.Registry, r.cache, rd.imageConfigs)
 	if err != nil {
 		return stepError(&snapshot.StepError{Step: snapshot.StepRegistry, Err: err})
 	}
@@ -1048,7 +1044,7 @@ func (r *Reconciler) prepare(ctx context.Context, art *git.Artifact) (*rendered,
 		return nil, warnings, stepError(err)
 	}
 	return &rendered{commit: art.Commit, lockDigest: snap.LockDigest, out: ro,
-		lock: snap.Lock, imageConfigs: snap.Declarations.ImageConfigs, activation: ca, input: snap.Input}, warnings, nil
+		lock: snap.Lock, imageConfigs: snap.ImageConfigs, activation: ca, input: snap.Input}, warnings, nil
 }
 
 // clusterActivation reads the cluster's activation state for the render

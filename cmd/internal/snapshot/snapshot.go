@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
@@ -47,6 +48,10 @@ type Snapshot struct {
 	// Input is the render input; nil when nothing was fetched or there is
 	// no lock.
 	Input *render.Input
+	// ImageConfigs are the declarations' ImageConfigs in Crossplane's
+	// type, as the registry step converted them for the fetcher
+	// (declarations.CrossplaneImageConfigs); nil when nothing was fetched.
+	ImageConfigs []pkgv1beta1.ImageConfig
 
 	once   sync.Once
 	output *render.Output
@@ -225,6 +230,7 @@ func (l *loader) fetch(ctx context.Context) error {
 	if err != nil {
 		return &StepError{Step: StepRegistry, Err: err}
 	}
+	l.s.ImageConfigs = ics
 	f, err := l.opts.newFetcher(ics)
 	if err != nil {
 		return &StepError{Step: StepRegistry, Err: err}
