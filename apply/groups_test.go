@@ -1,11 +1,9 @@
 package apply
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/render"
@@ -65,65 +63,4 @@ func TestPackageGroups(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestMetadataOnly(t *testing.T) {
-	obj := func(owner string, spec map[string]any, extra map[string]any) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "spec": spec}}
-		u.SetName("x.example.io")
-		u.SetOwnerReferences(nil)
-		u.SetLabels(map[string]string{"owner": owner})
-		for k, v := range extra {
-			u.Object[k] = v
-		}
-		if _, err := setAppliedHash(u); err != nil {
-			t.Fatal(err)
-		}
-		return u
-	}
-	spec := map[string]any{"group": "example.io", "versions": []any{map[string]any{"name": "v1"}}}
-	live := obj("rev-1", spec, map[string]any{"status": map[string]any{"acceptedNames": map[string]any{"kind": "X"}}})
-
-	if !metadataOnly(live, obj("rev-2", spec, nil)) {
-		t.Error("a new owner label with the same content is a change of metadata alone")
-	}
-	other := map[string]any{"group": "example.io", "versions": []any{map[string]any{"name": "v1"}, map[string]any{"name": "v2"}}}
-	if metadataOnly(live, obj("rev-2", other, nil)) {
-		t.Error("a new version is a change of content")
-	}
-	edited := live.DeepCopy()
-	_ = unstructured.SetNestedField(edited.Object, "other.io", "spec", "group")
-	if metadataOnly(edited, obj("rev-2", spec, nil)) {
-		t.Error("content someone else changed since lockstep applied it is not a change of metadata alone")
-	}
-	unhashed := live.DeepCopy()
-	ann := unhashed.GetAnnotations()
-	delete(ann, AnnotationContentHash)
-	unhashed.SetAnnotations(ann)
-	if metadataOnly(unhashed, obj("rev-2", spec, nil)) {
-		t.Error("without the content hash lockstep cannot know what it applied: not metadata alone")
-	}
-}
-
-func TestValidateMetadata(t *testing.T) {
-	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
-	u.SetName("x")
-	u.SetLabels(map[string]string{"ok": "yes"})
-	if err := validateMetadata(u); err != nil {
-		t.Errorf("valid metadata: %v", err)
-	}
-	u.SetLabels(map[string]string{"bad": "not a label value!"})
-	err := validateMetadata(u)
-	if err == nil || !containsAll(err.Error(), "ConfigMap/x", "metadata.labels") {
-		t.Errorf("invalid label: got %v, want an error naming the object and metadata.labels", err)
-	}
-}
-
-func containsAll(s string, subs ...string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
 }

@@ -327,7 +327,7 @@ func (r *run) listLabelled(ctx context.Context, k listKey) ([]*unstructured.Unst
 			)
 			if compact {
 				u, s, err = summarize(b, k.gvk, r.shapes)
-				if err == nil && s.changes && r.keepListed(len(b)) {
+				if err == nil && s.Changes && r.keepListed(len(b)) {
 					s.raw = b
 				}
 			} else {

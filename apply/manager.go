@@ -547,7 +547,7 @@ type run struct {
 	live *cluster
 	// shapes are the payload objects of the output by inventory ID (the
 	// first package's when two render one), the shapes the LIST
-	// summarizes live objects against (liveSummary.match).
+	// summarizes live objects against (drift.Summary.Match).
 	shapes map[string]*render.Object
 	pkgs   []*pkgRun
 	// crossplane is the Crossplane version the cluster runs.

@@ -22,6 +22,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/drift"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/render"
 )
@@ -170,7 +171,7 @@ func (r *run) checkManifestOwners(ctx context.Context) error {
 // Options.WaitTimeout, until the CRD Crossplane makes from the XRD is
 // Established. Each manifest is server-side applied as FieldManager, with
 // force, unless the cluster already holds what lockstep last applied
-// (AnnotationAppliedHash, upToDate), and its health read with
+// (AnnotationAppliedHash, drift.UpToDate), and its health read with
 // health.Compute. The inventory lists every manifest before the first is
 // applied (recordManifestIntent). A failed manifest does not stop the
 // others.
@@ -245,7 +246,7 @@ func (r *run) applyManifest(ctx context.Context, mo *render.ManifestOutput, serv
 	if err != nil {
 		return err
 	}
-	hash, err := setAppliedHash(u)
+	hash, err := drift.SetAppliedHash(u)
 	if err != nil {
 		return err
 	}
@@ -259,7 +260,7 @@ func (r *run) applyManifest(ctx context.Context, mo *render.ManifestOutput, serv
 	}
 	obj := live
 	switch {
-	case upToDate(live, u, hash):
+	case drift.UpToDate(live, u, hash):
 		res.Action = ssa.UnchangedAction
 	default:
 		if obj, err = r.ssaApplyAs(ctx, r.manifestClient(), u, FieldManager, false); err != nil {

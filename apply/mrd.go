@@ -112,7 +112,7 @@ func (p *pkgRun) writeManaged(ctx context.Context, mrds, objs []*desired) error 
 // liveActive reports whether the live labelled MRD with inventory ID id is
 // Active (spec.state), false when there is none, and returns it: for a
 // listed MRD its header with the spec fields of its summary
-// (liveSummary.def), enough for countInstances.
+// (drift.Summary.Def), enough for countInstances.
 func (c *cluster) liveActive(id string) (bool, *unstructured.Unstructured, error) {
 	c.mu.RLock()
 	u, sum := c.objects[id], c.sums[id]
@@ -120,10 +120,10 @@ func (c *cluster) liveActive(id string) (bool, *unstructured.Unstructured, error
 	if u == nil {
 		return false, nil, nil
 	}
-	if sum != nil && sum.def != nil {
+	if sum != nil && sum.Def != nil {
 		// A header: its definition stub holds what is read of it.
 		full := u.DeepCopy()
-		full.Object["spec"] = sum.def["spec"]
+		full.Object["spec"] = sum.Def["spec"]
 		u = full
 	}
 	st, _, _ := unstructured.NestedString(u.Object, "spec", "state")

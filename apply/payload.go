@@ -261,14 +261,14 @@ func (r *run) waitEstablished(ctx context.Context, crds []*desired) error {
 }
 
 // listedCRD returns what the apply's LIST said of the CRD name: its
-// resourceVersion and conditions, kept in its summary (liveSummary.crd).
+// resourceVersion and conditions, kept in its summary (drift.Summary.CRD).
 // It is false when the LIST did not have it.
 func (r *run) listedCRD(name string) (crdwait.State, bool) {
 	s := read(r.live, func() *liveSummary { return r.live.sums[idFor("", name, crossplane.GroupKindCRD)] })
-	if s == nil || s.crd == nil {
+	if s == nil || s.CRD == nil {
 		return crdwait.State{}, false
 	}
-	return *s.crd, true
+	return *s.CRD, true
 }
 
 // objectRefs returns the status.objectRefs of a revision that established

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/drift"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/parallel"
 	"github.com/lockstep-gitops/lockstep/render"
@@ -269,7 +270,7 @@ func (p *pkgRun) bindDesired(d *desired, keepBody bool) error {
 		}
 		u.SetOwnerReferences(refs)
 	}
-	h, err := setAppliedHash(u)
+	h, err := drift.SetAppliedHash(u)
 	if err != nil {
 		return err
 	}

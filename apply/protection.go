@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/drift"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
@@ -64,7 +65,7 @@ func (r *run) protectStep(ctx context.Context) error {
 		return err
 	}
 	for _, u := range objs {
-		hash, err := setAppliedHash(u)
+		hash, err := drift.SetAppliedHash(u)
 		if err != nil {
 			return err
 		}
@@ -72,7 +73,7 @@ func (r *run) protectStep(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if upToDate(live, u, hash) {
+		if drift.UpToDate(live, u, hash) {
 			continue
 		}
 		if _, err := r.ssaApply(ctx, u, FieldManager, false); err != nil {

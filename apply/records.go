@@ -19,6 +19,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/crdcheck"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
+	"github.com/lockstep-gitops/lockstep/internal/drift"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/liststream"
 	"github.com/lockstep-gitops/lockstep/internal/live"
@@ -103,8 +104,8 @@ type desired struct {
 	u    *unstructured.Unstructured
 	hash string
 	// match is the digest of a payload object without its metadata
-	// (bodyDigest), which a listed object's summary matches when it holds
-	// every value of it (liveSummary.matches).
+	// (drift.BodyDigest), which a listed object's summary matches when it holds
+	// every value of it (drift.Summary.Matches).
 	match string
 	// body is the JSON of a payload object as applied, while a request
 	// needs it (payloadJSON); nil otherwise, and always for records and
@@ -195,20 +196,11 @@ func (d *desired) compact(keep bool) error {
 			return fmt.Errorf("%s: cannot encode: %w", d.id, err)
 		}
 	}
-	if d.match, err = bodyDigest(d.u); err != nil {
+	if d.match, err = drift.BodyDigest(d.u); err != nil {
 		return fmt.Errorf("%s: %w", d.id, err)
 	}
-	d.u = header(d.u)
+	d.u = drift.Header(d.u)
 	return nil
-}
-
-// header returns u's apiVersion, kind and metadata, sharing u's metadata.
-func header(u *unstructured.Unstructured) *unstructured.Unstructured {
-	h := &unstructured.Unstructured{Object: map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind()}}
-	if m, ok := u.Object["metadata"]; ok {
-		h.Object["metadata"] = m
-	}
-	return h
 }
 
 // liveCRD returns CRD d as the API server holds it, with its managedFields
@@ -264,7 +256,7 @@ func (d *desired) applyObject() *unstructured.Unstructured {
 // newDesired prepares u for apply: sets its hash and finds it in the
 // cluster state.
 func (r *run) newDesired(u *unstructured.Unstructured, role inventory.Role, revision string) (*desired, error) {
-	h, err := setAppliedHash(u)
+	h, err := drift.SetAppliedHash(u)
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +276,7 @@ func (r *run) newDesired(u *unstructured.Unstructured, role inventory.Role, revi
 // object's metadata alone, which spares decoding a large answer. When the
 // live object carries the content hash of what lockstep applies now and
 // still holds that content, the change is one of metadata alone, checked
-// in-process without a dry-run (metadataOnly, validateMetadata). The live
+// in-process without a dry-run (drift.MetadataOnly, drift.ValidateMetadata). The live
 // object's content is decoded only in those two cases.
 //
 // A CRD that does not exist yet is validated in-process instead of
@@ -351,14 +343,14 @@ func (r *run) compare(d *desired) (comparison, error) {
 // before. It reports whether it decided.
 func (c comparison) inProcess(d *desired) (bool, error) {
 	switch {
-	case c.sameHash && c.sum != nil && summaryUpToDate(d.live, c.sum, d):
+	case c.sameHash && c.sum != nil && c.sum.UpToDate(d.live, d.u, d.hash, d.match):
 		d.action, d.result = ssa.UnchangedAction, d.live
 		return true, nil
-	case c.sameHash && c.sum == nil && upToDate(c.live, c.full, d.hash):
+	case c.sameHash && c.sum == nil && drift.UpToDate(c.live, c.full, d.hash):
 		d.action, d.result = ssa.UnchangedAction, d.live
 		return true, nil
-	case c.sameContent && ((c.sum != nil && c.sum.matches(d)) || (c.sum == nil && metadataOnly(c.live, c.full))):
-		if err := validateMetadata(d.u); err != nil {
+	case c.sameContent && ((c.sum != nil && c.sum.Matches(d.match)) || (c.sum == nil && drift.MetadataOnly(c.live, c.full))):
+		if err := drift.ValidateMetadata(d.u); err != nil {
 			return true, err
 		}
 		d.action = ssa.ConfiguredAction
@@ -433,13 +425,13 @@ func (r *run) planDryRun(ctx context.Context, d *desired, c comparison) error {
 	unchanged := false
 	switch {
 	case c.sameHash && c.sum != nil:
-		drift, err := summaryDrifted(d.live, c.sum, dry)
+		drifted, err := c.sum.Drifted(d.live, dry)
 		if err != nil {
 			return fmt.Errorf("%s: %w", d.id, err)
 		}
-		unchanged = !drift
+		unchanged = !drifted
 	case c.sameHash:
-		unchanged = !drifted(c.live, dry)
+		unchanged = !drift.Drifted(c.live, dry)
 	}
 	switch {
 	case unchanged:
@@ -479,7 +471,7 @@ func (r *run) dryRun(ctx context.Context, d *desired, metaOnly bool) (*unstructu
 		if cp.body, err = json.Marshal(u.Object); err != nil {
 			return nil, err
 		}
-		cp.u = header(u)
+		cp.u = drift.Header(u)
 	}
 	return r.applyDesired(ctx, &cp, true, metaOnly)
 }

@@ -46,6 +46,7 @@ var ranks = []struct {
 	{"internal/parallel", 2},
 	{"internal/liststream", 2},
 	{"internal/crdcheck", 2},
+	{"internal/drift", 2},
 	// The pipeline, in its order: where a commit and its packages come
 	// from, the lock, rendering, health, and the executor.
 	{"sources/...", 3},

@@ -1,4 +1,4 @@
-package apply
+package drift
 
 import (
 	"testing"
@@ -7,13 +7,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
-	"github.com/lockstep-gitops/lockstep/render"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // TestProjectAgreesWithContains: the digest of a live value projected onto
 // the desired value equals the desired value's digest exactly when
 // contains says the live value holds the desired one, for the cases the
-// summary of a listed object must get right (liveSummary.match); projected
+// summary of a listed object must get right (Summary.Match); projected
 // onto any other shape, an equal digest still means it holds.
 func TestProjectAgreesWithContains(t *testing.T) {
 	cases := map[string]struct {
@@ -97,14 +97,14 @@ func TestProjectAgreesWithContains(t *testing.T) {
 			if err := utiljson.Unmarshal([]byte(tc.want), &want); err != nil {
 				t.Fatal(err)
 			}
-			if got := contains(have, want); got != tc.holds {
+			if got := Contains(have, want); got != tc.holds {
 				t.Fatalf("%s\ncontains = %t, want %t (the case is wrong)", tc.reason, got, tc.holds)
 			}
-			p, err := digest(project(have, want))
+			p, err := Digest(Project(have, want))
 			if err != nil {
 				t.Fatal(err)
 			}
-			w, err := digest(want)
+			w, err := Digest(want)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +114,7 @@ func TestProjectAgreesWithContains(t *testing.T) {
 			// Projected onto another shape (the object of another package,
 			// or one bound differently), an equal digest is still proof.
 			for _, shape := range []any{have, map[string]any{"spec": map[string]any{}}, nil} {
-				p, err := digest(project(have, shape))
+				p, err := Digest(Project(have, shape))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -127,7 +127,7 @@ func TestProjectAgreesWithContains(t *testing.T) {
 }
 
 // TestChangesContent: a listed CRD is kept for the in-process update check
-// (liveSummary.changes) only when another revision is taking control of it
+// (Summary.Changes) only when another revision is taking control of it
 // and its content changes.
 func TestChangesContent(t *testing.T) {
 	rev := func(name string) string {
@@ -135,30 +135,30 @@ func TestChangesContent(t *testing.T) {
 	}
 	const spec = `"spec":{"group":"x.io","scope":"Cluster"}`
 	cases := map[string]struct {
-		reason     string
-		live       string
-		want       string
-		controller *render.Reference
-		changes    bool
+		reason                         string
+		live                           string
+		want                           string
+		controllerKind, controllerName string
+		changes                        bool
 	}{
 		"SameRevision": {
-			reason:     "a CRD its rendered revision already controls is not upgraded, whatever its content (drift is read when needed)",
-			live:       `{"metadata":{"ownerReferences":[` + rev("p-1") + `]},"spec":{"group":"x.io","scope":"Namespaced"}}`,
-			want:       `{` + spec + `}`,
-			controller: &render.Reference{APIVersion: "pkg.crossplane.io/v1", Kind: "ProviderRevision", Name: "p-1"},
+			reason:         "a CRD its rendered revision already controls is not upgraded, whatever its content (drift is read when needed)",
+			live:           `{"metadata":{"ownerReferences":[` + rev("p-1") + `]},"spec":{"group":"x.io","scope":"Namespaced"}}`,
+			want:           `{` + spec + `}`,
+			controllerKind: "ProviderRevision", controllerName: "p-1",
 		},
 		"NewRevisionSameContent": {
-			reason:     "a new revision taking control of an unchanged CRD changes its metadata alone",
-			live:       `{"metadata":{"ownerReferences":[` + rev("p-1") + `]},` + spec + `,"status":{"acceptedNames":{}}}`,
-			want:       `{` + spec + `}`,
-			controller: &render.Reference{APIVersion: "pkg.crossplane.io/v1", Kind: "ProviderRevision", Name: "p-2"},
+			reason:         "a new revision taking control of an unchanged CRD changes its metadata alone",
+			live:           `{"metadata":{"ownerReferences":[` + rev("p-1") + `]},` + spec + `,"status":{"acceptedNames":{}}}`,
+			want:           `{` + spec + `}`,
+			controllerKind: "ProviderRevision", controllerName: "p-2",
 		},
 		"NewRevisionNewContent": {
-			reason:     "a new revision that changes the CRD's content upgrades it",
-			live:       `{"metadata":{"ownerReferences":[` + rev("p-1") + `]},"spec":{"group":"x.io","scope":"Namespaced"}}`,
-			want:       `{` + spec + `}`,
-			controller: &render.Reference{APIVersion: "pkg.crossplane.io/v1", Kind: "ProviderRevision", Name: "p-2"},
-			changes:    true,
+			reason:         "a new revision that changes the CRD's content upgrades it",
+			live:           `{"metadata":{"ownerReferences":[` + rev("p-1") + `]},"spec":{"group":"x.io","scope":"Namespaced"}}`,
+			want:           `{` + spec + `}`,
+			controllerKind: "ProviderRevision", controllerName: "p-2",
+			changes: true,
 		},
 		"NoController": {
 			reason: "an object rendered without a controller is no revision's payload",
@@ -176,11 +176,11 @@ func TestChangesContent(t *testing.T) {
 				t.Fatal(err)
 			}
 			u, w := &unstructured.Unstructured{Object: live}, &unstructured.Unstructured{Object: want}
-			match, err := digest(project(withoutMetadata(u), withoutMetadata(w)))
+			match, err := Digest(Project(WithoutMetadata(u), WithoutMetadata(w)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := changesContent(u, tc.controller, w, match)
+			got, err := ChangesContent(u, Shape{Object: w, ControllerKind: tc.controllerKind, ControllerName: tc.controllerName}, match)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,5 +188,43 @@ func TestChangesContent(t *testing.T) {
 				t.Errorf("%s: changes -want +got\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// TestSummarize: a listed CRD is kept as its header without managedFields
+// and its digests; nothing is matched when nothing is applied with its
+// identity, and its projection onto a shape is matched when one is.
+func TestSummarize(t *testing.T) {
+	item := `{"metadata":{"name":"a.x.io","generation":3,"managedFields":[{"manager":"m"}]},"spec":{"group":"x.io"}}`
+	gvk := crossplane.GroupKindCRD.WithVersion("v1")
+	h, sum, err := Summarize([]byte(item), gvk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.GetName() != "a.x.io" || h.GetGeneration() != 3 || len(h.GetManagedFields()) != 0 || h.Object["spec"] != nil || h.GetKind() != "CustomResourceDefinition" {
+		t.Errorf("Summarize = %v, want the kind, name and generation (as int64), no managedFields, no spec", h.Object)
+	}
+	if sum.Content == "" || sum.Match != "" || sum.CRD == nil {
+		t.Errorf("summary = %+v, want a content digest, no match (nothing rendered) and the CRD's state", sum)
+	}
+
+	want := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "spec": map[string]any{"group": "x.io"}}}
+	var asked string
+	_, sum, err = Summarize([]byte(item), gvk, func(id string) *Shape {
+		asked = id
+		return &Shape{Object: want}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff("_a.x.io_apiextensions.k8s.io_CustomResourceDefinition", asked); diff != "" {
+		t.Errorf("shape asked for -want +got\n%s", diff)
+	}
+	body, err := BodyDigest(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sum.Matches(body) || sum.Changes {
+		t.Errorf("summary = %+v, want it to match the shape's body digest %s and no change (no controller)", sum, body)
 	}
 }

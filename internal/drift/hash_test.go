@@ -1,4 +1,4 @@
-package apply
+package drift
 
 import (
 	"crypto/sha256"
@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestDigestIsMarshalHash: digest hashes exactly what json.Marshal writes,
+// TestDigestIsMarshalHash: Digest hashes exactly what json.Marshal writes,
 // the bytes every applied and content hash on a live object was taken
 // from, so that objects lockstep applied before stay unchanged.
 func TestDigestIsMarshalHash(t *testing.T) {
@@ -32,7 +32,7 @@ func TestDigestIsMarshalHash(t *testing.T) {
 				t.Fatal(err)
 			}
 			sum := sha256.Sum256(b)
-			got, err := digest(tc.v)
+			got, err := Digest(tc.v)
 			if err != nil {
 				t.Fatal(err)
 			}
