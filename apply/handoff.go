@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/managedfields"
 )
 
 // findHandOffs marks the runtime objects whose controller reference must
@@ -68,7 +69,7 @@ func ownedByOthers(u *unstructured.Unstructured, manager string, ref metav1.Owne
 		return false
 	}
 	path := []string{"f:metadata", "f:ownerReferences", "k:" + string(key)}
-	return anyManagerOwns(u, "", path, func(mf metav1.ManagedFieldsEntry) bool {
+	return managedfields.AnyOwns(u, "", path, func(mf metav1.ManagedFieldsEntry) bool {
 		return mf.Manager != manager || mf.Operation != metav1.ManagedFieldsOperationApply
 	})
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/liststream"
 	"github.com/lockstep-gitops/lockstep/internal/live"
+	"github.com/lockstep-gitops/lockstep/internal/managedfields"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/render"
 )
@@ -625,7 +626,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	if err := r.planRecord(ctx, rd); err != nil {
 		return err
 	}
-	if p.manual() && cur != nil && rd.action != ssa.UnchangedAction && soleOwner(cur, FieldManager, "f:spec", "f:desiredState") {
+	if p.manual() && cur != nil && rd.action != ssa.UnchangedAction && managedfields.SoleApplier(cur, FieldManager, "f:spec", "f:desiredState") {
 		// FieldManager applied desiredState before (the package was
 		// Automatic): let ActivationFieldManager share the field first, or
 		// this apply, which omits it, would remove it.
@@ -681,76 +682,6 @@ func (p *pkgRun) planRevisions() (*unstructured.Unstructured, int64) {
 	p.activation = plan.Activate(plan.ActivationInput{Manual: p.manual(), ReplacedBy: p.replacedBy, Current: current, Others: revisionsOf(p.others)})
 	p.res.Plan = append(p.res.Plan, p.activation.Decision(p.po.Revision.Name))
 	return cur, number
-}
-
-// soleOwner reports whether manager, with operation Apply, is the only
-// field manager of u that owns the field at path (FieldsV1 keys, such as
-// "f:spec", "f:desiredState").
-func soleOwner(u *unstructured.Unstructured, manager string, path ...string) bool {
-	owners := 0
-	mine := false
-	for _, mf := range u.GetManagedFields() {
-		if mf.Subresource != "" || mf.FieldsV1 == nil {
-			continue
-		}
-		var fields map[string]any
-		if err := json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields); err != nil {
-			continue
-		}
-		if !hasFieldPath(fields, path) {
-			continue
-		}
-		owners++
-		if mf.Manager == manager && mf.Operation == metav1.ManagedFieldsOperationApply {
-			mine = true
-		}
-	}
-	return mine && owners == 1
-}
-
-// ownsField reports whether manager, with operation Apply, owns the field
-// at path (FieldsV1 keys) of u's subresource ("" for the object itself).
-func ownsField(u *unstructured.Unstructured, manager, subresource string, path ...string) bool {
-	return anyManagerOwns(u, subresource, path, func(mf metav1.ManagedFieldsEntry) bool {
-		return mf.Manager == manager && mf.Operation == metav1.ManagedFieldsOperationApply
-	})
-}
-
-// anyManagerOwns reports whether a managedFields entry of u's subresource
-// ("" for the object itself) for which match is true owns the field at
-// path (FieldsV1 keys).
-func anyManagerOwns(u *unstructured.Unstructured, subresource string, path []string, match func(metav1.ManagedFieldsEntry) bool) bool {
-	for _, mf := range u.GetManagedFields() {
-		if mf.Subresource != subresource || mf.FieldsV1 == nil || !match(mf) {
-			continue
-		}
-		var fields map[string]any
-		if err := json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields); err != nil {
-			continue
-		}
-		if hasFieldPath(fields, path) {
-			return true
-		}
-	}
-	return false
-}
-
-func hasFieldPath(fields map[string]any, path []string) bool {
-	cur := fields
-	for i, p := range path {
-		v, ok := cur[p]
-		if !ok {
-			return false
-		}
-		if i == len(path)-1 {
-			return true
-		}
-		cur, ok = v.(map[string]any)
-		if !ok {
-			return false
-		}
-	}
-	return false
 }
 
 // uidOrPlaceholder returns u's UID; a dry run that creates an object may

@@ -47,6 +47,8 @@ var ranks = []struct {
 	{"internal/liststream", 2},
 	{"internal/crdcheck", 2},
 	{"internal/drift", 2},
+	{"internal/managedfields", 2},
+	{"internal/pkgstatus", 2},
 	// The pipeline, in its order: where a commit and its packages come
 	// from, the lock, rendering, health, and the executor.
 	{"sources/...", 3},
