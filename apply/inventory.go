@@ -20,7 +20,7 @@ func (r *run) writeInventory(ctx context.Context, inv *inventory.Inventory) erro
 	// inv is the writer's own: sorted in place, as the run's view keeps it.
 	// The view itself (r.live.inventory) is only read: packages running in
 	// parallel read it (joinIntents).
-	cm, b, err := inventoryConfigMap(inv, r.opts.Namespace, r.opts.Instance)
+	cm, b, err := inv.ConfigMap(r.opts.Namespace, r.opts.Instance, render.InstanceLabels(r.opts.Instance))
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/lockstep-gitops/lockstep/apply"
+	"github.com/lockstep-gitops/lockstep/apply/handback"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/render"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
@@ -202,12 +203,12 @@ func TestDeletionProtectionCoversItsLabel(t *testing.T) {
 	}
 
 	t.Run("handback as another user", func(t *testing.T) {
-		res, err := apply.HandBack(ctx, alice, f.namespace, f.instance, "Function", fn.Name, false)
+		res, err := handback.Run(ctx, alice, f.namespace, f.instance, "Function", fn.Name, false)
 		if err != nil {
-			t.Fatalf("HandBack: %v", err)
+			t.Fatalf("handback.Run: %v", err)
 		}
 		if len(res.Released) == 0 {
-			t.Fatalf("HandBack released nothing: %+v", res)
+			t.Fatalf("handback.Run released nothing: %+v", res)
 		}
 		got := f.get(t, "pkg.crossplane.io/v1", "Function", "", fn.Name)
 		if _, ok := got.GetLabels()[render.LabelInstance]; ok {

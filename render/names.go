@@ -110,3 +110,10 @@ func truncate(s string, n int) string {
 func RevisionName(name, digest string) string {
 	return FriendlyID(name, strings.TrimPrefix(digest, "sha256:"))
 }
+
+// InstanceLabels returns the labels render sets on every object of a
+// lockstep instance: LabelManagedBy (ManagedByValue) and LabelInstance.
+// The map is the caller's.
+func InstanceLabels(instance string) map[string]string {
+	return map[string]string{LabelManagedBy: ManagedByValue, LabelInstance: instance}
+}

@@ -73,7 +73,7 @@ func DeletionProtection(instance, identity string) ([]*unstructured.Unstructured
 		return nil, fmt.Errorf("deletion protection: lockstep's user name %q holds a control character", identity)
 	}
 	name := DeletionProtectionName(instance)
-	labels := map[string]string{LabelManagedBy: ManagedByValue, LabelInstance: instance}
+	labels := InstanceLabels(instance)
 	var records []string
 	for _, k := range crossplane.PackageKinds() {
 		records = append(records, plural(string(k.Kind)), plural(k.RevisionKind))

@@ -60,7 +60,7 @@ func Render(in Input) (*Output, error) {
 	}
 	r := &renderer{
 		in:             &in,
-		labels:         map[string]string{LabelManagedBy: ManagedByValue, LabelInstance: in.Instance},
+		labels:         InstanceLabels(in.Instance),
 		runtimeConfigs: map[string]*declarations.DeploymentRuntimeConfig{},
 		allowed:        in.AllowedProviderPermissions,
 	}

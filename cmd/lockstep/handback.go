@@ -9,13 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lockstep-gitops/lockstep/apply"
+	"github.com/lockstep-gitops/lockstep/apply/handback"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/live"
 )
 
 // newHandBackCommand returns `lockstep handback KIND/NAME...`
-// (apply.HandBack, docs/migrating.md#handing-one-package-back).
+// (handback.Run, docs/migrating.md#handing-one-package-back).
 func newHandBackCommand() *cobra.Command {
 	var (
 		cl          clusterFlags
@@ -72,7 +72,7 @@ as a server-side dry-run and changes nothing.`,
 			}
 			w := cmd.OutOrStdout()
 			for _, r := range refs {
-				res, err := apply.HandBack(ctx, c, cl.namespace, instance, r.Kind, r.Name, dryRun)
+				res, err := handback.Run(ctx, c, cl.namespace, instance, r.Kind, r.Name, dryRun)
 				if err != nil {
 					return err
 				}
@@ -112,7 +112,7 @@ func handBackRefs(ctx context.Context, args []string) ([]crossplane.PackageRef, 
 }
 
 // printHandBack prints what handback did to the package r.
-func printHandBack(w io.Writer, r crossplane.PackageRef, res *apply.HandBackResult, dryRun bool) {
+func printHandBack(w io.Writer, r crossplane.PackageRef, res *handback.Result, dryRun bool) {
 	verb := "handed back to Crossplane's package manager"
 	if dryRun {
 		verb = "would be handed back (dry run)"

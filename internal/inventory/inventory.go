@@ -235,6 +235,32 @@ func (inv *Inventory) Encode() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// ConfigMap returns the ConfigMap that holds inv for instance in
+// namespace (ConfigMapName), with the labels given, and inv's encoding (Encode), which
+// its data holds under DataKey. inv is sorted in place. It returns an
+// error only when JSON encoding fails.
+func (inv *Inventory) ConfigMap(namespace, instance string, labels map[string]string) (*unstructured.Unstructured, []byte, error) {
+	inv.Sort()
+	b, err := inv.Encode()
+	if err != nil {
+		return nil, nil, err
+	}
+	l := make(map[string]any, len(labels))
+	for k, v := range labels {
+		l[k] = v
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1",
+		"kind":       "ConfigMap",
+		"metadata": map[string]any{
+			"name":      ConfigMapName(instance),
+			"namespace": namespace,
+			"labels":    l,
+		},
+		"data": map[string]any{DataKey: string(b)},
+	}}, b, nil
+}
+
 // Without returns entries minus those whose ID is in ids, in order.
 func Without(entries []Entry, ids map[string]bool) []Entry {
 	out := make([]Entry, 0, len(entries))

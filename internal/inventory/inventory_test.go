@@ -181,3 +181,36 @@ func TestPackageVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigMap: the inventory's ConfigMap is named after the instance,
+// carries the labels given and holds the sorted encoding under DataKey.
+func TestConfigMap(t *testing.T) {
+	inv := &Inventory{Instance: "prod", Packages: []Package{{Kind: "Provider", Name: "b"}, {Kind: "Provider", Name: "a"}}}
+	cm, b, err := inv.ConfigMap("lockstep-system", "prod", map[string]string{"app.kubernetes.io/managed-by": "lockstep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.Packages[0].Name != "a" {
+		t.Errorf("packages %v, want them sorted in place", inv.Packages)
+	}
+	want := map[string]any{
+		"apiVersion": "v1",
+		"kind":       "ConfigMap",
+		"metadata": map[string]any{
+			"name":      "lockstep-inventory-prod",
+			"namespace": "lockstep-system",
+			"labels":    map[string]any{"app.kubernetes.io/managed-by": "lockstep"},
+		},
+		"data": map[string]any{DataKey: string(b)},
+	}
+	if diff := cmp.Diff(want, cm.Object); diff != "" {
+		t.Errorf("ConfigMap: -want +got\n%s", diff)
+	}
+	enc, err := inv.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(enc), string(b)); diff != "" {
+		t.Errorf("data: -Encode +got\n%s", diff)
+	}
+}

@@ -1,4 +1,8 @@
-package apply
+// Package handback hands a package that a lockstep instance manages back
+// to Crossplane's package manager, while the instance keeps managing the
+// others (docs/migrating.md#handing-one-package-back): the inverse of
+// adoption.
+package handback
 
 import (
 	"context"
@@ -11,13 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/apply"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
-// HandBackResult is what HandBack did.
-type HandBackResult struct {
+// Result is what Run did.
+type Result struct {
 	// Released are the objects that lost lockstep's labels (and, for the
 	// package and revision records, Crossplane's pause annotation), as
 	// "Kind name" or "Kind namespace/name".
@@ -29,7 +34,7 @@ type HandBackResult struct {
 	Missing []string
 }
 
-// HandBack stops lockstep instance from managing the package kind/name
+// Run stops lockstep instance from managing the package kind/name
 // while it keeps managing the others, and hands it to Crossplane's package
 // manager (docs/migrating.md#handing-one-package-back): every object the
 // inventory lists for the package loses lockstep's labels
@@ -44,9 +49,9 @@ type HandBackResult struct {
 // before its next apply, or that apply adopts it again. With dryRun
 // nothing is written. It returns an error naming the package when the
 // inventory does not list it, and the object when a write fails; a write
-// that failed leaves the package in the inventory, so HandBack can run
+// that failed leaves the package in the inventory, so Run can run
 // again.
-func HandBack(ctx context.Context, c client.Client, namespace, instance string, kind crossplane.Kind, name string, dryRun bool) (*HandBackResult, error) {
+func Run(ctx context.Context, c client.Client, namespace, instance string, kind crossplane.Kind, name string, dryRun bool) (*Result, error) {
 	inv, exists, err := inventory.ReadExisting(ctx, c, namespace, instance)
 	if err != nil {
 		return nil, err
@@ -64,7 +69,7 @@ func HandBack(ctx context.Context, c client.Client, namespace, instance string, 
 			others[e.ID] = true
 		}
 	}
-	res := &HandBackResult{}
+	res := &Result{}
 	for _, e := range pkg.Entries {
 		if err := releaseEntry(ctx, c, e, others[e.ID], dryRun, res); err != nil {
 			return nil, fmt.Errorf("%s %s: %w", kind, name, err)
@@ -74,11 +79,11 @@ func HandBack(ctx context.Context, c client.Client, namespace, instance string, 
 		return res, nil
 	}
 	inv.Packages = slices.DeleteFunc(inv.Packages, func(p inventory.Package) bool { return p.Kind == kind && p.Name == name })
-	cm, _, err := inventoryConfigMap(inv, namespace, instance)
+	cm, _, err := inv.ConfigMap(namespace, instance, render.InstanceLabels(instance))
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(cm), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(cm), client.FieldOwner(apply.FieldManager), client.ForceOwnership); err != nil {
 		return nil, fmt.Errorf("%s %s: released, but cannot remove it from the inventory ConfigMap %s/%s (run handback again): %w",
 			kind, name, namespace, inventory.ConfigMapName(instance), err)
 	}
@@ -89,7 +94,7 @@ func HandBack(ctx context.Context, c client.Client, namespace, instance string, 
 // is Shared when another package lists it (it keeps its labels), Missing
 // when it is gone, Released otherwise, after releasePatch and, unless
 // dryRun, unmarkPatch. The error names the entry or the object.
-func releaseEntry(ctx context.Context, c client.Client, e inventory.Entry, shared, dryRun bool, res *HandBackResult) error {
+func releaseEntry(ctx context.Context, c client.Client, e inventory.Entry, shared, dryRun bool, res *Result) error {
 	u, err := e.Object()
 	if err != nil {
 		return fmt.Errorf("inventory entry %s: %w", e.ID, err)
@@ -148,28 +153,4 @@ func describeEntry(u *unstructured.Unstructured) string {
 		return u.GetKind() + " " + ns + "/" + u.GetName()
 	}
 	return u.GetKind() + " " + u.GetName()
-}
-
-// inventoryConfigMap is the ConfigMap that holds inv for instance in
-// namespace, labelled as lockstep's, and inv's encoding (inv is sorted in
-// place).
-func inventoryConfigMap(inv *inventory.Inventory, namespace, instance string) (*unstructured.Unstructured, []byte, error) {
-	inv.Sort()
-	b, err := inv.Encode()
-	if err != nil {
-		return nil, nil, err
-	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1",
-		"kind":       "ConfigMap",
-		"metadata": map[string]any{
-			"name":      inventory.ConfigMapName(instance),
-			"namespace": namespace,
-			"labels": map[string]any{
-				render.LabelManagedBy: render.ManagedByValue,
-				render.LabelInstance:  instance,
-			},
-		},
-		"data": map[string]any{inventory.DataKey: string(b)},
-	}}, b, nil
 }
