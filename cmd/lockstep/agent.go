@@ -21,6 +21,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/cmd/internal/agent"
 	"github.com/lockstep-gitops/lockstep/cmd/internal/update"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
 
@@ -157,7 +158,7 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	if err := agent.Prepare(ctx, c, counted, opts.Namespace); err != nil {
 		return err
 	}
-	keys, err := f.render.reg.keys(oci.SecretKeys(c, opts.Namespace))
+	keys, err := f.render.reg.keys(cosign.SecretKeys(c, opts.Namespace))
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/writelock"
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 	"github.com/lockstep-gitops/lockstep/sources/git"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
@@ -141,7 +142,7 @@ func (f *applyFlags) lazyCluster(cfg *rest.Config, cfgErr error) (func() (client
 		if err != nil {
 			return nil, err
 		}
-		return oci.SecretKeys(c, f.cluster.namespace)(ctx, secret, key)
+		return cosign.SecretKeys(c, f.cluster.namespace)(ctx, secret, key)
 	}
 	return lazyClient, noCluster
 }

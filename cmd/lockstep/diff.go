@@ -24,6 +24,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/lockfile"
 	"github.com/lockstep-gitops/lockstep/render"
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 	"github.com/lockstep-gitops/lockstep/sources/git"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
@@ -470,7 +471,7 @@ func (s sharedFetcher) VerificationImageConfig(source string) *pkgv1beta1.ImageC
 }
 
 // VerifySignature forwards to the wrapped Fetcher's.
-func (s sharedFetcher) VerifySignature(ctx context.Context, ref name.Digest, keys oci.KeySource) (*oci.Verification, error) {
+func (s sharedFetcher) VerifySignature(ctx context.Context, ref name.Digest, keys cosign.KeySource) (*oci.Verification, error) {
 	if v, ok := s.next.(snapshot.SignatureVerifier); ok {
 		return v.VerifySignature(ctx, ref, keys)
 	}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/writelock"
 	"github.com/lockstep-gitops/lockstep/render"
-	"github.com/lockstep-gitops/lockstep/sources/oci"
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 )
 
 // deployExample is examples/deploy as the test reads it: the agent's
@@ -220,7 +220,7 @@ func TestExampleDeployRBAC(t *testing.T) {
 // examples/deploy pointing at a Sigstore trusted root that is there and
 // reads: the flag names a file under the mount of a ConfigMap volume, the
 // ConfigMap is one of the example's resources (kustomization.yaml) and has
-// that key, and its content is a trusted_root.json that oci.LoadTrustedRoot
+// that key, and its content is a trusted_root.json that cosign.LoadTrustedRoot
 // (the agent's reader) accepts.
 func TestExampleDeployTrustedRoot(t *testing.T) {
 	ex := readDeployExample(t)
@@ -267,7 +267,7 @@ func TestExampleDeployTrustedRoot(t *testing.T) {
 	if err := os.WriteFile(root, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, loadErr := oci.LoadTrustedRoot(root)
+	_, loadErr := cosign.LoadTrustedRoot(root)
 
 	cases := map[string]struct {
 		reason string

@@ -14,6 +14,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/render"
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
 
@@ -27,7 +28,7 @@ type renderFlags struct {
 	snap snapshot.Config
 	// clusterKeys, when set (apply), reads the verification keys that no
 	// --verification-key names from the cluster's Secrets.
-	clusterKeys oci.KeySource
+	clusterKeys cosign.KeySource
 	// pullSecrets, set by commands that have a cluster (apply), reads the
 	// packages' and ImageConfigs' pull secrets from it (oci.Options).
 	pullSecrets oci.PullSecretReader

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
 
@@ -76,12 +77,12 @@ func (f *registryFlags) registerPush(cmd *cobra.Command) {
 
 // keys returns the signature verification keys of --verification-key,
 // asking fallback (nil: none) for a Secret no flag names.
-func (f *registryFlags) keys(fallback oci.KeySource) (oci.KeySource, error) {
-	files, err := oci.ParseKeyFlags(f.keyFiles)
+func (f *registryFlags) keys(fallback cosign.KeySource) (cosign.KeySource, error) {
+	files, err := cosign.ParseKeyFlags(f.keyFiles)
 	if err != nil {
 		return nil, usageError(err)
 	}
-	return oci.FileKeys(files, fallback), nil
+	return cosign.FileKeys(files, fallback), nil
 }
 
 func (f *registryFlags) options() oci.Options {

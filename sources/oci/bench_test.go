@@ -14,6 +14,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 	"github.com/lockstep-gitops/lockstep/test/memstat"
 	"github.com/lockstep-gitops/lockstep/test/registry"
@@ -179,7 +180,7 @@ func BenchmarkVerifySignature(b *testing.B) {
 // in dir (a new directory each time when empty, so signatures are fetched
 // and written there; else shared, so after the first iteration the
 // signature blobs are there and only the manifest is fetched).
-func benchmarkVerify(b *testing.B, opts oci.Options, dir string, ics []pkgv1beta1.ImageConfig, keys oci.KeySource, ref name.Digest) {
+func benchmarkVerify(b *testing.B, opts oci.Options, dir string, ics []pkgv1beta1.ImageConfig, keys cosign.KeySource, ref name.Digest) {
 	var requests int
 	for b.Loop() {
 		b.StopTimer()

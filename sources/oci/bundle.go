@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/lockstep-gitops/lockstep/internal/redact"
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 )
 
 // BundleRefAnnotation is the annotation of each manifest in a bundle's
@@ -65,12 +66,12 @@ type BundleEntry struct {
 func holdsSignature(m *v1.Manifest) bool {
 	for _, l := range m.Layers {
 		switch {
-		case isSigstoreBundle(string(l.MediaType)):
-			if pt := m.Annotations["dev.sigstore.bundle.predicateType"]; pt == "" || pt == SigstoreSignPredicateType {
+		case cosign.IsSigstoreBundle(string(l.MediaType)):
+			if pt := m.Annotations["dev.sigstore.bundle.predicateType"]; pt == "" || pt == cosign.SigstoreSignPredicateType {
 				return true
 			}
-		case l.MediaType == dsseEnvelopeMediaType:
-		case l.Annotations[cosignSignatureAnnotation] != "":
+		case l.MediaType == cosign.DSSEEnvelopeMediaType:
+		case l.Annotations[cosign.SignatureAnnotation] != "":
 			return true
 		}
 	}
@@ -471,8 +472,8 @@ func (b *Bundle) pushSignature(ropts []remote.Option, repo name.Repository, d, s
 	}
 	var ref name.Reference = repo.Tag(signatureTag(d))
 	for _, l := range m.Layers {
-		if l.MediaType == dsseEnvelopeMediaType {
-			ref = repo.Tag(d.Algorithm + "-" + d.Hex + cosignAttestationSuffix)
+		if l.MediaType == cosign.DSSEEnvelopeMediaType {
+			ref = repo.Tag(d.Algorithm + "-" + d.Hex + cosign.AttestationSuffix)
 		}
 	}
 	if m.Subject != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/redact"
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 )
 
 // Fetched is a package read by its digest.
@@ -122,7 +123,7 @@ func NewClient(opts Options, cache *Cache, imageConfigs []pkgv1beta1.ImageConfig
 	}
 	var trust *root.TrustedRoot
 	if opts.TrustedRoot != "" {
-		if trust, err = LoadTrustedRoot(opts.TrustedRoot); err != nil {
+		if trust, err = cosign.LoadTrustedRoot(opts.TrustedRoot); err != nil {
 			return nil, err
 		}
 	}

@@ -32,4 +32,9 @@
 // Docker config. A package with packagePullPolicy Never is read from the
 // cache only (NotCachedError); bundle.go moves locked packages into the
 // cache or a mirror without a registry (WriteBundle, OpenBundle).
+//
+// Signatures: VerifySignature reads a package's cosign signature and
+// attestation manifests (the .sig and .att images, OCI 1.1 referrers,
+// Sigstore bundles) from the registry or the cache, and package
+// sources/cosign checks them against the ImageConfig's authorities.
 package oci

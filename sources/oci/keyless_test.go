@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
@@ -270,7 +271,7 @@ func TestVerifyKeyless(t *testing.T) {
 			opts.InsecureIgnoreTlog = tc.ignoreTlog
 			var want *oci.Verification
 			if tc.wantAuth != "" {
-				want = &oci.Verification{ImageConfig: "signed", Authority: tc.wantAuth, Signature: sig.String(), Layout: oci.LayoutTag}
+				want = &oci.Verification{ImageConfig: "signed", Authority: tc.wantAuth, Signature: sig.String(), Layout: cosign.LayoutTag}
 				if tc.wantAtt {
 					want.Attestations = att.String()
 				}
@@ -284,7 +285,7 @@ func TestVerifyKeyless(t *testing.T) {
 // client of opts and the ImageConfig "signed" listing authorities, and
 // checks the result is want and the error is an ErrSignature naming the
 // package and containing every string of wantErr (none when nil).
-func checkAuthorities(t *testing.T, reason string, reg *registry.Registry, opts oci.Options, d v1.Hash, authorities []string, keys oci.KeySource, want *oci.Verification, wantErr []string) {
+func checkAuthorities(t *testing.T, reason string, reg *registry.Registry, opts oci.Options, d v1.Hash, authorities []string, keys cosign.KeySource, want *oci.Verification, wantErr []string) {
 	t.Helper()
 	c := client(t, opts, "", authoritiesConfig(reg.Host+"/org", authorities...))
 	got, err := c.VerifySignature(context.Background(), digestRef(t, reg.Host+"/org/provider-demo", d), keys)

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -20,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/lockstep-gitops/lockstep/internal/redact"
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 )
 
 // CosignSignatureArtifactType is the artifactType of a cosign signature
@@ -35,47 +35,6 @@ const CosignSignatureArtifactType = "application/vnd.dev.cosign.artifact.sig.v1+
 // simple-signing payload is a few hundred bytes.
 const maxSignatureLayer = 1 << 20
 
-// cosignSignature is one signature layer of a signature manifest.
-type cosignSignature struct {
-	payload []byte
-	sig     []byte
-	// manifest is the digest of the signature manifest that holds it, the
-	// one a Verification records.
-	manifest v1.Hash
-	// annotations are the layer's annotations (certificate, chain, bundle).
-	annotations map[string]string
-	// bundle is the JSON of a Sigstore bundle (a layer of a
-	// SigstoreBundleArtifactType referrer); payload, sig and annotations
-	// are unset then.
-	bundle []byte
-	// envelope is a DSSE envelope layer (an attestation of the
-	// sha256-<hex>.att image or of an in-toto referrer), with its
-	// annotations; payload and sig are unset then.
-	envelope []byte
-	// layout is where the manifest was found: LayoutTag, LayoutReferrer or
-	// LayoutSigstoreBundle.
-	layout string
-	// predicateType is, for a bundle, the manifest's
-	// dev.sigstore.bundle.predicateType annotation (cosign writes it; a
-	// claim only, until the bundle is verified).
-	predicateType string
-}
-
-// signature reports whether s may be a signature rather than only an
-// attestation: a simple-signing layer, or a bundle that does not say it
-// holds another predicateType than a signature's.
-func (s cosignSignature) signature() bool {
-	if s.bundle != nil {
-		return s.predicateType == "" || s.predicateType == SigstoreSignPredicateType
-	}
-	return s.envelope == nil
-}
-
-// anySignature reports whether one of sigs may be a signature.
-func anySignature(sigs []cosignSignature) bool {
-	return slices.ContainsFunc(sigs, cosignSignature.signature)
-}
-
 // signatures returns the cosign signatures of the image d whose source
 // (as given, before any ImageConfig rewrite) is src. A package with
 // packagePullPolicy Never reads them from the package cache only (put
@@ -89,7 +48,7 @@ func anySignature(sigs []cosignSignature) bool {
 // (sha256-<hex>.att) and the OCI 1.1 referrers are read too, even when the
 // sha256-<hex>.sig image exists. fromCache says the package cache
 // answered.
-func (c *Client) signatures(ctx context.Context, src string, d v1.Hash, attestations bool) (sigs []cosignSignature, fromCache bool, err error) {
+func (c *Client) signatures(ctx context.Context, src string, d v1.Hash, attestations bool) (sigs []cosign.Signature, fromCache bool, err error) {
 	repo, err := name.NewRepository(src)
 	if err == nil && c.packagePull(repo).Never {
 		sigs, err := c.cache.signatures(d)
@@ -124,7 +83,7 @@ var errNoSignature = errors.New("no cosign signature")
 // remoteSignatures fetches the signature manifests of d from the registry
 // and their signature layers (from the cache when it holds an intact copy),
 // and records them in the cache.
-func (c *Client) remoteSignatures(ctx context.Context, src string, d v1.Hash, attestations bool) ([]cosignSignature, error) {
+func (c *Client) remoteSignatures(ctx context.Context, src string, d v1.Hash, attestations bool) ([]cosign.Signature, error) {
 	release, err := c.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -135,7 +94,7 @@ func (c *Client) remoteSignatures(ctx context.Context, src string, d v1.Hash, at
 		return nil, err
 	}
 	var (
-		out     []cosignSignature
+		out     []cosign.Signature
 		digests []v1.Hash
 	)
 	for _, desc := range descs {
@@ -157,7 +116,7 @@ func (c *Client) remoteSignatures(ctx context.Context, src string, d v1.Hash, at
 		out = append(out, sigs...)
 		digests = append(digests, desc.Digest)
 	}
-	if !anySignature(out) {
+	if !cosign.AnySignature(out) {
 		return nil, fmt.Errorf("neither a signature image %s nor an OCI 1.1 referrer of %s holds a cosign signature or a Sigstore bundle signature (only attestations): %w",
 			repo.Tag(signatureTag(d)), d, errNoSignature)
 	}
@@ -168,14 +127,14 @@ func (c *Client) remoteSignatures(ctx context.Context, src string, d v1.Hash, at
 }
 
 // signatureTag is the tag of cosign's classic signature image of d.
-func signatureTag(d v1.Hash) string { return d.Algorithm + "-" + d.Hex + cosignSignatureSuffix }
+func signatureTag(d v1.Hash) string { return d.Algorithm + "-" + d.Hex + cosign.SignatureSuffix }
 
 // signatureManifests returns the manifests that hold cosign signatures of
 // d, fetched by digest (go-containerregistry checks each against it) from
 // the repository src is pulled from after the ImageConfig rewrite: the
 // image tagged sha256-<hex>.sig (cosign's classic layout), then every
 // referrer of d whose artifactType is CosignSignatureArtifactType or a
-// Sigstore bundle's (SigstoreBundleArtifactType, any bundle version),
+// Sigstore bundle's (cosign.SigstoreBundleArtifactType, any bundle version),
 // listed with go-containerregistry's remote.Referrers, which uses the
 // referrers API and falls back to the referrers tag schema as the OCI
 // distribution spec 1.1 says. The referrers are asked only when there is
@@ -207,7 +166,7 @@ func (c *Client) signatureManifests(ctx context.Context, src string, d v1.Hash, 
 		return nil, repo, nil, fmt.Errorf("no signature image %s: %w", tag, redact.Error(err))
 	}
 	if attestations {
-		att := repo.Tag(d.Algorithm + "-" + d.Hex + cosignAttestationSuffix)
+		att := repo.Tag(d.Algorithm + "-" + d.Hex + cosign.AttestationSuffix)
 		desc, err := puller.Get(ctx, att)
 		switch {
 		case err == nil:
@@ -225,8 +184,8 @@ func (c *Client) signatureManifests(ctx context.Context, src string, d v1.Hash, 
 		return nil, repo, nil, fmt.Errorf("the OCI 1.1 referrers of %s could not be listed: %w", d, redact.Error(rerr))
 	}
 	for _, r := range im.Manifests {
-		if r.ArtifactType != CosignSignatureArtifactType && !isSigstoreBundle(r.ArtifactType) &&
-			(!attestations || r.ArtifactType != inTotoPayloadType) {
+		if r.ArtifactType != CosignSignatureArtifactType && !cosign.IsSigstoreBundle(r.ArtifactType) &&
+			(!attestations || r.ArtifactType != cosign.InTotoPayloadType) {
 			continue
 		}
 		got, err := puller.Get(ctx, repo.Digest(r.Digest.String()))
@@ -237,7 +196,7 @@ func (c *Client) signatureManifests(ctx context.Context, src string, d v1.Hash, 
 	}
 	if len(out) == 0 {
 		return nil, repo, nil, fmt.Errorf("no signature image %s (not found), and none of the %d OCI 1.1 referrers of %s is a cosign signature (artifactType %s) or a Sigstore bundle (%s): %w",
-			tag, len(im.Manifests), d, CosignSignatureArtifactType, SigstoreBundleArtifactType, errNoSignature)
+			tag, len(im.Manifests), d, CosignSignatureArtifactType, cosign.SigstoreBundleArtifactType, errNoSignature)
 	}
 	return puller, repo, out, nil
 }
@@ -280,33 +239,33 @@ func (c *Client) signatureLayer(ctx context.Context, puller *remote.Puller, repo
 // layer (its media type a bundle's) of at most that size, whose bytes read
 // returns (read must check them against the layer's digest). Layers
 // without a usable annotation are skipped, as cosign skips them. The
-// layout is LayoutSigstoreBundle for a bundle, LayoutReferrer for a
-// manifest with a subject, LayoutTag otherwise.
-func cosignSignatures(md v1.Hash, m *v1.Manifest, read func(v1.Descriptor) ([]byte, error)) ([]cosignSignature, error) {
-	var out []cosignSignature
-	layout := LayoutTag
+// layout is cosign.LayoutSigstoreBundle for a bundle, cosign.LayoutReferrer for a
+// manifest with a subject, cosign.LayoutTag otherwise.
+func cosignSignatures(md v1.Hash, m *v1.Manifest, read func(v1.Descriptor) ([]byte, error)) ([]cosign.Signature, error) {
+	var out []cosign.Signature
+	layout := cosign.LayoutTag
 	if m.Subject != nil {
-		layout = LayoutReferrer
+		layout = cosign.LayoutReferrer
 	}
 	for _, l := range m.Layers {
-		if isSigstoreBundle(string(l.MediaType)) && l.Size <= maxSignatureLayer {
+		if cosign.IsSigstoreBundle(string(l.MediaType)) && l.Size <= maxSignatureLayer {
 			b, err := read(l)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, cosignSignature{bundle: b, manifest: md, layout: LayoutSigstoreBundle,
-				predicateType: m.Annotations["dev.sigstore.bundle.predicateType"]})
+			out = append(out, cosign.Signature{Bundle: b, Manifest: md, Layout: cosign.LayoutSigstoreBundle,
+				PredicateType: m.Annotations["dev.sigstore.bundle.predicateType"]})
 			continue
 		}
-		if l.MediaType == dsseEnvelopeMediaType && l.Size <= maxSignatureLayer {
+		if l.MediaType == cosign.DSSEEnvelopeMediaType && l.Size <= maxSignatureLayer {
 			b, err := read(l)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, cosignSignature{envelope: b, manifest: md, annotations: l.Annotations, layout: layout})
+			out = append(out, cosign.Signature{Envelope: b, Manifest: md, Annotations: l.Annotations, Layout: layout})
 			continue
 		}
-		b64, ok := l.Annotations[cosignSignatureAnnotation]
+		b64, ok := l.Annotations[cosign.SignatureAnnotation]
 		if !ok || l.Size > maxSignatureLayer {
 			continue
 		}
@@ -318,7 +277,7 @@ func cosignSignatures(md v1.Hash, m *v1.Manifest, read func(v1.Descriptor) ([]by
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, cosignSignature{payload: b, sig: sig, manifest: md, annotations: l.Annotations, layout: layout})
+		out = append(out, cosign.Signature{Payload: b, Sig: sig, Manifest: md, Annotations: l.Annotations, Layout: layout})
 	}
 	return out, nil
 }
@@ -381,7 +340,7 @@ func (c *Cache) writeSignatureIndex(d v1.Hash, digests []v1.Hash) error {
 // d (writeSignatureIndex), every manifest and layer checked against its
 // digest. It fails wrapping ErrNotCached, naming the cache and the command
 // that fills it, when there are none.
-func (c *Cache) signatures(d v1.Hash) ([]cosignSignature, error) {
+func (c *Cache) signatures(d v1.Hash) ([]cosign.Signature, error) {
 	p, err := c.signatureIndexPath(d)
 	if err != nil {
 		return nil, err
@@ -393,7 +352,7 @@ func (c *Cache) signatures(d v1.Hash) ([]cosignSignature, error) {
 	if err != nil {
 		return nil, fmt.Errorf("package cache: %w", err)
 	}
-	var out []cosignSignature
+	var out []cosign.Signature
 	for _, line := range strings.Fields(string(b)) {
 		h, err := v1.NewHash(line)
 		if err != nil {
@@ -413,7 +372,7 @@ func (c *Cache) signatures(d v1.Hash) ([]cosignSignature, error) {
 		}
 		out = append(out, sigs...)
 	}
-	if !anySignature(out) {
+	if !cosign.AnySignature(out) {
 		return nil, fmt.Errorf("the package cache %s holds no signature of %s (%w): load a bundle created with its signatures, `lockstep bundle load BUNDLE --cache-dir %s`", c.dir, d, ErrNotCached, c.dir)
 	}
 	return out, nil

@@ -11,6 +11,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
@@ -31,7 +32,7 @@ func verifyingImageConfig(t testing.TB, n, rewrite, prefix string, secrets ...st
 
 // keysOf is a KeySource holding each SigningKey's public key under its
 // Secret name.
-func keysOf(keys map[string]*registry.SigningKey) oci.KeySource {
+func keysOf(keys map[string]*registry.SigningKey) cosign.KeySource {
 	return func(_ context.Context, secret, _ string) ([]byte, error) {
 		k, ok := keys[secret]
 		if !ok {
@@ -67,7 +68,7 @@ func TestVerifySignature(t *testing.T) {
 		ics     []pkgv1beta1.ImageConfig
 		pkg     string
 		digest  v1.Hash
-		keys    oci.KeySource
+		keys    cosign.KeySource
 		want    *oci.Verification
 		wantErr []string
 	}{
@@ -75,13 +76,13 @@ func TestVerifySignature(t *testing.T) {
 			reason: "a package signed with the authority's key passes, through the ImageConfig rewrite",
 			ics:    []pkgv1beta1.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release")},
 			pkg:    "provider-demo", digest: signed, keys: keys,
-			want: &oci.Verification{ImageConfig: "signed", Authority: "a0", Signature: sig.String(), Layout: oci.LayoutTag},
+			want: &oci.Verification{ImageConfig: "signed", Authority: "a0", Signature: sig.String(), Layout: cosign.LayoutTag},
 		},
 		"AnyAuthority": {
 			reason: "the package passes when any authority passes; the first that does is recorded",
 			ics:    []pkgv1beta1.ImageConfig{verifyingImageConfig(t, "signed", reg.Host+"/org", source, "other-team", "release")},
 			pkg:    "provider-demo", digest: signed, keys: keys,
-			want: &oci.Verification{ImageConfig: "signed", Authority: "a1", Signature: sig.String(), Layout: oci.LayoutTag},
+			want: &oci.Verification{ImageConfig: "signed", Authority: "a1", Signature: sig.String(), Layout: cosign.LayoutTag},
 		},
 		"NoVerification": {
 			reason: "no ImageConfig with spec.verification matches: nothing to verify",
@@ -171,7 +172,7 @@ func TestVerifySignatureReferrers(t *testing.T) {
 			reg.Reset()
 			c := client(t, options(reg), "", verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release"))
 			got, err := c.VerifySignature(context.Background(), digestRef(t, source+"/provider-demo", d), keys)
-			want := &oci.Verification{ImageConfig: "signed", Authority: "a0", Signature: sig.String(), Layout: oci.LayoutReferrer}
+			want := &oci.Verification{ImageConfig: "signed", Authority: "a0", Signature: sig.String(), Layout: cosign.LayoutReferrer}
 			if !checkVerified(t, tc.reason, want, got, err, tc.wantErr) {
 				return
 			}
@@ -195,7 +196,7 @@ func TestVerifySignatureFromCache(t *testing.T) {
 	const source = "xpkg.example.com/org"
 	ic := verifyingImageConfig(t, "signed", reg.Host+"/org", source, "release")
 	ref := digestRef(t, source+"/provider-demo", d)
-	want := &oci.Verification{ImageConfig: "signed", Authority: "a0", Signature: sig.String(), Layout: oci.LayoutTag}
+	want := &oci.Verification{ImageConfig: "signed", Authority: "a0", Signature: sig.String(), Layout: cosign.LayoutTag}
 	warm, cold := t.TempDir(), t.TempDir()
 	if _, err := client(t, options(reg), warm, ic).VerifySignature(context.Background(), ref, keys); err != nil {
 		t.Fatalf("verify against the registry: %v", err)

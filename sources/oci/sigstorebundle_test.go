@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 	"github.com/lockstep-gitops/lockstep/test/registry"
 )
@@ -226,7 +227,7 @@ func TestVerifySigstoreBundle(t *testing.T) {
 			opts.InsecureIgnoreTlog = tc.ignoreTlog
 			var want *oci.Verification
 			if tc.wantAuth != "" {
-				want = &oci.Verification{ImageConfig: "signed", Authority: tc.wantAuth, Signature: sig.String(), Layout: oci.LayoutSigstoreBundle}
+				want = &oci.Verification{ImageConfig: "signed", Authority: tc.wantAuth, Signature: sig.String(), Layout: cosign.LayoutSigstoreBundle}
 				if tc.wantAtt {
 					want.Attestations = att.String()
 				}
@@ -258,7 +259,7 @@ func TestVerifyAttestationsFromCache(t *testing.T) {
 	authority := `{"name":"release-key","key":{"secretRef":{"name":"release","key":"cosign.pub"},"hashAlgorithm":"sha256"},"attestations":[` +
 		`{"name":"sbom","predicateType":"` + sbomType + `"},{"name":"provenance","predicateType":"` + provenance + `"},{"name":"vulns","predicateType":"` + vulns + `"}]}`
 	ic := authoritiesConfig(reg.Host+"/org", authority)
-	want := &oci.Verification{ImageConfig: "signed", Authority: "release-key", Signature: sig.String(), Layout: oci.LayoutTag,
+	want := &oci.Verification{ImageConfig: "signed", Authority: "release-key", Signature: sig.String(), Layout: cosign.LayoutTag,
 		Attestations: bundled.String() + "," + att.String() + "," + ref.String()}
 	dref := digestRef(t, reg.Host+"/org/provider-demo", d)
 	warm := t.TempDir()

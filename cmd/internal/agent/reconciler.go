@@ -30,6 +30,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/writelock"
 	"github.com/lockstep-gitops/lockstep/lockfile"
 	"github.com/lockstep-gitops/lockstep/render"
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 	"github.com/lockstep-gitops/lockstep/sources/git"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
@@ -60,7 +61,7 @@ type Config struct {
 	// which names the lockstep lock command to run and commit). Its
 	// Namespace, Instance and InsecureRegistries are always Apply's and
 	// Registry's; nil VerificationKeys means the Secrets ImageConfig key
-	// authorities name in Apply.Namespace (oci.SecretKeys), read on every
+	// authorities name in Apply.Namespace (cosign.SecretKeys), read on every
 	// reconcile.
 	Snapshot snapshot.Config
 	// Apply are the apply options; Namespace and Instance also name the
@@ -898,12 +899,12 @@ func (r *Reconciler) verifyAgain(ctx context.Context, rd *rendered) error {
 }
 
 // keys returns Config.Snapshot.VerificationKeys, or the Secrets in the
-// Crossplane namespace (oci.SecretKeys).
-func (r *Reconciler) keys() oci.KeySource {
+// Crossplane namespace (cosign.SecretKeys).
+func (r *Reconciler) keys() cosign.KeySource {
 	if r.cfg.Snapshot.VerificationKeys != nil {
 		return r.cfg.Snapshot.VerificationKeys
 	}
-	return oci.SecretKeys(r.c, r.cfg.Apply.Namespace)
+	return cosign.SecretKeys(r.c, r.cfg.Apply.Namespace)
 }
 
 // reapply applies the last render again while out.Commit is refused, and

@@ -9,7 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/lockstep-gitops/lockstep/sources/oci"
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 )
 
 // Default values of Config.
@@ -54,7 +54,7 @@ type Config struct {
 	ExpectMRDConversion *bool
 	// VerificationKeys gives the verify step the public keys that
 	// ImageConfig key authorities name by Secret (WithVerificationKeys).
-	VerificationKeys oci.KeySource
+	VerificationKeys cosign.KeySource
 }
 
 // DefaultConfig returns the Config of a command given no flags.

@@ -9,6 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/lockstep-gitops/lockstep/lockfile"
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
 
@@ -28,7 +29,7 @@ type SignatureVerifier interface {
 	// spec.verification applies to the source, nil when none does.
 	VerificationImageConfig(source string) *pkgv1beta1.ImageConfig
 	// VerifySignature verifies ref's signature (oci.Client.VerifySignature).
-	VerifySignature(ctx context.Context, ref name.Digest, keys oci.KeySource) (*oci.Verification, error)
+	VerifySignature(ctx context.Context, ref name.Digest, keys cosign.KeySource) (*oci.Verification, error)
 }
 
 // PullConfigurer is implemented by a Fetcher that honours each declared
@@ -70,7 +71,7 @@ type options struct {
 	instance     string
 	allowed      []rbacv1.PolicyRule
 	only         []string
-	keys         oci.KeySource
+	keys         cosign.KeySource
 	// expectConversion is ExpectMRDConversion's value; nil: no expectation.
 	expectConversion *bool
 	// tree and treeDir are WithTree's.
@@ -149,10 +150,10 @@ func WithAllowedProviderPermissions(rules []rbacv1.PolicyRule) Option {
 
 // WithVerificationKeys gives the verify step the public keys that
 // ImageConfig spec.verification key authorities name by Secret
-// (oci.KeySource): the agent reads them from the cluster, the CLI from
+// (cosign.KeySource): the agent reads them from the cluster, the CLI from
 // --verification-key files. Without it a package whose ImageConfig asks for
 // verification fails the verify step, saying no key is available.
-func WithVerificationKeys(keys oci.KeySource) Option { return func(o *options) { o.keys = keys } }
+func WithVerificationKeys(keys cosign.KeySource) Option { return func(o *options) { o.keys = keys } }
 
 // Only keeps in the render input only the locked packages with these names
 // (lockstep render --package); the input step fails when none matches.

@@ -19,6 +19,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/xpkg"
 	"github.com/lockstep-gitops/lockstep/lockfile"
 	"github.com/lockstep-gitops/lockstep/render"
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
 
@@ -281,7 +282,7 @@ func (l *loader) verify(ctx context.Context) error {
 // verify step runs it; the agent runs it again before re-applying a
 // commit it rendered earlier, so every reconcile verifies; lock and update
 // record its result in each entry (RecordVerifications).
-func VerifySignatures(ctx context.Context, lock *lockfile.Lock, v SignatureVerifier, keys oci.KeySource, insecure []string) (map[int]*oci.Verification, error) {
+func VerifySignatures(ctx context.Context, lock *lockfile.Lock, v SignatureVerifier, keys cosign.KeySource, insecure []string) (map[int]*oci.Verification, error) {
 	var errs []error
 	out := map[int]*oci.Verification{}
 	for i := range lock.Packages {
@@ -307,7 +308,7 @@ func VerifySignatures(ctx context.Context, lock *lockfile.Lock, v SignatureVerif
 // RecordVerifications runs VerifySignatures on a lock being written and
 // sets each entry's Verification to how it passed (nil for a package no
 // ImageConfig asks to verify). On error the lock must not be written.
-func RecordVerifications(ctx context.Context, lock *lockfile.Lock, v SignatureVerifier, keys oci.KeySource, insecure []string) error {
+func RecordVerifications(ctx context.Context, lock *lockfile.Lock, v SignatureVerifier, keys cosign.KeySource, insecure []string) error {
 	got, err := VerifySignatures(ctx, lock, v, keys, insecure)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/go-logr/logr"
 
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 	"github.com/lockstep-gitops/lockstep/sources/git"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
@@ -144,7 +145,7 @@ type Options struct {
 	// as `lockstep lock` does (snapshot.RecordVerifications). The agent
 	// reads them from the cluster's Secrets, the CLI from
 	// --verification-key files; nil means none.
-	VerificationKeys oci.KeySource
+	VerificationKeys cosign.KeySource
 	// Jobs bounds concurrent registry calls; 0 means lockfile.DefaultJobs.
 	Jobs int
 	// Attempts bounds the pushes of one poll when the watched ref keeps

@@ -1,4 +1,4 @@
-package oci
+package cosign
 
 import (
 	"encoding/hex"
@@ -38,7 +38,7 @@ const sigstoreBundleMediaTypePrefix = "application/vnd.dev.sigstore.bundle"
 // attestation.
 const SigstoreSignPredicateType = "https://sigstore.dev/cosign/sign/v1"
 
-// Signature layouts, as Verification.Layout records them.
+// Signature layouts, as sources/oci's Verification.Layout records them.
 const (
 	// LayoutTag is cosign's classic layout: the image tagged
 	// sha256-<hex>.sig.
@@ -51,9 +51,9 @@ const (
 	LayoutSigstoreBundle = "sigstore-bundle"
 )
 
-// isSigstoreBundle reports whether a media type (a referrer's
+// IsSigstoreBundle reports whether a media type (a referrer's
 // artifactType or a layer's media type) is a Sigstore bundle's.
-func isSigstoreBundle(mediaType string) bool {
+func IsSigstoreBundle(mediaType string) bool {
 	return strings.HasPrefix(mediaType, sigstoreBundleMediaTypePrefix)
 }
 

@@ -1,4 +1,4 @@
-package oci
+package cosign
 
 import (
 	"encoding/base64"
@@ -17,9 +17,13 @@ import (
 // same repository, each a DSSE envelope of an in-toto statement
 // (github.com/sigstore/cosign pkg/oci/static, `cosign attest`).
 const (
-	cosignAttestationSuffix = ".att"
-	dsseEnvelopeMediaType   = "application/vnd.dsse.envelope.v1+json"
-	inTotoPayloadType       = "application/vnd.in-toto+json"
+	// AttestationSuffix ends the tag of an image's attestation image.
+	AttestationSuffix = ".att"
+	// DSSEEnvelopeMediaType is the media type of an attestation layer.
+	DSSEEnvelopeMediaType = "application/vnd.dsse.envelope.v1+json"
+	// InTotoPayloadType is the payloadType of an in-toto statement's
+	// envelope.
+	InTotoPayloadType = "application/vnd.in-toto+json"
 )
 
 // inTotoStatement is the part of an in-toto statement
@@ -42,12 +46,12 @@ type inTotoStatement struct {
 // of github.com/secure-systems-lab/go-securesystemslib). It returns the
 // manifests that held the attestations, in the order of want; the error
 // names the types not found and why envelopes of them were refused.
-func verifyAttestations(check signerCheck, sigs []cosignSignature, d v1.Hash, want []pkgv1beta1.Attestation) ([]v1.Hash, error) {
+func verifyAttestations(check signerCheck, sigs []Signature, d v1.Hash, want []pkgv1beta1.Attestation) ([]v1.Hash, error) {
 	found := map[string]v1.Hash{}
 	var problems []string
 	envelopes := 0
 	for _, l := range sigs {
-		if l.envelope == nil {
+		if l.Envelope == nil {
 			continue
 		}
 		envelopes++
@@ -65,7 +69,7 @@ func verifyAttestations(check signerCheck, sigs []cosignSignature, d v1.Hash, wa
 			problems = append(problems, fmt.Sprintf("attestation %s is about another image than %s", st.PredicateType, d))
 		default:
 			if _, ok := found[st.PredicateType]; !ok {
-				found[st.PredicateType] = l.manifest
+				found[st.PredicateType] = l.Manifest
 			}
 		}
 	}
@@ -87,7 +91,7 @@ func verifyAttestations(check signerCheck, sigs []cosignSignature, d v1.Hash, wa
 	msg := "no verified attestation " + strings.Join(missing, ", ")
 	if envelopes == 0 {
 		msg = fmt.Sprintf("no attestation image (tag %s-%s%s) and no attestation referrer (artifactType %s) of %s: %s",
-			d.Algorithm, d.Hex, cosignAttestationSuffix, inTotoPayloadType, d, msg)
+			d.Algorithm, d.Hex, AttestationSuffix, InTotoPayloadType, d, msg)
 	}
 	if len(problems) > 0 {
 		msg += ": " + strings.Join(problems, "; ")
@@ -107,10 +111,10 @@ type openedEnvelope struct {
 // openEnvelope reads the DSSE envelope of l and checks its signatures
 // with check. It reports false for an envelope that is not an in-toto
 // statement or cannot be read, which does not count.
-func openEnvelope(check signerCheck, l cosignSignature) (openedEnvelope, bool) {
+func openEnvelope(check signerCheck, l Signature) (openedEnvelope, bool) {
 	var o openedEnvelope
 	var env dsse.Envelope
-	if err := json.Unmarshal(l.envelope, &env); err != nil || env.PayloadType != inTotoPayloadType {
+	if err := json.Unmarshal(l.Envelope, &env); err != nil || env.PayloadType != InTotoPayloadType {
 		return o, false
 	}
 	payload, err := env.DecodeB64Payload()
@@ -123,7 +127,7 @@ func openEnvelope(check signerCheck, l cosignSignature) (openedEnvelope, bool) {
 		if err != nil {
 			continue
 		}
-		if o.sigErr = check(l.annotations, pae, sig, payload); o.sigErr == nil {
+		if o.sigErr = check(l.Annotations, pae, sig, payload); o.sigErr == nil {
 			o.verified = true
 			break
 		}

@@ -1,4 +1,4 @@
-package oci_test
+package cosign_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockstep-gitops/lockstep/sources/oci"
+	"github.com/lockstep-gitops/lockstep/sources/cosign"
 )
 
 // TestFileKeysNamesTheFile: a --verification-key file that is not a PEM
@@ -18,7 +18,7 @@ func TestFileKeysNamesTheFile(t *testing.T) {
 	if err := os.WriteFile(garbage, []byte("not a key\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	keys := oci.FileKeys(map[string]string{"release": garbage}, nil)
+	keys := cosign.FileKeys(map[string]string{"release": garbage}, nil)
 	_, err := keys(context.Background(), "release", "cosign.pub")
 	if err == nil {
 		t.Fatal("a file that is not a PEM public key was accepted")
