@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-gitops/lockstep/apply"
+	"github.com/lockstep-gitops/lockstep/apply/activate"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
@@ -218,7 +219,7 @@ func TestManualActivation(t *testing.T) {
 	}
 
 	// lockstep activate, then the next apply installs it.
-	if got, err := apply.Activate(ctx, f.c, crossplane.KindProvider, v1.Name, ""); err != nil || got != rev1 {
+	if got, err := activate.Run(ctx, f.c, crossplane.KindProvider, v1.Name, ""); err != nil || got != rev1 {
 		t.Fatalf("Activate: %q, %v", got, err)
 	}
 	mustSucceed(t, f.apply(t, m, f.render(t, v1), apply.Origin{}))
@@ -237,7 +238,7 @@ func TestManualActivation(t *testing.T) {
 	if f.crd(t, "topics."+f.prefix+".demo.lockstep.io") != nil {
 		t.Errorf("the inactive revision installed a CRD")
 	}
-	if _, err := apply.Activate(ctx, f.c, crossplane.KindProvider, v1.Name, rev1); err == nil {
+	if _, err := activate.Run(ctx, f.c, crossplane.KindProvider, v1.Name, rev1); err == nil {
 		t.Errorf("Activate of a revision that is not the current one succeeded")
 	}
 

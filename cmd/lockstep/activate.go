@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lockstep-gitops/lockstep/apply"
+	"github.com/lockstep-gitops/lockstep/apply/activate"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/render"
@@ -69,7 +69,7 @@ no lockstep instance manages takes no Lease.`,
 				return err
 			}
 			defer release()
-			rev, err := apply.Activate(ctx, c, k, name, revision)
+			rev, err := activate.Run(ctx, c, k, name, revision)
 			if err != nil {
 				return err
 			}

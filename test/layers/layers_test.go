@@ -56,6 +56,7 @@ var ranks = []struct {
 	{"render", 5},
 	{"health", 6},
 	{"apply", 7},
+	{"apply/activate", 7},
 	{"apply/handback", 7},
 	// What composes the pipeline for the programs.
 	{"cmd/internal/snapshot", 8},
