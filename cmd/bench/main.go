@@ -365,7 +365,8 @@ func warmCrossplaneKinds(ctx context.Context, env *envtest.Env) error {
 const idleWait = 30 * time.Second
 
 // runTool starts a control plane, runs the scenarios of one tool on it in
-// order, and stops it.
+// order, and stops it. A scenario that fails ends the tool's runs: the
+// next would start from a state it did not reach.
 func (h *harness) runTool(ctx context.Context, p *prepared, tool string, rep int) ([]*Run, error) {
 	env, err := envtest.Start()
 	if err != nil {
@@ -380,110 +381,165 @@ func (h *harness) runTool(ctx context.Context, p *prepared, tool string, rep int
 		h.mu.Unlock()
 		_ = env.Stop()
 	}()
-	if _, err := env.InstallCrossplaneCRDs(); err != nil {
-		return nil, err
-	}
-	if err := warmCrossplaneKinds(ctx, env); err != nil {
-		return nil, err
-	}
-	sp, err := findServer(env.Config.Host)
+	sp, dir, kubeconfig, err := h.prepareControlPlane(ctx, env, p, tool, rep)
 	if err != nil {
-		logf("  (cannot find the control plane's processes, no server CPU figures: %v)", err)
-	}
-	kc, err := env.KubeConfig("bench-" + tool)
-	if err != nil {
-		return nil, err
-	}
-	dir := filepath.Join(h.tmp, p.Key, fmt.Sprintf("%s-%d", tool, rep))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		return nil, err
 	}
 	v := &verifier{env: env, p: p}
 	var runs []*Run
 	for _, sc := range h.scenarios {
-		if sp.APIServer != 0 {
-			sp.waitIdle(idleWait)
-		}
-		scName := strings.ReplaceAll(sc, " ", "-")
-		spec := &childSpec{Tool: tool, Scenario: sc, KubeConfig: kubeconfig, WaitInterval: h.interval, Concurrency: h.concurrency, Preflight: h.preflight, PreflightSkew: h.skew, MemoryLimit: h.memLimit,
-			Result: filepath.Join(dir, scName+".result.json"), DriftEdits: h.edits, IdleWindow: h.window}
-		state := map[string]string{"cold install": stateInstall, "no-op": stateInstall, "upgrade": stateUpgrade, "uninstall": stateUninstall, scenarioAgent: stateInstall}[sc]
-		switch tool {
-		case toolLockstep:
-			spec.DeclDir, spec.CacheDir, spec.Insecure, spec.MRDs = p.DeclDirs[state], filepath.Join(dir, "cache"), []string{h.reg.Host}, p.MRDs
-			if h.profile {
-				spec.CPUProfile = filepath.Join(h.outDir, "profiles", fmt.Sprintf("%s-%s-%d.pprof", p.Key, scName, rep))
-			}
-		case toolFloor:
-			spec.Objects = p.ObjectFiles[map[string]string{"cold install": "install", "no-op": "install", "upgrade": "upgrade-new", "uninstall": "uninstall"}[sc]]
-		case toolFlux:
-			spec.Objects = p.ObjectFiles[map[string]string{"cold install": "install", "no-op": "install", "upgrade": "upgrade", "uninstall": "uninstall"}[sc]]
-		}
-		others := otherControlPlanes(sp.APIServer)
-		h.mu.Lock()
-		h.report.Machine.OtherControlPlanesSeen = max(h.report.Machine.OtherControlPlanesSeen, others)
-		h.mu.Unlock()
-		load := loadavg()
-		h.reg.takeCounts()
-		var sprof *serverProfiler
-		if h.profile {
-			if sprof, err = startServerProfile(env.Config); err != nil {
-				return nil, err
-			}
-		}
-		cpu0 := sp.cpu()
-		run, err := h.runChild(spec, filepath.Join(h.outDir, "logs", fmt.Sprintf("%s-%s-%s-%d.log", p.Key, tool, scName, rep)))
+		run, err := h.runScenario(ctx, scenarioRun{env: env, sp: sp, v: v, p: p, tool: tool, scenario: sc, rep: rep, dir: dir, kubeconfig: kubeconfig})
 		if err != nil {
 			return nil, err
 		}
-		run.Rep, run.LoadAtStart, run.OtherControlPlanes = rep, load, others
-		if sp.APIServer != 0 {
-			run.ServerCPUSeconds = sp.cpu() - cpu0
-		}
-		if sprof != nil {
-			// After the server CPU figure: the last chunk may run on
-			// past the scenario's end.
-			path := filepath.Join(h.outDir, "profiles", fmt.Sprintf("%s-%s-%s-%d-server.pprof", p.Key, tool, scName, rep))
-			if err := sprof.stop(path); err != nil {
-				logf("  (no server profile for %s %s: %v)", tool, sc, err)
-			}
-		}
-		if run.Registry != nil {
-			for repo, n := range h.reg.takeCounts() {
-				if repo != "" && repo != p.UpgradedRepo {
-					run.Registry.OtherRepos += n
-				}
-			}
-		}
-		if run.Error == "" {
-			if sc == "uninstall" {
-				left, err := v.remaining(ctx)
-				run.CRDsLeft = left
-				if err != nil {
-					run.Error = "verification: " + err.Error()
-				}
-			} else if err := v.installed(ctx, state, tool == toolLockstep); err != nil {
-				run.Error = "verification: " + err.Error()
-			}
-		}
-		status := "ok"
-		if run.Error != "" {
-			status = "FAILED: " + run.Error
-		}
-		logf("[%s] rep %d %-8s %-12s wall %7ss  cpu %6ss  rss %5s MB  api %5d (mut %d, dry %d)  %s",
-			p.Key, rep, tool, sc, secs(run.WallSeconds), secs(run.CPUSeconds), mb(run.PeakRSSBytes), run.API.Total, run.API.Mutating, run.API.DryRun, status)
 		runs = append(runs, run)
 		if run.Error != "" {
-			// The next scenarios would start from a state the scenario
-			// did not reach; stop this tool here.
 			break
 		}
 	}
 	return runs, nil
+}
+
+// prepareControlPlane installs Crossplane's CRDs on env and lists their
+// kinds, finds the server's processes (sp is zero, and no server CPU is
+// measured, when they cannot be found), and writes the tool's kubeconfig
+// into the run's directory dir.
+func (h *harness) prepareControlPlane(ctx context.Context, env *envtest.Env, p *prepared, tool string, rep int) (sp serverProcs, dir, kubeconfig string, err error) {
+	if _, err := env.InstallCrossplaneCRDs(); err != nil {
+		return sp, "", "", err
+	}
+	if err := warmCrossplaneKinds(ctx, env); err != nil {
+		return sp, "", "", err
+	}
+	sp, err = findServer(env.Config.Host)
+	if err != nil {
+		logf("  (cannot find the control plane's processes, no server CPU figures: %v)", err)
+	}
+	kc, err := env.KubeConfig("bench-" + tool)
+	if err != nil {
+		return sp, "", "", err
+	}
+	dir = filepath.Join(h.tmp, p.Key, fmt.Sprintf("%s-%d", tool, rep))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return sp, "", "", err
+	}
+	kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		return sp, "", "", err
+	}
+	return sp, dir, kubeconfig, nil
+}
+
+// scenarioRun is one scenario of one tool on a prepared control plane.
+type scenarioRun struct {
+	env             *envtest.Env
+	sp              serverProcs
+	v               *verifier
+	p               *prepared
+	tool, scenario  string
+	rep             int
+	dir, kubeconfig string
+}
+
+// state returns the workload state the scenario leaves the cluster in.
+func (s scenarioRun) state() string {
+	return map[string]string{"cold install": stateInstall, "no-op": stateInstall, "upgrade": stateUpgrade, "uninstall": stateUninstall, scenarioAgent: stateInstall}[s.scenario]
+}
+
+// childSpec returns what the child process of the scenario runs.
+func (h *harness) childSpec(s scenarioRun) *childSpec {
+	scName := strings.ReplaceAll(s.scenario, " ", "-")
+	spec := &childSpec{Tool: s.tool, Scenario: s.scenario, KubeConfig: s.kubeconfig, WaitInterval: h.interval, Concurrency: h.concurrency, Preflight: h.preflight, PreflightSkew: h.skew, MemoryLimit: h.memLimit,
+		Result: filepath.Join(s.dir, scName+".result.json"), DriftEdits: h.edits, IdleWindow: h.window}
+	switch s.tool {
+	case toolLockstep:
+		spec.DeclDir, spec.CacheDir, spec.Insecure, spec.MRDs = s.p.DeclDirs[s.state()], filepath.Join(s.dir, "cache"), []string{h.reg.Host}, s.p.MRDs
+		if h.profile {
+			spec.CPUProfile = filepath.Join(h.outDir, "profiles", fmt.Sprintf("%s-%s-%d.pprof", s.p.Key, scName, s.rep))
+		}
+	case toolFloor:
+		spec.Objects = s.p.ObjectFiles[map[string]string{"cold install": "install", "no-op": "install", "upgrade": "upgrade-new", "uninstall": "uninstall"}[s.scenario]]
+	case toolFlux:
+		spec.Objects = s.p.ObjectFiles[map[string]string{"cold install": "install", "no-op": "install", "upgrade": "upgrade", "uninstall": "uninstall"}[s.scenario]]
+	}
+	return spec
+}
+
+// runScenario waits for an idle control plane, runs the scenario's child
+// with the server's CPU (and, with -profile, its profile) measured around
+// it, and verifies what the cluster holds after it; a failed
+// verification is the run's Error.
+func (h *harness) runScenario(ctx context.Context, s scenarioRun) (*Run, error) {
+	if s.sp.APIServer != 0 {
+		s.sp.waitIdle(idleWait)
+	}
+	scName := strings.ReplaceAll(s.scenario, " ", "-")
+	spec := h.childSpec(s)
+	others := otherControlPlanes(s.sp.APIServer)
+	h.mu.Lock()
+	h.report.Machine.OtherControlPlanesSeen = max(h.report.Machine.OtherControlPlanesSeen, others)
+	h.mu.Unlock()
+	load := loadavg()
+	h.reg.takeCounts()
+	var sprof *serverProfiler
+	if h.profile {
+		var err error
+		if sprof, err = startServerProfile(s.env.Config); err != nil {
+			return nil, err
+		}
+	}
+	cpu0 := s.sp.cpu()
+	run, err := h.runChild(spec, filepath.Join(h.outDir, "logs", fmt.Sprintf("%s-%s-%s-%d.log", s.p.Key, s.tool, scName, s.rep)))
+	if err != nil {
+		return nil, err
+	}
+	run.Rep, run.LoadAtStart, run.OtherControlPlanes = s.rep, load, others
+	if s.sp.APIServer != 0 {
+		run.ServerCPUSeconds = s.sp.cpu() - cpu0
+	}
+	if sprof != nil {
+		// After the server CPU figure: the last chunk may run on
+		// past the scenario's end.
+		path := filepath.Join(h.outDir, "profiles", fmt.Sprintf("%s-%s-%s-%d-server.pprof", s.p.Key, s.tool, scName, s.rep))
+		if err := sprof.stop(path); err != nil {
+			logf("  (no server profile for %s %s: %v)", s.tool, s.scenario, err)
+		}
+	}
+	if run.Registry != nil {
+		for repo, n := range h.reg.takeCounts() {
+			if repo != "" && repo != s.p.UpgradedRepo {
+				run.Registry.OtherRepos += n
+			}
+		}
+	}
+	s.verify(ctx, run)
+	status := "ok"
+	if run.Error != "" {
+		status = "FAILED: " + run.Error
+	}
+	logf("[%s] rep %d %-8s %-12s wall %7ss  cpu %6ss  rss %5s MB  api %5d (mut %d, dry %d)  %s",
+		s.p.Key, s.rep, s.tool, s.scenario, secs(run.WallSeconds), secs(run.CPUSeconds), mb(run.PeakRSSBytes), run.API.Total, run.API.Mutating, run.API.DryRun, status)
+	return run, nil
+}
+
+// verify checks what the cluster holds after a scenario that
+// succeeded: the CRDs left after uninstall (run.CRDsLeft), or the objects
+// of the state installed; a failure becomes run.Error.
+func (s scenarioRun) verify(ctx context.Context, run *Run) {
+	if run.Error != "" {
+		return
+	}
+	if s.scenario == "uninstall" {
+		left, err := s.v.remaining(ctx)
+		run.CRDsLeft = left
+		if err != nil {
+			run.Error = "verification: " + err.Error()
+		}
+		return
+	}
+	if err := s.v.installed(ctx, s.state(), s.tool == toolLockstep); err != nil {
+		run.Error = "verification: " + err.Error()
+	}
 }
 
 // runChild runs one spec in a child process and returns its measurement.

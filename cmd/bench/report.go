@@ -282,8 +282,23 @@ var figures = []figure{
 // one table per workload with every lockstep figure beside the floor's and
 // Flux's and its ratio to both, and the targets.
 func (rep *Report) WriteMarkdown(w io.Writer) {
-	m := rep.Machine
 	fmt.Fprintf(w, "## lockstep benchmarks, %s\n\n", rep.Date)
+	rep.writeMachine(w)
+	rep.writeSettings(w)
+	for _, wr := range rep.Workloads {
+		wr.writeMarkdown(w)
+	}
+	for _, sk := range rep.Skipped {
+		fmt.Fprintf(w, "Skipped: %s\n\n", sk)
+	}
+	rep.writeTargets(w)
+	fmt.Fprintf(w, "\nHarness run time: %.1f min.\n", rep.TotalSeconds/60)
+}
+
+// writeMachine writes the machine the report ran on and the other work
+// seen on it.
+func (rep *Report) writeMachine(w io.Writer) {
+	m := rep.Machine
 	fmt.Fprintf(w, "Machine: %d cores", m.Cores)
 	if m.CPUModel != "" {
 		fmt.Fprintf(w, " (%s)", m.CPUModel)
@@ -297,6 +312,10 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	} else {
 		fmt.Fprint(w, " No other control plane ran on the machine during the run.")
 	}
+}
+
+// writeSettings writes how each tool ran.
+func (rep *Report) writeSettings(w io.Writer) {
 	s := rep.Settings
 	fmt.Fprintf(w, "\n\nEach tool runs in a process of its own against a fresh control plane (etcd + kube-apiserver %s) per workload and tool, with Crossplane's CRDs installed and each of their kinds listed once (as Crossplane's controllers would have); the scenarios run in order on it. "+
 		"lockstep: the `lockstep apply` pipeline (declarations, lock check, packages by digest through the cache, render, apply.Manager with default options, concurrency %d%s). "+
@@ -307,72 +326,90 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		"`server CPU` is kube-apiserver plus etcd during the scenario: on a 2-core machine the tool and the server share the cores, so every CPU second either spends lengthens the wall time.\n\n",
 		"v1.36", s.LockstepConcurrency, preflightText(s), s.FloorConcurrency, s.FluxConcurrency, s.WaitInterval, s.ClientQPS, repsText(s.Reps))
 
-	for _, wr := range rep.Workloads {
-		fmt.Fprintf(w, "### %s\n\n", wr.Title)
-		fmt.Fprintf(w, "lockstep renders %s objects at install; the baselines apply the same objects, bound, after the namespace (%s), and the floor's upgrade applies the upgraded package's %s alone; largest package.yaml %s MB (%s).\n\n",
-			thousands(wr.Objects[stateInstall]), thousands(wr.BaselineObjects["install"]), thousands(wr.BaselineObjects["upgrade-new"]), mb(wr.PackageYAMLBytes), wr.PackageYAMLName)
-		fmt.Fprintln(w, "| scenario | figure | lockstep | floor | Flux | lockstep/floor | lockstep/Flux |")
-		fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|")
-		for _, sc := range scenarios {
-			runs := map[string]*Run{}
-			for _, t := range tools {
-				runs[t] = wr.median(t, sc)
+}
+
+// writeMarkdown writes the workload's table, its notes, the lockstep
+// phases and request timelines, leftovers after uninstall and failures.
+func (w *WorkloadReport) writeMarkdown(out io.Writer) {
+	fmt.Fprintf(out, "### %s\n\n", w.Title)
+	fmt.Fprintf(out, "lockstep renders %s objects at install; the baselines apply the same objects, bound, after the namespace (%s), and the floor's upgrade applies the upgraded package's %s alone; largest package.yaml %s MB (%s).\n\n",
+		thousands(w.Objects[stateInstall]), thousands(w.BaselineObjects["install"]), thousands(w.BaselineObjects["upgrade-new"]), mb(w.PackageYAMLBytes), w.PackageYAMLName)
+	fmt.Fprintln(out, "| scenario | figure | lockstep | floor | Flux | lockstep/floor | lockstep/Flux |")
+	fmt.Fprintln(out, "|---|---|--:|--:|--:|--:|--:|")
+	for _, sc := range scenarios {
+		runs := map[string]*Run{}
+		for _, t := range tools {
+			runs[t] = w.median(t, sc)
+		}
+		for i, f := range figures {
+			label := ""
+			if i == 0 {
+				label = sc
 			}
-			for i, f := range figures {
-				label := ""
-				if i == 0 {
-					label = sc
-				}
-				cells := make([]string, 0, 5)
-				for _, t := range tools {
-					if runs[t] == nil {
-						cells = append(cells, map[bool]string{true: "failed", false: "not run"}[wr.ran(t)])
-						continue
-					}
-					cells = append(cells, f.format(runs[t]))
-				}
-				for _, base := range []string{toolFloor, toolFlux} {
-					if runs[toolLockstep] == nil || runs[base] == nil {
-						cells = append(cells, "–")
-						continue
-					}
-					a, okA := f.value(runs[toolLockstep])
-					b, okB := f.value(runs[base])
-					cells = append(cells, ratio(a, b, okA && okB))
-				}
-				fmt.Fprintf(w, "| %s | %s | %s |\n", label, f.name, strings.Join(cells, " | "))
-			}
+			fmt.Fprintf(out, "| %s | %s | %s |\n", label, f.name, strings.Join(w.cells(f, runs), " | "))
 		}
-		fmt.Fprintln(w)
-		for _, n := range wr.Notes {
-			fmt.Fprintf(w, "- %s\n", n)
-		}
-		if ls := wr.median(toolLockstep, "cold install"); ls != nil && len(ls.Phases) > 0 {
-			fmt.Fprintf(w, "- lockstep phases, cold install: load %s s, render %s s, apply %s s.\n", secs(ls.Phases["load"]), secs(ls.Phases["render"]), secs(ls.Phases["apply"]))
-		}
-		for _, sc := range scenarios {
-			if ls := wr.median(toolLockstep, sc); ls != nil && ls.WallSeconds >= 1 {
-				if t := timelineText(ls.API.Timeline); t != "" {
-					fmt.Fprintf(w, "- lockstep, %s (%s s): %s (first–last request, seconds from the start).\n", sc, secs(ls.WallSeconds), t)
-				}
-			}
-		}
-		if ls := wr.median(toolLockstep, "uninstall"); ls != nil {
-			fl, fx := wr.median(toolFloor, "uninstall"), wr.median(toolFlux, "uninstall")
-			fmt.Fprintf(w, "- uninstall: CRDs still terminating when the tool returned: lockstep %d", ls.CRDsLeft)
-			if fl != nil && fx != nil {
-				fmt.Fprintf(w, ", floor %d, Flux %d", fl.CRDsLeft, fx.CRDsLeft)
-			}
-			fmt.Fprintln(w, " (no tool waits for the deletions to finish).")
-		}
-		for _, f := range wr.failures() {
-			fmt.Fprintf(w, "- FAILED: %s\n", f)
-		}
-		fmt.Fprintln(w)
 	}
-	for _, sk := range rep.Skipped {
-		fmt.Fprintf(w, "Skipped: %s\n\n", sk)
+	fmt.Fprintln(out)
+	for _, n := range w.Notes {
+		fmt.Fprintf(out, "- %s\n", n)
 	}
+	w.writeLockstepNotes(out)
+	for _, f := range w.failures() {
+		fmt.Fprintf(out, "- FAILED: %s\n", f)
+	}
+	fmt.Fprintln(out)
+}
+
+// cells returns one table row's cells for figure f: each tool's figure
+// ("failed" or "not run" without one), then lockstep's ratio to the floor
+// and to Flux.
+func (w *WorkloadReport) cells(f figure, runs map[string]*Run) []string {
+	cells := make([]string, 0, 5)
+	for _, t := range tools {
+		if runs[t] == nil {
+			cells = append(cells, map[bool]string{true: "failed", false: "not run"}[w.ran(t)])
+			continue
+		}
+		cells = append(cells, f.format(runs[t]))
+	}
+	for _, base := range []string{toolFloor, toolFlux} {
+		if runs[toolLockstep] == nil || runs[base] == nil {
+			cells = append(cells, "–")
+			continue
+		}
+		a, okA := f.value(runs[toolLockstep])
+		b, okB := f.value(runs[base])
+		cells = append(cells, ratio(a, b, okA && okB))
+	}
+	return cells
+}
+
+// writeLockstepNotes writes lockstep's phases at cold install, its CRD
+// request timelines, and the CRDs each tool left terminating at
+// uninstall.
+func (w *WorkloadReport) writeLockstepNotes(out io.Writer) {
+	if ls := w.median(toolLockstep, "cold install"); ls != nil && len(ls.Phases) > 0 {
+		fmt.Fprintf(out, "- lockstep phases, cold install: load %s s, render %s s, apply %s s.\n", secs(ls.Phases["load"]), secs(ls.Phases["render"]), secs(ls.Phases["apply"]))
+	}
+	for _, sc := range scenarios {
+		if ls := w.median(toolLockstep, sc); ls != nil && ls.WallSeconds >= 1 {
+			if t := timelineText(ls.API.Timeline); t != "" {
+				fmt.Fprintf(out, "- lockstep, %s (%s s): %s (first–last request, seconds from the start).\n", sc, secs(ls.WallSeconds), t)
+			}
+		}
+	}
+	if ls := w.median(toolLockstep, "uninstall"); ls != nil {
+		fl, fx := w.median(toolFloor, "uninstall"), w.median(toolFlux, "uninstall")
+		fmt.Fprintf(out, "- uninstall: CRDs still terminating when the tool returned: lockstep %d", ls.CRDsLeft)
+		if fl != nil && fx != nil {
+			fmt.Fprintf(out, ", floor %d, Flux %d", fl.CRDsLeft, fx.CRDsLeft)
+		}
+		fmt.Fprintln(out, " (no tool waits for the deletions to finish).")
+	}
+}
+
+// writeTargets writes the table of performance targets.
+func (rep *Report) writeTargets(w io.Writer) {
 	fmt.Fprintln(w, "### Targets")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| target | workload | lockstep | limit | status |")
@@ -387,7 +424,6 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", t.Target, t.Workload, t.Value, t.Limit, status)
 	}
-	fmt.Fprintf(w, "\nHarness run time: %.1f min.\n", rep.TotalSeconds/60)
 }
 
 // timelineText formats when lockstep sent its CRD requests, first–last

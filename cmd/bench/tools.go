@@ -140,23 +140,38 @@ const floorConcurrency = 8
 // already shows Established=True needs no event. Uninstall deletes every
 // object, 8 at a time, in the background.
 func runFloor(ctx context.Context, scenario string, cfg *rest.Config, objs [][]byte) error {
-	dyn, err := dynamic.NewForConfig(cfg)
+	targets, err := floorTargets(cfg, objs)
 	if err != nil {
 		return err
+	}
+	if scenario == "uninstall" {
+		return floorDelete(ctx, targets)
+	}
+	return floorApply(ctx, cfg, targets)
+}
+
+// floorTarget is one object of the floor: where it is sent, and what.
+type floorTarget struct {
+	res  dynamic.ResourceInterface
+	name string
+	raw  []byte
+	crd  bool
+	ns   bool // a Namespace, applied before the rest
+}
+
+// floorTargets maps each object (JSON) to its resource with one
+// discovery, cached per kind.
+func floorTargets(cfg *rest.Config, objs [][]byte) ([]floorTarget, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	type target struct {
-		res  dynamic.ResourceInterface
-		name string
-		raw  []byte
-		crd  bool
-		ns   bool // a Namespace, applied before the rest
-	}
-	targets := make([]target, len(objs))
+	targets := make([]floorTarget, len(objs))
 	mappings := map[schema.GroupVersionKind]*meta.RESTMapping{}
 	for i, raw := range objs {
 		var h struct {
@@ -168,13 +183,13 @@ func runFloor(ctx context.Context, scenario string, cfg *rest.Config, objs [][]b
 			} `json:"metadata"`
 		}
 		if err := json.Unmarshal(raw, &h); err != nil {
-			return err
+			return nil, err
 		}
 		gvk := schema.FromAPIVersionAndKind(h.APIVersion, h.Kind)
 		mp, ok := mappings[gvk]
 		if !ok {
 			if mp, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-				return fmt.Errorf("%s %s: %w", h.Kind, h.Metadata.Name, err)
+				return nil, fmt.Errorf("%s %s: %w", h.Kind, h.Metadata.Name, err)
 			}
 			mappings[gvk] = mp
 		}
@@ -182,26 +197,34 @@ func runFloor(ctx context.Context, scenario string, cfg *rest.Config, objs [][]b
 		if h.Metadata.Namespace != "" {
 			ri = dyn.Resource(mp.Resource).Namespace(h.Metadata.Namespace)
 		}
-		targets[i] = target{res: ri, name: h.Metadata.Name, raw: raw, crd: gvk.GroupKind() == apiextensionsv1.Kind("CustomResourceDefinition"),
+		targets[i] = floorTarget{res: ri, name: h.Metadata.Name, raw: raw, crd: gvk.GroupKind() == apiextensionsv1.Kind("CustomResourceDefinition"),
 			ns: gvk.GroupKind() == schema.GroupKind{Kind: "Namespace"}}
 	}
+	return targets, nil
+}
 
+// floorDelete deletes every target, floorConcurrency at a time, in the
+// background (no wait for the deletions to finish).
+func floorDelete(ctx context.Context, targets []floorTarget) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(floorConcurrency)
-	if scenario == "uninstall" {
-		bg := metav1.DeletePropagationBackground
-		for _, t := range targets {
-			g.Go(func() error {
-				err := t.res.Delete(gctx, t.name, metav1.DeleteOptions{PropagationPolicy: &bg})
-				if err != nil && !apierrors.IsNotFound(err) {
-					return fmt.Errorf("delete %s: %w", t.name, err)
-				}
-				return nil
-			})
-		}
-		return g.Wait()
+	bg := metav1.DeletePropagationBackground
+	for _, t := range targets {
+		g.Go(func() error {
+			err := t.res.Delete(gctx, t.name, metav1.DeleteOptions{PropagationPolicy: &bg})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete %s: %w", t.name, err)
+			}
+			return nil
+		})
 	}
+	return g.Wait()
+}
 
+// floorApply applies the Namespaces, then every other target,
+// floorConcurrency at a time, with a watch on CRDs opened before the
+// first apply, and waits until every CRD is Established.
+func floorApply(ctx context.Context, cfg *rest.Config, targets []floorTarget) error {
 	ext, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -222,30 +245,7 @@ func runFloor(ctx context.Context, scenario string, cfg *rest.Config, objs [][]b
 		}
 		go func() { watchErr <- w.run(wctx, ext, rv) }()
 	}
-	force := true
-	for _, t := range targets {
-		if t.ns {
-			if _, err := t.res.Patch(ctx, t.name, types.ApplyPatchType, t.raw, metav1.PatchOptions{FieldManager: "floor", Force: &force}); err != nil {
-				return fmt.Errorf("apply namespace %s: %w", t.name, err)
-			}
-		}
-	}
-	for _, t := range targets {
-		if t.ns {
-			continue
-		}
-		g.Go(func() error {
-			got, err := t.res.Patch(gctx, t.name, types.ApplyPatchType, t.raw, metav1.PatchOptions{FieldManager: "floor", Force: &force})
-			if err != nil {
-				return fmt.Errorf("apply %s: %w", t.name, err)
-			}
-			if t.crd && established(got) {
-				w.mark(t.name)
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	if err := floorPatchAll(ctx, targets, w); err != nil {
 		return err
 	}
 	if len(w.pending) == 0 {
@@ -261,6 +261,38 @@ func runFloor(ctx context.Context, scenario string, cfg *rest.Config, objs [][]b
 	case <-tctx.Done():
 		return fmt.Errorf("CRDs not Established after %s: %d left", waitTimeout, w.left())
 	}
+}
+
+// floorPatchAll sends the server-side apply patches: Namespaces one by
+// one first, then the rest floorConcurrency at a time; a CRD whose answer
+// is already Established is marked in w.
+func floorPatchAll(ctx context.Context, targets []floorTarget, w *establishedWatch) error {
+	force := true
+	for _, t := range targets {
+		if t.ns {
+			if _, err := t.res.Patch(ctx, t.name, types.ApplyPatchType, t.raw, metav1.PatchOptions{FieldManager: "floor", Force: &force}); err != nil {
+				return fmt.Errorf("apply namespace %s: %w", t.name, err)
+			}
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(floorConcurrency)
+	for _, t := range targets {
+		if t.ns {
+			continue
+		}
+		g.Go(func() error {
+			got, err := t.res.Patch(gctx, t.name, types.ApplyPatchType, t.raw, metav1.PatchOptions{FieldManager: "floor", Force: &force})
+			if err != nil {
+				return fmt.Errorf("apply %s: %w", t.name, err)
+			}
+			if t.crd && established(got) {
+				w.mark(t.name)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // established reports whether an applied CRD's answer shows

@@ -119,6 +119,24 @@ func (w *workload) repoOf(source string) string { return strings.TrimPrefix(sour
 func prepare(ctx context.Context, w *workload, reg *registryServer, dir string) (*prepared, error) {
 	p := &prepared{workload: w, DeclDirs: map[string]string{}, ObjectFiles: map[string]string{},
 		Objects: map[string]int{}, BaselineObjects: map[string]int{}, CRDs: map[string][]string{}}
+	if err := p.push(ctx, reg); err != nil {
+		return nil, err
+	}
+	outputs, err := p.lockStates(ctx, reg, dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.writeBaselines(outputs, dir); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// push builds every package version of the workload once and pushes it
+// to reg, and records the largest package.yaml installed and the
+// upgraded package's repository.
+func (p *prepared) push(ctx context.Context, reg *registryServer) error {
+	w := p.workload
 	pushed := map[string]bool{}
 	installed := map[string]bool{}
 	for _, v := range w.Install {
@@ -132,14 +150,14 @@ func prepare(ctx context.Context, w *workload, reg *registryServer, dir string) 
 		pushed[key] = true
 		img, err := xpkg.Build(v.Dir)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", key, err)
+			return fmt.Errorf("%s: %w", key, err)
 		}
 		if _, err := reg.push(ctx, img, w.repoOf(v.Source), v.Tag); err != nil {
-			return nil, fmt.Errorf("push %s: %w", key, err)
+			return fmt.Errorf("push %s: %w", key, err)
 		}
 		n, err := packageYAMLSize(img)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", key, err)
+			return fmt.Errorf("%s: %w", key, err)
 		}
 		if installed[key] && n > p.PackageYAML {
 			p.PackageYAML, p.PackageYAMLName = n, v.Name+" "+v.Tag
@@ -149,6 +167,16 @@ func prepare(ctx context.Context, w *workload, reg *registryServer, dir string) 
 		}
 	}
 
+	return nil
+}
+
+// lockStates writes a declarations directory per state under dir, locks
+// and renders each with one cache (lock-cache; the measured runs have
+// caches of their own, so they start cold), and counts the objects and
+// CRDs of each state; the install state must render the MRDs and
+// activations the workload is about (checkActivation).
+func (p *prepared) lockStates(ctx context.Context, reg *registryServer, dir string) (map[string]*render.Output, error) {
+	w := p.workload
 	lockCache, err := oci.NewCache(filepath.Join(dir, "lock-cache"))
 	if err != nil {
 		return nil, err
@@ -167,28 +195,40 @@ func prepare(ctx context.Context, w *workload, reg *registryServer, dir string) 
 		}
 		p.DeclDirs[state] = d
 		outputs[state] = out
-		p.Objects[state] = len(out.Objects())
-		for _, o := range out.Objects() {
-			if o.Kind == "CustomResourceDefinition" {
-				p.CRDs[state] = append(p.CRDs[state], o.Name)
-			}
-		}
-		mrds, active := 0, 0
-		for _, po := range out.Packages {
-			mrds += len(po.Revision.MRDs)
-			active += len(po.Revision.ManagedCRDs)
-			p.Objects[state] += len(po.Revision.ManagedCRDs)
-			for _, o := range po.Revision.ManagedCRDs {
-				p.CRDs[state] = append(p.CRDs[state], o.Name)
-			}
-		}
+		mrds, active := p.count(state, out)
 		if state == stateInstall {
 			if err := checkActivation(w, mrds, active); err != nil {
 				return nil, err
 			}
 		}
 	}
+	return outputs, nil
+}
 
+// count records the objects and CRDs of a state's render output (with the
+// CRDs of its Active MRDs), and returns how many MRDs it renders and how
+// many of them are Active.
+func (p *prepared) count(state string, out *render.Output) (mrds, active int) {
+	p.Objects[state] = len(out.Objects())
+	for _, o := range out.Objects() {
+		if o.Kind == "CustomResourceDefinition" {
+			p.CRDs[state] = append(p.CRDs[state], o.Name)
+		}
+	}
+	for _, po := range out.Packages {
+		mrds += len(po.Revision.MRDs)
+		active += len(po.Revision.ManagedCRDs)
+		p.Objects[state] += len(po.Revision.ManagedCRDs)
+		for _, o := range po.Revision.ManagedCRDs {
+			p.CRDs[state] = append(p.CRDs[state], o.Name)
+		}
+	}
+	return mrds, active
+}
+
+// writeBaselines writes the baselines' object files under dir.
+func (p *prepared) writeBaselines(outputs map[string]*render.Output, dir string) error {
+	w := p.workload
 	// The baselines' inputs: every object lockstep renders, bound as
 	// lockstep binds it; the namespace first where objects are applied.
 	var upgradedPkg *render.PackageOutput
@@ -198,7 +238,7 @@ func prepare(ctx context.Context, w *workload, reg *registryServer, dir string) 
 		}
 	}
 	if upgradedPkg == nil {
-		return nil, fmt.Errorf("%s: the upgraded package %s is not in the render output", w.Key, w.Upgraded)
+		return fmt.Errorf("%s: the upgraded package %s is not in the render output", w.Key, w.Upgraded)
 	}
 	inputs := []struct {
 		key       string
@@ -216,11 +256,11 @@ func prepare(ctx context.Context, w *workload, reg *registryServer, dir string) 
 		path := filepath.Join(dir, "objects-"+in.key+".jsonl")
 		n, err := writeObjects(path, in.namespace, in.parts)
 		if err != nil {
-			return nil, fmt.Errorf("%s, %s objects: %w", w.Key, in.key, err)
+			return fmt.Errorf("%s, %s objects: %w", w.Key, in.key, err)
 		}
 		p.ObjectFiles[in.key], p.BaselineObjects[in.key] = path, n
 	}
-	return p, nil
+	return nil
 }
 
 // checkActivation returns an error when the install state of w did not
@@ -332,6 +372,27 @@ type objectSet struct {
 	upgraded string
 }
 
+// benchBind returns o bound as lockstep binds it for an active revision
+// (spec.revision 2 for the upgraded package, else 1), with made-up UIDs
+// and the CA bundle ca, as JSON.
+func benchBind(o *render.Object, ca []byte, upgraded bool) ([]byte, error) {
+	b := render.Binding{UIDs: map[render.Reference]types.UID{}, CABundle: ca, Revision: 1}
+	if upgraded {
+		b.Revision = 2
+	}
+	if o.Controller != nil {
+		b.UIDs[*o.Controller] = fakeUID(o.Controller.String())
+	}
+	for _, r := range o.Owners {
+		b.UIDs[r] = fakeUID(r.String())
+	}
+	u, err := o.Bind(b)
+	if err != nil {
+		return nil, err
+	}
+	return u.MarshalJSON()
+}
+
 // writeObjects writes to path, as JSON lines, every object of the sets
 // (each object once, the first set winning) and the CRDs of their Active
 // MRDs (render.RevisionOutput.ManagedCRDs), bound as lockstep binds it for
@@ -364,21 +425,7 @@ func writeObjects(path string, namespace bool, sets []objectSet) (int, error) {
 					continue
 				}
 				seen[o.ID()] = true
-				b := render.Binding{UIDs: map[render.Reference]types.UID{}, CABundle: ca, Revision: 1}
-				if po.Name == set.upgraded {
-					b.Revision = 2
-				}
-				if o.Controller != nil {
-					b.UIDs[*o.Controller] = fakeUID(o.Controller.String())
-				}
-				for _, r := range o.Owners {
-					b.UIDs[r] = fakeUID(r.String())
-				}
-				u, err := o.Bind(b)
-				if err != nil {
-					return 0, err
-				}
-				j, err := u.MarshalJSON()
+				j, err := benchBind(o, ca, po.Name == set.upgraded)
 				if err != nil {
 					return 0, err
 				}

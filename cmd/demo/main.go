@@ -66,48 +66,17 @@ func run(ctx context.Context) error {
 	}
 	defer os.RemoveAll(work)
 
-	step("starting the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)")
-	env, err := envtest.Start()
+	env, kubeconfig, stopControlPlane, err := startControlPlane(ctx, work)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = env.Stop() }()
-	standIn, err := env.InstallCrossplaneCRDs()
-	if err != nil {
-		return err
-	}
-	if standIn {
-		fmt.Println("Crossplane CRDs: lockstep's stand-ins (examples/crossplane-crds); set LOCKSTEP_TESTDATA for Crossplane's own")
-	} else {
-		fmt.Println("Crossplane CRDs: Crossplane's own, from $LOCKSTEP_TESTDATA/crossplane-crds")
-	}
-	w, err := env.StartWorkloads(ctx)
-	if err != nil {
-		return err
-	}
-	defer w.Stop()
-	kc, err := env.KubeConfig("lockstep-demo")
-	if err != nil {
-		return err
-	}
-	kubeconfig := filepath.Join(work, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		return err
-	}
+	defer stopControlPlane()
 
-	step("serving a local OCI registry")
-	ln, err := net.Listen("tcp", registryAddr)
+	host, stopRegistry, err := serveRegistry()
 	if err != nil {
-		ln, err = net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
+		return err
 	}
-	host := ln.Addr().String()
-	srv := &http.Server{Handler: ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	fmt.Println("registry at", host)
+	defer stopRegistry()
 
 	cli := func(args ...string) error {
 		fmt.Printf("$ lockstep %s\n", strings.Join(args, " "))
@@ -116,13 +85,8 @@ func run(ctx context.Context) error {
 		return cmd.Run()
 	}
 	cache := filepath.Join(work, "cache")
-	step("pushing the example packages with lockstep xpkg push")
-	for _, pkg := range []string{"provider-demo", "function-demo", "configuration-demo"} {
-		for _, v := range []string{"v0.1.0", "v0.2.0"} {
-			if err := cli("xpkg", "push", "--insecure-registry", host, filepath.Join("examples", "packages", pkg, v), host+"/lockstep-examples/"+pkg+":"+v); err != nil {
-				return err
-			}
-		}
+	if err := pushExamples(cli, host); err != nil {
+		return err
 	}
 
 	step("building lockstep's image without a container engine (make image), pushing it to the local registry and signing it")
@@ -257,4 +221,81 @@ func replaceIn(path, old, new string) error {
 		return errors.New(path + " does not contain " + old)
 	}
 	return os.WriteFile(path, []byte(strings.ReplaceAll(string(b), old, new)), 0o644)
+}
+
+// startControlPlane starts etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler and kwok with Crossplane's CRDs, and writes a kubeconfig
+// for it under work; stop stops them all.
+func startControlPlane(ctx context.Context, work string) (env *envtest.Env, kubeconfig string, stop func(), err error) {
+	step("starting the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)")
+	env, err = envtest.Start()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	stops := []func(){func() { _ = env.Stop() }}
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	standIn, err := env.InstallCrossplaneCRDs()
+	if err != nil {
+		stop()
+		return nil, "", nil, err
+	}
+	if standIn {
+		fmt.Println("Crossplane CRDs: lockstep's stand-ins (examples/crossplane-crds); set LOCKSTEP_TESTDATA for Crossplane's own")
+	} else {
+		fmt.Println("Crossplane CRDs: Crossplane's own, from $LOCKSTEP_TESTDATA/crossplane-crds")
+	}
+	w, err := env.StartWorkloads(ctx)
+	if err != nil {
+		stop()
+		return nil, "", nil, err
+	}
+	stops = append(stops, w.Stop)
+	kc, err := env.KubeConfig("lockstep-demo")
+	if err != nil {
+		stop()
+		return nil, "", nil, err
+	}
+	kubeconfig = filepath.Join(work, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		stop()
+		return nil, "", nil, err
+	}
+	return env, kubeconfig, stop, nil
+}
+
+// serveRegistry serves go-containerregistry's in-process registry on
+// registryAddr, or on any free port when that one is taken, and returns
+// its host; stop closes it.
+func serveRegistry() (host string, stop func(), err error) {
+	step("serving a local OCI registry")
+	ln, err := net.Listen("tcp", registryAddr)
+	if err != nil {
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", nil, err
+		}
+	}
+	host = ln.Addr().String()
+	srv := &http.Server{Handler: ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Println("registry at", host)
+	return host, func() { _ = srv.Close() }, nil
+}
+
+// pushExamples pushes both versions of each example package to host with
+// lockstep xpkg push (cli runs lockstep).
+func pushExamples(cli func(args ...string) error, host string) error {
+	step("pushing the example packages with lockstep xpkg push")
+	for _, pkg := range []string{"provider-demo", "function-demo", "configuration-demo"} {
+		for _, v := range []string{"v0.1.0", "v0.2.0"} {
+			if err := cli("xpkg", "push", "--insecure-registry", host, filepath.Join("examples", "packages", pkg, v), host+"/lockstep-examples/"+pkg+":"+v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

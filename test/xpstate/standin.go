@@ -155,24 +155,7 @@ func StartMRDController(ctx context.Context, tb testing.TB, cfg *rest.Config) *S
 func StartRuntimeController(ctx context.Context, tb testing.TB, cfg *rest.Config, state *State) *StandIn {
 	c := standInClient(tb, cfg)
 	s := &StandIn{}
-	// The captured objects a revision's runtime controller keeps, by the
-	// package of the revision that controlled them.
-	byPackage := map[string][]*unstructured.Unstructured{}
-	for _, k := range state.Order {
-		u := state.Objects[k]
-		if u.GetAPIVersion() != "v1" || (u.GetKind() != "Secret" && u.GetKind() != "Service") {
-			continue
-		}
-		for _, r := range u.GetOwnerReferences() {
-			if r.Controller == nil || !*r.Controller || !strings.HasSuffix(r.Kind, "Revision") {
-				continue
-			}
-			if rev := state.Get(r.Kind, "", r.Name); rev != nil {
-				pkg := rev.GetLabels()["pkg.crossplane.io/package"]
-				byPackage[r.Kind+"/"+pkg] = append(byPackage[r.Kind+"/"+pkg], u)
-			}
-		}
-	}
+	byPackage := runtimeObjects(state)
 	loop(ctx, tb, func(ctx context.Context) {
 		for _, kind := range []string{"ProviderRevision", "FunctionRevision"} {
 			list := &unstructured.UnstructuredList{}
@@ -195,6 +178,29 @@ func StartRuntimeController(ctx context.Context, tb testing.TB, cfg *rest.Config
 		}
 	})
 	return s
+}
+
+// runtimeObjects returns the captured objects a revision's runtime
+// controller keeps (its Secrets and Services), by the kind of the
+// revision that controlled them and its package: "ProviderRevision/name".
+func runtimeObjects(state *State) map[string][]*unstructured.Unstructured {
+	byPackage := map[string][]*unstructured.Unstructured{}
+	for _, k := range state.Order {
+		u := state.Objects[k]
+		if u.GetAPIVersion() != "v1" || (u.GetKind() != "Secret" && u.GetKind() != "Service") {
+			continue
+		}
+		for _, r := range u.GetOwnerReferences() {
+			if r.Controller == nil || !*r.Controller || !strings.HasSuffix(r.Kind, "Revision") {
+				continue
+			}
+			if rev := state.Get(r.Kind, "", r.Name); rev != nil {
+				pkg := rev.GetLabels()["pkg.crossplane.io/package"]
+				byPackage[r.Kind+"/"+pkg] = append(byPackage[r.Kind+"/"+pkg], u)
+			}
+		}
+	}
+	return byPackage
 }
 
 // ensureControlled creates want (without server-assigned fields) when it

@@ -476,26 +476,9 @@ func (l *loader) newClient() error {
 // CRDs created in a round are Established before the next.
 func (l *loader) createAll(ctx context.Context, pending []*item) error {
 	for len(pending) > 0 {
-		var next []*item
-		var crds []string
-		for _, it := range pending {
-			if !l.ready(it) {
-				next = append(next, it)
-				continue
-			}
-			if _, err := l.c.RESTMapper().RESTMapping(it.u.GroupVersionKind().GroupKind(), it.u.GroupVersionKind().Version); err != nil {
-				if meta.IsNoMatchError(err) {
-					next = append(next, it)
-					continue
-				}
-				return fmt.Errorf("%s: %w", it.key, err)
-			}
-			if err := l.create(ctx, it); err != nil {
-				return err
-			}
-			if it.u.GetKind() == "CustomResourceDefinition" {
-				crds = append(crds, it.u.GetName())
-			}
+		next, crds, err := l.createReady(ctx, pending)
+		if err != nil {
+			return err
 		}
 		if len(next) == len(pending) {
 			var msgs []string
@@ -515,6 +498,32 @@ func (l *loader) createAll(ctx context.Context, pending []*item) error {
 		pending = next
 	}
 	return nil
+}
+
+// createReady creates the items of pending that are ready and whose kind
+// the API server serves, and returns the others (next) and the names of
+// the CRDs it created.
+func (l *loader) createReady(ctx context.Context, pending []*item) (next []*item, crds []string, err error) {
+	for _, it := range pending {
+		if !l.ready(it) {
+			next = append(next, it)
+			continue
+		}
+		if _, err := l.c.RESTMapper().RESTMapping(it.u.GroupVersionKind().GroupKind(), it.u.GroupVersionKind().Version); err != nil {
+			if meta.IsNoMatchError(err) {
+				next = append(next, it)
+				continue
+			}
+			return nil, nil, fmt.Errorf("%s: %w", it.key, err)
+		}
+		if err := l.create(ctx, it); err != nil {
+			return nil, nil, err
+		}
+		if it.u.GetKind() == "CustomResourceDefinition" {
+			crds = append(crds, it.u.GetName())
+		}
+	}
+	return next, crds, nil
 }
 
 func (l *loader) ready(it *item) bool {
