@@ -32,10 +32,12 @@ func (p *pkgRun) statusStep(ctx context.Context) error {
 	}
 	var errs []error
 	var err error
+	rs := p.revisionStatus()
 	if p.cur != nil {
-		if p.cur, err = r.writeStatus(ctx, p.cur, p.revisionStatus().Status(r.now), pkgstatus.RevisionConditionTypes); err != nil {
+		if p.cur, err = r.writeStatus(ctx, p.cur, rs.Status(r.now), pkgstatus.RevisionConditionTypes); err != nil {
 			errs = append(errs, err)
 		}
+		rs.Object = p.cur
 	}
 	for i, o := range p.others {
 		st := pkgstatus.InactiveRevision(o, StatusFieldManager, time.Now())
@@ -47,7 +49,7 @@ func (p *pkgRun) statusStep(ctx context.Context) error {
 		}
 	}
 	if p.pkg != nil {
-		pkg := pkgstatus.Package{Object: p.pkg, Current: p.revisionStatus(), CurrentRevision: p.po.Revision.Name, Resolved: p.resolved()}
+		pkg := pkgstatus.Package{Object: p.pkg, Current: rs, CurrentRevision: p.po.Revision.Name, Resolved: rs.Resolved}
 		if p.pkg, err = r.writeStatus(ctx, p.pkg, pkg.Status(r.now), pkgstatus.PackageConditionTypes); err != nil {
 			errs = append(errs, err)
 		}

@@ -12,7 +12,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/apply"
@@ -39,8 +38,10 @@ var ErrNotCurrent = errors.New("not the current revision")
 // the object when the package or revision does not exist or belongs to
 // another package. It returns the revision's name.
 func Run(ctx context.Context, c client.Client, kind crossplane.Kind, pkg, revision string) (string, error) {
+	desc := kind.Descriptor()
+	revKind := desc.RevisionKind
 	p := &unstructured.Unstructured{}
-	p.SetGroupVersionKind(schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: string(kind)})
+	p.SetGroupVersionKind(desc.GroupVersionKind())
 	if err := c.Get(ctx, client.ObjectKey{Name: pkg}, p); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", fmt.Errorf("%s %s does not exist", kind, pkg)
@@ -55,18 +56,18 @@ func Run(ctx context.Context, c client.Client, kind crossplane.Kind, pkg, revisi
 		return "", fmt.Errorf("%s %s has no status.currentRevision yet: run lockstep apply first", kind, pkg)
 	}
 	rev := &unstructured.Unstructured{}
-	rev.SetGroupVersionKind(schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: kind.Descriptor().RevisionKind})
+	rev.SetGroupVersionKind(desc.RevisionGroupVersionKind())
 	if err := c.Get(ctx, client.ObjectKey{Name: revision}, rev); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("%s %s does not exist", kind.Descriptor().RevisionKind, revision)
+			return "", fmt.Errorf("%s %s does not exist", revKind, revision)
 		}
-		return "", fmt.Errorf("cannot read %s %s: %w", kind.Descriptor().RevisionKind, revision, err)
+		return "", fmt.Errorf("cannot read %s %s: %w", revKind, revision, err)
 	}
 	if owner := rev.GetLabels()[render.LabelParentPackage]; owner != pkg {
-		return "", fmt.Errorf("%s %s belongs to %s %q, not %s", kind.Descriptor().RevisionKind, revision, kind, owner, pkg)
+		return "", fmt.Errorf("%s %s belongs to %s %q, not %s", revKind, revision, kind, owner, pkg)
 	}
 	if revision != current {
-		return "", fmt.Errorf("%s %s is %w of %s %s (%s): to roll back, pin its digest in lockstep.lock", kind.Descriptor().RevisionKind, revision, ErrNotCurrent, kind, pkg, current)
+		return "", fmt.Errorf("%s %s is %w of %s %s (%s): to roll back, pin its digest in lockstep.lock", revKind, revision, ErrNotCurrent, kind, pkg, current)
 	}
 	if live.DesiredState(rev) == crossplane.DesiredStateActive {
 		return revision, nil
@@ -78,7 +79,7 @@ func Run(ctx context.Context, c client.Client, kind crossplane.Kind, pkg, revisi
 		"spec":       map[string]any{"desiredState": crossplane.DesiredStateActive},
 	}}
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(apply.ActivateFieldManager), client.ForceOwnership); err != nil {
-		return "", fmt.Errorf("cannot activate %s %s: %w", kind.Descriptor().RevisionKind, revision, err)
+		return "", fmt.Errorf("cannot activate %s %s: %w", revKind, revision, err)
 	}
 	return revision, nil
 }

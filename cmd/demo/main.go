@@ -228,19 +228,18 @@ func replaceIn(path, old, new string) error {
 // for it under work; stop stops them all.
 func startControlPlane(ctx context.Context, work string) (env *envtest.Env, kubeconfig string, stop func(), err error) {
 	step("starting the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)")
-	env, err = envtest.Start()
+	started, err := envtest.Start()
 	if err != nil {
 		return nil, "", nil, err
 	}
-	stops := []func(){func() { _ = env.Stop() }}
-	stop = func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
+	cleanup := func() { _ = started.Stop() }
+	defer func() {
+		if err != nil {
+			cleanup()
 		}
-	}
-	standIn, err := env.InstallCrossplaneCRDs()
+	}()
+	standIn, err := started.InstallCrossplaneCRDs()
 	if err != nil {
-		stop()
 		return nil, "", nil, err
 	}
 	if standIn {
@@ -248,23 +247,20 @@ func startControlPlane(ctx context.Context, work string) (env *envtest.Env, kube
 	} else {
 		fmt.Println("Crossplane CRDs: Crossplane's own, from $LOCKSTEP_TESTDATA/crossplane-crds")
 	}
-	w, err := env.StartWorkloads(ctx)
+	w, err := started.StartWorkloads(ctx)
 	if err != nil {
-		stop()
 		return nil, "", nil, err
 	}
-	stops = append(stops, w.Stop)
-	kc, err := env.KubeConfig("lockstep-demo")
+	cleanup = func() { w.Stop(); _ = started.Stop() }
+	kc, err := started.KubeConfig("lockstep-demo")
 	if err != nil {
-		stop()
 		return nil, "", nil, err
 	}
 	kubeconfig = filepath.Join(work, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		stop()
 		return nil, "", nil, err
 	}
-	return env, kubeconfig, stop, nil
+	return started, kubeconfig, cleanup, nil
 }
 
 // serveRegistry serves go-containerregistry's in-process registry on

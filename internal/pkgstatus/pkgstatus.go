@@ -194,18 +194,9 @@ func InactiveRevision(rev *unstructured.Unstructured, statusManager string, now 
 	if live.DesiredState(rev) == crossplane.DesiredStateActive {
 		return nil
 	}
-	liveConds, _, _ := unstructured.NestedSlice(rev.Object, "status", "conditions")
-	hasRuntime, healthy := false, false
-	for _, c := range liveConds {
-		m, _ := c.(map[string]any)
-		switch xpv2.ConditionType(str(m["type"])) {
-		case crossplane.ConditionRuntimeHealthy:
-			hasRuntime = managedfields.AppliedBy(rev, statusManager, "status", "f:status", "f:conditions", `k:{"type":"`+string(crossplane.ConditionRuntimeHealthy)+`"}`)
-		case crossplane.ConditionRevisionHealthy:
-			healthy = m["status"] == "True"
-		}
-	}
-	if !hasRuntime && healthy {
+	_, hasRuntime := crossplane.GetCondition(rev, crossplane.ConditionRuntimeHealthy)
+	hasRuntime = hasRuntime && managedfields.AppliedBy(rev, statusManager, "status", "f:status", "f:conditions", `k:{"type":"`+string(crossplane.ConditionRuntimeHealthy)+`"}`)
+	if c, ok := crossplane.GetCondition(rev, crossplane.ConditionRevisionHealthy); ok && c.Status == crossplane.StatusTrue && !hasRuntime {
 		return nil
 	}
 	st := map[string]any{}
@@ -215,6 +206,7 @@ func InactiveRevision(rev *unstructured.Unstructured, statusManager string, now 
 			st[k] = v
 		}
 	}
+	liveConds, _, _ := unstructured.NestedSlice(rev.Object, "status", "conditions")
 	st["conditions"] = Conditions(liveConds, []xpv2.Condition{pkgv1.RevisionHealthy()}, rev.GetGeneration(), now)
 	return st
 }

@@ -70,7 +70,7 @@ func (c *Client) VerificationImageConfig(ref string) *pkgv1beta1.ImageConfig {
 // packagePullPolicy Never or an unreachable registry (signatures). An
 // authority passes when a simple-signing payload for exactly this digest
 // carries a signature it accepts, or a Sigstore bundle about this digest
-// signs it (bundleCheck, cosign.SigstoreSignPredicateType), and, when it lists
+// signs it (cosign.Checks.Verify, cosign.SigstoreSignPredicateType), and, when it lists
 // attestations, when for each listed predicateType a Sigstore bundle or
 // a DSSE envelope holds a statement about this digest, signed the same
 // way (bundleAttestations, verifyAttestations):
@@ -78,7 +78,7 @@ func (c *Client) VerificationImageConfig(ref string) *pkgv1beta1.ImageConfig {
 //     keys returns for its secretRef, hashed with its hashAlgorithm;
 //   - a keyless authority accepts a signature whose certificate chains to
 //     a Fulcio CA of Options.TrustedRoot at the signing time and names one
-//     of its identities (keyless.check, keyless.bundleCheck), offline.
+//     of its identities (cosign.NewChecks), offline.
 //
 // Keys, certificates, transparency-log entries, timestamps and signatures
 // are checked with github.com/sigstore/sigstore and
