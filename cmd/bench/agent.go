@@ -292,6 +292,13 @@ func writeAgentMarkdown(w io.Writer, rep *Report) {
 					len(a.DriftSeconds), percentile(a.DriftSeconds, 50), percentile(a.DriftSeconds, 99))
 			}
 			fmt.Fprintf(w, "|  | agent RSS idle / peak MB | %s / %s | | |\n", mb(a.RSSBytes), mb(r.PeakRSSBytes))
+			if wr.PackageYAMLBytes > 0 {
+				fmt.Fprintf(w, "|  | agent peak RSS ÷ largest package.yaml (%s MB) | %.2f× | | |\n", mb(wr.PackageYAMLBytes), float64(r.PeakRSSBytes)/float64(wr.PackageYAMLBytes))
+			}
+			if r.CgroupLimitBytes > 0 {
+				fmt.Fprintf(w, "|  | as a container: memory limit / Go soft limit / cgroup peak (RSS and page cache) MB | %s / %s / %s | | |\n",
+					mb(r.CgroupLimitBytes), mb(r.SoftMemoryLimitBytes), mb(r.CgroupPeakBytes))
+			}
 			fmt.Fprintf(w, "|  | first full apply and watch lists: requests, settle s | %d, %.1f s | | |\n", a.FirstApplyRequests, a.SettleSeconds)
 			if len(a.IdleRequests.ByVerb) > 0 {
 				keys := slices.Sorted(maps.Keys(a.IdleRequests.ByVerb))

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -73,6 +75,11 @@ type childSpec struct {
 	// IdleWindow how long it counts idle requests (-agent-window).
 	DriftEdits int           `json:"driftEdits,omitempty"`
 	IdleWindow time.Duration `json:"idleWindow,omitempty"`
+	// Cgroup is a memory cgroup the child joins first, as a container's
+	// process starts in its container's; with it, the lockstep agent sets
+	// Go's soft memory limit from the cgroup's limit as `lockstep agent`
+	// does (unless MemoryLimit is set). "" for none.
+	Cgroup string `json:"cgroup,omitempty"`
 	// Result is where the Measurement goes.
 	Result string `json:"result"`
 }
@@ -114,6 +121,9 @@ type Measurement struct {
 	// CRDsLeft, for uninstall, is how many of the workload's CRDs still
 	// existed (terminating) when the tool returned.
 	CRDsLeft int `json:"crdsLeft,omitempty"`
+	// SoftMemoryLimitBytes is Go's soft memory limit in force during the
+	// measured phase, 0 for none.
+	SoftMemoryLimitBytes int64 `json:"softMemoryLimitBytes,omitempty"`
 	// Agent are the figures of the agent scenario (-agent), nil for the
 	// others.
 	Agent *AgentFigures `json:"agent,omitempty"`
@@ -149,6 +159,26 @@ func runChild(path string) error {
 	return os.WriteFile(spec.Result, out, 0o644)
 }
 
+// enterContainer moves the child into spec.Cgroup, when set, and there
+// sets Go's soft memory limit for lockstep as `lockstep agent` does in a
+// container (cmd/lockstep memlimit.go, agentRatio), unless MemoryLimit
+// sets one.
+func enterContainer(spec *childSpec) error {
+	if spec.Cgroup == "" {
+		return nil
+	}
+	if err := joinCgroup(spec.Cgroup); err != nil {
+		return fmt.Errorf("join %s: %w", spec.Cgroup, err)
+	}
+	if spec.Tool != toolLockstep || spec.MemoryLimit != "" {
+		return nil
+	}
+	if _, err := memlimit.Set(memlimit.WithRatio(0.9), memlimit.WithProvider(memlimit.FromCgroup)); err != nil {
+		return fmt.Errorf("soft memory limit from %s: %w", spec.Cgroup, err)
+	}
+	return nil
+}
+
 // measure runs the spec's tool and scenario and measures it.
 func measure(spec *childSpec) *Measurement {
 	ctrllog.SetLogger(logr.Discard())
@@ -156,6 +186,9 @@ func measure(spec *childSpec) *Measurement {
 	fail := func(err error) *Measurement {
 		m.Error = err.Error()
 		return m
+	}
+	if err := enterContainer(spec); err != nil {
+		return fail(err)
 	}
 	cfg, counter, err := countedConfig(spec.KubeConfig)
 	if err != nil {
@@ -229,6 +262,9 @@ func measure(spec *childSpec) *Measurement {
 		pprof.StopCPUProfile()
 	}
 	m.PeakRSSBytes = maxRSS()
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		m.SoftMemoryLimitBytes = l
+	}
 	m.API = counter.snapshot()
 	if err != nil {
 		return fail(err)

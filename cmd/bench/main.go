@@ -48,6 +48,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,12 +73,14 @@ func main() {
 		skew      = flag.Int("preflight-skew", 0, "lockstep's --preflight-skew")
 		memLimit  = flag.String("memory-limit", "", "lockstep's --memory-limit (Go's soft memory limit, e.g. 200Mi); empty: none")
 		profile   = flag.Bool("profile", false, "write a CPU profile and a heap profile of every lockstep run, and kube-apiserver's CPU profile during every run of every tool, to <out>/bench/profiles")
-		only      = flag.String("tools", strings.Join(tools, ","), "comma-separated tools to run (lockstep, floor, flux); targets need all three")
+		only      = flag.String("tools", strings.Join(tools, ","), "comma-separated tools to run (lockstep, floor, flux); targets need all three; with -provider: crossplane, lockstep, floor (default all three)")
 		reprint   = flag.String("report", "", "print the Markdown of a saved results.json `FILE` and exit")
 		keep      = flag.Bool("keep", false, "keep the temp dir of packages, declarations and caches")
 		testdata  = flag.String("testdata", os.Getenv("LOCKSTEP_TESTDATA"), "the shared testdata `DIR` (default $LOCKSTEP_TESTDATA; empty: synthetic monolith, no family)")
 		agentMode = flag.Bool("agent", false, "measure the agent's steady state instead: lockstep's cold install, then the agent on it (idle requests, drift-to-restore latency, RSS), printed as the \"Agent steady state\" table")
 		edits     = flag.Int("agent-edits", 20, "with -agent, how many drift edits to time")
+		provider  = flag.Bool("provider", false, "measure the time to a working provider instead: provider-aws-ec2 v2.6.0 and its family provider installed by Crossplane's package manager, by lockstep apply (default flags) and by the floor, each on a fresh control plane with a real Crossplane and its default activation policy, to every CRD Established and every provider Deployment Available; -reps runs of each (needs $LOCKSTEP_TESTDATA and `make testbin`)")
+		container = flag.String("container-memory", "", "with -agent, run the agent in a memory cgroup with this limit (a Kubernetes quantity, e.g. 1Gi, the Helm chart's default), as a container: it sets Go's soft memory limit from it as `lockstep agent` does; needs a writable cgroup hierarchy")
 		window    = flag.Duration("agent-window", 10*time.Minute, "with -agent, how long to count the idle agent's requests (client-go re-opens each watch every 5-10 min)")
 	)
 	flag.Parse()
@@ -104,12 +107,31 @@ func main() {
 		}
 		h.scenarios = append(h.scenarios, s)
 	}
+	h.provider = *provider
+	if *container != "" {
+		q, err := resource.ParseQuantity(*container)
+		if err != nil || q.Value() <= 0 {
+			fmt.Fprintf(os.Stderr, "bench: -container-memory %q: want a positive quantity such as 1Gi\n", *container)
+			os.Exit(2)
+		}
+		h.containerMemory = q.Value()
+	}
 	if *agentMode {
 		h.agent, h.edits, h.window, h.scenarios, *only = true, *edits, *window, []string{"cold install", scenarioAgent}, toolLockstep
 	}
+	valid := []string{toolLockstep, toolFloor, toolFlux}
+	if h.provider {
+		// -provider's tools; all of them unless -tools names some.
+		valid = providerTools
+		toolsSet := false
+		flag.Visit(func(f *flag.Flag) { toolsSet = toolsSet || f.Name == "tools" })
+		if !toolsSet {
+			*only = strings.Join(providerTools, ",")
+		}
+	}
 	for _, t := range strings.Split(*only, ",") {
-		if t = strings.TrimSpace(t); t != toolLockstep && t != toolFloor && t != toolFlux {
-			fmt.Fprintf(os.Stderr, "bench: unknown tool %q (lockstep, floor, flux)\n", t)
+		if t = strings.TrimSpace(t); !slices.Contains(valid, t) {
+			fmt.Fprintf(os.Stderr, "bench: unknown tool %q (%s)\n", t, strings.Join(valid, ", "))
 			os.Exit(2)
 		}
 		h.tools = append(h.tools, t)
@@ -150,8 +172,13 @@ type harness struct {
 	// window are -agent, -agent-edits and -agent-window.
 	scenarios []string
 	agent     bool
-	edits     int
-	window    time.Duration
+	// provider is -provider: the time to a working provider instead of
+	// the workloads.
+	provider bool
+	// containerMemory is -container-memory in bytes, 0 for none.
+	containerMemory int64
+	edits           int
+	window          time.Duration
 
 	// mu guards env and proc, what an interrupt must stop.
 	mu   sync.Mutex
@@ -190,8 +217,7 @@ func (h *harness) run(out string, names []string) error {
 	if !h.keep {
 		defer os.RemoveAll(h.tmp)
 	}
-	root, err := moduleRoot()
-	if err != nil {
+	if _, err := moduleRoot(); err != nil {
 		return err
 	}
 	if _, err := envtest.AssetsDir(); err != nil {
@@ -212,33 +238,8 @@ func (h *harness) run(out string, names []string) error {
 		},
 	}
 	logf("lockstep bench: %d cores, %s; results in %s", h.report.Machine.Cores, h.report.Machine.GoVersion, h.outDir)
-	ctx := context.Background()
-	for _, name := range names {
-		var w *workload
-		switch strings.TrimSpace(name) {
-		case "monolith":
-			w, err = monolithWorkload(h.testdata, h.tmp)
-		case "family":
-			if w = familyWorkload(h.testdata); w == nil {
-				h.report.Skipped = append(h.report.Skipped, "family: the AWS family packages need $LOCKSTEP_TESTDATA (provider-family-aws, provider-aws-ec2 v1.23.0 and v2.6.0, -s3, -iam, -rds v2.6.0)")
-				logf("skipping the family workload: $LOCKSTEP_TESTDATA is not set")
-				continue
-			}
-		case "small":
-			w, err = smallWorkload(filepath.Join(root, "examples", "packages"), h.tmp)
-		case mrd10Key, mrdAllKey:
-			w, err = monolithMRDWorkload(strings.TrimSpace(name), h.testdata, h.tmp)
-		case "":
-			continue
-		default:
-			return fmt.Errorf("unknown workload %q (monolith, family, small, %s, %s)", name, mrd10Key, mrdAllKey)
-		}
-		if err != nil {
-			return err
-		}
-		if err := h.runWorkload(ctx, w); err != nil {
-			return fmt.Errorf("%s: %w", w.Key, err)
-		}
+	if err := h.runAll(context.Background(), names); err != nil {
+		return err
 	}
 	h.report.Machine.LoadEnd = loadavg()
 	for _, wr := range h.report.Workloads {
@@ -269,6 +270,49 @@ func (h *harness) run(out string, names []string) error {
 	for _, wr := range h.report.Workloads {
 		if len(wr.failures()) > 0 {
 			return errors.New("some runs failed; see the table")
+		}
+	}
+	return nil
+}
+
+// runAll runs -provider or the named workloads, each tool of each in
+// turn, adding their figures to the report.
+func (h *harness) runAll(ctx context.Context, names []string) error {
+	if h.provider {
+		names = nil
+		if err := h.runProvider(ctx); err != nil {
+			return fmt.Errorf("provider: %w", err)
+		}
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		var w *workload
+		switch strings.TrimSpace(name) {
+		case "monolith":
+			w, err = monolithWorkload(h.testdata, h.tmp)
+		case "family":
+			if w = familyWorkload(h.testdata); w == nil {
+				h.report.Skipped = append(h.report.Skipped, "family: the AWS family packages need $LOCKSTEP_TESTDATA (provider-family-aws, provider-aws-ec2 v1.23.0 and v2.6.0, -s3, -iam, -rds v2.6.0)")
+				logf("skipping the family workload: $LOCKSTEP_TESTDATA is not set")
+				continue
+			}
+		case "small":
+			w, err = smallWorkload(filepath.Join(root, "examples", "packages"), h.tmp)
+		case mrd10Key, mrdAllKey:
+			w, err = monolithMRDWorkload(strings.TrimSpace(name), h.testdata, h.tmp)
+		case "":
+			continue
+		default:
+			return fmt.Errorf("unknown workload %q (monolith, family, small, %s, %s)", name, mrd10Key, mrdAllKey)
+		}
+		if err != nil {
+			return err
+		}
+		if err := h.runWorkload(ctx, w); err != nil {
+			return fmt.Errorf("%s: %w", w.Key, err)
 		}
 	}
 	return nil
@@ -364,23 +408,32 @@ func warmCrossplaneKinds(ctx context.Context, env *envtest.Env) error {
 // idleWait bounds the wait for an idle control plane before a scenario.
 const idleWait = 30 * time.Second
 
-// runTool starts a control plane, runs the scenarios of one tool on it in
-// order, and stops it. A scenario that fails ends the tool's runs: the
-// next would start from a state it did not reach.
-func (h *harness) runTool(ctx context.Context, p *prepared, tool string, rep int) ([]*Run, error) {
-	env, err := envtest.Start()
-	if err != nil {
-		return nil, err
+// startEnv starts a control plane that an interrupt stops (cleanup);
+// stop stops it.
+func (h *harness) startEnv() (env *envtest.Env, stop func(), err error) {
+	if env, err = envtest.Start(); err != nil {
+		return nil, nil, err
 	}
 	h.mu.Lock()
 	h.env = env
 	h.mu.Unlock()
-	defer func() {
+	return env, func() {
 		h.mu.Lock()
 		h.env = nil
 		h.mu.Unlock()
 		_ = env.Stop()
-	}()
+	}, nil
+}
+
+// runTool starts a control plane, runs the scenarios of one tool on it in
+// order, and stops it. A scenario that fails ends the tool's runs: the
+// next would start from a state it did not reach.
+func (h *harness) runTool(ctx context.Context, p *prepared, tool string, rep int) ([]*Run, error) {
+	env, stop, err := h.startEnv()
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
 	sp, dir, kubeconfig, err := h.prepareControlPlane(ctx, env, p, tool, rep)
 	if err != nil {
 		return nil, err
@@ -488,12 +541,29 @@ func (h *harness) runScenario(ctx context.Context, s scenarioRun) (*Run, error) 
 			return nil, err
 		}
 	}
+	var cg *memoryCgroup
+	if s.scenario == scenarioAgent && h.containerMemory > 0 {
+		var err error
+		if cg, err = newMemoryCgroup(fmt.Sprintf("lockstep-bench-%d", os.Getpid()), h.containerMemory); err != nil {
+			return nil, err
+		}
+		spec.Cgroup = cg.dir
+	}
 	cpu0 := s.sp.cpu()
 	run, err := h.runChild(spec, filepath.Join(h.outDir, "logs", fmt.Sprintf("%s-%s-%s-%d.log", s.p.Key, s.tool, scName, s.rep)))
 	if err != nil {
 		return nil, err
 	}
 	run.Rep, run.LoadAtStart, run.OtherControlPlanes = s.rep, load, others
+	if cg != nil {
+		if run.CgroupPeakBytes, err = cg.peak(); err != nil {
+			logf("  (no cgroup peak: %v)", err)
+		}
+		run.CgroupLimitBytes = h.containerMemory
+		if err := cg.remove(); err != nil {
+			logf("  (cannot remove %s: %v)", cg.dir, err)
+		}
+	}
 	if s.sp.APIServer != 0 {
 		run.ServerCPUSeconds = s.sp.cpu() - cpu0
 	}

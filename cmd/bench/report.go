@@ -20,6 +20,9 @@ type Report struct {
 	Workloads []*WorkloadReport `json:"workloads"`
 	// Targets are the performance targets (docs/benchmarks.md#performance-goals), met or missed.
 	Targets []Target `json:"targets"`
+	// Provider is the time to a working provider (-provider), nil when it
+	// did not run.
+	Provider *ProviderReport `json:"provider,omitempty"`
 	// Skipped lists workloads that did not run, with the reason.
 	Skipped []string `json:"skipped,omitempty"`
 	// TotalSeconds is the harness's whole run time.
@@ -102,6 +105,11 @@ type Run struct {
 	// other work on the machine.
 	LoadAtStart        string `json:"loadAtStart"`
 	OtherControlPlanes int    `json:"otherControlPlanes"`
+	// CgroupLimitBytes and CgroupPeakBytes are the memory cgroup's limit
+	// and peak use (resident memory and page cache) of a child run as a
+	// container (-container-memory), 0 otherwise.
+	CgroupLimitBytes int64 `json:"cgroupLimitBytes,omitempty"`
+	CgroupPeakBytes  int64 `json:"cgroupPeakBytes,omitempty"`
 }
 
 // median returns the run of tool in scenario with the median wall time
@@ -287,6 +295,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	rep.writeSettings(w)
 	for _, wr := range rep.Workloads {
 		wr.writeMarkdown(w)
+	}
+	if rep.Provider != nil {
+		rep.Provider.writeMarkdown(w)
 	}
 	for _, sk := range rep.Skipped {
 		fmt.Fprintf(w, "Skipped: %s\n\n", sk)

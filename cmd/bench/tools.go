@@ -314,6 +314,8 @@ type establishedWatch struct {
 	pending map[string]bool
 	done    map[string]bool
 	ch      chan struct{}
+	// doneAt is when the last pending CRD was marked.
+	doneAt time.Time
 }
 
 // start returns the resource version to watch from: that of a one-item
@@ -366,6 +368,7 @@ func (w *establishedWatch) mark(name string) {
 	}
 	w.done[name] = true
 	if len(w.done) == len(w.pending) && w.ch != nil {
+		w.doneAt = time.Now()
 		close(w.ch)
 	}
 }
