@@ -274,6 +274,11 @@ func (p *pkgRun) bindDesired(d *desired, keepBody bool) error {
 	if err != nil {
 		return err
 	}
+	if p.pausesOnCreate(d) {
+		// After the hash: the pause is not what lockstep applies, and
+		// resumeMRDs removes it (AnnotationInstalling).
+		pauseForInstall(u)
+	}
 	d.u, d.hash = u, h
 	if d.role == inventory.RolePayload {
 		return d.compact(keepBody)

@@ -141,6 +141,13 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 			break
 		}
 	}
+	// After the runtime, whatever failed: no MRD stays paused.
+	if err := p.resumeMRDs(ctx); err != nil {
+		if p.res.Err == nil {
+			p.res.Step = "payload"
+		}
+		p.res.Err = errors.Join(p.res.Err, err)
+	}
 	switch p.res.Step {
 	case "adopt", "records", "preflight", "replaces":
 		// Nothing of the payload was written: an adopted package goes back

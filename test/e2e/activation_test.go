@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
+	"github.com/lockstep-gitops/lockstep/apply"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 )
 
@@ -74,6 +76,30 @@ func TestActivationDefaultPolicy(t *testing.T) {
 			return false, fmt.Sprintf("Deployment %s: replicas %d, ready %d", d.Name, ptr.Deref(d.Spec.Replicas, -1), d.Status.ReadyReplicas)
 		}
 		return true, ""
+	})
+
+	// lockstep created the MRDs paused and resumed them once their CRDs
+	// were Established: Crossplane's MRD controller then reconciles each
+	// one and marks it Established itself.
+	waitFor(t, 3*time.Minute, "every iam MRD resumed and Established by Crossplane's MRD controller", func(ctx context.Context) (bool, string) {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(mrdGVK)
+		if err := c.env.Client.List(ctx, l); err != nil {
+			return false, err.Error()
+		}
+		var paused, pending []string
+		for _, m := range l.Items {
+			if !strings.Contains(m.GetName(), "iam.aws") {
+				continue
+			}
+			if a := m.GetAnnotations(); a["crossplane.io/paused"] != "" || a[apply.AnnotationInstalling] != "" {
+				paused = append(paused, m.GetName())
+			}
+			if condition(&m, "Established") != "True/EstablishedManagedResource" {
+				pending = append(pending, m.GetName())
+			}
+		}
+		return len(paused) == 0 && len(pending) == 0, fmt.Sprintf("%d still paused, %d not Established: %v %v", len(paused), len(pending), paused, pending)
 	})
 
 	// Two more applies: the first may still see Crossplane's MRD controller
