@@ -79,12 +79,13 @@ type ProviderRun struct {
 	// ServerCPUSeconds (kube-apiserver and etcd), CrossplaneCPUSeconds
 	// (its core and RBAC manager) and ToolCPUSeconds (lockstep's process;
 	// 0 for the others, which run in the harness or in Crossplane) are
-	// the CPU time each used from the start to a working provider.
+	// the CPU time each used from the start until both the command had
+	// returned and the provider worked.
 	ServerCPUSeconds     float64 `json:"serverCPUSeconds"`
 	CrossplaneCPUSeconds float64 `json:"crossplaneCPUSeconds"`
 	ToolCPUSeconds       float64 `json:"toolCPUSeconds,omitempty"`
-	// ServerRequests are the requests the API server served from the
-	// start to a working provider, from every client (Crossplane,
+	// ServerRequests are the requests the API server served in the same
+	// span, from every client (Crossplane,
 	// kube-controller-manager, the tool, the harness's watch), by "VERB
 	// resource[/subresource]" (apiserver_request_total).
 	ServerRequests map[string]int `json:"serverRequests,omitempty"`
