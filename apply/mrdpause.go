@@ -22,9 +22,10 @@ import (
 // internal/controller/apiextensions/managed/reconciler.go) reconciles an
 // MRD on every change of it and of its CRD, and each reconcile
 // server-side applies the whole CRD and updates the MRD's status. While the
-// CRDs of a new provider are created and established, that is about five
+// CRDs of a new provider are created and established, that is about nine
 // applies of each CRD, which kept a 2-core API server saturated and made
-// the CRDs of provider-aws-ec2 take four times as long to be Established
+// the CRDs of provider-aws-ec2 take about five times as long to be
+// Established as plain CRDs
 // (docs/design/activation.md#new-mrds-are-created-paused). So an apply
 // creates new MRDs paused and resumes them (removes both annotations)
 // once the package's steps are done, when the CRDs are Established; the
