@@ -26,7 +26,8 @@ import (
 // applies of each CRD, which kept a 2-core API server saturated and made
 // the CRDs of provider-aws-ec2 take about five times as long to be
 // Established as plain CRDs
-// (docs/design/activation.md#new-mrds-are-created-paused). So an apply
+// (docs/design/activation.md#managed-resource-activation, "New MRDs are
+// created paused"). So an apply
 // creates new MRDs paused and resumes them (removes both annotations)
 // once the package's steps are done, when the CRDs are Established; the
 // MRD controller then reconciles each MRD once it has nothing to wait for.
