@@ -128,11 +128,12 @@ func (w *WorkloadReport) median(tool, scenario string) *Run {
 	return rs[(len(rs)-1)/2]
 }
 
-// ran reports whether tool ran on the workload at all (test/bench -tools
-// may leave it out), failed or not.
-func (w *WorkloadReport) ran(tool string) bool {
+// ran reports whether tool ran scenario on the workload, failed or not:
+// -tools and -scenarios may leave it out, and a failed scenario ends the
+// tool's runs.
+func (w *WorkloadReport) ran(tool, scenario string) bool {
 	for _, r := range w.Runs {
-		if r.Tool == tool {
+		if r.Tool == tool && r.Scenario == scenario {
 			return true
 		}
 	}
@@ -357,7 +358,7 @@ func (w *WorkloadReport) writeMarkdown(out io.Writer) {
 			if i == 0 {
 				label = sc
 			}
-			fmt.Fprintf(out, "| %s | %s | %s |\n", label, f.name, strings.Join(w.cells(f, runs), " | "))
+			fmt.Fprintf(out, "| %s | %s | %s |\n", label, f.name, strings.Join(w.cells(f, sc, runs), " | "))
 		}
 	}
 	fmt.Fprintln(out)
@@ -371,14 +372,14 @@ func (w *WorkloadReport) writeMarkdown(out io.Writer) {
 	fmt.Fprintln(out)
 }
 
-// cells returns one table row's cells for figure f: each tool's figure
-// ("failed" or "not run" without one), then lockstep's ratio to the floor
+// cells returns one table row's cells for figure f of scenario: each
+// tool's figure ("failed" or "not run" without one), then lockstep's ratio to the floor
 // and to Flux.
-func (w *WorkloadReport) cells(f figure, runs map[string]*Run) []string {
+func (w *WorkloadReport) cells(f figure, scenario string, runs map[string]*Run) []string {
 	cells := make([]string, 0, 5)
 	for _, t := range tools {
 		if runs[t] == nil {
-			cells = append(cells, map[bool]string{true: "failed", false: "not run"}[w.ran(t)])
+			cells = append(cells, map[bool]string{true: "failed", false: "not run"}[w.ran(t, scenario)])
 			continue
 		}
 		cells = append(cells, f.format(runs[t]))
