@@ -66,6 +66,24 @@ func TestProviderMarkdown(t *testing.T) {
 	}
 }
 
+// TestProviderReportAlone: a report of -provider alone has the provider's
+// table and neither the workloads' settings nor their targets table.
+func TestProviderReportAlone(t *testing.T) {
+	var b bytes.Buffer
+	rep := &Report{Date: "d", Provider: &ProviderReport{Title: "t", CrossplaneVersion: "v2.3.4", CRDs: 213, Deployments: 2,
+		Runs: []*ProviderRun{{Tool: toolLockstep, Seconds: 14}}}}
+	rep.WriteMarkdown(&b)
+	out := b.String()
+	if !strings.Contains(out, "### Time to a working provider: t") {
+		t.Errorf("no provider table in:\n%s", out)
+	}
+	for _, unwanted := range []string{"### Targets", "Each tool runs in a process of its own"} {
+		if strings.Contains(out, unwanted) {
+			t.Errorf("a -provider report has %q, which is the workloads':\n%s", unwanted, out)
+		}
+	}
+}
+
 // TestProviderFloorObjects: the floor applies the CRDs and the runtime
 // without owner references, never Crossplane's records or MRDs, and counts
 // the Deployments it waits for.

@@ -293,7 +293,11 @@ var figures = []figure{
 func (rep *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "## lockstep benchmarks, %s\n\n", rep.Date)
 	rep.writeMachine(w)
-	rep.writeSettings(w)
+	// The settings and the targets are the workloads'; -provider runs
+	// none.
+	if len(rep.Workloads) > 0 {
+		rep.writeSettings(w)
+	}
 	for _, wr := range rep.Workloads {
 		wr.writeMarkdown(w)
 	}
@@ -303,7 +307,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	for _, sk := range rep.Skipped {
 		fmt.Fprintf(w, "Skipped: %s\n\n", sk)
 	}
-	rep.writeTargets(w)
+	if len(rep.Workloads) > 0 {
+		rep.writeTargets(w)
+	}
 	fmt.Fprintf(w, "\nHarness run time: %.1f min.\n", rep.TotalSeconds/60)
 }
 
