@@ -77,7 +77,7 @@ func hasArg(args []string, want string) bool {
 // cpu returns the CPU seconds (user plus system) the two processes used so
 // far; a process that is gone counts 0.
 func (sp serverProcs) cpu() float64 {
-	return procCPU(sp.APIServer) + procCPU(sp.Etcd)
+	return cpuOf([]int{sp.APIServer, sp.Etcd})
 }
 
 // procCPU returns utime+stime of pid in seconds, 0 when unknown.

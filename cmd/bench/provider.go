@@ -205,15 +205,7 @@ func (h *harness) providerSetup(ctx context.Context, w *workload) (*providerSetu
 	if s.floor, s.deployments, err = providerFloorObjects(p.ObjectFiles["install"]); err != nil {
 		return nil, err
 	}
-	s.mirror, err = yaml.YAMLToJSON([]byte(`apiVersion: pkg.crossplane.io/v1beta1
-kind: ImageConfig
-metadata:
-  name: mirror
-spec:
-  matchImages:
-  - prefix: ` + w.Prefix + `
-  rewriteImage:
-    prefix: ` + h.reg.Host + "/\n"))
+	s.mirror, err = yaml.YAMLToJSON([]byte(mirrorImageConfig(w.Prefix, h.reg.Host)))
 	return s, err
 }
 
@@ -398,7 +390,7 @@ func processesNamed(name string) []int {
 	return pids
 }
 
-// cpuOf returns the CPU seconds the processes used so far.
+// cpuOf returns the CPU seconds the processes used so far (procCPU each).
 func cpuOf(pids []int) float64 {
 	t := 0.0
 	for _, p := range pids {

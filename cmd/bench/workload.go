@@ -290,17 +290,11 @@ func packageYAMLSize(img v1.Image) (int64, error) {
 	return io.Copy(io.Discard, rc)
 }
 
-// writeDeclarations writes the declarations of pkgs into dir, plus an
-// ImageConfig that pulls every source under prefix from the harness's
-// registry at host, as a platform team with a mirror would, and, when
-// activate is set and a package is declared, a
-// ManagedResourceActivationPolicy with that spec.activate beside them.
-func writeDeclarations(dir, prefix, host string, pkgs []pkgVersion, activate []string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `apiVersion: pkg.crossplane.io/v1beta1
+// mirrorImageConfig is the YAML of the ImageConfig that pulls every
+// source under prefix from the harness's registry at host, as a platform
+// team with a mirror would.
+func mirrorImageConfig(prefix, host string) string {
+	return fmt.Sprintf(`apiVersion: pkg.crossplane.io/v1beta1
 kind: ImageConfig
 metadata:
   name: bench-mirror
@@ -311,10 +305,21 @@ spec:
   rewriteImage:
     prefix: %s/
 `, prefix, host)
-	if err := os.WriteFile(filepath.Join(dir, "mirror.yaml"), []byte(b.String()), 0o644); err != nil {
+}
+
+// writeDeclarations writes the declarations of pkgs into dir, plus an
+// ImageConfig that pulls every source under prefix from the harness's
+// registry at host, as a platform team with a mirror would, and, when
+// activate is set and a package is declared, a
+// ManagedResourceActivationPolicy with that spec.activate beside them.
+func writeDeclarations(dir, prefix, host string, pkgs []pkgVersion, activate []string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	b.Reset()
+	if err := os.WriteFile(filepath.Join(dir, "mirror.yaml"), []byte(mirrorImageConfig(prefix, host)), 0o644); err != nil {
+		return err
+	}
+	var b strings.Builder
 	for i, v := range pkgs {
 		if i > 0 {
 			b.WriteString("---\n")
