@@ -4,7 +4,7 @@
 #   make test     builds the test control plane, lints, runs every test with -race, then fuzzes briefly
 #   make lint     golangci-lint (pinned, installed into bin/) with the layer rules of .golangci.yml
 #   make bench    the benchmarks
-#   make fuzz     each parser's fuzzer for FUZZTIME
+#   make fuzz     each parser's fuzzer for FUZZTIME inputs
 #   make help     this list
 
 SHELL := /usr/bin/env bash
@@ -133,29 +133,36 @@ lint: $(GOLANGCI_LINT) ## go mod tidy -diff, then golangci-lint: gofmt and gci, 
 	$(GO) mod tidy -diff
 	$(GOLANGCI_LINT) run ./...
 
-test: testbin fmt vet lint ## build the control plane, lint, go test -race ./..., then each parser's fuzzer for TEST_FUZZTIME
+test: testbin fmt vet lint ## build the control plane, lint, go test -race ./..., then each parser's fuzzer for TEST_FUZZTIME inputs
 	LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) test $(GO_TEST_FLAGS) ./...
 	$(if $(TEST_FUZZTIME),$(call run-fuzzers,$(TEST_FUZZTIME)))
 
 # The parsers' fuzzers: declarations (FuzzLoadFS), lockstep.lock and
 # package.yaml (FuzzParse). go test -fuzz takes one package and one fuzzer
-# at a time. make test runs each for TEST_FUZZTIME (default 10s; empty
-# skips them) after the unit tests, which run their seed corpus and
-# testdata/fuzz; make fuzz runs each for FUZZTIME (default 30s) for longer
-# sessions. Minimizing each new input may take 60 s by default, which on a
-# busy machine eats the whole budget: FUZZMINIMIZETIME bounds it. A crash is
-# written to the package's testdata/fuzz and fails the target.
-FUZZTIME ?= 30s
-TEST_FUZZTIME ?= 10s
+# at a time. make test runs each for TEST_FUZZTIME inputs (default 5000x,
+# a few seconds each here; empty skips them) after the unit tests, which run
+# their seed corpus and testdata/fuzz; make fuzz runs each for FUZZTIME
+# (default 100000x) for longer sessions. The budgets are counts, not
+# durations: with a duration, Go 1.26's fuzzing coordinator can fail a
+# target with a bare "context deadline exceeded" when the time runs out
+# while a starved worker is mid-input (https://go.dev/issue/75804, fixed
+# in Go 1.27). FUZZTIMEOUT bounds a run in wall time instead (go test
+# sets no timeout when fuzzing). Minimizing each new input may take 60 s
+# by default, which on a busy machine eats the budget: FUZZMINIMIZETIME
+# bounds it. A crash is written to the package's testdata/fuzz and fails
+# the target.
+FUZZTIME ?= 100000x
+TEST_FUZZTIME ?= 5000x
 FUZZMINIMIZETIME ?= 5s
+FUZZTIMEOUT ?= 10m
 FUZZERS := ./internal/declarations:FuzzLoadFS ./lockfile:FuzzParse ./internal/xpkg:FuzzParse
 define run-fuzzers
 @set -e; for f in $(FUZZERS); do \
-  echo "fuzz $${f%%:*} $${f##*:} for $(1)"; \
-  LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) test -run '^$$' -fuzz "^$${f##*:}$$" -fuzztime $(1) -fuzzminimizetime $(FUZZMINIMIZETIME) "$${f%%:*}"; \
+  echo "fuzz $${f%%:*} $${f##*:} for $(1) inputs"; \
+  LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) test -run '^$$' -fuzz "^$${f##*:}$$" -fuzztime $(1) -fuzzminimizetime $(FUZZMINIMIZETIME) -timeout $(FUZZTIMEOUT) "$${f%%:*}"; \
 done
 endef
-fuzz: ## fuzz the declarations, lockstep.lock and package.yaml parsers, each for FUZZTIME (default 30s)
+fuzz: ## fuzz the declarations, lockstep.lock and package.yaml parsers, each for FUZZTIME inputs (default 100000x)
 	$(call run-fuzzers,$(FUZZTIME))
 
 # The Go micro-benchmarks, then cmd/bench: lockstep against the floor (plain
