@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/owners"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
@@ -95,14 +95,14 @@ func (p *pkgRun) checkDefinitionOwner(ctx context.Context, o *render.Object) err
 			return nil
 		}
 		refs = foreign.OwnerReferences
-		managers = fieldManagers(foreign.ManagedFields)
+		managers = owners.Managers(foreign.ManagedFields)
 	}
-	c := controllerOf(refs)
+	c := owners.Controller(refs)
 	if c == nil {
 		if labelled != nil {
 			return nil
 		}
-		return &ForeignOwnerError{Object: o.Kind + "/" + o.Name, Owner: noController(refs, managers)}
+		return &ForeignOwnerError{Object: o.Kind + "/" + o.Name, Owner: owners.Uncontrolled(refs, managers)}
 	}
 	owner := r.live.owner(c.UID)
 	switch {
@@ -117,7 +117,7 @@ func (p *pkgRun) checkDefinitionOwner(ctx context.Context, o *render.Object) err
 	case owner == nil && labelled != nil && isRevisionRef(*c):
 		return nil
 	}
-	desc := "it is controlled by " + describeRef(*c)
+	desc := "it is controlled by " + owners.Describe(*c)
 	if owner != nil {
 		if inst := owner.GetLabels()[render.LabelInstance]; inst != "" {
 			desc += ", of lockstep instance " + inst
@@ -126,35 +126,4 @@ func (p *pkgRun) checkDefinitionOwner(ctx context.Context, o *render.Object) err
 		}
 	}
 	return &ForeignOwnerError{Object: o.Kind + "/" + o.Name, Owner: desc}
-}
-
-// fieldManagers returns the sorted, distinct field managers that wrote the
-// object itself: writes to a subresource (the API server's own status
-// writes) say nothing of who created it.
-func fieldManagers(mfs []metav1.ManagedFieldsEntry) []string {
-	var out []string
-	for _, mf := range mfs {
-		if mf.Subresource == "" && !slices.Contains(out, mf.Manager) {
-			out = append(out, mf.Manager)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// noController describes a definition without a controller: its owners,
-// if any, and the field managers that wrote it.
-func noController(refs []metav1.OwnerReference, managers []string) string {
-	s := "it has no owner"
-	if len(refs) > 0 {
-		var owners []string
-		for _, ref := range refs {
-			owners = append(owners, describeRef(ref))
-		}
-		s = "it has no controller (owners: " + strings.Join(owners, ", ") + ")"
-	}
-	if len(managers) > 0 {
-		s += " (field managers: " + strings.Join(managers, ", ") + ")"
-	}
-	return s
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/managedfields"
+	"github.com/lockstep-gitops/lockstep/internal/owners"
 )
 
 // findHandOffs marks the runtime objects whose controller reference must
@@ -33,7 +34,7 @@ func (p *pkgRun) findHandOffs(ctx context.Context) error {
 		if d.role != inventory.RoleRuntime || !d.exists() {
 			continue
 		}
-		c := controllerOf(d.liveRefs())
+		c := owners.Controller(d.liveRefs())
 		if c == nil || c.UID == cur {
 			continue
 		}
@@ -101,9 +102,9 @@ func (p *pkgRun) handOver(ctx context.Context, d *desired) error {
 			refs = append(refs, ref)
 		}
 	}
-	old := controllerOf(d.handOff.GetOwnerReferences())
+	old := owners.Controller(d.handOff.GetOwnerReferences())
 	if err := p.r.patchOwnerReferences(ctx, d.handOff, refs); err != nil {
-		return fmt.Errorf("%s: cannot hand the controller reference over from %s to %s: %w", d.id, describeRef(*old), describeRef(next), err)
+		return fmt.Errorf("%s: cannot hand the controller reference over from %s to %s: %w", d.id, owners.Describe(*old), owners.Describe(next), err)
 	}
 	return nil
 }

@@ -485,27 +485,11 @@ func (r *run) listForeign(ctx context.Context, k listKey) error {
 	}
 }
 
-// controllerOf returns the controller reference of an object's owner
-// references, nil for none.
-func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
-	for i := range refs {
-		if refs[i].Controller != nil && *refs[i].Controller {
-			return &refs[i]
-		}
-	}
-	return nil
-}
-
 // isRevisionRef reports whether ref points at a Crossplane package revision.
 func isRevisionRef(ref metav1.OwnerReference) bool {
 	gv, _ := schema.ParseGroupVersion(ref.APIVersion)
 	_, ok := crossplane.RevisionKindFor(ref.Kind)
 	return gv.Group == crossplane.Group && ok
-}
-
-// describeRef names an owner reference for an error message.
-func describeRef(ref metav1.OwnerReference) string {
-	return fmt.Sprintf("%s %s (UID %s)", ref.Kind, ref.Name, ref.UID)
 }
 
 // ensureNamespace creates the Crossplane namespace when it does not exist,

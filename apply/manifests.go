@@ -24,6 +24,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/drift"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/owners"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
@@ -144,10 +145,10 @@ func (r *run) checkManifestOwners(ctx context.Context) error {
 		if inst == r.opts.Instance {
 			continue
 		}
-		managers := fieldManagers(live.ManagedFields)
-		desc := noController(live.OwnerReferences, managers)
-		if c := controllerOf(live.OwnerReferences); c != nil {
-			desc = "it is controlled by " + describeRef(*c)
+		managers := owners.Managers(live.ManagedFields)
+		desc := owners.Uncontrolled(live.OwnerReferences, managers)
+		if c := owners.Controller(live.OwnerReferences); c != nil {
+			desc = "it is controlled by " + owners.Describe(*c)
 			if len(managers) > 0 {
 				desc += " (field managers: " + strings.Join(managers, ", ") + ")"
 			}

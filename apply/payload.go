@@ -18,6 +18,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/owners"
 	"github.com/lockstep-gitops/lockstep/internal/parallel"
 )
 
@@ -165,9 +166,9 @@ func (p *pkgRun) releaseStale(ctx context.Context, d *desired) error {
 		if apierrors.IsNotFound(err) {
 			return nil // gone meanwhile: the apply creates it afresh
 		}
-		return fmt.Errorf("%s: cannot release the stale controller reference %s: %w", d.id, describeRef(d.release[0]), err)
+		return fmt.Errorf("%s: cannot release the stale controller reference %s: %w", d.id, owners.Describe(d.release[0]), err)
 	}
-	p.r.warn(p.res, "released the stale controller reference %s of %s", describeRef(d.release[0]), d.id)
+	p.r.warn(p.res, "released the stale controller reference %s of %s", owners.Describe(d.release[0]), d.id)
 	return nil
 }
 

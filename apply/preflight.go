@@ -18,6 +18,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/drift"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/owners"
 	"github.com/lockstep-gitops/lockstep/internal/parallel"
 	"github.com/lockstep-gitops/lockstep/render"
 )
@@ -45,7 +46,7 @@ func (e *ConflictError) Error() string {
 	if e.ControllerPackage != "" {
 		of = " of " + e.ControllerPackage
 	}
-	return fmt.Sprintf("%s is already controlled by %s%s", e.Object, describeRef(e.Controller), of)
+	return fmt.Sprintf("%s is already controlled by %s%s", e.Object, owners.Describe(e.Controller), of)
 }
 
 // preflightStep is the preflight step (docs/design/apply.md#apply-steps). For the
@@ -355,7 +356,7 @@ func (p *pkgRun) isReplaced(u *unstructured.Unstructured) bool {
 // apply.
 func (p *pkgRun) checkController(d *desired) error {
 	refs := d.liveRefs()
-	c := controllerOf(refs)
+	c := owners.Controller(refs)
 	if c == nil {
 		return nil
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/live"
+	"github.com/lockstep-gitops/lockstep/internal/owners"
 )
 
 // replacedPkg is an installed package that a package of the output
@@ -184,7 +185,7 @@ func (p *pkgRun) deleteRevisionDeployment(ctx context.Context, rev *unstructured
 		}
 		return fmt.Errorf("cannot read Deployment %s/%s: %w", r.opts.Namespace, rev.GetName(), err)
 	}
-	c := controllerOf(dep.GetOwnerReferences())
+	c := owners.Controller(dep.GetOwnerReferences())
 	if c == nil || c.UID != rev.GetUID() {
 		return nil
 	}

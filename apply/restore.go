@@ -16,6 +16,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/owners"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
@@ -261,14 +262,14 @@ func (p *pkgRun) restoreDesired(ctx context.Context, o restorableObject) (*desir
 	if err := p.checkController(d); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotRestorable, err)
 	}
-	if c := controllerOf(d.liveRefs()); c != nil && (len(d.release) > 0 || !controls(d.u, c.UID)) {
-		return nil, fmt.Errorf("%w: %s is controlled by %s, which a full apply hands over", ErrNotRestorable, o.obj, describeRef(*c))
+	if c := owners.Controller(d.liveRefs()); c != nil && (len(d.release) > 0 || !controls(d.u, c.UID)) {
+		return nil, fmt.Errorf("%w: %s is controlled by %s, which a full apply hands over", ErrNotRestorable, o.obj, owners.Describe(*c))
 	}
 	return d, nil
 }
 
 // controls reports whether uid is the controller reference of u.
 func controls(u *unstructured.Unstructured, uid types.UID) bool {
-	c := controllerOf(u.GetOwnerReferences())
+	c := owners.Controller(u.GetOwnerReferences())
 	return c != nil && c.UID == uid
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/owners"
 )
 
 // runtimeStep is the runtime step (docs/design/apply.md#apply-steps), for an active
@@ -86,7 +87,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 		if desiredIDs[id] {
 			continue
 		}
-		c := controllerOf(dep.GetOwnerReferences())
+		c := owners.Controller(dep.GetOwnerReferences())
 		if c == nil {
 			continue
 		}

@@ -48,6 +48,7 @@ var ranks = []struct {
 	{"internal/crdcheck", 2},
 	{"internal/drift", 2},
 	{"internal/managedfields", 2},
+	{"internal/owners", 2},
 	{"internal/pkgstatus", 2},
 	// The pipeline, in its order: where a commit and its packages come
 	// from, the lock, rendering, health, and the executor.
