@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/apply/manifests"
 	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -104,9 +105,9 @@ type Options struct {
 	// in-process (--preflight-skew); 0 asks for the same minor version.
 	PreflightSkew int
 	// ManifestKinds are the kinds the declarations' manifests may have
-	// (--manifest-kinds): ManifestKindsCrossplane, ManifestKindsAll, or
-	// GROUP/KIND patterns; empty means DefaultManifestKinds. A manifest of
-	// another kind refuses the whole output with a *ManifestScopeError
+	// (--manifest-kinds): manifests.KindsCrossplane, manifests.KindsAll, or
+	// GROUP/KIND patterns; empty means manifests.DefaultKinds. A manifest of
+	// another kind refuses the whole output with a *manifests.ScopeError
 	// before anything is written (docs/design/manifests.md#scope).
 	ManifestKinds []string
 	// ManifestServiceAccount, when set, is the ServiceAccount ("NAME" in
@@ -165,7 +166,7 @@ func (o Options) Validate() error {
 	if o.WaitTimeout <= 0 || o.WaitInterval <= 0 {
 		errs = append(errs, errors.New("wait timeout and interval must be positive"))
 	}
-	if err := ValidManifestKinds(o.ManifestKinds); err != nil {
+	if err := manifests.ValidKinds(o.ManifestKinds); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -187,7 +188,7 @@ type Manager struct {
 	lock  Locker
 	// manifests writes manifests as Options.ManifestServiceAccount; nil
 	// writes them as the client's own user.
-	manifests *manifestWriter
+	manifests *manifests.ServiceAccount
 
 	// identityMu guards user, the client's user name once a
 	// SelfSubjectReview returned it (deletion protection).
@@ -271,7 +272,7 @@ func NewManager(c client.Client, opts Options, mopts ...ManagerOption) (*Manager
 		if mc.rest == nil {
 			return nil, fmt.Errorf("manifest service account %s: impersonating it needs a REST config (WithRESTConfig)", sa)
 		}
-		w, err := newManifestWriter(mc.rest, c, opts.Namespace, sa)
+		w, err := manifests.Impersonate(mc.rest, c, opts.Namespace, sa)
 		if err != nil {
 			return nil, err
 		}
@@ -307,7 +308,7 @@ type Result struct {
 	// Manifests are the declarations' manifests, in the Output's order,
 	// then those deleted because they are gone from Git
 	// (docs/design/manifests.md#manifests).
-	Manifests []*ManifestResult
+	Manifests []*manifests.Result
 	// Writes is how many mutating requests were sent (creates, applies,
 	// patches, deletes, status writes, events, the inventory); server-side
 	// dry-runs are not counted. Zero means nothing in the cluster changed.
@@ -367,7 +368,7 @@ func (r *Result) Err() error {
 			errs = append(errs, fmt.Errorf("%s %s: %w", p.Kind, p.Name, p.Err))
 		}
 	}
-	if err := manifestErr(r.Manifests); err != nil {
+	if err := manifests.Err(r.Manifests); err != nil {
 		errs = append(errs, err)
 	}
 	if r.LockErr != nil {
@@ -449,7 +450,7 @@ func (p *PackageResult) Counts() map[ssa.Action]int {
 // instance's write lock (WithLock; a *writelock.HeldError), the deletion
 // protection cannot be applied or removed (Options.DeletionProtection), a
 // manifest names an object lockstep did not create without opting in to
-// adopting it (a *ForeignManifestError), the
+// adopting it (a *manifests.ForeignError), the
 // pkg.crossplane.io kinds are not served, the cluster state or inventory
 // cannot be read, or out has no package while the inventory lists some and
 // Options.AllowEmpty is not set (an *EmptyLockError). Package
@@ -490,10 +491,10 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 	if err := r.refuseEmpty(r.live.inventory); err != nil {
 		return nil, err
 	}
-	if err := r.checkManifestScope(ctx); err != nil {
+	if err := r.manifestStep().CheckScope(ctx, out); err != nil {
 		return nil, err
 	}
-	if err := r.checkManifestOwners(ctx); err != nil {
+	if err := r.manifestStep().CheckOwners(ctx, out, r.live.inventory.Manifests); err != nil {
 		return nil, err
 	}
 	cv, err := r.readCrossplaneVersion(ctx)

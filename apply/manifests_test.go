@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/apply"
+	"github.com/lockstep-gitops/lockstep/apply/manifests"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
@@ -289,7 +290,7 @@ func TestRefusedManifestLeavesInventory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := f.manager(t, func(o *apply.Options) { o.ManifestKinds = []string{apply.ManifestKindsAll} })
+	m := f.manager(t, func(o *apply.Options) { o.ManifestKinds = []string{manifests.KindsAll} })
 	res := f.apply(t, m, render1, apply.Origin{Commit: "one"})
 	refused := false
 	for _, mr := range res.Manifests {
@@ -449,9 +450,9 @@ func TestManifestAdoptsOnlyWithOptIn(t *testing.T) {
 				}
 				return
 			}
-			var fe *apply.ForeignManifestError
+			var fe *manifests.ForeignError
 			if !errors.As(err, &fe) {
-				t.Fatalf("%s: Apply error %v, want a *ForeignManifestError", tc.reason, err)
+				t.Fatalf("%s: Apply error %v, want a *manifests.ForeignError", tc.reason, err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
@@ -472,5 +473,5 @@ func TestManifestAdoptsOnlyWithOptIn(t *testing.T) {
 // withManifestKinds allows the manifests of these tests, Namespaces and
 // ConfigMaps beside what a Crossplane user declares.
 func withManifestKinds(o *apply.Options) {
-	o.ManifestKinds = []string{apply.ManifestKindsCrossplane, "/Namespace", "/ConfigMap"}
+	o.ManifestKinds = []string{manifests.KindsCrossplane, "/Namespace", "/ConfigMap"}
 }

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/apply"
+	"github.com/lockstep-gitops/lockstep/apply/manifests"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
@@ -76,7 +77,7 @@ func TestManifestScope(t *testing.T) {
 		{
 			name: "ServiceAccountMayNot", reason: "the ServiceAccount may not create ConfigMaps in another namespace",
 			opts: func(o *apply.Options) {
-				o.ManifestKinds, o.ManifestServiceAccount = []string{apply.ManifestKindsCrossplane, "/ConfigMap"}, "manifests"
+				o.ManifestKinds, o.ManifestServiceAccount = []string{manifests.KindsCrossplane, "/ConfigMap"}, "manifests"
 			},
 			files: map[string]string{"settings.yaml": cm("settings", f.namespace), "elsewhere.yaml": cm("elsewhere", "default")},
 			want:  []string{`elsewhere.yaml:1: ConfigMap/default/` + f.prefix + `-elsewhere: ServiceAccount ` + f.namespace + `/manifests may not create configmaps in namespace default`},
@@ -84,9 +85,9 @@ func TestManifestScope(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := f.manager(t, c.opts).Apply(ctx, out(c.files), apply.Origin{Commit: c.name})
-			var se *apply.ManifestScopeError
+			var se *manifests.ScopeError
 			if !errors.As(err, &se) {
-				t.Fatalf("%s: Apply: %v, want a ManifestScopeError", c.reason, err)
+				t.Fatalf("%s: Apply: %v, want a manifests.ScopeError", c.reason, err)
 			}
 			if len(se.Objects) != len(c.want) {
 				t.Fatalf("%s: refused %q, want %d", c.reason, se.Objects, len(c.want))
@@ -102,7 +103,7 @@ func TestManifestScope(t *testing.T) {
 
 	// In scope: written as the ServiceAccount.
 	m := f.manager(t, func(o *apply.Options) {
-		o.ManifestKinds, o.ManifestServiceAccount = []string{apply.ManifestKindsCrossplane, "/ConfigMap"}, f.namespace+"/manifests"
+		o.ManifestKinds, o.ManifestServiceAccount = []string{manifests.KindsCrossplane, "/ConfigMap"}, f.namespace+"/manifests"
 	})
 	mustSucceed(t, f.apply(t, m, out(map[string]string{"settings.yaml": cm("settings", f.namespace)}), apply.Origin{Commit: "in-scope"}))
 	if f.get(t, "v1", "ConfigMap", f.namespace, f.prefix+"-settings") == nil {

@@ -59,6 +59,7 @@ var ranks = []struct {
 	{"apply", 7},
 	{"apply/activate", 7},
 	{"apply/handback", 7},
+	{"apply/manifests", 7},
 	{"apply/protection", 7},
 	// What composes the pipeline for the programs.
 	{"cmd/internal/snapshot", 8},

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/apply"
+	"github.com/lockstep-gitops/lockstep/apply/manifests"
 	"github.com/lockstep-gitops/lockstep/cmd/internal/agent/api/v1alpha1"
 	"github.com/lockstep-gitops/lockstep/cmd/internal/snapshot"
 	"github.com/lockstep-gitops/lockstep/cmd/internal/update"
@@ -1145,8 +1146,8 @@ func (r *Reconciler) applyRendered(ctx context.Context, rd *rendered, out *Outco
 	var (
 		held    *writelock.HeldError
 		empty   *apply.EmptyLockError
-		foreign *apply.ForeignManifestError
-		scope   *apply.ManifestScopeError
+		foreign *manifests.ForeignError
+		scope   *manifests.ScopeError
 	)
 	switch {
 	case errors.As(err, &held):

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lockstep-gitops/lockstep/apply"
+	"github.com/lockstep-gitops/lockstep/apply/manifests"
 	"github.com/lockstep-gitops/lockstep/cmd/internal/agent/api/v1alpha1"
 	"github.com/lockstep-gitops/lockstep/cmd/internal/update"
 	"github.com/lockstep-gitops/lockstep/health"
@@ -141,7 +141,7 @@ func (r *Reconciler) syncSpec() v1alpha1.SyncSpec {
 	spec := v1alpha1.SyncSpec{URL: redact.URL(r.cfg.Source.URL), Ref: r.cfg.Source.Ref, Path: r.cfg.Source.Path, Interval: r.cfg.Interval.String(),
 		ServiceAccountName: r.cfg.Apply.ManifestServiceAccount, ManifestKinds: r.cfg.Apply.ManifestKinds}
 	if len(spec.ManifestKinds) == 0 {
-		spec.ManifestKinds = apply.DefaultManifestKinds
+		spec.ManifestKinds = manifests.DefaultKinds
 	}
 	if v := r.cfg.CommitVerification; v != nil {
 		spec.Verify = string(v.Mode)

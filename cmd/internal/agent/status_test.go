@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockstep-gitops/lockstep/apply"
+	"github.com/lockstep-gitops/lockstep/apply/manifests"
 	"github.com/lockstep-gitops/lockstep/cmd/internal/agent/api/v1alpha1"
 	"github.com/lockstep-gitops/lockstep/health"
 )
@@ -130,9 +131,9 @@ func TestNextStatusDeletions(t *testing.T) {
 	manifests := func(n int) *apply.Result {
 		res := &apply.Result{}
 		for i := range n {
-			res.Manifests = append(res.Manifests, &apply.ManifestResult{Object: "ConfigMap/ns/cm" + strconv.Itoa(i), Action: ssa.DeletedAction})
+			res.Manifests = append(res.Manifests, &manifests.Result{Object: "ConfigMap/ns/cm" + strconv.Itoa(i), Action: ssa.DeletedAction})
 		}
-		res.Manifests = append(res.Manifests, &apply.ManifestResult{Object: "ConfigMap/ns/kept", Action: ssa.UnchangedAction})
+		res.Manifests = append(res.Manifests, &manifests.Result{Object: "ConfigMap/ns/kept", Action: ssa.UnchangedAction})
 		return res
 	}
 	cases := map[string]struct {

@@ -74,7 +74,7 @@ const (
 	ReasonEmptyLockRefused = "EmptyLockRefused"
 	// ReasonManifestAdoptionRefused: a manifest of the commit names an
 	// object that exists and that lockstep did not create, without
-	// lockstep.io/adopt (apply.ForeignManifestError); nothing of the
+	// lockstep.io/adopt (manifests.ForeignError); nothing of the
 	// commit was written, and it stalls until Git changes.
 	ReasonManifestAdoptionRefused = "ManifestAdoptionRefused"
 	// ReasonBreakingUpgradeRefused: a package's new CRDs would break
@@ -93,7 +93,7 @@ const (
 	// ReasonManifestScopeRefused: a manifest of the commit has a kind the
 	// instance does not allow (--manifest-kinds), or the ServiceAccount
 	// manifests are applied as (--manifest-service-account) may not
-	// create or patch it (apply.ManifestScopeError); nothing of the
+	// create or patch it (manifests.ScopeError); nothing of the
 	// commit was written, and it stalls until Git changes.
 	ReasonManifestScopeRefused = "ManifestScopeRefused"
 )

@@ -1,4 +1,4 @@
-package apply
+package manifests
 
 import (
 	"context"
@@ -17,32 +17,32 @@ import (
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
-// Values of Options.ManifestKinds besides GROUP/KIND patterns.
+// Values of Options.Kinds besides GROUP/KIND patterns.
 const (
-	// ManifestKindsCrossplane allows what a Crossplane user declares: every
+	// KindsCrossplane allows what a Crossplane user declares: every
 	// kind a package of the output defines (ProviderConfigs and managed
 	// resources from CRDs and MRDs, composite resources and claims from
 	// XRDs) and Crossplane's own kinds outside pkg.crossplane.io
 	// (crossplane.CoreKinds: EnvironmentConfig, Usage, Composition, ...).
-	ManifestKindsCrossplane = "crossplane"
-	// ManifestKindsAll allows every kind.
-	ManifestKindsAll = "*"
+	KindsCrossplane = "crossplane"
+	// KindsAll allows every kind.
+	KindsAll = "*"
 )
 
-// DefaultManifestKinds is Options.ManifestKinds when it is empty.
-var DefaultManifestKinds = []string{ManifestKindsCrossplane}
+// DefaultKinds is Options.Kinds when it is empty.
+var DefaultKinds = []string{KindsCrossplane}
 
-// ValidManifestKinds returns an error naming a pattern of kinds that is
+// ValidKinds returns an error naming a pattern of kinds that is
 // neither a preset nor "GROUP/KIND" (path.Match syntax in each part; the
 // core group is empty: "/Namespace", "/*").
-func ValidManifestKinds(kinds []string) error {
+func ValidKinds(kinds []string) error {
 	for _, k := range kinds {
-		if k == ManifestKindsCrossplane || k == ManifestKindsAll {
+		if k == KindsCrossplane || k == KindsAll {
 			continue
 		}
 		group, kind, ok := strings.Cut(k, "/")
 		if !ok || kind == "" || strings.Contains(kind, "/") {
-			return fmt.Errorf("manifest kind %q is not %s, %s or GROUP/KIND (\"/Namespace\" for the core group)", k, ManifestKindsCrossplane, ManifestKindsAll)
+			return fmt.Errorf("manifest kind %q is not %s, %s or GROUP/KIND (\"/Namespace\" for the core group)", k, KindsCrossplane, KindsAll)
 		}
 		for _, p := range []string{group, kind} {
 			if _, err := path.Match(p, ""); err != nil {
@@ -57,13 +57,13 @@ func ValidManifestKinds(kinds []string) error {
 // output's packages define.
 func allowsKind(patterns []string, gk schema.GroupKind, defined map[schema.GroupKind]string) bool {
 	if len(patterns) == 0 {
-		patterns = DefaultManifestKinds
+		patterns = DefaultKinds
 	}
 	for _, p := range patterns {
 		switch p {
-		case ManifestKindsAll:
+		case KindsAll:
 			return true
-		case ManifestKindsCrossplane:
+		case KindsCrossplane:
 			if _, ok := defined[gk]; ok || crossplane.IsCoreKind(gk) {
 				return true
 			}
@@ -124,17 +124,17 @@ func definitionNames(o *render.Object) []definedName {
 	return out
 }
 
-// ManifestScopeError is Apply's error when manifests fall outside the
-// instance's scope: a kind Options.ManifestKinds does not allow, or an
-// object Options.ManifestServiceAccount may not create or update. Apply
-// returns it before it writes anything of the commit.
-type ManifestScopeError struct {
+// ScopeError is the error of CheckScope when manifests fall outside the
+// instance's scope: a kind Options.Kinds does not allow, or an object the
+// ServiceAccount (Step.As) may not create or update. An apply returns it
+// before it writes anything of the commit.
+type ScopeError struct {
 	// Objects are the refused manifests, each "FILE:LINE: Kind/name: why".
 	Objects []string
 }
 
 // Error lists every refused manifest.
-func (e *ManifestScopeError) Error() string {
+func (e *ScopeError) Error() string {
 	return fmt.Sprintf("%d manifest(s) outside the scope of this instance:\n  %s", len(e.Objects), strings.Join(e.Objects, "\n  "))
 }
 
@@ -142,36 +142,36 @@ func (e *ManifestScopeError) Error() string {
 // creates it (create) or updates it (patch).
 var manifestVerbs = []string{"create", "patch"}
 
-// checkManifestScope is run before anything of the commit is written: each
-// manifest's kind must be one Options.ManifestKinds allows, and with
-// Options.ManifestServiceAccount that ServiceAccount must be allowed to
-// create and patch it, asked with a SelfSubjectAccessReview made as the
-// ServiceAccount (one per resource, namespace and verb). A kind the
-// cluster does not serve yet is looked up among the kinds the output's
-// packages define.
-func (r *run) checkManifestScope(ctx context.Context) error {
-	if len(r.out.Manifests) == 0 {
+// CheckScope is run before anything of the commit is written: each
+// manifest of out must have a kind Options.Kinds allows, and with As that
+// ServiceAccount must be allowed to create and patch it, asked with a
+// SelfSubjectAccessReview made as the ServiceAccount (one per resource,
+// namespace and verb). A kind the cluster does not serve yet is looked up
+// among the kinds the output's packages define. It returns a *ScopeError
+// naming every refused manifest, or the error that kept it from asking.
+func (s *Step) CheckScope(ctx context.Context, out *render.Output) error {
+	if len(out.Manifests) == 0 {
 		return nil
 	}
-	defined := definedKinds(r.out)
-	kinds := r.opts.ManifestKinds
+	defined := definedKinds(out)
+	kinds := s.Kinds
 	if len(kinds) == 0 {
-		kinds = DefaultManifestKinds
+		kinds = DefaultKinds
 	}
 	var refused []string
 	asked := map[string]error{}
-	for _, mo := range r.out.Manifests {
+	for _, mo := range out.Manifests {
 		o := mo.Object
 		gvk := schema.FromAPIVersionAndKind(o.APIVersion, o.Kind)
 		if !allowsKind(kinds, gvk.GroupKind(), defined) {
 			refused = append(refused, fmt.Sprintf("%s: %s: kind %s of group %q is not among the manifest kinds of instance %s (%s); add %s/%s to allow it",
-				mo.Location, o, o.Kind, gvk.Group, r.opts.Instance, strings.Join(kinds, ","), gvk.Group, o.Kind))
+				mo.Location, o, o.Kind, gvk.Group, s.Instance, strings.Join(kinds, ","), gvk.Group, o.Kind))
 			continue
 		}
-		if r.m.manifests == nil {
+		if s.As == nil {
 			continue
 		}
-		resource, err := r.resourceOf(gvk, defined)
+		resource, err := s.resourceOf(gvk, defined)
 		if err != nil {
 			return fmt.Errorf("%s: %s: %w", mo.Location, o, err)
 		}
@@ -179,7 +179,7 @@ func (r *run) checkManifestScope(ctx context.Context) error {
 			key := verb + " " + resource.String() + " " + o.Namespace
 			err, done := asked[key]
 			if !done {
-				err = r.m.manifests.allowed(ctx, verb, resource, o.Namespace)
+				err = s.As.allowed(ctx, verb, resource, o.Namespace)
 				asked[key] = err
 			}
 			if err != nil {
@@ -189,7 +189,7 @@ func (r *run) checkManifestScope(ctx context.Context) error {
 		}
 	}
 	if len(refused) > 0 {
-		return &ManifestScopeError{Objects: refused}
+		return &ScopeError{Objects: refused}
 	}
 	return nil
 }
@@ -197,8 +197,8 @@ func (r *run) checkManifestScope(ctx context.Context) error {
 // resourceOf returns the resource of gvk: from the cluster's RESTMapper,
 // or, for a kind the cluster does not serve yet, from the packages that
 // define it.
-func (r *run) resourceOf(gvk schema.GroupVersionKind, defined map[schema.GroupKind]string) (schema.GroupResource, error) {
-	mapping, err := r.c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+func (s *Step) resourceOf(gvk schema.GroupVersionKind, defined map[schema.GroupKind]string) (schema.GroupResource, error) {
+	mapping, err := s.Client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err == nil {
 		return mapping.Resource.GroupResource(), nil
 	}
@@ -208,18 +208,21 @@ func (r *run) resourceOf(gvk schema.GroupVersionKind, defined map[schema.GroupKi
 	return schema.GroupResource{}, fmt.Errorf("cannot tell the resource of %s: %w", gvk.Kind, err)
 }
 
-// manifestWriter writes manifests as a ServiceAccount, as Flux's
+// ServiceAccount writes manifests as a ServiceAccount, as Flux's
 // kustomize-controller does with spec.serviceAccountName: through a
 // client that impersonates it.
-type manifestWriter struct {
+type ServiceAccount struct {
 	// sa is "system:serviceaccount:NAMESPACE:NAME".
 	sa string
 	c  client.Client
 }
 
-// newManifestWriter returns the manifestWriter of the ServiceAccount sa
-// ("NAME" in namespace, or "NAMESPACE/NAME"), impersonated from cfg.
-func newManifestWriter(cfg *rest.Config, c client.Client, namespace, sa string) (*manifestWriter, error) {
+// Impersonate returns the ServiceAccount sa ("NAME" in namespace, or
+// "NAMESPACE/NAME") with a client made from cfg that impersonates it
+// (user system:serviceaccount:NAMESPACE:NAME), sharing c's scheme and
+// RESTMapper. It needs the impersonate permission on that ServiceAccount
+// at request time; it fails only on a malformed name or config.
+func Impersonate(cfg *rest.Config, c client.Client, namespace, sa string) (*ServiceAccount, error) {
 	ns, name, ok := strings.Cut(sa, "/")
 	if !ok {
 		ns, name = namespace, sa
@@ -233,12 +236,12 @@ func newManifestWriter(cfg *rest.Config, c client.Client, namespace, sa string) 
 	if err != nil {
 		return nil, fmt.Errorf("manifest service account %s/%s: %w", ns, name, err)
 	}
-	return &manifestWriter{sa: ns + "/" + name, c: ic}, nil
+	return &ServiceAccount{sa: ns + "/" + name, c: ic}, nil
 }
 
 // allowed asks, as the ServiceAccount, whether it may verb the resource in
 // namespace (cluster-wide when ""), and returns an error saying it may not.
-func (w *manifestWriter) allowed(ctx context.Context, verb string, gr schema.GroupResource, namespace string) error {
+func (w *ServiceAccount) allowed(ctx context.Context, verb string, gr schema.GroupResource, namespace string) error {
 	review := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
 		"spec": map[string]any{"resourceAttributes": map[string]any{
