@@ -7,6 +7,8 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
 
 // accessKey is one question to the API server's authorizer: may lockstep's
@@ -23,9 +25,11 @@ type accessAnswer struct {
 }
 
 // runtimeResources are the resources of the kinds render makes runtime and
-// RBAC objects of (render runtime.go, rbac.go). A kind not listed
-// is always dry-run.
+// RBAC objects of (render runtime.go, rbac.go), and of the MRDs it
+// converts from a package's CRDs (planLocalMRD). A kind not listed is
+// always dry-run.
 var runtimeResources = map[schema.GroupKind]string{
+	crossplane.GroupKindMRD:                               "managedresourcedefinitions",
 	{Kind: "Secret"}:                                      "secrets",
 	{Kind: "Service"}:                                     "services",
 	{Kind: "ServiceAccount"}:                              "serviceaccounts",

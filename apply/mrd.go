@@ -5,11 +5,13 @@ import (
 	"fmt"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+	"github.com/fluxcd/pkg/ssa"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/internal/drift"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/render"
 )
@@ -224,6 +226,52 @@ func (p *pkgRun) runtimeActive() *xpv2.Condition {
 	case len(rev.MRDs) > 0 && len(rev.ManagedCRDs) > 0:
 		return &xpv2.Condition{Type: crossplane.ConditionRuntimeActive, Status: crossplane.StatusTrue, Reason: ReasonMRDsActive,
 			Message: fmt.Sprintf("%d of %d ManagedResourceDefinitions are Active: the Deployment runs", len(rev.ManagedCRDs), len(rev.MRDs))}
+	}
+	return nil
+}
+
+// planLocalMRD decides, under --preflight=local, the create of a new
+// Active MRD that Crossplane's converter makes of a CRD of the package
+// (render.Object.FromCRD) without a server-side dry-run. Such an MRD holds
+// its CRD's spec and spec.state Active, and that CRD is in the same plan
+// (its managed CRD, validated in-process or dry-run before anything of the
+// package is written, or live and unchanged), so the MRD is valid when
+// its CRD is: on create, Crossplane's MRD schema requires what the CRD's
+// validation requires and a lowercase plural, which CRD names have
+// (crossplane/crossplane cluster/crds
+// apiextensions.crossplane.io_managedresourcedefinitions.yaml). Its
+// metadata, the package's labels and annotations, is validated
+// in-process (drift.ValidateMetadata), and the authorizer is asked whether
+// lockstep may create MRDs. It reports whether it decided; an MRD the
+// package ships itself, an inactive one (its CRD is not in the plan), one
+// that exists, or a cluster that does not serve the MRD kind at the
+// version render writes is dry-run.
+func (p *pkgRun) planLocalMRD(ctx context.Context, d *desired) (bool, error) {
+	r := p.r
+	if r.opts.Preflight != PreflightLocal || !d.obj.FromCRD || d.exists() || len(d.release) > 0 || d.handOff != nil || p.managedCRD(d.u.GetName()) == nil {
+		return false, nil
+	}
+	gvk := d.u.GroupVersionKind()
+	if _, err := r.c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+		return false, nil //nolint:nilerr // not served: the dry-run's error is the API server's
+	}
+	if !r.mayCreate(ctx, crossplane.GroupKindMRD, "") {
+		return false, nil
+	}
+	if err := drift.ValidateMetadata(d.u); err != nil {
+		return true, fmt.Errorf("%s: %w", d.id, err)
+	}
+	d.action = ssa.CreatedAction
+	return true, nil
+}
+
+// managedCRD returns the managed CRD of the package's payload named name
+// (the CRD of the Active MRD of that name), nil when there is none.
+func (p *pkgRun) managedCRD(name string) *desired {
+	for _, d := range p.payload {
+		if d.managed && d.u.GetName() == name {
+			return d
+		}
 	}
 	return nil
 }

@@ -372,3 +372,58 @@ func TestMRDPrune(t *testing.T) {
 		})
 	}
 }
+
+// TestMRDsNotDryRun: under --preflight=local a cold install of
+// provider-nop creates its MRD, which Crossplane's converter makes of the
+// package's CRD, without dry-running it (its CRD is validated in-process),
+// and installs it Active; --preflight=server dry-runs it, which also
+// checks that the real API server, with Crossplane's MRD CRD, accepts the
+// MRD local mode creates without a dry-run.
+func TestMRDsNotDryRun(t *testing.T) {
+	testdata(t)
+	cases := map[string]struct {
+		reason string
+		mode   apply.PreflightMode
+		dryRun bool
+	}{
+		"local":  {reason: "an Active MRD converted from a CRD in the plan is created without a dry-run", mode: apply.PreflightLocal},
+		"server": {reason: "--preflight=server dry-runs every new MRD, and the API server accepts it", mode: apply.PreflightServer, dryRun: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			// A control plane of its own: the MRD is cluster-scoped and
+			// must not exist before the apply.
+			f := newDedicatedFixture(t)
+			m := f.manager(t, func(o *apply.Options) { o.Preflight, o.PreflightSkew = tc.mode, 1 })
+			nop := build(t, upstream(t, crossplane.KindProvider, "crossplane-contrib-provider-nop", "provider-nop-v0.4.0", "xpkg.upbound.io/crossplane-contrib/provider-nop", "v0.4.0", true))
+			out := f.renderMRDs(t, nil, nop)
+			var mrds []*render.Object
+			for _, o := range out.Packages[0].Revision.Payload {
+				if o.GroupKind() == crossplane.GroupKindMRD {
+					mrds = append(mrds, o)
+				}
+			}
+			if len(mrds) == 0 {
+				t.Fatal("provider-nop rendered no MRD")
+			}
+			f.reqs.reset()
+			mustSucceed(t, f.apply(t, m, out, apply.Origin{}))
+			all, _ := f.reqs.snapshot()
+			var want []string
+			if tc.dryRun {
+				for _, o := range mrds {
+					want = append(want, o.Kind+"/"+o.Name)
+				}
+			}
+			if diff := cmp.Diff(want, dryRunObjects(all, mrds)); diff != "" {
+				t.Errorf("%s: dry-run MRDs -want +got\n%s", tc.reason, diff)
+			}
+			for _, o := range mrds {
+				u := f.get(t, o.APIVersion, o.Kind, "", o.Name)
+				if st, _, _ := unstructured.NestedString(u.Object, "spec", "state"); st != "Active" {
+					t.Errorf("%s: MRD %s state %q, want Active", tc.reason, o.Name, st)
+				}
+			}
+		})
+	}
+}

@@ -290,7 +290,9 @@ func (r *run) newDesired(u *unstructured.Unstructured, role inventory.Role, revi
 // and no hand-off, and is rendered from lockstep's defaults alone
 // (render.Object.FromDefaults) is not dry-run when the authorizer lets
 // lockstep create it (mayCreate); otherwise it is dry-run, and the error
-// is the API server's (docs/design/apply.md#preflight-modes).
+// is the API server's (docs/design/apply.md#preflight-modes). So is a new
+// Active MRD converted from a CRD of the package whose CRD is in the plan
+// (planLocalMRD).
 func (r *run) plan(ctx context.Context, d *desired) error {
 	c, err := r.compare(d)
 	if err != nil {
@@ -364,6 +366,9 @@ func (c comparison) inProcess(d *desired) (bool, error) {
 // (the CRD and runtime cases of plan's comment). It reports whether it
 // decided.
 func (r *run) planLocal(ctx context.Context, d *desired, sameHash bool) (bool, error) {
+	if d.isPayload() && d.p != nil && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindMRD {
+		return d.p.planLocalMRD(ctx, d)
+	}
 	isCRD := d.isPayload() && len(d.release) == 0 && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD
 	if isCRD && (!d.exists() || (d.live != nil && !sameHash && d.handOff == nil)) {
 		return r.planLocalCRD(ctx, d, sameHash)

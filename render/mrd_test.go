@@ -207,6 +207,11 @@ func TestMRDsMatchCrossplane(t *testing.T) {
 				t.Fatal(err)
 			}
 			rev := out.Packages[0].Revision
+			for _, o := range rev.Payload {
+				if o.GroupKind() == crossplane.GroupKindMRD && !o.FromCRD {
+					t.Errorf("%s\n%s: not FromCRD, but the converter made it of the package's CRD", tc.reason, o)
+				}
+			}
 			got := renderedDefinitions(t, out.Packages[0])
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("%s\nMRDs and CRDs (-captured +lockstep):\n%s", tc.reason, diff)
@@ -596,6 +601,9 @@ func TestNativeMRDs(t *testing.T) {
 			for _, o := range rev.Payload {
 				if o.GroupKind() == crossplane.GroupKindMRD && strings.Contains(string(o.JSON()), `"state":"Active"`) {
 					active++
+				}
+				if o.FromCRD {
+					t.Errorf("%s\n%s: FromCRD, but the package ships it as an MRD", tc.reason, o)
 				}
 			}
 			var crds []string

@@ -68,6 +68,15 @@ type Object struct {
 	// server-side dry-run when it does not exist yet. False for payload
 	// and records, and whenever user or package input could be invalid.
 	FromDefaults bool
+	// FromCRD says a ManagedResourceDefinition is the one Crossplane's
+	// converter makes of a CRD the package ships (crossplane/crossplane
+	// internal/converter/custom_to_managed.go): the CRD's spec with
+	// spec.state, and the package's metadata. Such an MRD is valid when
+	// that CRD is, so --preflight=local creates an Active one without a
+	// server-side dry-run when the plan validates its CRD
+	// (docs/design/apply.md#preflight-modes). False for an MRD the package
+	// ships itself and for every other object.
+	FromCRD bool
 
 	// raw is the object's JSON, unless splice holds it.
 	raw    []byte

@@ -102,6 +102,7 @@ func (r *renderer) convert(p *Package, src *xpkg.Object, safeStart bool, po *Pac
 	if err != nil {
 		return nil, err
 	}
+	mrd.FromCRD = src.GroupKind() != crossplane.GroupKindMRD
 	revRef := po.revisionRef()
 	mrd.Controller, mrd.Owners = &revRef, []Reference{po.packageRef()}
 	rev.MRDs = append(rev.MRDs, MRDActivation{Name: src.Name, Kind: kind, Active: active, By: by})
