@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -88,7 +89,7 @@ func runAgentSteady(ctx context.Context, spec *childSpec, cfg *rest.Config, coun
 	r, err := agent.NewReconciler(c, agent.Config{
 		Source:   git.Source{URL: "https://git.invalid/bench.git", Ref: "main", CacheDir: spec.CacheDir},
 		Interval: agentInterval, Registry: oci.Options{InsecureRegistries: spec.Insecure}, CacheDir: spec.CacheDir,
-		REST: cfg, Apply: opts,
+		REST: cfg, Apply: opts, MemoryLimit: agentMemoryCeiling(spec),
 	}, nil, agent.WithSource(dirSource{spec.DeclDir}))
 	if err != nil {
 		return err
@@ -306,4 +307,16 @@ func writeAgentMarkdown(w io.Writer, rep *Report) {
 			}
 		}
 	}
+}
+
+// agentMemoryCeiling returns agent.Config.MemoryLimit as `lockstep agent`
+// derives it (cmd/lockstep memlimit.go, agentCeiling): 0 when the spec
+// sets --memory-limit, else the soft limit in force (90% of the
+// container's from enterContainer, math.MaxInt64 outside one), which
+// bounds the limit the agent derives from each render.
+func agentMemoryCeiling(spec *childSpec) int64 {
+	if spec.MemoryLimit != "" {
+		return 0
+	}
+	return debug.SetMemoryLimit(-1)
 }

@@ -111,7 +111,8 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	if err := f.memLimit.apply(); err != nil {
 		return usageError(err)
 	}
-	if _, err := f.memLimit.applyContainerDefault(memlimit.FromCgroup); err != nil {
+	inForce, err := f.memLimit.applyContainerDefault(memlimit.FromCgroup)
+	if err != nil {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: no soft memory limit from the container's: %v\n", err)
 	}
 	cacheMax, err := parseCacheMax(f.cacheMax)
@@ -168,7 +169,7 @@ func (f *agentFlags) run(cmd *cobra.Command) error {
 	r, err := agent.NewReconciler(c, agent.Config{
 		Snapshot: sc,
 		Source:   src, Interval: f.interval, Registry: f.render.reg.clusterOptions(secrets), CacheDir: f.render.reg.cacheDir,
-		Apply: opts, REST: counted, ReconcileTimeout: f.reconcileTO,
+		Apply: opts, REST: counted, ReconcileTimeout: f.reconcileTO, MemoryLimit: f.memLimit.agentCeiling(inForce),
 		CrossplaneServiceAccount: f.crossplaneSA, CacheMaxSize: cacheMax, CommitVerification: verify,
 	}, metrics)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"runtime/debug"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
@@ -20,7 +21,7 @@ import (
 type memoryLimitFlag struct{ value string }
 
 func (f *memoryLimitFlag) register(fl *pflag.FlagSet) {
-	fl.StringVar(&f.value, "memory-limit", "", "Go's soft memory limit, a Kubernetes quantity (e.g. 250Mi): the garbage collector works harder to keep lockstep's memory under it, so the peak resident set of a large package stays near what it needs (about 90% of the container's memory limit is a good value); empty keeps the GOMEMLIMIT environment variable if set, else apply sets twice the rendered packages' JSON plus 64Mi (at least 128Mi) and the agent 90% of its container's memory limit (its cgroup's), none outside a container")
+	fl.StringVar(&f.value, "memory-limit", "", "Go's soft memory limit, a Kubernetes quantity (e.g. 250Mi): the garbage collector works harder to keep lockstep's memory under it, so the peak resident set of a large package stays near what it needs (about 90% of the container's memory limit is a good value); empty keeps the GOMEMLIMIT environment variable if set, else apply sets twice the rendered packages' JSON plus 64Mi (at least 128Mi), and the agent the same for each commit it applies, at most 90% of its container's memory limit (its cgroup's)")
 }
 
 // apply sets the soft memory limit when the flag is set. It returns an
@@ -56,6 +57,24 @@ func (f *memoryLimitFlag) applyContainerDefault(provider memlimit.Provider) (int
 		return debug.SetMemoryLimit(-1), nil
 	}
 	return memlimit.Set(memlimit.WithRatio(agentRatio), memlimit.WithProvider(provider))
+}
+
+// agentCeiling returns the ceiling of the soft memory limit the agent
+// derives from each render (agent.Config.MemoryLimit), given the limit
+// applyContainerDefault left in force: 0, so that the agent leaves the
+// limit alone, when the flag, GOMEMLIMIT or AUTOMEMLIMIT=off chose it;
+// otherwise that limit (math.MaxInt64 outside a container).
+func (f *memoryLimitFlag) agentCeiling(inForce int64) int64 {
+	if f.value != "" {
+		return 0
+	}
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
+		return 0
+	}
+	if v, ok := os.LookupEnv("AUTOMEMLIMIT"); ok && v == "off" {
+		return 0
+	}
+	return inForce
 }
 
 // applyDefault sets the soft memory limit to n, lockstep apply's default

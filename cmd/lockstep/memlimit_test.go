@@ -81,7 +81,9 @@ func TestMemoryLimitDefault(t *testing.T) {
 
 // TestMemoryLimitContainerDefault: the agent's soft memory limit is 90% of
 // its container's memory limit unless --memory-limit or GOMEMLIMIT chose
-// one, and stays unbounded outside a container.
+// one, and stays unbounded outside a container; that limit is the ceiling
+// of what the agent derives from each render, and a limit the user chose
+// is left alone (ceiling 0).
 func TestMemoryLimitContainerDefault(t *testing.T) {
 	before := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(before) })
@@ -90,14 +92,17 @@ func TestMemoryLimitContainerDefault(t *testing.T) {
 		reason   string
 		flag     string
 		env      string
+		autoOff  bool
 		provider func() (uint64, error)
 		want     int64
+		ceiling  int64
 	}{
-		"Container": {reason: "1Gi of container memory: 90% of it.", provider: container(1 << 30), want: 966367641},
+		"Container": {reason: "1Gi of container memory: 90% of it.", provider: container(1 << 30), want: 966367641, ceiling: 966367641},
 		"Flag":      {reason: "--memory-limit wins over the container's.", flag: "300Mi", provider: container(1 << 30), want: 300 << 20},
 		"Env":       {reason: "GOMEMLIMIT wins over the container's.", env: "200MiB", provider: container(1 << 30), want: math.MaxInt64},
-		"NoLimit": {reason: "Outside a container no limit is set.", provider: func() (uint64, error) { return 0, memlimit.ErrNoLimit },
-			want: math.MaxInt64},
+		"AutoOff":   {reason: "AUTOMEMLIMIT=off keeps the limit the process has.", autoOff: true, provider: container(1 << 30), want: math.MaxInt64},
+		"NoLimit": {reason: "Outside a container no limit is set, and the render's bounds the agent.", provider: func() (uint64, error) { return 0, memlimit.ErrNoLimit },
+			want: math.MaxInt64, ceiling: math.MaxInt64},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -110,15 +115,22 @@ func TestMemoryLimitContainerDefault(t *testing.T) {
 			}
 			t.Setenv("AUTOMEMLIMIT", "")
 			os.Unsetenv("AUTOMEMLIMIT")
+			if tc.autoOff {
+				t.Setenv("AUTOMEMLIMIT", "off")
+			}
 			f := memoryLimitFlag{value: tc.flag}
 			if err := f.apply(); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := f.applyContainerDefault(tc.provider); err != nil {
+			inForce, err := f.applyContainerDefault(tc.provider)
+			if err != nil {
 				t.Fatal(err)
 			}
 			if got := debug.SetMemoryLimit(-1); got != tc.want {
 				t.Errorf("%s\nsoft memory limit %d, want %d", tc.reason, got, tc.want)
+			}
+			if got := f.agentCeiling(inForce); got != tc.ceiling {
+				t.Errorf("%s\nceiling of the render's limit %d, want %d", tc.reason, got, tc.ceiling)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -100,6 +101,26 @@ type Config struct {
 	// that does not verify is refused: the Sync is Stalled with reason
 	// CommitSignatureRefused and the last applied commit is applied again.
 	CommitVerification *CommitVerification
+	// MemoryLimit, when positive, is the ceiling of the Go soft memory
+	// limit (runtime/debug.SetMemoryLimit) the agent derives from what it
+	// applies: before each apply it sets the limit to the smaller of
+	// MemoryLimit and apply.DefaultMemoryLimit of the rendered commit
+	// (twice its JSON plus 64 MiB, at least 128 MiB), as `lockstep apply`
+	// does, so that the heap of a large provider stays near what is live
+	// rather than twice it (docs/design/apply.md#memory). 0 leaves the
+	// limit the process started with (--memory-limit, GOMEMLIMIT).
+	MemoryLimit int64
+}
+
+// memoryLimitFor returns the soft memory limit for applying out under the
+// ceiling (Config.MemoryLimit): the smaller of ceiling and
+// apply.DefaultMemoryLimit(out); 0 for a ceiling of 0, which leaves the
+// limit alone.
+func memoryLimitFor(ceiling int64, out *render.Output) int64 {
+	if ceiling <= 0 {
+		return 0
+	}
+	return min(ceiling, apply.DefaultMemoryLimit(out))
 }
 
 // CommitVerification is how the agent verifies commits: which objects
@@ -1142,6 +1163,9 @@ func stepError(err error) *StepError {
 // applyRendered runs the apply and health steps.
 func (r *Reconciler) applyRendered(ctx context.Context, rd *rendered, out *Outcome) error {
 	out.lockDigest = rd.lockDigest
+	if n := memoryLimitFor(r.cfg.MemoryLimit, rd.out); n > 0 {
+		debug.SetMemoryLimit(n)
+	}
 	res, err := r.mgr.Apply(ctx, rd.out, apply.Origin{Commit: rd.commit, LockDigest: rd.lockDigest})
 	var (
 		held    *writelock.HeldError
