@@ -13,19 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/apply/adopt"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/render"
 )
-
-// mrdVersion is the API version of Crossplane's ManagedResourceDefinition
-// (apiextensions.crossplane.io/v1alpha1 in Crossplane v2.3).
-const mrdVersion = "v1alpha1"
 
 // adoptionState is what the adopt step changed, to hand the package back
 // to its previous manager when a later step fails (rollback).
@@ -51,7 +45,7 @@ func (p *pkgRun) adoptionStep(ctx context.Context) error {
 	uids := map[types.UID]bool{}
 	var originals []*unstructured.Unstructured
 	if pkg := r.live.pkg(p.key); pkg != nil {
-		rec := recordOf(pkg)
+		rec := adopt.Record(pkg)
 		if rec.Instance == "" && pkg.GetDeletionTimestamp() != nil {
 			// Adopting it would write the payload under an object that
 			// is going away: refuse, and install it once it is gone.
@@ -65,7 +59,7 @@ func (p *pkgRun) adoptionStep(ctx context.Context) error {
 		}
 	}
 	for _, rev := range r.live.revisionsOf(p.key) {
-		rec := recordOf(rev)
+		rec := adopt.Record(rev)
 		in.Revisions = append(in.Revisions, rec)
 		uids[rev.GetUID()] = true
 		if rec.Instance == "" {
@@ -99,16 +93,6 @@ func (p *pkgRun) adoptionStep(ctx context.Context) error {
 	return nil
 }
 
-// recordOf returns what plan.Adopt reads of a package or revision.
-func recordOf(u *unstructured.Unstructured) plan.Record {
-	return plan.Record{
-		Kind: u.GetKind(), Name: u.GetName(),
-		Instance:     u.GetLabels()[render.LabelInstance],
-		Paused:       u.GetAnnotations()[crossplane.AnnotationPaused] == "true",
-		DesiredState: live.DesiredState(u),
-	}
-}
-
 // mrdsOwnedBy returns the metadata of the ManagedResourceDefinitions
 // without this instance's label that have an owner reference to one of
 // uids: MRDs Crossplane's revision made. A cluster without the MRD kind
@@ -116,7 +100,7 @@ func recordOf(u *unstructured.Unstructured) plan.Record {
 func (r *run) mrdsOwnedBy(ctx context.Context, uids map[types.UID]bool) ([]*metav1.PartialObjectMetadata, error) {
 	r.mrdOnce.Do(func() {
 		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(crossplane.GroupKindMRD.WithVersion(mrdVersion).GroupVersion().WithKind(crossplane.GroupKindMRD.Kind + "List"))
+		list.SetGroupVersionKind(adopt.MRDKind.GroupVersion().WithKind(adopt.MRDKind.Kind + "List"))
 		if err := r.c.List(ctx, list); err != nil {
 			if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
 				r.mrdErr = fmt.Errorf("cannot list ManagedResourceDefinitions: %w", err)
@@ -128,21 +112,7 @@ func (r *run) mrdsOwnedBy(ctx context.Context, uids map[types.UID]bool) ([]*meta
 	if r.mrdErr != nil {
 		return nil, r.mrdErr
 	}
-	var out []*metav1.PartialObjectMetadata
-	for i := range r.mrds {
-		m := r.mrds[i].DeepCopy()
-		if m.Labels[render.LabelInstance] == r.opts.Instance {
-			continue
-		}
-		for _, ref := range m.OwnerReferences {
-			if uids[ref.UID] {
-				m.SetGroupVersionKind(crossplane.GroupKindMRD.WithVersion(mrdVersion))
-				out = append(out, m)
-				break
-			}
-		}
-	}
-	return out, nil
+	return adopt.OwnedMRDs(r.mrds, uids, r.opts.Instance), nil
 }
 
 // adopting reports whether u is one of the records the adoption takes
@@ -192,12 +162,8 @@ func (p *pkgRun) adoptStep(ctx context.Context) error {
 		return err
 	}
 	for _, o := range a.originals {
-		patch := map[string]any{"metadata": map[string]any{
-			"annotations": map[string]any{crossplane.AnnotationPaused: "true"},
-			"labels":      map[string]any{render.LabelInstance: r.opts.Instance},
-		}}
 		a.paused = true
-		if err := r.mergePatch(ctx, o, patch, AdoptFieldManager); err != nil {
+		if err := r.mergePatch(ctx, o, adopt.PausePatch(r.opts.Instance), AdoptFieldManager); err != nil {
 			return fmt.Errorf("cannot pause %s %s to adopt it: %w", o.GetKind(), o.GetName(), err)
 		}
 		p.res.Changes.Add(entry(o, ssa.ConfiguredAction))
@@ -293,67 +259,13 @@ func (p *pkgRun) dropDeletedMRDRefs(ctx context.Context) error {
 	return nil
 }
 
-// dropDeletedMRDRefsOf reads the CRD name and removes its owner
-// references to MRDs that do not exist as referenced; see
-// dropDeletedMRDRefs.
+// dropDeletedMRDRefsOf removes the owner references of the CRD name to
+// MRDs that do not exist as referenced (adopt.DropDanglingMRDRefs), with
+// the run's JSON patch of owner references; see dropDeletedMRDRefs.
 func (r *run) dropDeletedMRDRefsOf(ctx context.Context, name string) error {
-	var err error
-	for range 3 {
-		crd := &metav1.PartialObjectMetadata{}
-		crd.SetGroupVersionKind(crossplane.GroupKindCRD.WithVersion("v1"))
-		if err = r.c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return err
-		}
-		var keep []metav1.OwnerReference
-		for _, ref := range crd.OwnerReferences {
-			gone := false
-			if len(mrdRefs([]metav1.OwnerReference{ref})) == 1 {
-				if gone, err = r.mrdGone(ctx, ref); err != nil {
-					return err
-				}
-			}
-			if !gone {
-				keep = append(keep, ref)
-			}
-		}
-		if len(keep) == len(crd.OwnerReferences) {
-			return nil
-		}
-		if err = r.patchOwnerReferences(ctx, crd, keep); err == nil || !(apierrors.IsConflict(err) || apierrors.IsInvalid(err)) {
-			return err
-		}
-	}
-	return err
-}
-
-// mrdGone reports whether the MRD ref points to is missing, being
-// deleted, or replaced by another object of the same name.
-func (r *run) mrdGone(ctx context.Context, ref metav1.OwnerReference) (bool, error) {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(crossplane.GroupKindMRD.WithVersion(mrdVersion))
-	err := r.c.Get(ctx, client.ObjectKey{Name: ref.Name}, m)
-	switch {
-	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
-		return true, nil
-	case err != nil:
-		return false, fmt.Errorf("ManagedResourceDefinition %s: %w", ref.Name, err)
-	}
-	return m.UID != ref.UID || m.DeletionTimestamp != nil, nil
-}
-
-// mrdRefs returns the owner references of refs to ManagedResourceDefinitions.
-func mrdRefs(refs []metav1.OwnerReference) []metav1.OwnerReference {
-	var out []metav1.OwnerReference
-	for _, ref := range refs {
-		gv, err := schema.ParseGroupVersion(ref.APIVersion)
-		if err == nil && ref.Kind == crossplane.GroupKindMRD.Kind && gv.Group == crossplane.GroupKindMRD.Group {
-			out = append(out, ref)
-		}
-	}
-	return out
+	return adopt.DropDanglingMRDRefs(ctx, r.c, func(ctx context.Context, crd *metav1.PartialObjectMetadata, keep []metav1.OwnerReference) error {
+		return r.patchOwnerReferences(ctx, crd, keep)
+	}, name)
 }
 
 // mergePatch sends a JSON merge patch of u as manager.
@@ -377,18 +289,7 @@ func (p *pkgRun) rollbackAdoption(ctx context.Context) error {
 	r := p.r
 	var errs []error
 	for _, o := range a.originals {
-		md := map[string]any{
-			"annotations": map[string]any{crossplane.AnnotationPaused: o.GetAnnotations()[crossplane.AnnotationPaused]},
-			"labels":      map[string]any{render.LabelInstance: nil},
-		}
-		if _, ok := o.GetAnnotations()[crossplane.AnnotationPaused]; !ok {
-			md["annotations"] = map[string]any{crossplane.AnnotationPaused: nil}
-		}
-		patch := map[string]any{"metadata": md}
-		if spec, ok := o.Object["spec"].(map[string]any); ok {
-			patch["spec"] = spec
-		}
-		if err := r.mergePatch(ctx, o, patch, AdoptFieldManager); err != nil && !apierrors.IsNotFound(err) {
+		if err := r.mergePatch(ctx, o, adopt.HandBackPatch(o), AdoptFieldManager); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("cannot hand %s %s back: %w", o.GetKind(), o.GetName(), err))
 		}
 	}

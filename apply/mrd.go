@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/lockstep-gitops/lockstep/apply/adopt"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/drift"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
@@ -195,7 +196,7 @@ func (p *pkgRun) keepActiveMRDs(ctx context.Context, payload []*desired) error {
 // and its MRD: two requests per kind, 4,076 on the no-op of the monolith
 // with every kind active.
 func (p *pkgRun) mrdRefsKnown(refs []metav1.OwnerReference) bool {
-	for _, ref := range mrdRefs(refs) {
+	for _, ref := range adopt.MRDRefs(refs) {
 		uid, ok := p.uids[mrdRef(ref.Name)]
 		if !ok || uid == placeholderUID || uid != ref.UID {
 			return false

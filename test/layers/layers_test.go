@@ -58,6 +58,7 @@ var ranks = []struct {
 	{"health", 6},
 	{"apply", 7},
 	{"apply/activate", 7},
+	{"apply/adopt", 7},
 	{"apply/handback", 7},
 	{"apply/manifests", 7},
 	{"apply/protection", 7},
