@@ -74,8 +74,8 @@ func TestProviderReportAlone(t *testing.T) {
 		Runs: []*ProviderRun{{Tool: toolLockstep, Seconds: 14}}}}
 	rep.WriteMarkdown(&b)
 	out := b.String()
-	if !strings.Contains(out, "### Time to a working provider: t") {
-		t.Errorf("no provider table in:\n%s", out)
+	if !strings.Contains(out, "\n\n### Time to a working provider: t") {
+		t.Errorf("no provider table heading on a line of its own in:\n%s", out)
 	}
 	for _, unwanted := range []string{"### Targets", "Each tool runs in a process of its own"} {
 		if strings.Contains(out, unwanted) {

@@ -302,6 +302,10 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		wr.writeMarkdown(w)
 	}
 	if rep.Provider != nil {
+		if len(rep.Workloads) == 0 {
+			// The machine's paragraph ends without a line break.
+			fmt.Fprint(w, "\n\n")
+		}
 		rep.Provider.writeMarkdown(w)
 	}
 	for _, sk := range rep.Skipped {
