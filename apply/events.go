@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/internal/parallel"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
@@ -44,10 +45,11 @@ const (
 var eventSeq atomic.Int64
 
 // event records a Kubernetes Event about obj (a package or revision), as
-// `kubectl describe` shows it. Events of cluster-scoped objects go to the
-// default namespace, as client-go's recorder puts them. A failure to record
-// an event is not an apply failure. A dry run records nothing.
-func (r *run) event(ctx context.Context, obj *unstructured.Unstructured, typ, reason, msg string) {
+// `kubectl describe` shows it, to be sent by sendEvents once every
+// package's steps are done. Events of cluster-scoped objects go to the
+// default namespace, as client-go's recorder puts them. A dry run records
+// nothing.
+func (r *run) event(_ context.Context, obj *unstructured.Unstructured, typ, reason, msg string) {
 	if obj == nil || r.opts.DryRun {
 		return
 	}
@@ -84,9 +86,27 @@ func (r *run) event(ctx context.Context, obj *unstructured.Unstructured, typ, re
 		LastTimestamp:       ts,
 		Count:               1,
 	}
-	if err := r.c.Create(ctx, ev, client.FieldOwner(FieldManager)); err != nil {
-		r.warn(nil, "cannot record event %s on %s %s: %v", reason, obj.GetKind(), obj.GetName(), err)
-		return
-	}
-	r.wrote()
+	r.eventsMu.Lock()
+	r.events = append(r.events, ev)
+	r.eventsMu.Unlock()
+}
+
+// sendEvents creates the Events the run recorded (event), Concurrency at
+// a time, once every package's steps are done, so that no package waits
+// for its Events. A failure to create one is a warning, not an apply
+// failure.
+func (r *run) sendEvents(ctx context.Context) {
+	r.eventsMu.Lock()
+	evs := r.events
+	r.events = nil
+	r.eventsMu.Unlock()
+	_ = parallel.Each(ctx, len(evs), r.opts.Concurrency, func(ctx context.Context, i int) error {
+		ev := evs[i]
+		if err := r.c.Create(ctx, ev, client.FieldOwner(FieldManager)); err != nil {
+			r.warn(nil, "cannot record event %s on %s %s: %v", ev.Reason, ev.InvolvedObject.Kind, ev.InvolvedObject.Name, err)
+			return nil
+		}
+		r.wrote()
+		return nil
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/version"
@@ -530,6 +531,7 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 	r.manifestsStep(ctx)
 	r.finish(ctx)
 	r.lockStep(ctx)
+	r.sendEvents(ctx)
 	r.res.Writes = r.writes.Load()
 	m.keepRestorable(r)
 	return r.res, nil
@@ -556,6 +558,10 @@ type run struct {
 	// crds follows the CRDs the packages wait for (nil without a REST
 	// config): one watch for the whole run.
 	crds *crdwait.Tracker
+	// events are the Events recorded and not sent yet (sendEvents),
+	// guarded by eventsMu.
+	events   []*corev1.Event
+	eventsMu sync.Mutex
 	// mu guards res.Warnings, caMu ca: concurrent packages share them.
 	mu   sync.Mutex
 	caMu sync.Mutex
