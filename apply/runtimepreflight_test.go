@@ -11,6 +11,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,6 +62,9 @@ func TestDefaultRuntimeObjectsNotDryRun(t *testing.T) {
 		reason string
 		mode   apply.PreflightMode
 		drc    bool
+		// rewrite adds an ImageConfig that rewrites the packages'
+		// images to a mirror.
+		rewrite bool
 		// dryRun returns the runtime objects ("Kind/name") that must be
 		// dry-run; every other one must not be.
 		dryRun func(objs []*render.Object) []string
@@ -81,6 +85,24 @@ func TestDefaultRuntimeObjectsNotDryRun(t *testing.T) {
 					case "Service", "ServiceAccount", "Deployment", "ClusterRoleBinding":
 						out = append(out, o.Kind+"/"+o.Name)
 					}
+				}
+				return out
+			},
+		},
+		"local with an image rewrite": {
+			reason:  "an ImageConfig's rewrite leaves the Deployment from defaults: the rewritten image is a parsed reference",
+			mode:    apply.PreflightLocal,
+			rewrite: true,
+			dryRun:  func([]*render.Object) []string { return nil },
+		},
+		"server with an image rewrite": {
+			reason:  "the API server accepts the Deployments with the rewritten images that local mode creates without a dry-run",
+			mode:    apply.PreflightServer,
+			rewrite: true,
+			dryRun: func(objs []*render.Object) []string {
+				var out []string
+				for _, o := range objs {
+					out = append(out, o.Kind+"/"+o.Name)
 				}
 				return out
 			},
@@ -112,6 +134,13 @@ func TestDefaultRuntimeObjectsNotDryRun(t *testing.T) {
 				c.Name = declarations.DefaultRuntimeConfigName
 				in.RuntimeConfigs = []declarations.DeploymentRuntimeConfig{c}
 			}
+			if tc.rewrite {
+				mirror := declarations.ImageConfig{}
+				mirror.Name = f.prefix + "-mirror"
+				mirror.Spec.MatchImages = []declarations.ImageMatch{{Type: declarations.ImageMatchPrefix, Prefix: "registry.lockstep.test/" + f.prefix + "/"}}
+				mirror.Spec.RewriteImage = &declarations.ImageRewrite{Prefix: "mirror.lockstep.test:5000/" + f.prefix + "/"}
+				in.ImageConfigs = []declarations.ImageConfig{mirror}
+			}
 			out, err := render.Render(in)
 			if err != nil {
 				t.Fatal(err)
@@ -132,8 +161,16 @@ func TestDefaultRuntimeObjectsNotDryRun(t *testing.T) {
 				t.Errorf("%s: dry-run runtime objects -want +got\n%s", tc.reason, diff)
 			}
 			for _, o := range objs {
-				if f.get(t, o.APIVersion, o.Kind, o.Namespace, o.Name) == nil {
+				u := f.get(t, o.APIVersion, o.Kind, o.Namespace, o.Name)
+				if u == nil {
 					t.Errorf("%s: %s was not installed", tc.reason, o)
+					continue
+				}
+				if tc.rewrite && o.Kind == "Deployment" {
+					containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+					if image, _, _ := unstructured.NestedString(containers[0].(map[string]any), "image"); !strings.HasPrefix(image, "mirror.lockstep.test:5000/") {
+						t.Errorf("%s: %s runs %q, not the rewritten image", tc.reason, o, image)
+					}
 				}
 			}
 		})

@@ -173,7 +173,7 @@ func (r *renderer) renderPackage(p *Package) (*PackageOutput, error) {
 		return po, nil
 	}
 
-	image, resolved, rewrittenBy, err := r.runtimeImage(p)
+	image, resolved, err := r.runtimeImage(p)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +182,7 @@ func (r *renderer) renderPackage(p *Package) (*PackageOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	ri := &runtimeInputs{p: p, d: &d, po: po, drc: drc, rewrittenBy: rewrittenBy, controllerImage: image != resolved}
+	ri := &runtimeInputs{p: p, d: &d, po: po, drc: drc, controllerImage: image != resolved}
 	ri.pull, _ = r.images.pullSecret(resolved)
 	var saName string
 	if rev.Runtime, saName, err = r.runtime(ri); err != nil {

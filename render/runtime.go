@@ -45,11 +45,8 @@ type runtimeInputs struct {
 	po   *PackageOutput
 	drc  *declarations.DeploymentRuntimeConfig
 	pull string // the ImageConfig pull secret for the runtime image, "" for none
-	// rewrittenBy is the ImageConfig that rewrote the runtime image, ""
-	// for none; controllerImage says v1-style metadata's
-	// spec.controller.image is the image. Both shape the Deployment
-	// (Object.FromDefaults).
-	rewrittenBy     string
+	// controllerImage says v1-style metadata's spec.controller.image is
+	// the image, which shapes the Deployment (Object.FromDefaults).
 	controllerImage bool
 }
 
@@ -62,22 +59,24 @@ type runtimeInputs struct {
 // metadata, which is used as it is. Unlike Crossplane, which runs the tag
 // unless spec.package is a digest, the package image always runs by digest
 // here because lockstep's spec.package is a digest (docs/design/differences.md#differences-from-crossplane).
-// config is the ImageConfig that rewrote the reference, "" for none.
-func (r *renderer) runtimeImage(p *Package) (image, resolved, config string, err error) {
+// The rewritten reference is parsed as an image reference
+// (name.StrictValidation) and resolved is its canonical form, so the
+// Deployment's image is one the API server accepts.
+func (r *renderer) runtimeImage(p *Package) (image, resolved string, err error) {
 	rewritten, config, err := r.images.rewrite(p.ref())
 	if err != nil {
-		return "", "", "", fmt.Errorf("%s: %w", p, err)
+		return "", "", fmt.Errorf("%s: %w", p, err)
 	}
 	ref, err := name.ParseReference(rewritten, name.StrictValidation)
 	if err != nil {
-		return "", "", "", fmt.Errorf("%s: ImageConfig %s rewrites %s to %q, which is not a valid image reference: %w", p, config, p.ref(), rewritten, err)
+		return "", "", fmt.Errorf("%s: ImageConfig %s rewrites %s to %q, which is not a valid image reference: %w", p, config, p.ref(), rewritten, err)
 	}
 	resolved = ref.Name()
 	image = resolved
 	if c := p.Contents.Meta.Controller; p.Kind.Descriptor().MetaController && c != nil && c.Image != "" {
 		image = c.Image
 	}
-	return image, resolved, config, nil
+	return image, resolved, nil
 }
 
 // runtimeConfig returns the DeploymentRuntimeConfig that shapes the
@@ -200,10 +199,14 @@ func runtimeConfigured(drc *declarations.DeploymentRuntimeConfig) bool {
 // and labels. The DeploymentRuntimeConfig's templates may shape the
 // Service, the ServiceAccount and the Deployment; the declared pull
 // secrets the ServiceAccount and the Deployment, and Crossplane's own pull
-// secrets (extraPullSecrets) the ServiceAccount; an ImageConfig (rewrite
-// or pull secret) and spec.controller.image the Deployment. The package
-// name, which names the Secrets and the Service, must also be a valid
-// name for each kind (a Service's is a DNS-1035 label).
+// secrets (extraPullSecrets) the ServiceAccount; an ImageConfig's pull
+// secret and spec.controller.image the Deployment. An ImageConfig's
+// rewrite does not: runtimeImage parses the rewritten image as an image
+// reference (name.StrictValidation) and the Deployment runs its canonical
+// form, which the API server accepts (a container image must be set and
+// carry no surrounding whitespace). The package name, which names the
+// Secrets and the Service, must also be a valid name for each kind (a
+// Service's is a DNS-1035 label).
 func markDefaults(objs []*Object, ri *runtimeInputs, extraPullSecrets bool) {
 	drc := runtimeConfigured(ri.drc)
 	pullSecrets := len(ri.d.Spec.PackagePullSecrets) > 0
@@ -216,7 +219,7 @@ func markDefaults(objs []*Object, ri *runtimeInputs, extraPullSecrets bool) {
 		case "ServiceAccount":
 			shaped = drc || pullSecrets || extraPullSecrets
 		case "Deployment":
-			shaped = drc || pullSecrets || ri.pull != "" || ri.rewrittenBy != "" || ri.controllerImage
+			shaped = drc || pullSecrets || ri.pull != "" || ri.controllerImage
 		default:
 			shaped = true
 		}
