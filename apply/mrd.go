@@ -249,7 +249,7 @@ func (p *pkgRun) runtimeActive() *xpv2.Condition {
 // version render writes is dry-run.
 func (p *pkgRun) planLocalMRD(ctx context.Context, d *desired) (bool, error) {
 	r := p.r
-	if r.opts.Preflight != PreflightLocal || !d.obj.FromCRD || d.exists() || len(d.release) > 0 || d.handOff != nil || p.managedCRD(d.u.GetName()) == nil {
+	if r.opts.Preflight != PreflightLocal || !d.obj.FromCRD || d.exists() || len(d.release) > 0 || d.handOff != nil || !p.hasManagedCRD(d.obj.Name) {
 		return false, nil
 	}
 	gvk := d.u.GroupVersionKind()
@@ -266,13 +266,15 @@ func (p *pkgRun) planLocalMRD(ctx context.Context, d *desired) (bool, error) {
 	return true, nil
 }
 
-// managedCRD returns the managed CRD of the package's payload named name
-// (the CRD of the Active MRD of that name), nil when there is none.
-func (p *pkgRun) managedCRD(name string) *desired {
+// hasManagedCRD reports whether the package's payload has the managed CRD
+// named name (the CRD of the Active MRD of that name). It reads only what
+// binding set before the plan (managed, the rendered object), never the
+// bound object, which the plan rebinds concurrently.
+func (p *pkgRun) hasManagedCRD(name string) bool {
 	for _, d := range p.payload {
-		if d.managed && d.u.GetName() == name {
-			return d
+		if d.managed && d.obj.Name == name {
+			return true
 		}
 	}
-	return nil
+	return false
 }
