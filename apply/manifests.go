@@ -19,11 +19,12 @@ import (
 // through the run's own server-side apply and delete.
 func (r *run) manifestStep() *manifests.Step {
 	s := &manifests.Step{
-		Client: r.c,
-		Writer: manifestWriter{r},
-		As:     r.m.manifests,
-		CRDs:   r.m.crds,
-		Warn:   func(msg string) { r.warn(nil, "%s", msg) },
+		Client:    r.c,
+		Writer:    manifestWriter{r},
+		As:        r.m.manifests,
+		CRDs:      r.m.crds,
+		Discovery: r.m.disco,
+		Warn:      func(msg string) { r.warn(nil, "%s", msg) },
 		Options: manifests.Options{
 			Instance:     r.opts.Instance,
 			Kinds:        r.opts.ManifestKinds,
@@ -31,9 +32,6 @@ func (r *run) manifestStep() *manifests.Step {
 			WaitTimeout:  r.opts.WaitTimeout,
 			WaitInterval: r.opts.WaitInterval,
 		},
-	}
-	if r.m.disco != nil {
-		s.Discovery = r.m.disco
 	}
 	return s
 }

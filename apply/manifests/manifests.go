@@ -171,18 +171,12 @@ type definition struct {
 func served(defs []Definer) map[schema.GroupKind]definition {
 	out := map[schema.GroupKind]definition{}
 	for i := range defs {
-		rev := defs[i].Package.Revision
-		if rev == nil {
-			continue
-		}
-		for _, o := range append(append([]*render.Object(nil), rev.Payload...), rev.ManagedCRDs...) {
-			for _, n := range definitionNames(o) {
-				sd := definition{pkg: &defs[i]}
-				if o.GroupKind() == crossplane.GroupKindXRD {
-					sd.crd = n.plural + "." + n.kind.Group
-				}
-				out[n.kind] = sd
+		for _, n := range revisionDefinitions(defs[i].Package.Revision) {
+			sd := definition{pkg: &defs[i]}
+			if n.xrd {
+				sd.crd = n.plural + "." + n.kind.Group
 			}
+			out[n.kind] = sd
 		}
 	}
 	return out

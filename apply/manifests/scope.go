@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -84,41 +85,62 @@ func allowsKind(patterns []string, gk schema.GroupKind, defined map[schema.Group
 func definedKinds(out *render.Output) map[schema.GroupKind]string {
 	defined := map[schema.GroupKind]string{}
 	for _, p := range out.Packages {
-		if rev := p.Revision; rev != nil {
-			for _, o := range append(append([]*render.Object(nil), rev.Payload...), rev.ManagedCRDs...) {
-				for _, n := range definitionNames(o) {
-					defined[n.kind] = n.plural
-				}
-			}
+		for _, n := range revisionDefinitions(p.Revision) {
+			defined[n.kind] = n.plural
 		}
 	}
 	return defined
 }
 
-// definedName is a kind a definition defines, with its plural.
+// definedName is a kind a definition defines, with its plural; xrd says
+// the definition is an XRD, whose CRD Crossplane makes.
 type definedName struct {
 	kind   schema.GroupKind
 	plural string
+	xrd    bool
+}
+
+// definitionHead is what definitionNames reads of a definition.
+type definitionHead struct {
+	Spec struct {
+		Group      string `json:"group"`
+		Names      struct{ Kind, Plural string }
+		ClaimNames *struct{ Kind, Plural string }
+	}
+}
+
+// revisionDefinitions returns the kinds the payload and managed CRDs of
+// rev define (definitionNames); nil for a nil rev.
+func revisionDefinitions(rev *render.RevisionOutput) []definedName {
+	if rev == nil {
+		return nil
+	}
+	var out []definedName
+	for _, objs := range [][]*render.Object{rev.Payload, rev.ManagedCRDs} {
+		for _, o := range objs {
+			out = append(out, definitionNames(o)...)
+		}
+	}
+	return out
 }
 
 // definitionNames returns the kinds o defines when it is a CRD or MRD (its
-// kind) or an XRD (its composite and claim kinds); nil otherwise.
+// kind) or an XRD (its composite and claim kinds); nil otherwise. It
+// decodes only the names of o's JSON, not the whole object.
 func definitionNames(o *render.Object) []definedName {
 	gk := o.GroupKind()
 	if gk != crossplane.GroupKindCRD && gk != crossplane.GroupKindMRD && gk != crossplane.GroupKindXRD {
 		return nil
 	}
-	u, err := o.Unstructured()
-	if err != nil {
+	var h definitionHead
+	if err := json.Unmarshal(o.JSON(), &h); err != nil {
 		return nil
 	}
-	group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+	xrd := gk == crossplane.GroupKindXRD
 	var out []definedName
-	for _, names := range []string{"names", "claimNames"} {
-		kind, _, _ := unstructured.NestedString(u.Object, "spec", names, "kind")
-		plural, _, _ := unstructured.NestedString(u.Object, "spec", names, "plural")
-		if kind != "" {
-			out = append(out, definedName{kind: schema.GroupKind{Group: group, Kind: kind}, plural: plural})
+	for _, n := range []*struct{ Kind, Plural string }{&h.Spec.Names, h.Spec.ClaimNames} {
+		if n != nil && n.Kind != "" {
+			out = append(out, definedName{kind: schema.GroupKind{Group: h.Spec.Group, Kind: n.Kind}, plural: n.Plural, xrd: xrd})
 		}
 	}
 	return out
