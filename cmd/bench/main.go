@@ -453,12 +453,18 @@ func (h *harness) runTool(ctx context.Context, p *prepared, tool string, rep int
 	return runs, nil
 }
 
-// prepareControlPlane installs Crossplane's CRDs on env and lists their
-// kinds, finds the server's processes (sp is zero, and no server CPU is
+// prepareControlPlane installs Crossplane's CRDs on env, runs `crossplane
+// core init` as the Helm chart's init container does before any package
+// (the root CA, Lock, default DeploymentRuntimeConfig and activation
+// policy that a cluster with Crossplane holds; no Crossplane process keeps
+// running) and lists their kinds, finds the server's processes (sp is zero, and no server CPU is
 // measured, when they cannot be found), and writes the tool's kubeconfig
 // into the run's directory dir.
 func (h *harness) prepareControlPlane(ctx context.Context, env *envtest.Env, p *prepared, tool string, rep int) (sp serverProcs, dir, kubeconfig string, err error) {
 	if _, err := env.InstallCrossplaneCRDs(); err != nil {
+		return sp, "", "", err
+	}
+	if err := env.InitCrossplane(ctx, envtest.CrossplaneOptions{}); err != nil {
 		return sp, "", "", err
 	}
 	if err := warmCrossplaneKinds(ctx, env); err != nil {

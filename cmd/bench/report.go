@@ -339,7 +339,7 @@ func (rep *Report) writeMachine(w io.Writer) {
 // writeSettings writes how each tool ran.
 func (rep *Report) writeSettings(w io.Writer) {
 	s := rep.Settings
-	fmt.Fprintf(w, "\n\nEach tool runs in a process of its own against a fresh control plane (etcd + kube-apiserver %s) per workload and tool, with Crossplane's CRDs installed and each of their kinds listed once (as Crossplane's controllers would have); the scenarios run in order on it. "+
+	fmt.Fprintf(w, "\n\nEach tool runs in a process of its own against a fresh control plane (etcd + kube-apiserver %s) per workload and tool, with Crossplane's CRDs installed, what `crossplane core init` creates (Crossplane's root CA, Lock, default DeploymentRuntimeConfig and activation policy; the real binary, no Crossplane process left running) and each of Crossplane's kinds listed once (as Crossplane's controllers would have); the scenarios run in order on it. "+
 		"lockstep: the `lockstep apply` pipeline (declarations, lock check, packages by digest through the cache, render, apply.Manager with default options, concurrency %d%s). "+
 		"floor: the same rendered objects (records, payload, runtime, RBAC; bound with made-up UIDs) with plain server-side apply from client-go, %d in parallel, then a watch until every CRD is Established; its upgrade applies the upgraded package's objects alone. "+
 		"Flux: fluxcd/pkg/ssa ApplyAllStaged + WaitForSetWithContext (all but Deployments, which never become Available without a kubelet) on the same objects, concurrency %d, DeleteAll to uninstall. "+

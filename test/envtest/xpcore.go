@@ -97,50 +97,76 @@ func CrossplaneBinary(version string) (bin, crds string, err error) {
 	return bin, crds, nil
 }
 
-// StartCrossplane runs `crossplane core init` with the options' default
-// activation policy and then starts `crossplane core start` and
-// `crossplane rbac start` against e, in CrossplaneNamespace, which it
-// creates. It waits until Crossplane's Lock and its default
-// DeploymentRuntimeConfig exist and the core reports healthy. Call Stop
-// when done. e should have Workloads running for package runtimes to become
-// Available.
-//
-// The RBAC manager's metrics server binds :8080 (it has no flag to change
-// it), so one Crossplane runs per machine at a time.
-func (e *Env) StartCrossplane(ctx context.Context, opts CrossplaneOptions) (*Crossplane, error) {
+// InitCrossplane runs what the Helm chart's init container runs before
+// Crossplane starts, `crossplane core init` with the options' default
+// activation policy, against e, in CrossplaneNamespace, which it creates
+// with the ServiceAccount crossplane. With webhooks off, init installs
+// Crossplane's CRDs of opts.Version and creates the Secrets
+// crossplane-root-ca and crossplane-tls-client, Lock/lock,
+// DeploymentRuntimeConfig/default and, unless opts.NoDefaultPolicy, the
+// ManagedResourceActivationPolicy default (crossplane/crossplane
+// cmd/crossplane/core/init.go). No Crossplane process keeps running: what
+// a cluster where Crossplane was installed holds before any package.
+func (e *Env) InitCrossplane(ctx context.Context, opts CrossplaneOptions) error {
+	in, err := e.initCrossplane(ctx, opts)
+	if in.dir != "" {
+		_ = os.RemoveAll(in.dir)
+	}
+	return err
+}
+
+// xpInit is what `crossplane core init` leaves for the processes that
+// start after it.
+type xpInit struct {
+	// dir holds Crossplane's logs, caches and TLS files.
+	dir string
+	// env is the environment of Crossplane's processes.
+	env []string
+	// bin is the crossplane binary.
+	bin string
+	// health is the core's health probe port.
+	health int
+}
+
+// initCrossplane runs `crossplane core init` as InitCrossplane says. The
+// folder it returns (in.dir, when not empty) is the caller's to remove,
+// also on error.
+func (e *Env) initCrossplane(ctx context.Context, opts CrossplaneOptions) (in xpInit, err error) {
 	if opts.Version == "" {
 		opts.Version = CrossplaneVersion
 	}
-	bin, crds, err := CrossplaneBinary(opts.Version)
+	var crds string
+	in.bin, crds, err = CrossplaneBinary(opts.Version)
 	if err != nil {
-		return nil, err
+		return in, err
 	}
 	kc, err := e.KubeConfig("crossplane")
 	if err != nil {
-		return nil, err
+		return in, err
 	}
-	dir, err := os.MkdirTemp("", "lockstep-crossplane-")
+	in.dir, err = os.MkdirTemp("", "lockstep-crossplane-")
 	if err != nil {
-		return nil, err
+		return in, err
 	}
-	x := &Crossplane{Version: opts.Version, LogDir: dir}
+	dir := in.dir
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		return nil, err
+		return in, err
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: CrossplaneNamespace}}
 	if err := e.Client.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
-		return nil, fmt.Errorf("create namespace %s: %w", CrossplaneNamespace, err)
+		return in, fmt.Errorf("create namespace %s: %w", CrossplaneNamespace, err)
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "crossplane", Namespace: CrossplaneNamespace}}
 	if err := e.Client.Create(ctx, sa); client.IgnoreAlreadyExists(err) != nil {
-		return nil, fmt.Errorf("create ServiceAccount crossplane: %w", err)
+		return in, fmt.Errorf("create ServiceAccount crossplane: %w", err)
 	}
 	metrics, health, err := freePorts()
 	if err != nil {
-		return nil, err
+		return in, err
 	}
-	env := append(os.Environ(),
+	in.health = health
+	in.env = append(os.Environ(),
 		"KUBECONFIG="+kubeconfig,
 		"POD_NAMESPACE="+CrossplaneNamespace,
 		"POD_SERVICE_ACCOUNT=crossplane",
@@ -161,7 +187,7 @@ func (e *Env) StartCrossplane(ctx context.Context, opts CrossplaneOptions) (*Cro
 	)
 	for _, d := range []string{"tls/server", "tls/client", "cache/xpkg", "cache/xfn"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
-			return nil, err
+			return in, err
 		}
 	}
 
@@ -181,16 +207,42 @@ func (e *Env) StartCrossplane(ctx context.Context, opts CrossplaneOptions) (*Cro
 	initCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for try := 1; ; try++ {
-		init := exec.CommandContext(initCtx, bin, initArgs...)
-		init.Env = env
+		init := exec.CommandContext(initCtx, in.bin, initArgs...)
+		init.Env = in.env
 		out, err := init.CombinedOutput()
 		if err == nil {
 			break
 		}
 		if try == 5 {
-			return nil, fmt.Errorf("crossplane %s core init, %d tries: %w\n%s", opts.Version, try, err, tail(out))
+			return in, fmt.Errorf("crossplane %s core init, %d tries: %w\n%s", opts.Version, try, err, tail(out))
 		}
 		time.Sleep(time.Second)
+	}
+	return in, nil
+}
+
+// StartCrossplane runs `crossplane core init` with the options' default
+// activation policy (InitCrossplane) and then starts `crossplane core
+// start` and `crossplane rbac start` against e, in CrossplaneNamespace,
+// which it creates. It waits until Crossplane's Lock and its default
+// DeploymentRuntimeConfig exist and the core reports healthy. Call Stop
+// when done. e should have Workloads running for package runtimes to become
+// Available.
+//
+// The RBAC manager's metrics server binds :8080 (it has no flag to change
+// it), so one Crossplane runs per machine at a time.
+func (e *Env) StartCrossplane(ctx context.Context, opts CrossplaneOptions) (*Crossplane, error) {
+	in, err := e.initCrossplane(ctx, opts)
+	if err != nil {
+		if in.dir != "" {
+			_ = os.RemoveAll(in.dir)
+		}
+		return nil, err
+	}
+	dir, env := in.dir, in.env
+	x := &Crossplane{Version: opts.Version, LogDir: dir}
+	if x.Version == "" {
+		x.Version = CrossplaneVersion
 	}
 	// The chart mounts the client TLS Secret that init filled at
 	// TLS_CLIENT_CERTS_DIR; out of cluster its keys are written there.
@@ -209,7 +261,7 @@ func (e *Env) StartCrossplane(ctx context.Context, opts CrossplaneOptions) (*Cro
 			x.Stop()
 			return nil, err
 		}
-		cmd := exec.Command(bin, p.args...)
+		cmd := exec.Command(in.bin, p.args...)
 		cmd.Env, cmd.Stdout, cmd.Stderr = env, log, log
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
@@ -220,7 +272,7 @@ func (e *Env) StartCrossplane(ctx context.Context, opts CrossplaneOptions) (*Cro
 		go func() { xp.err = cmd.Wait(); close(xp.done) }()
 		x.procs = append(x.procs, xp)
 	}
-	if err := waitHealthy(ctx, health, x); err != nil {
+	if err := waitHealthy(ctx, in.health, x); err != nil {
 		x.Stop()
 		return nil, err
 	}
