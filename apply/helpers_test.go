@@ -57,6 +57,12 @@ type requests struct {
 	// fail, when set, answers a request it returns true for with a 500
 	// Internal Server Error instead of sending it.
 	fail func(*http.Request) bool
+	// delay, when positive, holds every mutating request that long before
+	// sending it, so that requests sent at once overlap.
+	delay time.Duration
+	// inFlight and maxInFlight count the mutating requests sent and not
+	// answered yet, now and at most.
+	inFlight, maxInFlight atomic.Int64
 }
 
 type countingTransport struct {
@@ -80,6 +86,17 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		if n := t.r.mutating.Add(1); t.r.cancelAfter > 0 && n == t.r.cancelAfter && t.r.cancel != nil {
 			t.r.cancel()
 		}
+	}
+	if isMutating(req.Method) {
+		n := t.r.inFlight.Add(1)
+		defer t.r.inFlight.Add(-1)
+		for {
+			m := t.r.maxInFlight.Load()
+			if n <= m || t.r.maxInFlight.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		time.Sleep(t.r.delay)
 	}
 	if t.r.fail != nil && t.r.fail(req) {
 		body := `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected by the test","reason":"InternalError","code":500}`

@@ -77,9 +77,11 @@ type Options struct {
 	WaitTimeout time.Duration
 	// WaitInterval is the polling interval of that wait.
 	WaitInterval time.Duration
-	// Concurrency is how many dry-runs and applies of one package's payload
-	// run in parallel, and how many independent packages are applied at
-	// once; at least 1.
+	// Concurrency is how many requests an apply sends the API server at
+	// once, all packages together (reads, dry-runs, writes, status writes;
+	// not the watch of CRDs nor streamed LISTs); at least 1. Every
+	// independent package is on its way at once, and a package waiting
+	// (for its CRDs to be Established, say) holds none of them.
 	Concurrency int
 	// DryRun sends every write as a server-side dry-run and deletes nothing:
 	// the Result says what a real apply would change.
@@ -250,6 +252,7 @@ func NewManager(c client.Client, opts Options, mopts ...ManagerOption) (*Manager
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	c = limitRequests(c, opts.Concurrency)
 	rm := ssa.NewResourceManager(c, health.NewStatusPoller(c, c.RESTMapper()), ssa.Owner{Field: FieldManager, Group: "lockstep.io"})
 	rm.SetConcurrency(opts.Concurrency)
 	m := &Manager{client: c, rm: rm, opts: opts, now: time.Now}
@@ -506,13 +509,16 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 	r.loaded = r.live.inventory
 	r.replacedBy = r.replacedInOutput()
 	// Packages that share no object and do not replace one another are
-	// independent: their groups run concurrently, Concurrency at a time,
-	// and the packages of a group in out's order.
+	// independent: their groups all run at once, and the packages of a
+	// group in out's order. The client bounds their requests
+	// (limitRequests): Concurrency in flight at a time for the whole run,
+	// so a package that waits (for its CRDs to be Established, say) holds
+	// none of them.
 	pkgs := make([]*pkgRun, len(out.Packages))
 	groups := packageGroups(out, r.replacedBy, out.Replaces)
 	// A package's failure is in its result (pkgs[i].res), which the
 	// summary and the inventory report: the groups return no error.
-	if err := parallel.Each(ctx, len(groups), m.opts.Concurrency, func(ctx context.Context, gi int) error {
+	if err := parallel.Each(ctx, len(groups), len(groups), func(ctx context.Context, gi int) error {
 		for _, i := range groups[gi] {
 			if out.Packages[i].Paused {
 				pkgs[i] = r.pausedPackage(out.Packages[i])

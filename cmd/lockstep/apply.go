@@ -109,7 +109,7 @@ commit that does not verify.`,
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up after this long (0: no limit)")
 	bindPruneCRDs(fl, &f.pruneCRDs)
 	fl.BoolVar(&f.protect, "deletion-protection", true, "let only lockstep's own user (and the garbage collector) delete this instance's package and revision records, CRDs, MRDs and XRDs, with a ValidatingAdmissionPolicy (docs/design/apply.md#deletion-protection); false removes the policy")
-	fl.IntVar(&f.concurrency, "concurrency", apply.DefaultOptions().Concurrency, "requests of one package sent in parallel, and packages that share no object applied at once")
+	fl.IntVar(&f.concurrency, "concurrency", apply.DefaultOptions().Concurrency, "requests sent to the API server at once, all packages together (packages that share no object are all applied at once; the CRD watch and streamed lists are not counted)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "also list unchanged objects")
 	fl.DurationVar(&f.lockTimeout, "lock-timeout", 0, "wait this long for another apply of the instance (lockstep apply or the agent) to finish (0: fail at once)")
 	f.preflight.register(fl)
