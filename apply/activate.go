@@ -46,7 +46,7 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 		p.others[i] = o
 		p.deactivated = append(p.deactivated, o)
 		p.res.Changes.Add(entry(o, ssa.ConfiguredAction))
-		r.event(ctx, o, eventNormal, ReasonTransitionRevision, fmt.Sprintf("Revision %s is Inactive: revision %s of %s %s is Active", o.GetName(), p.po.Revision.Name, p.key.Kind, p.key.Name))
+		r.event(o, eventNormal, ReasonTransitionRevision, fmt.Sprintf("Revision %s is Inactive: revision %s of %s %s is Active", o.GetName(), p.po.Revision.Name, p.key.Kind, p.key.Name))
 	}
 	if !p.activation.HandOff {
 		return nil
@@ -68,7 +68,7 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 	if d.action != ssa.UnchangedAction {
 		p.setChange(d.u, ssa.ConfiguredAction)
 	}
-	r.event(ctx, p.cur, eventNormal, ReasonTransitionRevision, fmt.Sprintf("Revision %s is Active", p.cur.GetName()))
+	r.event(p.cur, eventNormal, ReasonTransitionRevision, fmt.Sprintf("Revision %s is Active", p.cur.GetName()))
 	return nil
 }
 

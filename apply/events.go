@@ -49,7 +49,7 @@ var eventSeq atomic.Int64
 // package's steps are done. Events of cluster-scoped objects go to the
 // default namespace, as client-go's recorder puts them. A dry run records
 // nothing.
-func (r *run) event(_ context.Context, obj *unstructured.Unstructured, typ, reason, msg string) {
+func (r *run) event(obj *unstructured.Unstructured, typ, reason, msg string) {
 	if obj == nil || r.opts.DryRun {
 		return
 	}

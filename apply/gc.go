@@ -89,7 +89,7 @@ func (p *pkgRun) collectGarbage(ctx context.Context, old *inventory.Package, des
 		p.res.Changes.Add(entry(rev, ssa.DeletedAction))
 	}
 	if len(names) > 0 {
-		r.event(ctx, p.pkg, eventNormal, ReasonGarbageCollect, fmt.Sprintf("Deleted old package revisions past revisionHistoryLimit %d: %s", limit, strings.Join(names, ", ")))
+		r.event(p.pkg, eventNormal, ReasonGarbageCollect, fmt.Sprintf("Deleted old package revisions past revisionHistoryLimit %d: %s", limit, strings.Join(names, ", ")))
 	}
 	return deleted
 }

@@ -267,14 +267,8 @@ func (p *pkgRun) planLocalMRD(ctx context.Context, d *desired) (bool, error) {
 }
 
 // hasManagedCRD reports whether the package's payload has the managed CRD
-// named name (the CRD of the Active MRD of that name). It reads only what
-// binding set before the plan (managed, the rendered object), never the
-// bound object, which the plan rebinds concurrently.
-func (p *pkgRun) hasManagedCRD(name string) bool {
-	for _, d := range p.payload {
-		if d.managed && d.obj.Name == name {
-			return true
-		}
-	}
-	return false
-}
+// named name (the CRD of the Active MRD of that name): a set that
+// preflightStep builds before the plan from what binding set (managed, the
+// rendered name), never from the bound object, which the plan rebinds
+// concurrently.
+func (p *pkgRun) hasManagedCRD(name string) bool { return p.managedCRDs[name] }

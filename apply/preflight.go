@@ -95,7 +95,12 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 	if err := p.findHandOffs(ctx); err != nil {
 		return err
 	}
-
+	p.managedCRDs = map[string]bool{}
+	for _, d := range p.payload {
+		if d.managed {
+			p.managedCRDs[d.obj.Name] = true
+		}
+	}
 	if err := p.planAll(ctx, all); err != nil {
 		return err
 	}

@@ -64,8 +64,11 @@ type pkgRun struct {
 
 	tls     map[string]map[string][]byte
 	payload []*desired
-	runtime []*desired
-	records []*desired
+	// managedCRDs are the names of the payload's managed CRDs (those of
+	// its Active MRDs), set before the plan (hasManagedCRD).
+	managedCRDs map[string]bool
+	runtime     []*desired
+	records     []*desired
 	// recorded is set once the records step recorded the package's intent
 	// in the inventory (recordIntent): from then on its apply may have
 	// written. A package that fails before (refused by the definitions

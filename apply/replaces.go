@@ -125,7 +125,7 @@ func (p *pkgRun) replacesStep(ctx context.Context) error {
 			}
 		}
 		if changed {
-			r.event(ctx, q.pkg, eventNormal, ReasonDeactivatePackage, fmt.Sprintf("Deactivated: %s %s replaces it", p.key.Kind, p.key.Name))
+			r.event(q.pkg, eventNormal, ReasonDeactivatePackage, fmt.Sprintf("Deactivated: %s %s replaces it", p.key.Kind, p.key.Name))
 		}
 	}
 	return nil

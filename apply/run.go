@@ -176,15 +176,15 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 		// an agent retrying every interval does not flood the namespace.
 		if p.cur == nil || before != conditionMessage(p.cur, crossplane.ConditionRevisionHealthy) || p.res.Step == "runtime" || p.res.Step == "status" {
 			msg := fmt.Sprintf("cannot install package revision %s (%s): %v", po.Revision.Name, p.res.Step, p.res.Err)
-			r.event(ctx, p.cur, eventWarning, ReasonSyncPackage, msg)
-			r.event(ctx, p.pkg, eventWarning, ReasonInstallPackageRevision, msg)
+			r.event(p.cur, eventWarning, ReasonSyncPackage, msg)
+			r.event(p.pkg, eventWarning, ReasonInstallPackageRevision, msg)
 		}
 	case p.res.Changed() && p.activation.Active:
 		c := p.res.Counts()
 		msg := fmt.Sprintf("Successfully applied package revision %s: %d created, %d configured, %d unchanged, %d deleted",
 			po.Revision.Name, c[ssa.CreatedAction], c[ssa.ConfiguredAction], c[ssa.UnchangedAction], c[ssa.DeletedAction])
-		r.event(ctx, p.cur, eventNormal, ReasonSyncPackage, msg)
-		r.event(ctx, p.pkg, eventNormal, ReasonInstallPackageRevision, msg)
+		r.event(p.cur, eventNormal, ReasonSyncPackage, msg)
+		r.event(p.pkg, eventNormal, ReasonInstallPackageRevision, msg)
 	}
 	return p
 }
