@@ -57,6 +57,8 @@ type requests struct {
 	// fail, when set, answers a request it returns true for with a 500
 	// Internal Server Error instead of sending it.
 	fail func(*http.Request) bool
+	// observe, when set, is called with every request before it is sent.
+	observe func(*http.Request)
 	// delay, when positive, holds every mutating request that long before
 	// sending it, so that requests sent at once overlap.
 	delay time.Duration
@@ -86,6 +88,9 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		if n := t.r.mutating.Add(1); t.r.cancelAfter > 0 && n == t.r.cancelAfter && t.r.cancel != nil {
 			t.r.cancel()
 		}
+	}
+	if t.r.observe != nil {
+		t.r.observe(req)
 	}
 	if isMutating(req.Method) {
 		n := t.r.inFlight.Add(1)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -87,12 +88,14 @@ func (p *pkgRun) resumeMRDs(ctx context.Context) error {
 }
 
 // resume removes the pause annotations of MRD d with a merge patch; an MRD
-// that no longer exists needs none.
+// that no longer exists needs none. The API server answers with the MRD's
+// metadata alone (a PartialObjectMetadata): an MRD holds its CRD's whole
+// schema, which nothing here reads.
 func (r *run) resume(ctx context.Context, d *desired) error {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(d.u.GroupVersionKind())
-	u.SetName(d.u.GetName())
-	err := r.c.Patch(ctx, u, client.RawPatch(types.MergePatchType, resumePatch), client.FieldOwner(FieldManager))
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(d.u.GroupVersionKind())
+	m.SetName(d.u.GetName())
+	err := r.c.Patch(ctx, m, client.RawPatch(types.MergePatchType, resumePatch), client.FieldOwner(FieldManager))
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

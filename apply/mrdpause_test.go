@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -54,9 +55,25 @@ func TestMRDsCreatedPaused(t *testing.T) {
 		t.Errorf("the CRD of the paused MRD is not written and Established: %v", crd)
 	}
 
+	var resumeAccept []string
+	var mu sync.Mutex
+	f.reqs.observe = func(r *http.Request) {
+		if r.Method == http.MethodPatch && r.Header.Get("Content-Type") == string(types.MergePatchType) &&
+			strings.HasSuffix(r.URL.Path, "/managedresourcedefinitions/"+name) {
+			mu.Lock()
+			resumeAccept = append(resumeAccept, r.Header.Get("Accept"))
+			mu.Unlock()
+		}
+	}
 	mustSucceed(t, f.apply(t, m, out, apply.Origin{}))
+	f.reqs.observe = nil
 	if a := mrd(); a[crossplane.AnnotationPaused] != "" || a[apply.AnnotationInstalling] != "" {
 		t.Errorf("the next apply did not resume the MRD: annotations %v", a)
+	}
+	// An MRD holds its CRD's whole schema: the resume asks for the
+	// metadata alone.
+	if len(resumeAccept) != 1 || !strings.Contains(resumeAccept[0], "as=PartialObjectMetadata") {
+		t.Errorf("the resume's Accept headers %q, want one asking for a PartialObjectMetadata", resumeAccept)
 	}
 
 	u := &unstructured.Unstructured{}

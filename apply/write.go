@@ -150,8 +150,10 @@ func (r *run) patchOwnerReferences(ctx context.Context, obj client.Object, refs 
 // rawPatch sends patch, encoded as JSON, as a patch of type pt (a JSON
 // patch or a JSON merge patch) to the object gvk namespace/name, as field
 // manager manager, and counts the write. A dry-run Manager sends it as a
-// server-side dry-run. The error is the API server's, unwrapped, so
-// callers can test it with apierrors.
+// server-side dry-run. The API server answers with the object's metadata
+// alone (a PartialObjectMetadata; a CRD's would be its whole schema),
+// which is dropped. The error is the API server's, unwrapped, so callers
+// can test it with apierrors.
 func (r *run) rawPatch(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, pt types.PatchType, patch any, manager string) error {
 	b, err := json.Marshal(patch)
 	if err != nil {
@@ -161,7 +163,7 @@ func (r *run) rawPatch(ctx context.Context, gvk schema.GroupVersionKind, namespa
 	if r.opts.DryRun {
 		opts = append(opts, client.DryRunAll)
 	}
-	target := &unstructured.Unstructured{}
+	target := &metav1.PartialObjectMetadata{}
 	target.SetGroupVersionKind(gvk)
 	target.SetName(name)
 	target.SetNamespace(namespace)
