@@ -5,8 +5,10 @@ import (
 	"fmt"
 
 	"github.com/fluxcd/pkg/ssa"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/lockstep-gitops/lockstep/apply/events"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/live"
@@ -46,7 +48,7 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 		p.others[i] = o
 		p.deactivated = append(p.deactivated, o)
 		p.res.Changes.Add(entry(o, ssa.ConfiguredAction))
-		r.event(o, eventNormal, ReasonTransitionRevision, fmt.Sprintf("Revision %s is Inactive: revision %s of %s %s is Active", o.GetName(), p.po.Revision.Name, p.key.Kind, p.key.Name))
+		r.events.Record(o, corev1.EventTypeNormal, events.ReasonTransitionRevision, fmt.Sprintf("Revision %s is Inactive: revision %s of %s %s is Active", o.GetName(), p.po.Revision.Name, p.key.Kind, p.key.Name))
 	}
 	if !p.activation.HandOff {
 		return nil
@@ -68,7 +70,7 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 	if d.action != ssa.UnchangedAction {
 		p.setChange(d.u, ssa.ConfiguredAction)
 	}
-	r.event(p.cur, eventNormal, ReasonTransitionRevision, fmt.Sprintf("Revision %s is Active", p.cur.GetName()))
+	r.events.Record(p.cur, corev1.EventTypeNormal, events.ReasonTransitionRevision, fmt.Sprintf("Revision %s is Active", p.cur.GetName()))
 	return nil
 }
 

@@ -6,8 +6,10 @@ import (
 	"strings"
 
 	"github.com/fluxcd/pkg/ssa"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/lockstep-gitops/lockstep/apply/events"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/live"
@@ -89,7 +91,7 @@ func (p *pkgRun) collectGarbage(ctx context.Context, old *inventory.Package, des
 		p.res.Changes.Add(entry(rev, ssa.DeletedAction))
 	}
 	if len(names) > 0 {
-		r.event(p.pkg, eventNormal, ReasonGarbageCollect, fmt.Sprintf("Deleted old package revisions past revisionHistoryLimit %d: %s", limit, strings.Join(names, ", ")))
+		r.events.Record(p.pkg, corev1.EventTypeNormal, events.ReasonGarbageCollect, fmt.Sprintf("Deleted old package revisions past revisionHistoryLimit %d: %s", limit, strings.Join(names, ", ")))
 	}
 	return deleted
 }

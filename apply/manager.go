@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/version"
@@ -19,7 +18,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/apply/events"
 	"github.com/lockstep-gitops/lockstep/apply/manifests"
+	"github.com/lockstep-gitops/lockstep/apply/rootca"
 	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -469,6 +470,7 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 	m.restorable = nil
 	m.restoreMu.Unlock()
 	r := &run{m: m, c: m.client, opts: m.opts, out: out, meta: meta, res: &Result{}, now: m.now()}
+	r.ca, r.events = r.rootCA(), events.NewRecorder(r.opts.Instance, r.now, r.opts.DryRun)
 	if m.lock != nil && !m.opts.DryRun {
 		// The Lease lives in the Crossplane namespace, which a first
 		// apply creates.
@@ -564,14 +566,12 @@ type run struct {
 	// crds follows the CRDs the packages wait for (nil without a REST
 	// config): one watch for the whole run.
 	crds *crdwait.Tracker
-	// events are the Events recorded and not sent yet (sendEvents),
-	// guarded by eventsMu.
-	events   []*corev1.Event
-	eventsMu sync.Mutex
-	// mu guards res.Warnings, caMu ca: concurrent packages share them.
-	mu   sync.Mutex
-	caMu sync.Mutex
-	ca   *certAuthority
+	// events are the Events recorded and not sent yet (sendEvents).
+	events *events.Recorder
+	// mu guards res.Warnings: concurrent packages share them.
+	mu sync.Mutex
+	// ca is crossplane-root-ca, which signs the runtimes' TLS Secrets.
+	ca *rootca.Authority
 	// replacedBy maps packages of the output that another package of the
 	// output replaces to the replacing package.
 	replacedBy map[crossplane.PackageRef]string
@@ -612,6 +612,26 @@ type run struct {
 	// without a dry-run (mayCreate), under accessMu.
 	accessMu sync.Mutex
 	access   map[accessKey]*accessAnswer
+}
+
+// rootCA returns crossplane-root-ca for the run, read through its client
+// at most once, and created (counted as a write) when the run generated it.
+func (r *run) rootCA() *rootca.Authority {
+	return rootca.New(r.c, r.opts.Namespace, r.now,
+		rootca.WithDryRun(r.opts.DryRun), rootca.WithFieldManager(FieldManager), rootca.OnCreate(r.wrote))
+}
+
+// sendEvents creates the Events the run recorded, Concurrency at a time,
+// once every package's steps are done, so that no package waits for its
+// Events. A failure to create one is a warning, not an apply failure.
+func (r *run) sendEvents(ctx context.Context) {
+	sent, failed := r.events.Send(ctx, r.c, r.opts.Concurrency, FieldManager)
+	for range sent {
+		r.wrote()
+	}
+	for _, err := range failed {
+		r.warn(nil, "%v", err)
+	}
 }
 
 // wrote counts one mutating request, unless the run is a dry run.

@@ -7,12 +7,14 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/google/go-containerregistry/pkg/name"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/apply/events"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/live"
@@ -125,7 +127,7 @@ func (p *pkgRun) replacesStep(ctx context.Context) error {
 			}
 		}
 		if changed {
-			r.event(q.pkg, eventNormal, ReasonDeactivatePackage, fmt.Sprintf("Deactivated: %s %s replaces it", p.key.Kind, p.key.Name))
+			r.events.Record(q.pkg, corev1.EventTypeNormal, events.ReasonDeactivatePackage, fmt.Sprintf("Deactivated: %s %s replaces it", p.key.Kind, p.key.Name))
 		}
 	}
 	return nil

@@ -8,9 +8,11 @@ import (
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"github.com/fluxcd/pkg/ssa"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/lockstep-gitops/lockstep/apply/events"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/live"
@@ -176,15 +178,15 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 		// an agent retrying every interval does not flood the namespace.
 		if p.cur == nil || before != conditionMessage(p.cur, crossplane.ConditionRevisionHealthy) || p.res.Step == "runtime" || p.res.Step == "status" {
 			msg := fmt.Sprintf("cannot install package revision %s (%s): %v", po.Revision.Name, p.res.Step, p.res.Err)
-			r.event(p.cur, eventWarning, ReasonSyncPackage, msg)
-			r.event(p.pkg, eventWarning, ReasonInstallPackageRevision, msg)
+			r.events.Record(p.cur, corev1.EventTypeWarning, events.ReasonSyncPackage, msg)
+			r.events.Record(p.pkg, corev1.EventTypeWarning, events.ReasonInstallPackageRevision, msg)
 		}
 	case p.res.Changed() && p.activation.Active:
 		c := p.res.Counts()
 		msg := fmt.Sprintf("Successfully applied package revision %s: %d created, %d configured, %d unchanged, %d deleted",
 			po.Revision.Name, c[ssa.CreatedAction], c[ssa.ConfiguredAction], c[ssa.UnchangedAction], c[ssa.DeletedAction])
-		r.event(p.cur, eventNormal, ReasonSyncPackage, msg)
-		r.event(p.pkg, eventNormal, ReasonInstallPackageRevision, msg)
+		r.events.Record(p.cur, corev1.EventTypeNormal, events.ReasonSyncPackage, msg)
+		r.events.Record(p.pkg, corev1.EventTypeNormal, events.ReasonInstallPackageRevision, msg)
 	}
 	return p
 }

@@ -39,7 +39,7 @@ func (p *pkgRun) runtimeStep(ctx context.Context) error {
 	if !p.activation.Active || len(p.runtime) == 0 {
 		return nil
 	}
-	if err := p.r.ensureCA(ctx); err != nil {
+	if err := p.r.ca.Ensure(ctx); err != nil {
 		return err
 	}
 	for _, d := range p.runtime {

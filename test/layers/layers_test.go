@@ -59,9 +59,11 @@ var ranks = []struct {
 	{"apply", 7},
 	{"apply/activate", 7},
 	{"apply/adopt", 7},
+	{"apply/events", 7},
 	{"apply/handback", 7},
 	{"apply/manifests", 7},
 	{"apply/protection", 7},
+	{"apply/rootca", 7},
 	// What composes the pipeline for the programs.
 	{"cmd/internal/snapshot", 8},
 	{"cmd/internal/inspect", 8},
