@@ -28,6 +28,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/liststream"
 	"github.com/lockstep-gitops/lockstep/internal/parallel"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
+	"github.com/lockstep-gitops/lockstep/internal/reqlimit"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
@@ -253,7 +254,7 @@ func NewManager(c client.Client, opts Options, mopts ...ManagerOption) (*Manager
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	c = limitRequests(c, opts.Concurrency)
+	c = reqlimit.Client(c, opts.Concurrency)
 	rm := ssa.NewResourceManager(c, health.NewStatusPoller(c, c.RESTMapper()), ssa.Owner{Field: FieldManager, Group: "lockstep.io"})
 	rm.SetConcurrency(opts.Concurrency)
 	m := &Manager{client: c, rm: rm, opts: opts, now: time.Now}
@@ -513,7 +514,7 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 	// Packages that share no object and do not replace one another are
 	// independent: their groups all run at once, and the packages of a
 	// group in out's order. The client bounds their requests
-	// (limitRequests): Concurrency in flight at a time for the whole run,
+	// (reqlimit.Client): Concurrency in flight at a time for the whole run,
 	// so a package that waits (for its CRDs to be Established, say) holds
 	// none of them.
 	pkgs := make([]*pkgRun, len(out.Packages))

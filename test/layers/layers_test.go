@@ -44,6 +44,7 @@ var ranks = []struct {
 	{"internal/jsonvalue", 0},
 	{"internal/live", 2},
 	{"internal/parallel", 2},
+	{"internal/reqlimit", 2},
 	{"internal/liststream", 2},
 	{"internal/crdcheck", 2},
 	{"internal/drift", 2},

@@ -1,4 +1,6 @@
-package apply
+// Package reqlimit bounds the requests a controller-runtime client has in
+// flight at once.
+package reqlimit
 
 import (
 	"context"
@@ -10,16 +12,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
-// limitRequests returns c with at most n of its requests in flight at once
-// (Options.Concurrency): every read, write and status write through it
-// first takes one of n slots, and gives it back when the API server has
-// answered. A request waiting for a slot ends with ctx. A slot is held for
-// one request only, never across a wait, so that the packages of an apply
-// can all be on their way at once (each waiting for its CRDs to be
-// Established, say) while the API server sees as many requests at a time
-// as plain server-side apply with that concurrency sends. Watches (the CRD
-// wait) and the streamed LISTs of the REST client are not counted.
-func limitRequests(c client.Client, n int) client.Client {
+// Client returns c with at most n of its requests in flight at once (n
+// at least 1): every get, list, create, update, patch, apply and delete,
+// of an object or a subresource (status), first takes one of n slots and
+// gives it back when the API server has answered. A request waiting for a
+// slot ends with its context, with the context's error. A slot is held for
+// one request only, never across a wait, so that many callers can be on
+// their way at once while the API server sees at most n of their requests
+// at a time. Watches pass through uncounted; a c that cannot watch (not a
+// client.WithWatch) gives a client whose Watch fails.
+func Client(c client.Client, n int) client.Client {
 	ww, ok := c.(client.WithWatch)
 	if !ok {
 		ww = noWatch{c}
