@@ -470,8 +470,7 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 	m.restoreMu.Lock()
 	m.restorable = nil
 	m.restoreMu.Unlock()
-	r := &run{m: m, c: m.client, opts: m.opts, out: out, meta: meta, res: &Result{}, now: m.now()}
-	r.ca, r.events = r.rootCA(), events.NewRecorder(r.opts.Instance, r.now, r.opts.DryRun)
+	r := m.newRun(out, meta)
 	if m.lock != nil && !m.opts.DryRun {
 		// The Lease lives in the Crossplane namespace, which a first
 		// apply creates.
@@ -615,11 +614,16 @@ type run struct {
 	access   map[accessKey]*accessAnswer
 }
 
-// rootCA returns crossplane-root-ca for the run, read through its client
-// at most once, and created (counted as a write) when the run generated it.
-func (r *run) rootCA() *rootca.Authority {
-	return rootca.New(r.c, r.opts.Namespace, r.now,
+// newRun returns the state of one Apply or Restore of out, at the
+// Manager's time now: its root CA (read through the run's client at most
+// once, created and counted as a write when the run generated it) and its
+// Event recorder.
+func (m *Manager) newRun(out *render.Output, meta Origin) *run {
+	r := &run{m: m, c: m.client, opts: m.opts, out: out, meta: meta, res: &Result{}, now: m.now()}
+	r.ca = rootca.New(r.c, r.opts.Namespace, r.now,
 		rootca.WithDryRun(r.opts.DryRun), rootca.WithFieldManager(FieldManager), rootca.OnCreate(r.wrote))
+	r.events = events.NewRecorder(r.opts.Instance, r.now, r.opts.DryRun)
+	return r
 }
 
 // sendEvents creates the Events the run recorded, Concurrency at a time,

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lockstep-gitops/lockstep/apply/events"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/owners"
@@ -167,8 +166,8 @@ func (m *Manager) Restore(ctx context.Context, out *render.Output, refs []Object
 		}
 		byPkg[o.p] = append(byPkg[o.p], o)
 	}
-	r := &run{m: m, c: m.client, opts: m.opts, out: out, meta: st.meta, res: &Result{}, now: m.now(), live: st.live}
-	r.ca, r.events = r.rootCA(), events.NewRecorder(r.opts.Instance, r.now, r.opts.DryRun)
+	r := m.newRun(out, st.meta)
+	r.live = st.live
 	if m.lock != nil {
 		held, release, err := m.lock.Acquire(ctx)
 		if err != nil {

@@ -109,7 +109,7 @@ func CrossplaneBinary(version string) (bin, crds string, err error) {
 // a cluster where Crossplane was installed holds before any package.
 func (e *Env) InitCrossplane(ctx context.Context, opts CrossplaneOptions) error {
 	in, err := e.initCrossplane(ctx, opts)
-	if in.dir != "" {
+	if err == nil {
 		_ = os.RemoveAll(in.dir)
 	}
 	return err
@@ -126,15 +126,23 @@ type xpInit struct {
 	bin string
 	// health is the core's health probe port.
 	health int
+	// version is the Crossplane release.
+	version string
 }
 
-// initCrossplane runs `crossplane core init` as InitCrossplane says. The
-// folder it returns (in.dir, when not empty) is the caller's to remove,
-// also on error.
+// initCrossplane runs `crossplane core init` as InitCrossplane says. On
+// success the folder in.dir is the caller's to remove; on error it is
+// removed already.
 func (e *Env) initCrossplane(ctx context.Context, opts CrossplaneOptions) (in xpInit, err error) {
 	if opts.Version == "" {
 		opts.Version = CrossplaneVersion
 	}
+	in.version = opts.Version
+	defer func() {
+		if err != nil && in.dir != "" {
+			_ = os.RemoveAll(in.dir)
+		}
+	}()
 	var crds string
 	in.bin, crds, err = CrossplaneBinary(opts.Version)
 	if err != nil {
@@ -234,16 +242,10 @@ func (e *Env) initCrossplane(ctx context.Context, opts CrossplaneOptions) (in xp
 func (e *Env) StartCrossplane(ctx context.Context, opts CrossplaneOptions) (*Crossplane, error) {
 	in, err := e.initCrossplane(ctx, opts)
 	if err != nil {
-		if in.dir != "" {
-			_ = os.RemoveAll(in.dir)
-		}
 		return nil, err
 	}
 	dir, env := in.dir, in.env
-	x := &Crossplane{Version: opts.Version, LogDir: dir}
-	if x.Version == "" {
-		x.Version = CrossplaneVersion
-	}
+	x := &Crossplane{Version: in.version, LogDir: dir}
 	// The chart mounts the client TLS Secret that init filled at
 	// TLS_CLIENT_CERTS_DIR; out of cluster its keys are written there.
 	if err := e.mountSecret(ctx, "crossplane-tls-client", filepath.Join(dir, "tls", "client")); err != nil {
