@@ -38,22 +38,27 @@ import (
 // each interval: for a provider with 2,000 CRDs that is ~100 MB of JSON per
 // poll, decoded into maps, which cost the monolith install more client CPU
 // than its applies and most of its peak memory. The watch sends each CRD
-// once, then once per status change, and the tracker (Watcher.Track)
-// decodes only its name and conditions from the stream.
+// once, then once per status change, in Kubernetes' protobuf encoding,
+// which kube-apiserver writes with generated code rather than by
+// reflection, and the tracker (Watcher.Track) decodes only its name,
+// resourceVersion and conditions, skipping the encoded spec.
 type Watcher struct {
 	rc rest.Interface
+	// accept is the watch's Accept header: acceptWatch.
+	accept string
 }
 
 // NewWatcher returns a Watcher that watches through rc, a client from
-// NewRESTClient.
-func NewWatcher(rc rest.Interface) *Watcher { return &Watcher{rc: rc} }
+// NewRESTClient. Its watch asks for Kubernetes' protobuf encoding, and
+// reads JSON from a server that answers in JSON.
+func NewWatcher(rc rest.Interface) *Watcher { return &Watcher{rc: rc, accept: acceptWatch} }
 
 // crdsPath is the API path of CustomResourceDefinitions.
 const crdsPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 // NewRESTClient returns a REST client on cfg for absolute paths that
-// speaks JSON (the watch, and apply's LIST streams, decode what
-// they read themselves) and that no client-side timeout cuts short: a
+// speaks JSON unless a request asks otherwise (the watch, and apply's LIST
+// streams, decode what they read themselves) and that no client-side timeout cuts short: a
 // watch is a long request, the context ends it. It returns an error when
 // cfg cannot make a client.
 func NewRESTClient(cfg *rest.Config) (rest.Interface, error) {
@@ -83,16 +88,19 @@ type crdEvent struct {
 			ResourceVersion string `json:"resourceVersion"`
 		} `json:"metadata"`
 		Status struct {
-			Conditions []struct {
-				Type    string `json:"type"`
-				Status  string `json:"status"`
-				Reason  string `json:"reason"`
-				Message string `json:"message"`
-			} `json:"conditions"`
+			Conditions []condition `json:"conditions"`
 		} `json:"status"`
 		Message string `json:"message"`
 		Code    int    `json:"code"`
 	} `json:"object"`
+}
+
+// condition is a condition of a CustomResourceDefinition's status.
+type condition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // ErrNamesNotAccepted marks a CRD whose names conflict with another's: it
@@ -337,7 +345,7 @@ func (t *Tracker) update(f func()) {
 // current state first), until it ends; last is set to the last
 // resourceVersion seen.
 func (t *Tracker) watchOnce(ctx context.Context, from string, last *string) error {
-	r := t.w.rc.Get().AbsPath(crdsPath).Param("watch", "true")
+	r := t.w.rc.Get().AbsPath(crdsPath).Param("watch", "true").SetHeader("Accept", t.w.accept)
 	if t.selector != "" {
 		r = r.Param("labelSelector", t.selector)
 	}
@@ -355,10 +363,10 @@ func (t *Tracker) watchOnce(ctx context.Context, from string, last *string) erro
 	if from == "" {
 		t.update(func() { clear(t.state); t.listed = nil })
 	}
-	dec := json.NewDecoder(body)
+	events := newEventReader(body)
+	var ev crdEvent
 	for {
-		var ev crdEvent
-		if err := dec.Decode(&ev); err != nil {
+		if err := events.next(&ev); err != nil {
 			if errors.Is(err, io.EOF) || ctx.Err() != nil {
 				return nil
 			}

@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -45,15 +47,21 @@ func establishCRD(group, plural, kind, instance string) *apiextensionsv1.CustomR
 func ptrTo[T any](v T) *T { return &v }
 
 // countWatches returns a copy of cfg whose requests with watch=true are
-// counted in n.
-func countWatches(cfg *rest.Config, n *atomic.Int64) *rest.Config {
+// counted in n, and the Content-Types of their responses stored as keys of
+// types when types is not nil.
+func countWatches(cfg *rest.Config, n *atomic.Int64, types *sync.Map) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if req.URL.Query().Get("watch") == "true" {
-				n.Add(1)
+			if req.URL.Query().Get("watch") != "true" {
+				return rt.RoundTrip(req)
 			}
-			return rt.RoundTrip(req)
+			n.Add(1)
+			resp, err := rt.RoundTrip(req)
+			if err == nil && types != nil {
+				types.Store(resp.Header.Get("Content-Type"), true)
+			}
+			return resp, err
 		})
 	})
 	return c
@@ -67,17 +75,46 @@ func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { re
 // time by two concurrent waiters, which share one watch, and checks the
 // two ways a wait fails: a CRD whose kind conflicts never becomes
 // Established and fails at once, and a CRD that does not exist times out
-// with its name.
+// with its name. It runs with the watch in protobuf, as lockstep asks for
+// it, and in JSON, as a server or proxy without protobuf answers.
 func TestWaitEstablished(t *testing.T) {
+	cases := []struct {
+		name, reason string
+		accept       string
+		// contentType is the watch response's Content-Type.
+		contentType string
+	}{
+		{
+			name:        "Protobuf",
+			reason:      "kube-apiserver answers the tracker's Accept header with a protobuf stream",
+			accept:      acceptWatch,
+			contentType: "application/vnd.kubernetes.protobuf;stream=watch",
+		},
+		{
+			name:        "JSON",
+			reason:      "a server that answers in JSON is read as before",
+			accept:      "application/json",
+			contentType: "application/json",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { testWaitEstablished(t, tc.accept, tc.contentType, tc.reason) })
+	}
+}
+
+func testWaitEstablished(t *testing.T, accept, contentType, reason string) {
 	env := envtest.Shared(t)
 	var watches atomic.Int64
-	rc, err := NewRESTClient(countWatches(env.Config, &watches))
+	var types sync.Map
+	rc, err := NewRESTClient(countWatches(env.Config, &watches, &types))
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := establishSeq.Add(1)
 	group, instance := fmt.Sprintf("est%d.lockstep.io", n), fmt.Sprintf("est-%d", n)
-	tr := NewWatcher(rc).Track(Selector{Labels: map[string]string{testLabel: instance}})
+	w := NewWatcher(rc)
+	w.accept = accept
+	tr := w.Track(Selector{Labels: map[string]string{testLabel: instance}})
 	defer tr.Stop()
 	ctx := context.Background()
 
@@ -159,6 +196,11 @@ func TestWaitEstablished(t *testing.T) {
 	case <-tr.done:
 	default:
 		t.Error("the watch goroutine still runs after stop")
+	}
+	var seen []string
+	types.Range(func(k, _ any) bool { seen = append(seen, k.(string)); return true })
+	if diff := cmp.Diff([]string{contentType}, seen); diff != "" {
+		t.Errorf("%s: Content-Type of the watch responses (-want +got):\n%s", reason, diff)
 	}
 }
 
