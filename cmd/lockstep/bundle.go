@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lockstep-gitops/lockstep/cmd/internal/snapshot"
+	"github.com/lockstep-gitops/lockstep/sources/bundle"
 	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
 
@@ -71,7 +72,7 @@ that has no signature is bundled and pointed out.`,
 				}
 				refs = append(refs, r+"@"+e.Digest)
 			}
-			entries, err := client.WriteBundle(ctx, refs, out)
+			entries, err := bundle.Write(ctx, client, refs, out)
 			if err != nil {
 				return err
 			}
@@ -102,7 +103,7 @@ registry. It sends no network request.`,
 		Example: `  lockstep bundle load prod.bundle.tar --cache-dir /var/cache/lockstep`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := oci.OpenBundle(args[0])
+			b, err := bundle.Open(args[0])
 			if err != nil {
 				return err
 			}
@@ -128,7 +129,7 @@ registry. It sends no network request.`,
 // bundledSignatures describes the signatures and attestations e carries
 // for a bundle command's line: the number of their manifests, or a
 // warning when an ImageConfig requires a signature and there is none.
-func bundledSignatures(e oci.BundleEntry) string {
+func bundledSignatures(e bundle.Entry) string {
 	switch n := len(e.Signatures); {
 	case e.RequiresSignature != "" && !e.Signed:
 		return fmt.Sprintf(" (WARNING: no signature, and ImageConfig %s requires one: installing it from this bundle will be refused)", e.RequiresSignature)
@@ -157,7 +158,7 @@ sources. Credentials for the mirror come from --registry-config.`,
 		Example: `  lockstep bundle push prod.bundle.tar --to mirror.internal:5000/xpkg`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := oci.OpenBundle(args[0])
+			b, err := bundle.Open(args[0])
 			if err != nil {
 				return err
 			}

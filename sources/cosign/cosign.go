@@ -266,3 +266,31 @@ func appendUnique(hs []v1.Hash, h v1.Hash) []v1.Hash {
 	}
 	return append(hs, h)
 }
+
+// SignatureTag returns the tag of cosign's classic signature image of the
+// image d: "sha256-<hex>.sig".
+func SignatureTag(d v1.Hash) string { return d.Algorithm + "-" + d.Hex + SignatureSuffix }
+
+// AttestationTag returns the tag of cosign's classic attestation image of
+// the image d: "sha256-<hex>.att".
+func AttestationTag(d v1.Hash) string { return d.Algorithm + "-" + d.Hex + AttestationSuffix }
+
+// HoldsSignature reports whether the signature manifest m holds a
+// signature rather than only attestations: a cosign simple-signing layer
+// (SignatureAnnotation), or a Sigstore bundle whose predicateType
+// annotation (cosign's dev.sigstore.bundle.predicateType) is a signature's
+// or absent. DSSE envelopes are attestations.
+func HoldsSignature(m *v1.Manifest) bool {
+	for _, l := range m.Layers {
+		switch {
+		case IsSigstoreBundle(string(l.MediaType)):
+			if pt := m.Annotations["dev.sigstore.bundle.predicateType"]; pt == "" || pt == SigstoreSignPredicateType {
+				return true
+			}
+		case l.MediaType == DSSEEnvelopeMediaType:
+		case l.Annotations[SignatureAnnotation] != "":
+			return true
+		}
+	}
+	return false
+}

@@ -30,8 +30,9 @@
 // best-matching ImageConfig's pullSecretRef, which also reaches
 // dependencies, and a ServiceAccount's imagePullSecrets, tried before the
 // Docker config. A package with packagePullPolicy Never is read from the
-// cache only (NotCachedError); bundle.go moves locked packages into the
-// cache or a mirror without a registry (WriteBundle, OpenBundle).
+// cache only (NotCachedError); package sources/bundle moves locked
+// packages into the cache (Cache.Import) or a mirror without a registry,
+// pulling them with Client.PullDescriptor and Client.PullSignatures.
 //
 // Signatures: VerifySignature reads a package's cosign signature and
 // attestation manifests (the .sig and .att images, OCI 1.1 referrers,

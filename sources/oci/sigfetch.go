@@ -118,16 +118,13 @@ func (c *Client) remoteSignatures(ctx context.Context, src string, d v1.Hash, at
 	}
 	if !cosign.AnySignature(out) {
 		return nil, fmt.Errorf("neither a signature image %s nor an OCI 1.1 referrer of %s holds a cosign signature or a Sigstore bundle signature (only attestations): %w",
-			repo.Tag(signatureTag(d)), d, errNoSignature)
+			repo.Tag(cosign.SignatureTag(d)), d, errNoSignature)
 	}
 	if err := c.cache.writeSignatureIndex(d, digests); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
-
-// signatureTag is the tag of cosign's classic signature image of d.
-func signatureTag(d v1.Hash) string { return d.Algorithm + "-" + d.Hex + cosign.SignatureSuffix }
 
 // signatureManifests returns the manifests that hold cosign signatures of
 // d, fetched by digest (go-containerregistry checks each against it) from
@@ -154,7 +151,7 @@ func (c *Client) signatureManifests(ctx context.Context, src string, d v1.Hash, 
 	if err != nil {
 		return nil, repo, nil, err
 	}
-	tag := repo.Tag(signatureTag(d))
+	tag := repo.Tag(cosign.SignatureTag(d))
 	var out []*remote.Descriptor
 	desc, err := puller.Get(ctx, tag)
 	switch {
@@ -166,7 +163,7 @@ func (c *Client) signatureManifests(ctx context.Context, src string, d v1.Hash, 
 		return nil, repo, nil, fmt.Errorf("no signature image %s: %w", tag, redact.Error(err))
 	}
 	if attestations {
-		att := repo.Tag(d.Algorithm + "-" + d.Hex + cosign.AttestationSuffix)
+		att := repo.Tag(cosign.AttestationTag(d))
 		desc, err := puller.Get(ctx, att)
 		switch {
 		case err == nil:

@@ -1,4 +1,12 @@
-package oci
+// Package bundle carries locked packages into an air-gapped network: Write
+// archives the complete images of the packages a lock pins, with their
+// cosign signatures and attestations, as one OCI image layout in a tar file
+// (go-containerregistry pkg/v1/layout, the layout the OCI image spec
+// defines); Open unpacks one, Load fills a package cache from it the way a
+// pull would, and Push copies it to a mirror registry. It pulls and pushes
+// through sources/oci, whose Client and Cache satisfy its Puller and
+// Store, and never writes a credential into a bundle.
+package bundle
 
 import (
 	"archive/tar"
@@ -11,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	pkgv1beta1 "github.com/crossplane/crossplane/apis/v2/pkg/v1beta1"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -19,28 +28,29 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/redact"
 	"github.com/lockstep-gitops/lockstep/sources/cosign"
+	"github.com/lockstep-gitops/lockstep/sources/oci"
 )
 
-// BundleRefAnnotation is the annotation of each manifest in a bundle's
+// RefAnnotation is the annotation of each manifest in a bundle's
 // index.json that names the package: "source:tag@digest", or
 // "source@digest" for a package locked by digest only. It is the OCI image
 // layout's own reference annotation.
-const BundleRefAnnotation = "org.opencontainers.image.ref.name"
+const RefAnnotation = "org.opencontainers.image.ref.name"
 
-// BundleSignatureAnnotation marks a manifest in a bundle's index.json as a
+// SignatureAnnotation marks a manifest in a bundle's index.json as a
 // cosign signature manifest (the sha256-<hex>.sig image or an OCI 1.1
-// referrer, see Client.VerifySignature) of the package whose digest it
-// gives; its BundleRefAnnotation is "source@digest" of the signature
+// referrer, see oci.Client.VerifySignature) of the package whose digest it
+// gives; its RefAnnotation is "source@digest" of the signature
 // manifest.
-const BundleSignatureAnnotation = "io.lockstep.bundle.signature-of"
+const SignatureAnnotation = "io.lockstep.bundle.signature-of"
 
 // maxBundleFile bounds one file unpacked from a bundle, in bytes: larger
 // than any package image layer (the largest provider images are a few
 // hundred MiB).
 const maxBundleFile = 4 << 30
 
-// BundleEntry is one package of a bundle.
-type BundleEntry struct {
+// Entry is one package of a bundle.
+type Entry struct {
 	// Ref is the package as the lock pins it, "source:tag@digest" or
 	// "source@digest".
 	Ref string
@@ -59,54 +69,60 @@ type BundleEntry struct {
 	RequiresSignature string
 }
 
-// holdsSignature reports whether the signature manifest m holds a
-// signature rather than only attestations: a cosign simple-signing layer,
-// or a Sigstore bundle whose predicateType annotation (cosign's
-// dev.sigstore.bundle.predicateType) is a signature's or absent.
-func holdsSignature(m *v1.Manifest) bool {
-	for _, l := range m.Layers {
-		switch {
-		case cosign.IsSigstoreBundle(string(l.MediaType)):
-			if pt := m.Annotations["dev.sigstore.bundle.predicateType"]; pt == "" || pt == cosign.SigstoreSignPredicateType {
-				return true
-			}
-		case l.MediaType == cosign.DSSEEnvelopeMediaType:
-		case l.Annotations[cosign.SignatureAnnotation] != "":
-			return true
-		}
-	}
-	return false
+// Puller pulls what Write bundles: *oci.Client, with its ImageConfigs,
+// credentials, timeout and concurrent pull slots.
+type Puller interface {
+	// PullDescriptor calls fn with the descriptor of the package ref
+	// pulled by digest (oci.Client.PullDescriptor).
+	PullDescriptor(ctx context.Context, ref string, fn func(*remote.Descriptor) error) error
+	// PullSignatures calls fn with the descriptors of the signature and
+	// attestation manifests of the package d from source src, not at all
+	// when there are none (oci.Client.PullSignatures).
+	PullSignatures(ctx context.Context, src string, d v1.Hash, fn func([]*remote.Descriptor) error) error
+	// VerificationImageConfig returns the ImageConfig whose
+	// spec.verification applies to the source src, nil when none does.
+	VerificationImageConfig(src string) *pkgv1beta1.ImageConfig
 }
 
-// WriteBundle writes the complete images (every platform of an index,
+// Store is where Load writes a bundle's packages: *oci.Cache.
+type Store interface {
+	// Import writes the package d from src, as a pull would.
+	Import(d v1.Hash, src oci.BlobSource) error
+	// ImportSignatures writes the signature manifests sigs of d from src
+	// and records them for d.
+	ImportSignatures(d v1.Hash, sigs []v1.Hash, src oci.BlobSource) error
+}
+
+// Write writes the complete images (every platform of an index,
 // configs and all layers, so a mirror can also run a provider's runtime
 // from them) of the packages refs into one OCI image layout
 // (go-containerregistry pkg/v1/layout), archived as a tar file at path,
-// each named by BundleRefAnnotation, followed by each package's cosign
+// each named by RefAnnotation, followed by each package's cosign
 // signature and attestation manifests (the sha256-<hex>.sig and
 // sha256-<hex>.att images and the OCI 1.1 referrers that are cosign
 // signatures, DSSE attestations or Sigstore bundles; signatureManifests),
-// marked with BundleSignatureAnnotation, so verification, attestations
+// marked with SignatureAnnotation, so verification, attestations
 // included, works from a loaded cache or a mirror. A package without
 // signatures is bundled without them. Each ref is "source:tag@digest" or
-// "source@digest"; it is pulled by digest from where the ImageConfigs send
-// it, with the Client's credentials and --registry-timeout. path is written
-// to a temporary file first and renamed, so a failure leaves no bundle.
-func (c *Client) WriteBundle(ctx context.Context, refs []string, path string) ([]BundleEntry, error) {
+// "source@digest"; p pulls it by digest from where the ImageConfigs send
+// it, with its credentials and --registry-timeout. path is written to a
+// temporary file first and renamed, so a failure leaves no bundle. The
+// error names the package, or path.
+func Write(ctx context.Context, p Puller, refs []string, path string) ([]Entry, error) {
 	tmp, err := os.MkdirTemp("", "lockstep-bundle-")
 	if err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	p, err := layout.Write(tmp, empty.Index)
+	lp, err := layout.Write(tmp, empty.Index)
 	if err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
-	var entries []BundleEntry
+	var entries []Entry
 	for _, r := range refs {
-		e, err := c.appendBundle(ctx, p, r)
+		e, err := appendPackage(ctx, p, lp, r)
 		if err == nil {
-			err = c.appendSignatures(ctx, p, &e)
+			err = appendSignatures(ctx, p, lp, &e)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("bundle: package %s: %w", r, err)
@@ -119,95 +135,60 @@ func (c *Client) WriteBundle(ctx context.Context, refs []string, path string) ([
 	return entries, nil
 }
 
-// appendBundle pulls the package r and appends it to p.
-func (c *Client) appendBundle(ctx context.Context, p layout.Path, r string) (BundleEntry, error) {
-	ref, err := c.opts.ParseReference(r)
-	if err != nil {
-		return BundleEntry{}, err
-	}
-	dref, ok := ref.(name.Digest)
-	if !ok {
-		return BundleEntry{}, errors.New("not pinned by digest")
-	}
-	src, err := c.source(dref.String())
-	if err != nil {
-		return BundleEntry{}, err
-	}
-	release, err := c.acquire(ctx)
-	if err != nil {
-		return BundleEntry{}, err
-	}
-	defer release()
-	puller, tried, err := c.puller(ctx, dref.Context().String(), src.ref.Context())
-	if err != nil {
-		return BundleEntry{}, err
-	}
-	desc, err := puller.Get(ctx, src.ref)
-	if err != nil {
-		return BundleEntry{}, fmt.Errorf("cannot pull %s%s: %w", src, triedSecrets(c.opts.PullSecrets, tried, err), redact.Error(err))
-	}
-	if desc.Digest.String() != dref.DigestStr() {
-		return BundleEntry{}, fmt.Errorf("got %s: %w", desc.Digest, ErrDigestMismatch)
-	}
-	opt := layout.WithAnnotations(map[string]string{BundleRefAnnotation: r})
-	if desc.MediaType.IsIndex() {
-		idx, err := desc.ImageIndex()
-		if err == nil {
-			err = p.AppendIndex(idx, opt)
+// appendPackage pulls the package r with p and appends it to lp.
+func appendPackage(ctx context.Context, p Puller, lp layout.Path, r string) (Entry, error) {
+	e := Entry{Ref: r}
+	err := p.PullDescriptor(ctx, r, func(desc *remote.Descriptor) error {
+		e.Digest = desc.Digest
+		opt := layout.WithAnnotations(map[string]string{RefAnnotation: r})
+		if desc.MediaType.IsIndex() {
+			idx, err := desc.ImageIndex()
+			if err == nil {
+				err = lp.AppendIndex(idx, opt)
+			}
+			return redact.Error(err)
 		}
-		if err != nil {
-			return BundleEntry{}, redact.Error(err)
-		}
-	} else {
 		img, err := desc.Image()
 		if err == nil {
-			err = p.AppendImage(img, opt)
+			err = lp.AppendImage(img, opt)
 		}
-		if err != nil {
-			return BundleEntry{}, redact.Error(err)
-		}
-	}
-	return BundleEntry{Ref: r, Digest: desc.Digest}, nil
+		return redact.Error(err)
+	})
+	return e, err
 }
 
-// appendSignatures appends the cosign signature manifests of the package
-// e to p, complete, and records them in e.
-func (c *Client) appendSignatures(ctx context.Context, p layout.Path, e *BundleEntry) error {
-	ref, err := c.opts.ParseReference(e.Ref)
+// appendSignatures pulls the cosign signature manifests of the package e
+// with p, appends them to lp, complete, and records them in e.
+func appendSignatures(ctx context.Context, p Puller, lp layout.Path, e *Entry) error {
+	ref, err := name.ParseReference(e.Ref, name.StrictValidation)
 	if err != nil {
 		return err
 	}
 	src := ref.Context().String()
-	if ic := c.VerificationImageConfig(src); ic != nil {
+	if ic := p.VerificationImageConfig(src); ic != nil {
 		e.RequiresSignature = ic.Name
 	}
-	release, err := c.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer release()
-	_, _, descs, err := c.signatureManifests(ctx, src, e.Digest, true)
-	if errors.Is(err, errNoSignature) {
+	err = p.PullSignatures(ctx, src, e.Digest, func(descs []*remote.Descriptor) error {
+		for _, desc := range descs {
+			img, err := desc.Image()
+			if err == nil {
+				err = lp.AppendImage(img, layout.WithAnnotations(map[string]string{
+					RefAnnotation:       src + "@" + desc.Digest.String(),
+					SignatureAnnotation: e.Digest.String(),
+				}))
+			}
+			if err != nil {
+				return fmt.Errorf("signature manifest %s: %w", desc.Digest, redact.Error(err))
+			}
+			e.Signatures = append(e.Signatures, desc.Digest)
+			if m, err := v1.ParseManifest(bytes.NewReader(desc.Manifest)); err == nil && cosign.HoldsSignature(m) {
+				e.Signed = true
+			}
+		}
 		return nil
-	}
+	})
 	if err != nil {
 		return fmt.Errorf("signatures: %w", err)
-	}
-	for _, desc := range descs {
-		img, err := desc.Image()
-		if err == nil {
-			err = p.AppendImage(img, layout.WithAnnotations(map[string]string{
-				BundleRefAnnotation:       src + "@" + desc.Digest.String(),
-				BundleSignatureAnnotation: e.Digest.String(),
-			}))
-		}
-		if err != nil {
-			return fmt.Errorf("signature manifest %s: %w", desc.Digest, redact.Error(err))
-		}
-		e.Signatures = append(e.Signatures, desc.Digest)
-		if m, err := v1.ParseManifest(bytes.NewReader(desc.Manifest)); err == nil && holdsSignature(m) {
-			e.Signed = true
-		}
 	}
 	return nil
 }
@@ -218,19 +199,19 @@ type Bundle struct {
 	dir  string
 	path layout.Path
 	// Entries are the bundle's packages, in the order of its index.json.
-	Entries []BundleEntry
+	Entries []Entry
 }
 
-// OpenBundle unpacks the bundle at path (written by WriteBundle) into a
+// Open unpacks the bundle at path (written by Write) into a
 // temporary directory and reads its index. It refuses tar entries that are
 // not plain files or directories or that leave the directory, files over
-// 4 GiB, and manifests without a BundleRefAnnotation; the error names path.
-func OpenBundle(path string) (*Bundle, error) {
+// 4 GiB, and manifests without a RefAnnotation; the error names path.
+func Open(path string) (*Bundle, error) {
 	dir, err := os.MkdirTemp("", "lockstep-bundle-")
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: %w", path, err)
 	}
-	b, err := openBundle(path, dir)
+	b, err := open(path, dir)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("bundle %s: %w", path, err)
@@ -238,7 +219,7 @@ func OpenBundle(path string) (*Bundle, error) {
 	return b, nil
 }
 
-func openBundle(path, dir string) (*Bundle, error) {
+func open(path, dir string) (*Bundle, error) {
 	if err := readTar(path, dir); err != nil {
 		return nil, err
 	}
@@ -257,19 +238,19 @@ func openBundle(path, dir string) (*Bundle, error) {
 	b := &Bundle{dir: dir, path: p}
 	sigs := map[v1.Hash][]v1.Hash{}
 	for _, d := range im.Manifests {
-		r := d.Annotations[BundleRefAnnotation]
+		r := d.Annotations[RefAnnotation]
 		if r == "" {
-			return nil, fmt.Errorf("index.json: manifest %s has no %s annotation", d.Digest, BundleRefAnnotation)
+			return nil, fmt.Errorf("index.json: manifest %s has no %s annotation", d.Digest, RefAnnotation)
 		}
-		if of, ok := d.Annotations[BundleSignatureAnnotation]; ok {
+		if of, ok := d.Annotations[SignatureAnnotation]; ok {
 			h, err := v1.NewHash(of)
 			if err != nil {
-				return nil, fmt.Errorf("index.json: manifest %s: annotation %s: %w", d.Digest, BundleSignatureAnnotation, err)
+				return nil, fmt.Errorf("index.json: manifest %s: annotation %s: %w", d.Digest, SignatureAnnotation, err)
 			}
 			sigs[h] = append(sigs[h], d.Digest)
 			continue
 		}
-		b.Entries = append(b.Entries, BundleEntry{Ref: r, Digest: d.Digest})
+		b.Entries = append(b.Entries, Entry{Ref: r, Digest: d.Digest})
 	}
 	for i := range b.Entries {
 		b.Entries[i].Signatures = sigs[b.Entries[i].Digest]
@@ -284,91 +265,23 @@ func openBundle(path, dir string) (*Bundle, error) {
 // Close removes the unpacked bundle.
 func (b *Bundle) Close() error { return os.RemoveAll(b.dir) }
 
-// Load writes every package of the bundle into cache, the way a pull
-// would (Client.Package): the manifest (for an index, the index and its
-// linux/amd64 manifest) and the layers package.yaml is read from, each
-// verified against its digest, the root last; then it reads each package
-// back from the cache, so a bundle whose package does not parse fails.
-// A package's signature manifests and their signature layers follow, the
-// way a verification keeps them (Client.VerifySignature), so a package
-// can be verified from the cache without a registry.
-func (b *Bundle) Load(cache *Cache) error {
+// Load writes every package of the bundle into s, the way a pull would
+// (oci.Cache.Import: each blob verified against its digest, the root
+// last, then the package read back, so a bundle whose package does not
+// parse fails), followed by its signature manifests and their signature
+// layers (oci.Cache.ImportSignatures), so a package can be verified from
+// the cache without a registry. The error names the package.
+func (b *Bundle) Load(s Store) error {
 	for _, e := range b.Entries {
-		if err := b.load(cache, e.Digest); err != nil {
-			return fmt.Errorf("bundle: package %s: %w", e.Ref, err)
-		}
-		if _, err := cache.Package(e.Digest); err != nil {
-			return fmt.Errorf("bundle: package %s: %w", e.Ref, err)
-		}
-		if err := b.loadSignatures(cache, e); err != nil {
-			return fmt.Errorf("bundle: package %s: %w", e.Ref, err)
-		}
-	}
-	return nil
-}
-
-// loadSignatures writes the signature manifests of e and their signature
-// layers into cache, each checked against its digest, and records them
-// for e's digest.
-func (b *Bundle) loadSignatures(cache *Cache, e BundleEntry) error {
-	if len(e.Signatures) == 0 {
-		return nil
-	}
-	for _, s := range e.Signatures {
-		raw, err := b.path.Bytes(s)
-		if err != nil {
-			return fmt.Errorf("signature manifest %s: %w", s, err)
-		}
-		m, err := v1.ParseManifest(bytes.NewReader(raw))
-		if err != nil {
-			return fmt.Errorf("signature manifest %s: %w", s, err)
-		}
-		sigs, err := cosignSignatures(s, m, func(l v1.Descriptor) ([]byte, error) {
-			if err := b.copyBlob(cache, l.Digest, l.Size); err != nil {
-				return nil, fmt.Errorf("layer %s: %w", l.Digest, err)
-			}
-			return cache.readSmallBlob(l)
-		})
-		if err == nil && len(sigs) == 0 {
-			err = errors.New("holds no cosign signature")
-		}
+		err := s.Import(e.Digest, b.path)
 		if err == nil {
-			_, err = cache.writeBlob(s, int64(len(raw)), bytes.NewReader(raw))
+			err = s.ImportSignatures(e.Digest, e.Signatures, b.path)
 		}
 		if err != nil {
-			return fmt.Errorf("signature manifest %s: %w", s, err)
-		}
-	}
-	return cache.writeSignatureIndex(e.Digest, e.Signatures)
-}
-
-func (b *Bundle) load(cache *Cache, d v1.Hash) error {
-	m, manifests, err := packageManifest(d, b.path.Bytes)
-	if err != nil {
-		return err
-	}
-	_, layers := packageLayers(m)
-	for _, l := range layers {
-		if err := b.copyBlob(cache, l.Digest, l.Size); err != nil {
-			return fmt.Errorf("layer %s: %w", l.Digest, err)
-		}
-	}
-	for _, mb := range manifests {
-		if _, err := cache.writeBlob(mb.digest, int64(len(mb.raw)), bytes.NewReader(mb.raw)); err != nil {
-			return fmt.Errorf("manifest %s: %w", mb.digest, err)
+			return fmt.Errorf("bundle: package %s: %w", e.Ref, err)
 		}
 	}
 	return nil
-}
-
-func (b *Bundle) copyBlob(cache *Cache, h v1.Hash, size int64) error {
-	rc, err := b.path.Blob(h)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	_, err = cache.writeBlob(h, size, rc)
-	return err
 }
 
 // Push copies every package of the bundle to the mirror prefix (a registry
@@ -378,7 +291,7 @@ func (b *Bundle) copyBlob(cache *Cache, h v1.Hash, size int64) error {
 // REGISTRY/ to PREFIX/ sends pulls there. It checks that the mirror
 // answers with the bundle's digest. Credentials and --registry-timeout come
 // from opts (RemoteOptions). It returns where each package went.
-func (b *Bundle) Push(ctx context.Context, opts Options, prefix string) ([]string, error) {
+func (b *Bundle) Push(ctx context.Context, opts oci.Options, prefix string) ([]string, error) {
 	ropts, err := opts.RemoteOptions(ctx)
 	if err != nil {
 		return nil, err
@@ -395,7 +308,7 @@ func (b *Bundle) Push(ctx context.Context, opts Options, prefix string) ([]strin
 	return out, nil
 }
 
-func (b *Bundle) push(opts Options, ropts []remote.Option, prefix string, e BundleEntry) (string, error) {
+func (b *Bundle) push(opts oci.Options, ropts []remote.Option, prefix string, e Entry) (string, error) {
 	src, err := name.ParseReference(e.Ref)
 	if err != nil {
 		return "", err
@@ -470,10 +383,10 @@ func (b *Bundle) pushSignature(ropts []remote.Option, repo name.Repository, d, s
 	if err != nil {
 		return err
 	}
-	var ref name.Reference = repo.Tag(signatureTag(d))
+	var ref name.Reference = repo.Tag(cosign.SignatureTag(d))
 	for _, l := range m.Layers {
 		if l.MediaType == cosign.DSSEEnvelopeMediaType {
-			ref = repo.Tag(d.Algorithm + "-" + d.Hex + cosign.AttestationSuffix)
+			ref = repo.Tag(cosign.AttestationTag(d))
 		}
 	}
 	if m.Subject != nil {
@@ -492,7 +405,7 @@ func checkPushed(ref name.Reference, want v1.Hash, ropts []remote.Option) error 
 		return redact.Error(err)
 	}
 	if got.Digest != want {
-		return fmt.Errorf("%s answers with %s: %w", ref, got.Digest, ErrDigestMismatch)
+		return fmt.Errorf("%s answers with %s: %w", ref, got.Digest, oci.ErrDigestMismatch)
 	}
 	return nil
 }
