@@ -107,45 +107,9 @@ func (p *protobufEvents) next(ev *crdEvent) error {
 // (CustomResourceDefinition).
 func decodeProtobufEvent(frame []byte, ev *crdEvent) error {
 	*ev = crdEvent{}
-	var object []byte
-	err := eachField(frame, func(num protowire.Number, v []byte) error {
-		switch num {
-		case 1: // WatchEvent.type
-			ev.Type = string(v)
-		case 2: // WatchEvent.object, a RawExtension: raw is field 1
-			return eachField(v, func(num protowire.Number, v []byte) error {
-				if num == 1 {
-					object = v
-				}
-				return nil
-			})
-		}
-		return nil
-	})
+	kind, object, err := unwrapEvent(frame, ev)
 	if err != nil {
-		return fmt.Errorf("watch event: %w", err)
-	}
-	raw, ok := bytes.CutPrefix(object, protobufMagic)
-	if !ok {
-		return fmt.Errorf("watch event %s: object is not in Kubernetes' protobuf encoding", ev.Type)
-	}
-	var kind string
-	err = eachField(raw, func(num protowire.Number, v []byte) error {
-		switch num {
-		case 1: // Unknown.typeMeta: kind is field 2
-			return eachField(v, func(num protowire.Number, v []byte) error {
-				if num == 2 {
-					kind = string(v)
-				}
-				return nil
-			})
-		case 2: // Unknown.raw
-			object = v
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("watch event %s: %w", ev.Type, err)
+		return err
 	}
 	o := &ev.Object
 	if kind == "Status" {
@@ -186,6 +150,52 @@ func decodeProtobufEvent(frame []byte, ev *crdEvent) error {
 		return fmt.Errorf("watch event %s: CustomResourceDefinition %s: %w", ev.Type, o.Metadata.Name, err)
 	}
 	return nil
+}
+
+// unwrapEvent reads the envelopes of the watch event frame in place: it
+// sets ev.Type from the WatchEvent and returns the kind and the bytes of
+// the object its runtime.Unknown holds.
+func unwrapEvent(frame []byte, ev *crdEvent) (kind string, object []byte, err error) {
+	err = eachField(frame, func(num protowire.Number, v []byte) error {
+		switch num {
+		case 1: // WatchEvent.type
+			ev.Type = string(v)
+		case 2: // WatchEvent.object, a RawExtension: raw is field 1
+			return eachField(v, func(num protowire.Number, v []byte) error {
+				if num == 1 {
+					object = v
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("watch event: %w", err)
+	}
+	raw, ok := bytes.CutPrefix(object, protobufMagic)
+	if !ok {
+		return "", nil, fmt.Errorf("watch event %s: object is not in Kubernetes' protobuf encoding", ev.Type)
+	}
+	object = nil
+	err = eachField(raw, func(num protowire.Number, v []byte) error {
+		switch num {
+		case 1: // Unknown.typeMeta: kind is field 2
+			return eachField(v, func(num protowire.Number, v []byte) error {
+				if num == 2 {
+					kind = string(v)
+				}
+				return nil
+			})
+		case 2: // Unknown.raw
+			object = v
+		}
+		return nil
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("watch event %s: %w", ev.Type, err)
+	}
+	return kind, object, nil
 }
 
 // eachField calls f with the number and bytes of each length-delimited
