@@ -44,7 +44,7 @@ func (p *pkgRun) adoptionStep(ctx context.Context) error {
 	in := plan.AdoptionInput{Instance: r.opts.Instance, Current: p.po.Revision.Name}
 	uids := map[types.UID]bool{}
 	var originals []*unstructured.Unstructured
-	if pkg := r.live.pkg(p.key); pkg != nil {
+	if pkg := r.live.Package(p.key); pkg != nil {
 		rec := adopt.Record(pkg)
 		if rec.Instance == "" && pkg.GetDeletionTimestamp() != nil {
 			// Adopting it would write the payload under an object that
@@ -58,7 +58,7 @@ func (p *pkgRun) adoptionStep(ctx context.Context) error {
 			originals = append(originals, pkg)
 		}
 	}
-	for _, rev := range r.live.revisionsOf(p.key) {
+	for _, rev := range r.live.RevisionsOf(p.key) {
 		rec := adopt.Record(rev)
 		in.Revisions = append(in.Revisions, rec)
 		uids[rev.GetUID()] = true
@@ -182,9 +182,9 @@ func (p *pkgRun) adoptStep(ctx context.Context) error {
 // the revision of the locked digest (a placeholder UID otherwise). It
 // writes nothing and leaves p as it found it.
 func (p *pkgRun) adoptPreflight(ctx context.Context) error {
-	pkg := p.r.live.pkg(p.key)
+	pkg := p.r.live.Package(p.key)
 	var cur *unstructured.Unstructured
-	for _, rev := range p.r.live.revisionsOf(p.key) {
+	for _, rev := range p.r.live.RevisionsOf(p.key) {
 		if rev.GetName() == p.po.Revision.Name && rev.GetKind() == p.revRef().Kind {
 			cur = rev
 		}

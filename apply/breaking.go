@@ -10,6 +10,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/crdcheck"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/liststream"
@@ -131,7 +132,7 @@ func (r *run) breakages(ctx context.Context, d *desired) ([]crdcheck.Breakage, e
 	gk := schema.GroupKind{Group: next.Spec.Group, Kind: next.Spec.Names.Kind}
 	mapping, err := r.m.lister.Mapper.RESTMapping(gk)
 	if err != nil {
-		if isNotServed(err) {
+		if liveview.IsNotServed(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("%s: %w", d.id, err)
@@ -155,7 +156,7 @@ func (r *run) breakages(ctx context.Context, d *desired) ([]crdcheck.Breakage, e
 		broken = append(broken, checker.Check(ctx, u)...)
 		return nil
 	})
-	if err != nil && !isNotServed(err) {
+	if err != nil && !liveview.IsNotServed(err) {
 		return broken, fmt.Errorf("cannot list %s: %w", gvk.Kind, err)
 	}
 	return broken, nil

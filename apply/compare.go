@@ -5,7 +5,6 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/fluxcd/pkg/ssa/utils"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/lockstep-gitops/lockstep/internal/drift"
 	"github.com/lockstep-gitops/lockstep/render"
@@ -19,17 +18,6 @@ const AnnotationAppliedHash = drift.AnnotationAppliedHash
 // SHA-256 of the object's content as lockstep applied it
 // (drift.AnnotationContentHash).
 const AnnotationContentHash = drift.AnnotationContentHash
-
-// objectID returns the object's identity in Flux's inventory form,
-// "<namespace>_<name>_<group>_<kind>" (cli-utils ObjMetadata.String).
-func objectID(u *unstructured.Unstructured) string {
-	return object.UnstructuredToObjMetadata(u).String()
-}
-
-// idFor returns the inventory identity of an object named by its parts.
-func idFor(ns, name string, gk schema.GroupKind) string {
-	return object.ObjMetadata{Namespace: ns, Name: name, GroupKind: gk}.String()
-}
 
 // entry returns the change set entry of u with action a, in the form of
 // fluxcd/pkg/ssa (GroupVersion holds the version, as in Flux inventories).

@@ -60,7 +60,7 @@ func (r *run) lockUpdate() xplock.Update {
 	u := xplock.Update{Owned: map[string]bool{}, Entries: map[string]any{}, Keep: map[string]bool{}}
 	for _, p := range r.pkgs {
 		u.Owned[p.po.Revision.Name] = true
-		for _, rev := range r.live.revisionsOf(p.key) {
+		for _, rev := range r.live.RevisionsOf(p.key) {
 			u.Owned[rev.GetName()] = true
 		}
 		for _, rev := range p.others {
@@ -75,7 +75,7 @@ func (r *run) lockUpdate() xplock.Update {
 		}
 	}
 	for _, pr := range r.res.Pruned {
-		for _, rev := range r.live.revisionsOf(crossplane.Ref(pr.Kind, pr.Name)) {
+		for _, rev := range r.live.RevisionsOf(crossplane.Ref(pr.Kind, pr.Name)) {
 			u.Owned[rev.GetName()] = true
 		}
 		if ip := r.loaded.Package(pr.Kind, pr.Name); ip != nil {
@@ -99,7 +99,7 @@ func (r *run) lockUpdate() xplock.Update {
 func (r *run) lockEntryOf(p *pkgRun) (string, any) {
 	active := p.res.ActiveRevision
 	if active == "" {
-		for _, rev := range r.live.revisionsOf(p.key) {
+		for _, rev := range r.live.RevisionsOf(p.key) {
 			if live.DesiredState(rev) == crossplane.DesiredStateActive {
 				active = rev.GetName()
 			}

@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/owners"
 	"github.com/lockstep-gitops/lockstep/render"
@@ -80,17 +81,17 @@ func (p *pkgRun) definitionsStep(ctx context.Context) error {
 func (p *pkgRun) checkDefinitionOwner(ctx context.Context, o *render.Object) error {
 	r := p.r
 	id := renderedID(o)
-	labelled := r.live.object(id)
+	labelled := r.live.Object(id)
 	var refs []metav1.OwnerReference
 	var managers []string
 	switch {
 	case labelled != nil:
 		refs = labelled.GetOwnerReferences()
 	default:
-		if err := r.listForeign(ctx, listKeyFor(o.APIVersion, o.Kind, o.Namespace)); err != nil {
+		if err := r.live.ListForeign(ctx, liveview.KeyFor(o.APIVersion, o.Kind, o.Namespace)); err != nil {
 			return err
 		}
-		foreign := r.live.foreignOf(id)
+		foreign := r.live.Foreign(id)
 		if foreign == nil {
 			return nil
 		}
@@ -104,7 +105,7 @@ func (p *pkgRun) checkDefinitionOwner(ctx context.Context, o *render.Object) err
 		}
 		return &ForeignOwnerError{Object: o.Kind + "/" + o.Name, Owner: owners.Uncontrolled(refs, managers)}
 	}
-	owner := r.live.owner(c.UID)
+	owner := r.live.Owner(c.UID)
 	switch {
 	case owner != nil && owner.GetLabels()[render.LabelInstance] == r.opts.Instance:
 		return nil

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-gitops/lockstep/apply/events"
+	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/live"
@@ -86,7 +87,7 @@ func (p *pkgRun) collectGarbage(ctx context.Context, old *inventory.Package, des
 			p.res.Step, p.res.Err = "gc", fmt.Errorf("cannot garbage collect old package revision %s: %w", rev.GetName(), err)
 			continue
 		}
-		deleted[objectID(rev)] = true
+		deleted[liveview.ID(rev)] = true
 		names = append(names, rev.GetName())
 		p.res.Changes.Add(entry(rev, ssa.DeletedAction))
 	}

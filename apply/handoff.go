@@ -38,7 +38,7 @@ func (p *pkgRun) findHandOffs(ctx context.Context) error {
 		if c == nil || c.UID == cur {
 			continue
 		}
-		owner := p.r.live.owner(c.UID)
+		owner := p.r.live.Owner(c.UID)
 		if c.UID != p.uids[p.pkgRef()] && (owner == nil || !p.isOwnRevision(owner)) {
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/render"
 )
@@ -18,17 +19,17 @@ import (
 // hold r.invMu.
 func (r *run) writeInventory(ctx context.Context, inv *inventory.Inventory) error {
 	// inv is the writer's own: sorted in place, as the run's view keeps it.
-	// The view itself (r.live.inventory) is only read: packages running in
+	// The view itself (r.live.Inventory) is only read: packages running in
 	// parallel read it (joinIntents).
 	cm, b, err := inv.ConfigMap(r.opts.Namespace, r.opts.Instance, render.InstanceLabels(r.opts.Instance))
 	if err != nil {
 		return err
 	}
-	old, err := r.live.inventory.Encode()
+	old, err := r.live.Inventory.Encode()
 	if err != nil {
 		return err
 	}
-	if r.live.inventoryExists && bytes.Equal(b, old) {
+	if r.live.InventoryExists && bytes.Equal(b, old) {
 		return nil
 	}
 	if _, err := r.ssaApply(ctx, cm, FieldManager, false); err != nil {
@@ -37,7 +38,7 @@ func (r *run) writeInventory(ctx context.Context, inv *inventory.Inventory) erro
 	if !r.opts.DryRun {
 		cp := *inv
 		cp.Packages = append([]inventory.Package(nil), inv.Packages...)
-		r.live.inventory, r.live.inventoryExists = &cp, true
+		r.live.Inventory, r.live.InventoryExists = &cp, true
 	}
 	return nil
 }
@@ -62,7 +63,7 @@ func (p *pkgRun) intended() []inventory.Entry {
 			if o.GetKind() != string(p.key.Kind) {
 				revision = o.GetName()
 			}
-			out = append(out, inventory.Entry{ID: objectID(o), Version: o.GroupVersionKind().Version, Role: inventory.RoleRecord, Revision: revision})
+			out = append(out, inventory.Entry{ID: liveview.ID(o), Version: o.GroupVersionKind().Version, Role: inventory.RoleRecord, Revision: revision})
 		}
 	}
 	if !p.activation.Active {
@@ -128,7 +129,7 @@ func (p *pkgRun) joinIntents(ctx context.Context) (*intentBatch, error) {
 	r := p.r
 	r.intentMu.Lock()
 	if r.intentView == nil {
-		r.intentView = r.live.inventory
+		r.intentView = r.live.Inventory
 	}
 	old := r.intentView.Package(p.key.Kind, p.key.Name)
 	var listed []inventory.Entry
@@ -215,7 +216,7 @@ func (r *run) writeIntents(ctx context.Context) {
 			})
 		}
 		r.invMu.Lock()
-		cur := r.live.inventory
+		cur := r.live.Inventory
 		inv := &inventory.Inventory{Instance: cur.Instance, Packages: slices.Clone(b.packages), Manifests: slices.Clone(cur.Manifests)}
 		for _, o := range cur.Packages {
 			if !slices.ContainsFunc(b.packages, func(ip inventory.Package) bool { return ip.Kind == o.Kind && ip.Name == o.Name }) {
@@ -228,7 +229,7 @@ func (r *run) writeIntents(ctx context.Context) {
 		if b.err != nil && ctx.Err() != nil {
 			b.err = errIntentWriterStopped
 		}
-		written := r.live.inventory
+		written := r.live.Inventory
 		r.invMu.Unlock()
 		r.intentMu.Lock()
 		r.intentView = written

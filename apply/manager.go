@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/apply/events"
+	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/apply/manifests"
 	"github.com/lockstep-gitops/lockstep/apply/rootca"
 	"github.com/lockstep-gitops/lockstep/health"
@@ -239,7 +240,7 @@ func WithLock(l Locker) ManagerOption {
 // builds a client that waits for CRDs to be Established with one watch
 // (see crdwait.Watcher) instead of polling full CRD lists every WaitInterval,
 // and one that streams LISTs so that live CRDs, XRDs and Compositions are
-// kept as JSON rather than decoded (see compactKinds). Without it, the
+// kept as JSON rather than decoded (see liveview.CompactKinds). Without it, the
 // wait polls through kstatus as fluxcd/pkg/ssa's WaitForSet does, which
 // costs a LIST of every CRD per interval, and live objects are decoded.
 func WithRESTConfig(cfg *rest.Config) ManagerOption {
@@ -494,13 +495,13 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 	if err := r.load(ctx); err != nil {
 		return nil, err
 	}
-	if err := r.refuseEmpty(r.live.inventory); err != nil {
+	if err := r.refuseEmpty(r.live.Inventory); err != nil {
 		return nil, err
 	}
 	if err := r.manifestStep().CheckScope(ctx, out); err != nil {
 		return nil, err
 	}
-	if err := r.manifestStep().CheckOwners(ctx, out, r.live.inventory.Manifests); err != nil {
+	if err := r.manifestStep().CheckOwners(ctx, out, r.live.Inventory.Manifests); err != nil {
 		return nil, err
 	}
 	cv, err := r.readCrossplaneVersion(ctx)
@@ -508,7 +509,7 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 		return nil, err
 	}
 	r.crossplane, r.res.Crossplane = cv, cv
-	r.loaded = r.live.inventory
+	r.loaded = r.live.Inventory
 	r.replacedBy = r.replacedInOutput()
 	// Packages that share no object and do not replace one another are
 	// independent: their groups all run at once, and the packages of a
@@ -555,12 +556,9 @@ type run struct {
 	res  *Result
 	now  time.Time
 
-	live *cluster
-	// shapes are the payload objects of the output by inventory ID (the
-	// first package's when two render one), the shapes the LIST
-	// summarizes live objects against (drift.Summary.Match).
-	shapes map[string]*render.Object
-	pkgs   []*pkgRun
+	// live is what the run read of the cluster (load).
+	live *liveview.View
+	pkgs []*pkgRun
 	// crossplane is the Crossplane version the cluster runs.
 	crossplane CrossplaneVersion
 	// crds follows the CRDs the packages wait for (nil without a REST
@@ -579,7 +577,7 @@ type run struct {
 	deleted   map[string]bool
 	deletedMu sync.Mutex
 	// loaded is the inventory as read before the packages' steps;
-	// live.inventory gains the intents recordIntent writes, under invMu.
+	// live.Inventory gains the intents recordIntent writes, under invMu.
 	loaded *inventory.Inventory
 	invMu  sync.Mutex
 	// intentMu guards the batching of recordIntent's writes: intentView

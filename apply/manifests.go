@@ -75,7 +75,7 @@ func (r *run) recordManifestIntent(ctx context.Context) error {
 	}
 	r.invMu.Lock()
 	defer r.invMu.Unlock()
-	cur := r.live.inventory
+	cur := r.live.Inventory
 	missing := missingEntries(cur.Manifests, manifests.Entries(r.out))
 	if len(missing) == 0 {
 		return nil
@@ -95,7 +95,7 @@ func (r *run) recordManifestIntent(ctx context.Context) error {
 // apply, before any deletion: those it listed (with the intents of
 // recordManifestIntent) and the output's.
 func (r *run) manifestInventory() []inventory.Entry {
-	out := slices.Clone(r.live.inventory.Manifests)
+	out := slices.Clone(r.live.Inventory.Manifests)
 	if !r.opts.DryRun {
 		out = append(out, manifests.Entries(r.out)...)
 	}
@@ -107,7 +107,7 @@ func (r *run) manifestInventory() []inventory.Entry {
 // returns the IDs that are gone from the inventory.
 func (r *run) pruneManifests(ctx context.Context, entries []inventory.Entry) map[string]bool {
 	var known []inventory.Entry
-	for _, p := range r.live.inventory.Packages {
+	for _, p := range r.live.Inventory.Packages {
 		known = append(known, p.Entries...)
 	}
 	res, gone := r.manifestStep().Prune(ctx, r.out, entries, known)

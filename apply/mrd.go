@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-gitops/lockstep/apply/adopt"
+	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/drift"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
@@ -40,7 +41,7 @@ func (p *pkgRun) bindManaged(mrds []*desired, crds []*render.Object) ([]*desired
 	out := make([]*desired, 0, len(crds))
 	for _, o := range crds {
 		d := &desired{obj: o, role: inventory.RolePayload, id: renderedID(o), managed: true, p: p}
-		d.live = p.r.live.object(d.id)
+		d.live = p.r.live.Object(d.id)
 		if err := p.rebind(d); err != nil {
 			return nil, err
 		}
@@ -116,10 +117,8 @@ func (p *pkgRun) writeManaged(ctx context.Context, mrds, objs []*desired) error 
 // Active (spec.state), false when there is none, and returns it: for a
 // listed MRD its header with the spec fields of its summary
 // (drift.Summary.Def), enough for countInstances.
-func (c *cluster) liveActive(id string) (bool, *unstructured.Unstructured, error) {
-	c.mu.RLock()
-	u, sum := c.objects[id], c.sums[id]
-	c.mu.RUnlock()
+func liveActive(v *liveview.View, id string) (bool, *unstructured.Unstructured, error) {
+	u, sum := v.ObjectSummary(id)
 	if u == nil {
 		return false, nil, nil
 	}
@@ -157,7 +156,7 @@ func (p *pkgRun) keepActiveMRDs(ctx context.Context, payload []*desired) error {
 		}
 		// An MRD the provider ships with state Active, or one activated
 		// by a policy, has its CRD in ManagedCRDs; any other is inactive.
-		ok, live, err := p.r.live.liveActive(d.id)
+		ok, live, err := liveActive(p.r.live, d.id)
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/owners"
@@ -265,7 +266,7 @@ func (r *run) waitEstablished(ctx context.Context, crds []*desired) error {
 // resourceVersion and conditions, kept in its summary (drift.Summary.CRD).
 // It is false when the LIST did not have it.
 func (r *run) listedCRD(name string) (crdwait.State, bool) {
-	s := read(r.live, func() *liveSummary { return r.live.sums[idFor("", name, crossplane.GroupKindCRD)] })
+	s := r.live.ListedSummary(liveview.IDFor("", name, crossplane.GroupKindCRD))
 	if s == nil || s.CRD == nil {
 		return crdwait.State{}, false
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/drift"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
@@ -146,10 +147,10 @@ func (p *pkgRun) findForeign(ctx context.Context, all []*desired) error {
 		if d.live != nil {
 			continue
 		}
-		if err := r.listForeign(ctx, listKeyFor(d.obj.APIVersion, d.obj.Kind, d.obj.Namespace)); err != nil {
+		if err := r.live.ListForeign(ctx, liveview.KeyFor(d.obj.APIVersion, d.obj.Kind, d.obj.Namespace)); err != nil {
 			return err
 		}
-		d.foreign = r.live.foreignOf(d.id)
+		d.foreign = r.live.Foreign(d.id)
 	}
 	p.setMRDUIDs(p.payload)
 	for _, d := range all {
@@ -238,7 +239,7 @@ func (p *pkgRun) bindAll(objs []*render.Object) ([]*desired, error) {
 // owners to keep (see extraOwners).
 func (p *pkgRun) bind(o *render.Object, role inventory.Role, revision string) (*desired, error) {
 	d := &desired{obj: o, role: role, revision: revision, id: renderedID(o), p: p}
-	d.live = p.r.live.object(d.id)
+	d.live = p.r.live.Object(d.id)
 	if err := p.rebind(d); err != nil {
 		return nil, err
 	}
@@ -314,7 +315,7 @@ func (p *pkgRun) extraOwners(live, have []metav1.OwnerReference) []metav1.OwnerR
 		if seen[string(ref.UID)] {
 			continue
 		}
-		owner := p.r.live.owner(ref.UID)
+		owner := p.r.live.Owner(ref.UID)
 		if owner == nil || !(p.isOwnRevision(owner) || p.isReplaced(owner)) || p.doomed[string(ref.UID)] {
 			continue
 		}
@@ -365,7 +366,7 @@ func (p *pkgRun) checkController(d *desired) error {
 	if c == nil {
 		return nil
 	}
-	owner := p.r.live.owner(c.UID)
+	owner := p.r.live.Owner(c.UID)
 	switch {
 	case c.UID == p.uids[p.revRef()] || c.UID == p.uids[p.pkgRef()]:
 		return nil
@@ -405,7 +406,7 @@ func (r *run) isGoneFromGit(u *unstructured.Unstructured) bool {
 	if strings.HasSuffix(u.GetKind(), "Revision") {
 		key = crossplane.PackageRef{Kind: crossplane.Kind(kindOfRevision(u.GetKind())), Name: u.GetLabels()[render.LabelParentPackage]}
 	}
-	if r.live.pkg(key) == nil {
+	if r.live.Package(key) == nil {
 		return false
 	}
 	for _, po := range r.out.Packages {

@@ -125,10 +125,10 @@ func (r *run) prunePackage(ctx context.Context, pp plan.PackagePrune) (*PackageR
 	res := &PackageResult{Kind: ip.Kind, Name: ip.Name, Changes: ssa.NewChangeSet(), Plan: pp.Decisions()}
 	gone := map[string]bool{}
 	uids := map[types.UID]bool{}
-	if pkg := r.live.packages[key]; pkg != nil {
+	if pkg := r.live.Package(key); pkg != nil {
 		uids[pkg.GetUID()] = true
 	}
-	for _, rev := range r.live.revisions[key] {
+	for _, rev := range r.live.RevisionsOf(key) {
 		uids[rev.GetUID()] = true
 	}
 

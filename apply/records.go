@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/crdcheck"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
@@ -210,11 +211,11 @@ func (d *desired) compact(keep bool) error {
 // liveCRD returns CRD d as the API server holds it, with its managedFields
 // and status, for crdcheck.Update. The run keeps a listed CRD only as its
 // summary (docs/design/apply.md#memory), except the listed JSON of a CRD an
-// upgrade changes, within keepListedBudget (liveSummary.raw), which is
+// upgrade changes, within keepListedBudget (liveview.View.TakeListed), which is
 // used once and dropped; any other CRD is read again with one GET, in
 // place of the dry-run apply the check replaces.
 func (r *run) liveCRD(ctx context.Context, d *desired) (*unstructured.Unstructured, error) {
-	if raw := r.live.takeListed(d.id, d.live); raw != nil {
+	if raw := r.live.TakeListed(d.id, d.live); raw != nil {
 		u, err := liststream.DecodeItem(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: cannot decode the listed object: %w", d.id, err)
@@ -264,8 +265,8 @@ func (r *run) newDesired(u *unstructured.Unstructured, role inventory.Role, revi
 	if err != nil {
 		return nil, err
 	}
-	id := objectID(u)
-	d := &desired{u: u, hash: h, role: role, revision: revision, id: id, live: r.live.object(id)}
+	id := liveview.ID(u)
+	d := &desired{u: u, hash: h, role: role, revision: revision, id: id, live: r.live.Object(id)}
 	return d, nil
 }
 
@@ -317,7 +318,7 @@ func (r *run) plan(ctx context.Context, d *desired) error {
 // cases, the live object and the desired one in full.
 type comparison struct {
 	sameHash, sameContent bool
-	sum                   *liveSummary
+	sum                   *liveview.Summary
 	live, full            *unstructured.Unstructured
 }
 
@@ -331,7 +332,7 @@ func (r *run) compare(d *desired) (comparison, error) {
 	c.sameContent = !c.sameHash && contentUnchanged(d)
 	// A listed object of a compact kind is compared through its summary;
 	// any other in full.
-	c.sum = r.live.summaryOf(d.id, d.live)
+	c.sum = r.live.SummaryOf(d.id, d.live)
 	if (c.sameHash || c.sameContent) && c.sum == nil {
 		var err error
 		c.live = d.live
@@ -560,7 +561,7 @@ func (p *pkgRun) refuseTerminating(livePkg *unstructured.Unstructured) error {
 	if livePkg != nil && livePkg.GetDeletionTimestamp() != nil {
 		return held(livePkg)
 	}
-	for _, rev := range p.r.live.revisionsOf(p.key) {
+	for _, rev := range p.r.live.RevisionsOf(p.key) {
 		if rev.GetName() == p.po.Revision.Name && rev.GetDeletionTimestamp() != nil {
 			return held(rev)
 		}
@@ -570,7 +571,7 @@ func (p *pkgRun) refuseTerminating(livePkg *unstructured.Unstructured) error {
 
 func (p *pkgRun) recordsStep(ctx context.Context) error {
 	r := p.r
-	livePkg := r.live.pkg(p.key)
+	livePkg := r.live.Package(p.key)
 	if livePkg != nil {
 		if inst := livePkg.GetLabels()[render.LabelInstance]; inst != "" && inst != r.opts.Instance {
 			return fmt.Errorf("%s %s is managed by lockstep instance %q; this is instance %q", p.key.Kind, p.key.Name, inst, r.opts.Instance)
@@ -666,7 +667,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 func (p *pkgRun) planRevisions() (*unstructured.Unstructured, int64) {
 	var cur *unstructured.Unstructured
 	var maxRev int64
-	for _, rev := range p.r.live.revisionsOf(p.key) {
+	for _, rev := range p.r.live.RevisionsOf(p.key) {
 		if n := live.RevisionNumber(rev); n > maxRev {
 			maxRev = n
 		}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/apply/events"
+	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/live"
@@ -57,14 +58,14 @@ func (p *pkgRun) findReplaced(sources []string) {
 	for _, s := range sources {
 		want[normalizeSource(s)] = true
 	}
-	for _, key := range p.r.live.packageKeys() {
+	for _, key := range p.r.live.PackageKeys() {
 		if key.Kind != p.key.Kind || key == p.key {
 			continue
 		}
-		pkg := p.r.live.pkg(key)
+		pkg := p.r.live.Package(key)
 		ref := crossplane.PackageSource(pkg)
 		if src := sourceOf(ref); src != "" && want[src] {
-			p.replaced = append(p.replaced, &replacedPkg{key: key, pkg: pkg, revisions: p.r.live.revisionsOf(key)})
+			p.replaced = append(p.replaced, &replacedPkg{key: key, pkg: pkg, revisions: p.r.live.RevisionsOf(key)})
 		}
 	}
 }
@@ -145,7 +146,7 @@ func (p *pkgRun) releaseRevision(ctx context.Context, rev *unstructured.Unstruct
 			continue
 		}
 		gvk := gv.WithKind(str(m["kind"]))
-		if shipped[idFor("", str(m["name"]), gvk.GroupKind())] {
+		if shipped[liveview.IDFor("", str(m["name"]), gvk.GroupKind())] {
 			continue
 		}
 		obj := &metav1.PartialObjectMetadata{}
@@ -195,6 +196,6 @@ func (p *pkgRun) deleteRevisionDeployment(ctx context.Context, rev *unstructured
 		return fmt.Errorf("cannot delete Deployment %s/%s of %s %s: %w", dep.GetNamespace(), dep.GetName(), rev.GetKind(), rev.GetName(), err)
 	}
 	p.res.Changes.Add(entry(dep, ssa.DeletedAction))
-	r.live.forget(objectID(dep))
+	r.live.Forget(liveview.ID(dep))
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/owners"
@@ -35,7 +36,7 @@ func (o ObjectRef) String() string {
 	return o.GroupKind.Kind + "/" + o.Namespace + "/" + o.Name
 }
 
-func (o ObjectRef) id() string { return idFor(o.Namespace, o.Name, o.GroupKind) }
+func (o ObjectRef) id() string { return liveview.IDFor(o.Namespace, o.Name, o.GroupKind) }
 
 // ErrNotRestorable is the error (wrapped, with the reason) of a Restore
 // that sent no write because only a full Apply can decide what the
@@ -51,7 +52,7 @@ type restorable struct {
 	meta Origin
 	// live holds the records alone (packages, revisions, byUID): the
 	// objects of the apply's LISTs are not kept.
-	live    *cluster
+	live    *liveview.View
 	objects map[string]restorableObject
 }
 
@@ -76,9 +77,7 @@ func (m *Manager) keepRestorable(r *run) {
 		return
 	}
 	st := &restorable{out: r.out, meta: r.meta, objects: map[string]restorableObject{},
-		live: &cluster{packages: r.live.packages, revisions: r.live.revisions, byUID: r.live.byUID,
-			objects: map[string]*unstructured.Unstructured{}, sums: map[string]*liveSummary{}, foreign: map[string]*metav1.PartialObjectMetadata{},
-			metaListed: map[listKey]chan struct{}{}, listed: map[listKey]bool{}, inventory: r.live.inventory, inventoryExists: r.live.inventoryExists}}
+		live: r.live.Records()}
 	shared := map[string]bool{}
 	for _, p := range r.pkgs {
 		if p.res.Paused || p.res.Err != nil || !p.activation.Active || p.adoption != nil || p.replacedBy != "" || p.cur == nil {

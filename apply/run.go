@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-gitops/lockstep/apply/events"
+	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/live"
@@ -220,7 +221,7 @@ func (p *pkgRun) activeRevision() string {
 // after the deletions it is written again without what they removed, so a
 // failed deletion stays in it and is retried by the next apply.
 func (r *run) finish(ctx context.Context) {
-	old := r.live.inventory
+	old := r.live.Inventory
 	desiredIDs := map[string]bool{}
 	inOutput := map[crossplane.PackageRef]bool{}
 	for _, po := range r.out.Packages {
@@ -337,7 +338,7 @@ func (p *pkgRun) inventory(old *inventory.Package) inventory.Package {
 		if u == nil {
 			return
 		}
-		ip.Entries = append(ip.Entries, inventory.Entry{ID: objectID(u), Version: u.GroupVersionKind().Version, Role: role, Revision: rev})
+		ip.Entries = append(ip.Entries, inventory.Entry{ID: liveview.ID(u), Version: u.GroupVersionKind().Version, Role: role, Revision: rev})
 	}
 	for _, d := range p.records {
 		if d.result != nil {
@@ -367,28 +368,17 @@ func (p *pkgRun) inventory(old *inventory.Package) inventory.Package {
 // cluster, so that the packages after it see its objects: a second package
 // shipping the same CRD must find them controlled by this one.
 func (p *pkgRun) remember() {
-	view := p.r.live
-	view.mu.Lock()
-	defer view.mu.Unlock()
-	if p.pkg != nil {
-		view.packages[p.key] = p.pkg
-		view.byUID[p.pkg.GetUID()] = p.pkg
-	}
+	var revs []*unstructured.Unstructured
 	if p.cur != nil {
 		// The package's revisions as this apply left them: others (some
 		// deactivated, their statuses written) and the current one.
-		revs := append(append(make([]*unstructured.Unstructured, 0, len(p.others)+1), p.others...), p.cur)
-		for _, o := range revs {
-			view.byUID[o.GetUID()] = o
-		}
-		live.SortRevisions(revs)
-		view.revisions[p.key] = revs
+		revs = append(append(make([]*unstructured.Unstructured, 0, len(p.others)+1), p.others...), p.cur)
 	}
+	written := map[string]*unstructured.Unstructured{}
 	for _, d := range append(append([]*desired(nil), p.payload...), p.runtime...) {
 		if d.result != nil && !p.r.opts.DryRun {
-			view.objects[d.id] = d.result
-			delete(view.sums, d.id)
-			delete(view.foreign, d.id)
+			written[d.id] = d.result
 		}
 	}
+	p.r.live.Remember(p.key, p.pkg, revs, written)
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/owners"
@@ -67,7 +68,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 	for _, d := range p.runtime {
 		desiredIDs[d.id] = true
 	}
-	candidates := r.live.objectsWhere(func(u *unstructured.Unstructured) bool {
+	candidates := r.live.ObjectsWhere(func(u *unstructured.Unstructured) bool {
 		return u.GetKind() == "Deployment" && u.GroupVersionKind().Group == "apps" && u.GetNamespace() == r.opts.Namespace
 	})
 	// A revision deactivated by this apply may run a Deployment lockstep did
@@ -78,7 +79,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 		dep.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
 		err := r.c.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: rev.GetName()}, dep)
 		if err == nil {
-			candidates[objectID(dep)] = dep
+			candidates[liveview.ID(dep)] = dep
 		} else if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("cannot read Deployment %s/%s: %w", r.opts.Namespace, rev.GetName(), err)
 		}
@@ -91,7 +92,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 		if c == nil {
 			continue
 		}
-		owner := r.live.owner(c.UID)
+		owner := r.live.Owner(c.UID)
 		if owner == nil || !p.isOwnRevision(owner) || c.UID == p.uids[p.revRef()] {
 			continue
 		}
@@ -99,7 +100,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 			return fmt.Errorf("cannot delete Deployment %s/%s of inactive revision %s: %w", dep.GetNamespace(), dep.GetName(), owner.GetName(), err)
 		}
 		p.res.Changes.Add(entry(dep, ssa.DeletedAction))
-		r.live.forget(id)
+		r.live.Forget(id)
 	}
 	return nil
 }

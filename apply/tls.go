@@ -18,7 +18,7 @@ func (p *pkgRun) prepareTLS(ctx context.Context) error {
 		if o.TLS == nil {
 			continue
 		}
-		data, err := p.r.ca.Data(ctx, o.TLS, secretData(p.r.live.object(renderedID(o))))
+		data, err := p.r.ca.Data(ctx, o.TLS, secretData(p.r.live.Object(renderedID(o))))
 		if err != nil {
 			return fmt.Errorf("%s: %w", o, err)
 		}

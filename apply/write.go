@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-gitops/lockstep/apply/liveview"
 )
 
 // ssaApply server-side applies u as manager, with force (the manager owns
@@ -219,7 +221,7 @@ func (r *run) deleteObjectAs(ctx context.Context, c client.Client, obj client.Ob
 	if r.deleted == nil {
 		r.deleted = map[string]bool{}
 	}
-	r.deleted[idFor(obj.GetNamespace(), obj.GetName(), obj.GetObjectKind().GroupVersionKind().GroupKind())] = true
+	r.deleted[liveview.IDFor(obj.GetNamespace(), obj.GetName(), obj.GetObjectKind().GroupVersionKind().GroupKind())] = true
 	r.deletedMu.Unlock()
 	return nil
 }
