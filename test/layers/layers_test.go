@@ -2,7 +2,8 @@
 // table (CONTRIBUTING.md, "Layout and layer rules"): a package imports
 // only packages of its own rank or of lower ones, so no import runs back
 // up the pipeline. It reads the graph with `go list -json`, the test
-// imports included.
+// imports included. It also checks that the tests of every package that
+// shares the test control plane stop it (TestSharedControlPlaneStopped).
 package layers_test
 
 import (
@@ -10,7 +11,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -164,5 +168,44 @@ func TestRanks(t *testing.T) {
 	sort.Strings(problems)
 	for _, p := range slices.Compact(problems) {
 		t.Error(p)
+	}
+}
+
+// TestSharedControlPlaneStopped: a package whose tests use the shared test
+// control plane (envtest.Shared) stops it when they end, through
+// envtest.Main in its TestMain; without it, each run of the package's
+// tests leaves an etcd and a kube-apiserver running.
+func TestSharedControlPlaneStopped(t *testing.T) {
+	uses, stops := map[string]bool{}, map[string]bool{}
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "bin" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "../.." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		dir := filepath.Dir(path)
+		if bytes.Contains(b, []byte("envtest.Shared(")) {
+			uses[dir] = true
+		}
+		if bytes.Contains(b, []byte("envtest.Main(")) {
+			stops[dir] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dir := range uses {
+		if !stops[dir] {
+			t.Errorf("%s: its tests use envtest.Shared but no TestMain calls envtest.Main, so the shared control plane outlives them", strings.TrimPrefix(dir, "../../"))
+		}
 	}
 }
