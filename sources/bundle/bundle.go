@@ -61,10 +61,10 @@ type Entry struct {
 	// images, and referrers).
 	Signatures []v1.Hash
 	// Signed says that one of Signatures holds a signature, not only
-	// attestations (WriteBundle only).
+	// attestations (Write only).
 	Signed bool
 	// RequiresSignature names the ImageConfig whose spec.verification
-	// applies to the package (WriteBundle only; "" when none), so a
+	// applies to the package (Write only; "" when none), so a
 	// package bundled without signatures can be pointed out.
 	RequiresSignature string
 }
