@@ -266,7 +266,7 @@ func (r *run) waitEstablished(ctx context.Context, crds []*desired) error {
 // resourceVersion and conditions, kept in its summary (drift.Summary.CRD).
 // It is false when the LIST did not have it.
 func (r *run) listedCRD(name string) (crdwait.State, bool) {
-	s := r.live.ListedSummary(liveview.IDFor("", name, crossplane.GroupKindCRD))
+	_, s := r.live.ObjectSummary(liveview.IDFor("", name, crossplane.GroupKindCRD))
 	if s == nil || s.CRD == nil {
 		return crdwait.State{}, false
 	}

@@ -306,12 +306,6 @@ func (v *View) SummaryOf(id string, u *unstructured.Unstructured) *Summary {
 	return v.sums[id]
 }
 
-// ListedSummary returns the Summary of the listed object with inventory
-// ID id, nil when it has none.
-func (v *View) ListedSummary(id string) *Summary {
-	return read(v, func() *Summary { return v.sums[id] })
-}
-
 // ObjectSummary returns the live labelled object with inventory ID id and
 // its Summary, read together; nil for what there is not.
 func (v *View) ObjectSummary(id string) (*unstructured.Unstructured, *Summary) {

@@ -198,6 +198,10 @@ func appendSignatures(ctx context.Context, p Puller, lp layout.Path, e *Entry) e
 type Bundle struct {
 	dir  string
 	path layout.Path
+	// index is the layout's index.json, read once by Open; isIndex says
+	// which packages are image indexes rather than single images.
+	index   v1.ImageIndex
+	isIndex map[v1.Hash]bool
 	// Entries are the bundle's packages, in the order of its index.json.
 	Entries []Entry
 }
@@ -235,7 +239,7 @@ func open(path, dir string) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Bundle{dir: dir, path: p}
+	b := &Bundle{dir: dir, path: p, index: idx, isIndex: map[v1.Hash]bool{}}
 	sigs := map[v1.Hash][]v1.Hash{}
 	for _, d := range im.Manifests {
 		r := d.Annotations[RefAnnotation]
@@ -251,6 +255,7 @@ func open(path, dir string) (*Bundle, error) {
 			continue
 		}
 		b.Entries = append(b.Entries, Entry{Ref: r, Digest: d.Digest})
+		b.isIndex[d.Digest] = d.MediaType.IsIndex()
 	}
 	for i := range b.Entries {
 		b.Entries[i].Signatures = sigs[b.Entries[i].Digest]
@@ -323,25 +328,8 @@ func (b *Bundle) push(opts oci.Options, ropts []remote.Option, prefix string, e 
 	if err != nil {
 		return "", err
 	}
-	idx, err := b.path.ImageIndex()
-	if err != nil {
-		return "", err
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return "", err
-	}
-	var desc *v1.Descriptor
-	for i := range im.Manifests {
-		if im.Manifests[i].Digest == e.Digest {
-			desc = &im.Manifests[i]
-		}
-	}
-	if desc == nil {
-		return "", fmt.Errorf("%s is not in the bundle's index", e.Digest)
-	}
-	if desc.MediaType.IsIndex() {
-		ii, err := idx.ImageIndex(e.Digest)
+	if b.isIndex[e.Digest] {
+		ii, err := b.index.ImageIndex(e.Digest)
 		if err == nil {
 			err = remote.WriteIndex(ref, ii, ropts...)
 		}
