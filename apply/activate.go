@@ -38,7 +38,7 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 		if live.DesiredState(o) != crossplane.DesiredStateActive {
 			continue
 		}
-		if _, err := r.setDesiredState(ctx, o, crossplane.DesiredStateInactive, ActivationFieldManager); err != nil {
+		if _, err := r.w.SetDesiredState(ctx, o, crossplane.DesiredStateInactive, ActivationFieldManager); err != nil {
 			return err
 		}
 		// o is the run's view of the cluster, which concurrent packages

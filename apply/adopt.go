@@ -163,7 +163,7 @@ func (p *pkgRun) adoptStep(ctx context.Context) error {
 	}
 	for _, o := range a.originals {
 		a.paused = true
-		if err := r.mergePatch(ctx, o, adopt.PausePatch(r.opts.Instance), AdoptFieldManager); err != nil {
+		if err := r.w.MergePatch(ctx, o, adopt.PausePatch(r.opts.Instance), AdoptFieldManager); err != nil {
 			return fmt.Errorf("cannot pause %s %s to adopt it: %w", o.GetKind(), o.GetName(), err)
 		}
 		p.res.Changes.Add(entry(o, ssa.ConfiguredAction))
@@ -215,7 +215,7 @@ func (p *pkgRun) adoptPreflight(ctx context.Context) error {
 // that race, and the CRD kept an owner reference to an MRD that no longer
 // exists, as no garbage collector removed it).
 func (r *run) removeMRD(ctx context.Context, m *metav1.PartialObjectMetadata) error {
-	if err := r.deleteObject(ctx, m, m.UID); err != nil {
+	if err := r.w.Delete(ctx, m, m.UID); err != nil {
 		return fmt.Errorf("ManagedResourceDefinition %s: delete failed: %w", m.Name, err)
 	}
 	return nil
@@ -264,13 +264,8 @@ func (p *pkgRun) dropDeletedMRDRefs(ctx context.Context) error {
 // the run's JSON patch of owner references; see dropDeletedMRDRefs.
 func (r *run) dropDeletedMRDRefsOf(ctx context.Context, name string) error {
 	return adopt.DropDanglingMRDRefs(ctx, r.c, func(ctx context.Context, crd *metav1.PartialObjectMetadata, keep []metav1.OwnerReference) error {
-		return r.patchOwnerReferences(ctx, crd, keep)
+		return r.w.PatchOwnerReferences(ctx, crd, keep, FieldManager)
 	}, name)
-}
-
-// mergePatch sends a JSON merge patch of u as manager.
-func (r *run) mergePatch(ctx context.Context, u *unstructured.Unstructured, patch map[string]any, manager string) error {
-	return r.rawPatch(ctx, u.GroupVersionKind(), u.GetNamespace(), u.GetName(), types.MergePatchType, patch, manager)
 }
 
 // rollbackAdoption hands a package whose adoption failed before its
@@ -289,7 +284,7 @@ func (p *pkgRun) rollbackAdoption(ctx context.Context) error {
 	r := p.r
 	var errs []error
 	for _, o := range a.originals {
-		if err := r.mergePatch(ctx, o, adopt.HandBackPatch(o), AdoptFieldManager); err != nil && !apierrors.IsNotFound(err) {
+		if err := r.w.MergePatch(ctx, o, adopt.HandBackPatch(o), AdoptFieldManager); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("cannot hand %s %s back: %w", o.GetKind(), o.GetName(), err))
 		}
 	}
@@ -297,7 +292,7 @@ func (p *pkgRun) rollbackAdoption(ctx context.Context) error {
 		if d.revision == "" || d.action != ssa.CreatedAction || d.result == nil || p.adopting(d.result) {
 			continue
 		}
-		if err := r.deleteObject(ctx, d.result, d.result.GetUID()); err != nil {
+		if err := r.w.Delete(ctx, d.result, d.result.GetUID()); err != nil {
 			errs = append(errs, fmt.Errorf("cannot delete %s %s, created for the failed adoption: %w", d.result.GetKind(), d.result.GetName(), err))
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/fluxcd/pkg/ssa"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -13,51 +12,14 @@ import (
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/crdcheck"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-	"github.com/lockstep-gitops/lockstep/internal/liststream"
 	"github.com/lockstep-gitops/lockstep/internal/parallel"
 )
 
-// maxBreakagesShown is how many broken objects a refusal names; the count
-// covers them all.
-const maxBreakagesShown = 5
-
 // BreakingUpgradeError refuses a package whose new CRDs would break
 // existing custom resources (crdcheck.Checker), before any write of the
-// package. Its message names the first objects and the count (the
-// package's result names the package);
-// lockstep.io/allow-breaking-upgrade: "true" on the declaration lets the
-// upgrade through (docs/design/apply.md#breaking-upgrades).
-type BreakingUpgradeError struct {
-	// Package is "Kind/name".
-	Package string
-	// Breakages are every broken object and pruned field, in CRD order.
-	Breakages []crdcheck.Breakage
-}
-
-func (e *BreakingUpgradeError) Error() string {
-	var b strings.Builder
-	n := len(e.Breakages)
-	fmt.Fprintf(&b, "the new version would break %d existing %s (set lockstep.io/allow-breaking-upgrade: \"true\" on its declaration to install it anyway)", n, plural(n, "object or field", "objects or fields"))
-	shown := 0
-	for _, br := range e.Breakages {
-		if shown == maxBreakagesShown {
-			break
-		}
-		fmt.Fprintf(&b, "; %s", br)
-		shown++
-	}
-	if n > shown {
-		fmt.Fprintf(&b, "; and %d more", n-shown)
-	}
-	return b.String()
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
+// package; lockstep.io/allow-breaking-upgrade: "true" on the declaration
+// lets the upgrade through (docs/design/apply.md#breaking-upgrades).
+type BreakingUpgradeError = crdcheck.UpgradeError
 
 // breakingStep checks, after the preflight planned every object, that the
 // CRDs this package changes break no existing custom resource: for each
@@ -137,25 +99,8 @@ func (r *run) breakages(ctx context.Context, d *desired) ([]crdcheck.Breakage, e
 		}
 		return nil, fmt.Errorf("%s: %w", d.id, err)
 	}
-	var broken []crdcheck.Breakage
-	// The checker (schemas and CEL programs compiled) is built for a kind
-	// that has objects only.
-	var checker *crdcheck.Checker
 	gvk := mapping.GroupVersionKind
-	_, err = r.m.lister.List(ctx, gvk, "", nil, func(b []byte) error {
-		u, err := liststream.DecodeItem(b)
-		if err != nil {
-			return err
-		}
-		if checker == nil {
-			if checker, err = crdcheck.NewChecker(next); err != nil {
-				return err
-			}
-		}
-		u.SetGroupVersionKind(gvk)
-		broken = append(broken, checker.Check(ctx, u)...)
-		return nil
-	})
+	broken, err := crdcheck.Breakages(ctx, next, gvk, r.m.lister)
 	if err != nil && !liveview.IsNotServed(err) {
 		return broken, fmt.Errorf("cannot list %s: %w", gvk.Kind, err)
 	}

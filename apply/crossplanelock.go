@@ -40,7 +40,7 @@ const lockSubject = crossplane.KindLock + "/" + xplock.Name
 func (r *run) lockStep(ctx context.Context) {
 	action, err := xplock.Write(ctx, r.c, r.lockUpdate(), xplock.WithFieldManager(FieldManager), xplock.WithDryRun(r.opts.DryRun))
 	if action != ssa.UnchangedAction {
-		r.wrote()
+		r.w.Wrote()
 	}
 	e := lockEntry(action)
 	r.res.Lock = &e

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/apply/events"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
+	"github.com/lockstep-gitops/lockstep/apply/prune"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/live"
@@ -72,18 +73,18 @@ func (p *pkgRun) collectGarbage(ctx context.Context, old *inventory.Package, des
 			if err != nil {
 				continue
 			}
-			if _, err := r.deleteOwned(ctx, obj); err != nil {
+			if _, err := r.pruner().DeleteOwned(ctx, obj); err != nil {
 				r.warn(p.res, "cannot delete %s of garbage-collected revision %s: %v", e.ID, rev.GetName(), err)
 				continue
 			}
 			deleted[e.ID] = true
 			p.res.Changes.Add(entry(obj, ssa.DeletedAction))
 		}
-		if err := r.releaseRevisionFinalizer(ctx, metaOf(rev)); err != nil {
+		if err := r.pruner().ReleaseRevisionFinalizer(ctx, prune.MetaOf(rev)); err != nil {
 			p.res.Step, p.res.Err = "gc", fmt.Errorf("cannot garbage collect old package revision %s: %w", rev.GetName(), err)
 			continue
 		}
-		if err := r.deleteObject(ctx, rev, rev.GetUID()); err != nil {
+		if err := r.w.Delete(ctx, rev, rev.GetUID()); err != nil {
 			p.res.Step, p.res.Err = "gc", fmt.Errorf("cannot garbage collect old package revision %s: %w", rev.GetName(), err)
 			continue
 		}

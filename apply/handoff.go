@@ -103,7 +103,7 @@ func (p *pkgRun) handOver(ctx context.Context, d *desired) error {
 		}
 	}
 	old := owners.Controller(d.handOff.GetOwnerReferences())
-	if err := p.r.patchOwnerReferences(ctx, d.handOff, refs); err != nil {
+	if err := p.r.w.PatchOwnerReferences(ctx, d.handOff, refs, FieldManager); err != nil {
 		return fmt.Errorf("%s: cannot hand the controller reference over from %s to %s: %w", d.id, owners.Describe(*old), owners.Describe(next), err)
 	}
 	return nil

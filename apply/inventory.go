@@ -32,7 +32,7 @@ func (r *run) writeInventory(ctx context.Context, inv *inventory.Inventory) erro
 	if r.live.InventoryExists && bytes.Equal(b, old) {
 		return nil
 	}
-	if _, err := r.ssaApply(ctx, cm, FieldManager, false); err != nil {
+	if _, err := r.w.Apply(ctx, cm, FieldManager, false); err != nil {
 		return fmt.Errorf("cannot write the inventory ConfigMap %s/%s: %w", r.opts.Namespace, inventory.ConfigMapName(r.opts.Instance), err)
 	}
 	if !r.opts.DryRun {

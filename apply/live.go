@@ -120,6 +120,6 @@ func (r *run) ensureNamespace(ctx context.Context) error {
 	if err := r.c.Create(ctx, ns, client.FieldOwner(FieldManager)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("cannot create namespace %s: %w", r.opts.Namespace, err)
 	}
-	r.wrote()
+	r.w.Wrote()
 	return nil
 }

@@ -18,10 +18,12 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/apply/access"
 	"github.com/lockstep-gitops/lockstep/apply/events"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/apply/manifests"
 	"github.com/lockstep-gitops/lockstep/apply/rootca"
+	"github.com/lockstep-gitops/lockstep/apply/writer"
 	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -541,7 +543,7 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 	r.finish(ctx)
 	r.lockStep(ctx)
 	r.sendEvents(ctx)
-	r.res.Writes = r.writes.Load()
+	r.res.Writes = r.w.Writes()
 	m.keepRestorable(r)
 	return r.res, nil
 }
@@ -573,9 +575,6 @@ type run struct {
 	// replacedBy maps packages of the output that another package of the
 	// output replaces to the replacing package.
 	replacedBy map[crossplane.PackageRef]string
-	// deleted are the inventory IDs of objects deleted during the run.
-	deleted   map[string]bool
-	deletedMu sync.Mutex
 	// loaded is the inventory as read before the packages' steps;
 	// live.Inventory gains the intents recordIntent writes, under invMu.
 	loaded *inventory.Inventory
@@ -589,7 +588,8 @@ type run struct {
 	intentOpen    *intentBatch
 	intentWriting bool
 
-	writes atomic.Int64
+	// w sends the run's writes and counts them.
+	w *writer.Writer
 	// keptListed counts the bytes of listed CRD JSON kept (keepListed).
 	keptListed atomic.Int64
 	// mrdOnce lists the ManagedResourceDefinitions once per apply, for
@@ -606,10 +606,9 @@ type run struct {
 	// only in what crdcheck.SkewDifference looks for: CRDs without those
 	// are validated in-process too (localCRD).
 	skewMinor int
-	// access holds the authorizer's answers for creating runtime objects
-	// without a dry-run (mayCreate), under accessMu.
-	accessMu sync.Mutex
-	access   map[accessKey]*accessAnswer
+	// access answers whether runtime objects may be created without a
+	// dry-run (access.Reviewer.MayCreate).
+	access *access.Reviewer
 }
 
 // newRun returns the state of one Apply or Restore of out, at the
@@ -617,9 +616,9 @@ type run struct {
 // once, created and counted as a write when the run generated it) and its
 // Event recorder.
 func (m *Manager) newRun(out *render.Output, meta Origin) *run {
-	r := &run{m: m, c: m.client, opts: m.opts, out: out, meta: meta, res: &Result{}, now: m.now()}
+	r := &run{m: m, c: m.client, w: writer.New(m.client, m.opts.DryRun), access: access.New(m.client), opts: m.opts, out: out, meta: meta, res: &Result{}, now: m.now()}
 	r.ca = rootca.New(r.c, r.opts.Namespace, r.now,
-		rootca.WithDryRun(r.opts.DryRun), rootca.WithFieldManager(FieldManager), rootca.OnCreate(r.wrote))
+		rootca.WithDryRun(r.opts.DryRun), rootca.WithFieldManager(FieldManager), rootca.OnCreate(r.w.Wrote))
 	r.events = events.NewRecorder(r.opts.Instance, r.now, r.opts.DryRun)
 	return r
 }
@@ -630,17 +629,10 @@ func (m *Manager) newRun(out *render.Output, meta Origin) *run {
 func (r *run) sendEvents(ctx context.Context) {
 	sent, failed := r.events.Send(ctx, r.c, r.opts.Concurrency, FieldManager)
 	for range sent {
-		r.wrote()
+		r.w.Wrote()
 	}
 	for _, err := range failed {
 		r.warn(nil, "%v", err)
-	}
-}
-
-// wrote counts one mutating request, unless the run is a dry run.
-func (r *run) wrote() {
-	if !r.opts.DryRun {
-		r.writes.Add(1)
 	}
 }
 

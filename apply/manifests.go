@@ -42,12 +42,12 @@ type manifestWriter struct{ r *run }
 
 // Apply implements manifests.Writer.
 func (w manifestWriter) Apply(ctx context.Context, c client.Client, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	return w.r.ssaApplyAs(ctx, c, u, FieldManager, false)
+	return w.r.w.ApplyAs(ctx, c, u, FieldManager, false)
 }
 
 // Delete implements manifests.Writer.
 func (w manifestWriter) Delete(ctx context.Context, c client.Client, obj client.Object, uid types.UID) error {
-	return w.r.deleteObjectAs(ctx, c, obj, uid)
+	return w.r.w.DeleteAs(ctx, c, obj, uid)
 }
 
 // manifestsStep applies the output's manifests after every package's

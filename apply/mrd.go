@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/apply/adopt"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
+	"github.com/lockstep-gitops/lockstep/apply/prune"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/drift"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
@@ -116,7 +117,7 @@ func (p *pkgRun) writeManaged(ctx context.Context, mrds, objs []*desired) error 
 // liveActive reports whether the live labelled MRD with inventory ID id is
 // Active (spec.state), false when there is none, and returns it: for a
 // listed MRD its header with the spec fields of its summary
-// (drift.Summary.Def), enough for countInstances.
+// (drift.Summary.Def), enough for prune.CountInstances.
 func liveActive(v *liveview.View, id string) (bool, *unstructured.Unstructured, error) {
 	u, sum := v.ObjectSummary(id)
 	if u == nil {
@@ -172,7 +173,7 @@ func (p *pkgRun) keepActiveMRDs(ctx context.Context, payload []*desired) error {
 				return err
 			}
 		}
-		n, err := p.r.countInstances(ctx, live)
+		n, err := prune.CountInstances(ctx, p.r.c, live)
 		if err != nil {
 			return fmt.Errorf("%s: cannot tell whether objects of its kind exist: %w", d.id, err)
 		}
@@ -255,7 +256,7 @@ func (p *pkgRun) planLocalMRD(ctx context.Context, d *desired) (bool, error) {
 	if _, err := r.c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
 		return false, nil //nolint:nilerr // not served: the dry-run's error is the API server's
 	}
-	if !r.mayCreate(ctx, crossplane.GroupKindMRD, "") {
+	if !r.access.MayCreate(ctx, crossplane.GroupKindMRD, "") {
 		return false, nil
 	}
 	if err := drift.ValidateMetadata(d.u); err != nil {

@@ -7,10 +7,8 @@ import (
 
 	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/parallel"
@@ -92,16 +90,12 @@ func (p *pkgRun) resumeMRDs(ctx context.Context) error {
 // metadata alone (a PartialObjectMetadata): an MRD holds its CRD's whole
 // schema, which nothing here reads.
 func (r *run) resume(ctx context.Context, d *desired) error {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(d.u.GroupVersionKind())
-	m.SetName(d.u.GetName())
-	err := r.c.Patch(ctx, m, client.RawPatch(types.MergePatchType, resumePatch), client.FieldOwner(FieldManager))
+	err := r.w.Patch(ctx, d.u.GroupVersionKind(), "", d.u.GetName(), types.MergePatchType, resumePatch, FieldManager)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("%s: cannot resume it (remove %s): %w", d.id, crossplane.AnnotationPaused, err)
 	}
-	r.wrote()
 	return nil
 }

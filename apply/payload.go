@@ -163,7 +163,7 @@ func (p *pkgRun) releaseStale(ctx context.Context, d *desired) error {
 			keep = append(keep, ref)
 		}
 	}
-	if err := p.r.patchOwnerReferences(ctx, target, keep); err != nil {
+	if err := p.r.w.PatchOwnerReferences(ctx, target, keep, FieldManager); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // gone meanwhile: the apply creates it afresh
 		}
@@ -229,7 +229,7 @@ func (r *run) nudgeCRD(ctx context.Context, res *PackageResult, d *desired) erro
 		if err := r.c.Patch(ctx, target, client.RawPatch(types.MergePatchType, b), client.FieldOwner(FieldManager)); err != nil {
 			return fmt.Errorf("CustomResourceDefinition %s: not Established, and cannot update it to have it established: %w", d.u.GetName(), err)
 		}
-		r.wrote()
+		r.w.Wrote()
 	}
 	d.result = target
 	r.warn(res, "CustomResourceDefinition %s was not Established (an API server that restarted in the middle of an earlier apply leaves it so); updated it to have it established", d.u.GetName())

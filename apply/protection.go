@@ -48,7 +48,7 @@ type protectionWriter struct{ r *run }
 
 // Apply implements protection.Writer.
 func (w protectionWriter) Apply(ctx context.Context, u *unstructured.Unstructured) error {
-	_, err := w.r.ssaApply(ctx, u, FieldManager, false)
+	_, err := w.r.w.Apply(ctx, u, FieldManager, false)
 	return err
 }
 
@@ -60,6 +60,6 @@ func (w protectionWriter) Delete(ctx context.Context, u *unstructured.Unstructur
 	if err := w.r.c.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	w.r.wrote()
+	w.r.w.Wrote()
 	return nil
 }

@@ -293,7 +293,7 @@ func (r *run) newDesired(u *unstructured.Unstructured, role inventory.Role, revi
 // object that does not exist yet, has no controller reference to release
 // and no hand-off, and is rendered from lockstep's defaults alone
 // (render.Object.FromDefaults) is not dry-run when the authorizer lets
-// lockstep create it (mayCreate); otherwise it is dry-run, and the error
+// lockstep create it (access.Reviewer.MayCreate); otherwise it is dry-run, and the error
 // is the API server's (docs/design/apply.md#preflight-modes). So is a new
 // Active MRD converted from a CRD of the package whose CRD is in the plan
 // (planLocalMRD).
@@ -378,7 +378,7 @@ func (r *run) planLocal(ctx context.Context, d *desired, sameHash bool) (bool, e
 		return r.planLocalCRD(ctx, d, sameHash)
 	}
 	if d.role == inventory.RoleRuntime && d.obj.FromDefaults && !d.exists() && len(d.release) == 0 && d.handOff == nil &&
-		r.localRuntime(ctx) && r.mayCreate(ctx, d.u.GroupVersionKind().GroupKind(), d.u.GetNamespace()) {
+		r.localRuntime(ctx) && r.access.MayCreate(ctx, d.u.GroupVersionKind().GroupKind(), d.u.GetNamespace()) {
 		// A new runtime or RBAC object rendered from lockstep's defaults
 		// alone is valid by construction (--preflight=local): only the
 		// authorizer could refuse its create, and it was asked.
@@ -639,7 +639,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 		// FieldManager applied desiredState before (the package was
 		// Automatic): let ActivationFieldManager share the field first, or
 		// this apply, which omits it, would remove it.
-		if _, err := r.setDesiredState(ctx, cur, live.DesiredState(cur), ActivationFieldManager); err != nil {
+		if _, err := r.w.SetDesiredState(ctx, cur, live.DesiredState(cur), ActivationFieldManager); err != nil {
 			return err
 		}
 	}
@@ -649,7 +649,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	created := cur == nil
 	p.res.Changes.Add(entry(rd.u, rd.action))
 	if created && p.manual() && p.replacedBy == "" && !r.opts.DryRun {
-		if _, err := r.setDesiredState(ctx, rd.result, crossplane.DesiredStateInactive, ActivationFieldManager); err != nil {
+		if _, err := r.w.SetDesiredState(ctx, rd.result, crossplane.DesiredStateInactive, ActivationFieldManager); err != nil {
 			return err
 		}
 	}

@@ -100,7 +100,7 @@ func (p *pkgRun) replacesStep(ctx context.Context) error {
 				"metadata":   map[string]any{"name": q.pkg.GetName()},
 				"spec":       map[string]any{"revisionActivationPolicy": string(declarations.ManualActivation)},
 			}}
-			if _, err := r.ssaApply(ctx, u, ActivationFieldManager, false); err != nil {
+			if _, err := r.w.Apply(ctx, u, ActivationFieldManager, false); err != nil {
 				return fmt.Errorf("cannot deactivate %s %s, which %s %s replaces: %w", q.key.Kind, q.key.Name, p.key.Kind, p.key.Name, err)
 			}
 			_ = unstructured.SetNestedField(q.pkg.Object, string(declarations.ManualActivation), "spec", "revisionActivationPolicy")
@@ -110,7 +110,7 @@ func (p *pkgRun) replacesStep(ctx context.Context) error {
 		for _, rev := range q.revisions {
 			wasActive := live.DesiredState(rev) == crossplane.DesiredStateActive
 			if live.DesiredState(rev) != crossplane.DesiredStateInactive {
-				if _, err := r.setDesiredState(ctx, rev, crossplane.DesiredStateInactive, ActivationFieldManager); err != nil {
+				if _, err := r.w.SetDesiredState(ctx, rev, crossplane.DesiredStateInactive, ActivationFieldManager); err != nil {
 					return err
 				}
 				_ = unstructured.SetNestedField(rev.Object, crossplane.DesiredStateInactive, "spec", "desiredState")
@@ -169,7 +169,7 @@ func (p *pkgRun) releaseRevision(ctx context.Context, rev *unstructured.Unstruct
 		if !changed {
 			continue
 		}
-		if err := p.r.patchOwnerReferences(ctx, obj, owners); err != nil {
+		if err := p.r.w.PatchOwnerReferences(ctx, obj, owners, FieldManager); err != nil {
 			return fmt.Errorf("%s %s: cannot release control of %s: %w", rev.GetKind(), rev.GetName(), gvk.Kind+"/"+str(m["name"]), err)
 		}
 	}
@@ -192,7 +192,7 @@ func (p *pkgRun) deleteRevisionDeployment(ctx context.Context, rev *unstructured
 	if c == nil || c.UID != rev.GetUID() {
 		return nil
 	}
-	if err := r.deleteObject(ctx, dep, dep.GetUID()); err != nil {
+	if err := r.w.Delete(ctx, dep, dep.GetUID()); err != nil {
 		return fmt.Errorf("cannot delete Deployment %s/%s of %s %s: %w", dep.GetNamespace(), dep.GetName(), rev.GetKind(), rev.GetName(), err)
 	}
 	p.res.Changes.Add(entry(dep, ssa.DeletedAction))

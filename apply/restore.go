@@ -73,7 +73,7 @@ func (m *Manager) keepRestorable(r *run) {
 	m.restoreMu.Lock()
 	defer m.restoreMu.Unlock()
 	m.restorable = nil
-	if r.opts.DryRun || r.writes.Load() != 0 || r.res.Err() != nil || len(r.res.Pruned) > 0 {
+	if r.opts.DryRun || r.w.Writes() != 0 || r.res.Err() != nil || len(r.res.Pruned) > 0 {
 		return
 	}
 	st := &restorable{out: r.out, meta: r.meta, objects: map[string]restorableObject{},
@@ -197,7 +197,7 @@ func (m *Manager) Restore(ctx context.Context, out *render.Output, refs []Object
 		r.res.Packages = append(r.res.Packages, p.res)
 	}
 	r.pkgs = pkgs
-	r.res.Writes = r.writes.Load()
+	r.res.Writes = r.w.Writes()
 	for _, p := range pkgs {
 		if p.res.Counts()[ssa.CreatedAction] > 0 || p.res.Err != nil {
 			// The revision's objectRefs name the old UID, or the object

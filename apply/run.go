@@ -236,8 +236,9 @@ func (r *run) finish(ctx context.Context) {
 	for _, pp := range prunes {
 		inv.Packages = append(inv.Packages, *pp.Package)
 	}
+	deleted := r.w.Deleted()
 	for i := range inv.Packages {
-		inv.Packages[i].Entries = inventory.Without(inv.Packages[i].Entries, r.deleted)
+		inv.Packages[i].Entries = inventory.Without(inv.Packages[i].Entries, deleted)
 	}
 	inv.Manifests = r.manifestInventory()
 	if err := r.writeInventory(ctx, inv); err != nil {

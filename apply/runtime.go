@@ -96,7 +96,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 		if owner == nil || !p.isOwnRevision(owner) || c.UID == p.uids[p.revRef()] {
 			continue
 		}
-		if err := r.deleteObject(ctx, dep, dep.GetUID()); err != nil {
+		if err := r.w.Delete(ctx, dep, dep.GetUID()); err != nil {
 			return fmt.Errorf("cannot delete Deployment %s/%s of inactive revision %s: %w", dep.GetNamespace(), dep.GetName(), owner.GetName(), err)
 		}
 		p.res.Changes.Add(entry(dep, ssa.DeletedAction))

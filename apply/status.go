@@ -112,7 +112,7 @@ func (r *run) writeStatus(ctx context.Context, obj *unstructured.Unstructured, s
 		"metadata":   map[string]any{"name": obj.GetName()},
 		"status":     st,
 	}}
-	if err := r.ssaApplyStatus(ctx, u); err != nil {
+	if err := r.w.ApplyStatus(ctx, u, StatusFieldManager); err != nil {
 		return obj, err
 	}
 	if r.opts.DryRun {

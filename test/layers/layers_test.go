@@ -62,6 +62,7 @@ var ranks = []struct {
 	{"render", 5},
 	{"health", 6},
 	{"apply", 7},
+	{"apply/access", 7},
 	{"apply/activate", 7},
 	{"apply/adopt", 7},
 	{"apply/events", 7},
@@ -69,7 +70,9 @@ var ranks = []struct {
 	{"apply/liveview", 7},
 	{"apply/manifests", 7},
 	{"apply/protection", 7},
+	{"apply/prune", 7},
 	{"apply/rootca", 7},
+	{"apply/writer", 7},
 	// What composes the pipeline for the programs.
 	{"cmd/internal/snapshot", 8},
 	{"cmd/internal/inspect", 8},

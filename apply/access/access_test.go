@@ -1,4 +1,4 @@
-package apply
+package access_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/apply/access"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 )
 
@@ -88,14 +89,14 @@ func TestMayCreate(t *testing.T) {
 			// until the answers match, for up to a minute.
 			var diff string
 			for {
-				r := &run{c: c}
+				r := access.New(c)
 				var got []string
 				for _, gk := range kinds {
 					namespace := ns
 					if gk.Group == rbacv1.GroupName {
 						namespace = ""
 					}
-					if r.mayCreate(ctx, gk, namespace) {
+					if r.MayCreate(ctx, gk, namespace) {
 						got = append(got, gk.String())
 					}
 				}

@@ -1,4 +1,9 @@
-package apply
+// Package access asks the API server's authorizer, once per question,
+// whether lockstep's user may create the kinds of runtime objects render
+// makes (SelfSubjectAccessReview). apply creates such an object without a
+// server-side dry-run only when the answer is yes: the dry-run would find
+// nothing else wrong with an object of lockstep's own defaults.
+package access
 
 import (
 	"context"
@@ -7,9 +12,21 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 )
+
+// Reviewer asks through one client and keeps each answer for its life
+// (one apply). Its methods are safe for concurrent use.
+type Reviewer struct {
+	c       client.Client
+	mu      sync.Mutex
+	answers map[accessKey]*accessAnswer
+}
+
+// New returns a Reviewer that asks as c's user.
+func New(c client.Client) *Reviewer { return &Reviewer{c: c} }
 
 // accessKey is one question to the API server's authorizer: may lockstep's
 // user do verb on resource of group in namespace ("" for cluster-scoped or
@@ -25,8 +42,8 @@ type accessAnswer struct {
 }
 
 // runtimeResources are the resources of the kinds render makes runtime and
-// RBAC objects of (render runtime.go, rbac.go), and of the MRDs it
-// converts from a package's CRDs (planLocalMRD). A kind not listed is
+// RBAC objects of (render/runtime.go, render/rbac.go), and of the MRDs it
+// converts from a package's CRDs (apply converts them from a package's CRDs). A kind not listed is
 // always dry-run.
 var runtimeResources = map[schema.GroupKind]string{
 	crossplane.GroupKindMRD:                               "managedresourcedefinitions",
@@ -68,13 +85,13 @@ func createChecks(gk schema.GroupKind, namespace string) ([]accessKey, bool) {
 	return keys, true
 }
 
-// mayCreate reports whether the API server's authorizer lets lockstep's
+// MayCreate reports whether the API server's authorizer lets lockstep's
 // user create an object of gk in namespace with a server-side apply,
 // from one SelfSubjectAccessReview per createChecks key, each asked once
 // per run. A review that fails, or a kind createChecks does not know,
 // answers false: the caller then dry-runs the object, whose error is the
 // API server's own.
-func (r *run) mayCreate(ctx context.Context, gk schema.GroupKind, namespace string) bool {
+func (r *Reviewer) MayCreate(ctx context.Context, gk schema.GroupKind, namespace string) bool {
 	keys, ok := createChecks(gk, namespace)
 	if !ok {
 		return false
@@ -89,17 +106,17 @@ func (r *run) mayCreate(ctx context.Context, gk schema.GroupKind, namespace stri
 
 // allowed answers k with a SelfSubjectAccessReview, once per run; a
 // failed review answers false.
-func (r *run) allowed(ctx context.Context, k accessKey) bool {
-	r.accessMu.Lock()
-	a := r.access[k]
+func (r *Reviewer) allowed(ctx context.Context, k accessKey) bool {
+	r.mu.Lock()
+	a := r.answers[k]
 	if a == nil {
-		if r.access == nil {
-			r.access = map[accessKey]*accessAnswer{}
+		if r.answers == nil {
+			r.answers = map[accessKey]*accessAnswer{}
 		}
 		a = &accessAnswer{}
-		r.access[k] = a
+		r.answers[k] = a
 	}
-	r.accessMu.Unlock()
+	r.mu.Unlock()
 	a.once.Do(func() {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: k.verb, Group: k.group, Resource: k.resource, Namespace: k.namespace},
