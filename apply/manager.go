@@ -29,6 +29,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/liststream"
+	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/parallel"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/internal/reqlimit"
@@ -506,7 +507,7 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 	if err := r.manifestStep().CheckOwners(ctx, out, r.live.Inventory.Manifests); err != nil {
 		return nil, err
 	}
-	cv, err := r.readCrossplaneVersion(ctx)
+	cv, err := live.ReadCrossplaneVersion(ctx, r.c, r.opts.Namespace)
 	if err != nil {
 		return nil, err
 	}

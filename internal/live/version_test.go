@@ -1,0 +1,122 @@
+package live_test
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lockstep-gitops/lockstep/internal/live"
+	"github.com/lockstep-gitops/lockstep/test/envtest"
+)
+
+var nsSeq atomic.Int64
+
+// deployment returns a Deployment named name with label app=app and one
+// container per "name=image" of containers.
+func deployment(ns, name, app string, containers ...string) *appsv1.Deployment {
+	labels := map[string]string{"app": app}
+	var cs []corev1.Container
+	for _, c := range containers {
+		n, image, _ := strings.Cut(c, "=")
+		cs = append(cs, corev1.Container{Name: n, Image: image})
+	}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: cs}},
+		},
+	}
+}
+
+// TestReadCrossplaneVersion reads Crossplane's version from Deployments
+// on a real API server, as the Helm chart names and labels them.
+func TestReadCrossplaneVersion(t *testing.T) {
+	env := envtest.Shared(t)
+	cases := map[string]struct {
+		reason string
+		// dep is the Deployment in the namespace, nil for none.
+		dep func(ns string) *appsv1.Deployment
+		// version is the version read, "" for none; source a part of
+		// Source.
+		version, source string
+	}{
+		"Chart": {
+			reason: "the chart's Deployment named crossplane gives its image tag",
+			dep: func(ns string) *appsv1.Deployment {
+				return deployment(ns, "crossplane", "crossplane", "crossplane=xpkg.crossplane.io/crossplane/crossplane:v2.3.4")
+			},
+			version: "2.3.4", source: "image xpkg.crossplane.io/crossplane/crossplane:v2.3.4",
+		},
+		"Labelled": {
+			reason: "a Deployment of another name labelled app=crossplane is read, from its container named crossplane",
+			dep: func(ns string) *appsv1.Deployment {
+				return deployment(ns, "core", "crossplane", "sidecar=example.org/proxy:v9.9.9", "crossplane=example.org/crossplane:v2.1.0")
+			},
+			version: "2.1.0", source: "Deployment %s/core",
+		},
+		"TagAndDigest": {
+			reason: "an image pinned by tag and digest keeps its tag",
+			dep: func(ns string) *appsv1.Deployment {
+				return deployment(ns, "crossplane", "crossplane", "crossplane=example.org/crossplane:v2.0.1@sha256:"+strings.Repeat("a", 64))
+			},
+			version: "2.0.1",
+		},
+		"DigestOnly": {
+			reason: "an image pinned by digest alone names no version",
+			dep: func(ns string) *appsv1.Deployment {
+				return deployment(ns, "crossplane", "crossplane", "crossplane=example.org/crossplane@sha256:"+strings.Repeat("a", 64))
+			},
+			source: "no version tag",
+		},
+		"None": {
+			reason: "without a Crossplane Deployment the version is unknown, which is not an error",
+			source: "no Crossplane Deployment in namespace %s",
+		},
+		"OtherApp": {
+			reason: "a Deployment of another app is not Crossplane",
+			dep: func(ns string) *appsv1.Deployment {
+				return deployment(ns, "other", "other", "other=example.org/other:v2.3.4")
+			},
+			source: "no Crossplane Deployment",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx := envtest.Context(t, time.Minute)
+			ns := fmt.Sprintf("xpversion-%d", nsSeq.Add(1))
+			if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.dep != nil {
+				if err := env.Client.Create(ctx, tc.dep(ns)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := live.ReadCrossplaneVersion(ctx, env.Client, ns)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.reason, err)
+			}
+			version := ""
+			if got.Version != nil {
+				version = got.Version.String()
+			}
+			if version != tc.version {
+				t.Errorf("%s: version %q, want %q (source %q)", tc.reason, version, tc.version, got.Source)
+			}
+			source := tc.source
+			if strings.Contains(source, "%s") {
+				source = fmt.Sprintf(source, ns)
+			}
+			if !strings.Contains(got.Source, source) {
+				t.Errorf("%s: source %q lacks %q", tc.reason, got.Source, source)
+			}
+		})
+	}
+}
