@@ -14,7 +14,7 @@
 // Manager.Apply runs one reconcile, package by package, as a sequence of
 // named steps, each with its own error and condition; packages
 // that share no object and do not replace one another are applied
-// concurrently (packageGroups). docs/design/apply.md#apply-steps lists the steps
+// concurrently (render.Output.Groups). docs/design/apply.md#apply-steps lists the steps
 // in the order they run; each step's function says what it does.
 //
 // lockstep keeps one inventory per instance (a ConfigMap in the Crossplane

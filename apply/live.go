@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/apply/journal"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
@@ -51,7 +52,11 @@ func (r *run) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.live.Inventory, r.live.InventoryExists = inv, exists
+	r.journal = journal.New(journal.Config{
+		Writer: r.w, Namespace: r.opts.Namespace, Instance: r.opts.Instance,
+		Labels: render.InstanceLabels(r.opts.Instance), FieldManager: FieldManager,
+		BeforeWrite: intentWriteHook,
+	}, inv, exists)
 	if !exists {
 		// A first apply may find no Crossplane namespace yet: the runtime,
 		// TLS Secrets and the inventory go there.

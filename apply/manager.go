@@ -20,6 +20,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/apply/access"
 	"github.com/lockstep-gitops/lockstep/apply/events"
+	"github.com/lockstep-gitops/lockstep/apply/journal"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/apply/manifests"
 	"github.com/lockstep-gitops/lockstep/apply/rootca"
@@ -498,13 +499,13 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 	if err := r.load(ctx); err != nil {
 		return nil, err
 	}
-	if err := r.refuseEmpty(r.live.Inventory); err != nil {
+	if err := r.refuseEmpty(r.journal.Inventory()); err != nil {
 		return nil, err
 	}
 	if err := r.manifestStep().CheckScope(ctx, out); err != nil {
 		return nil, err
 	}
-	if err := r.manifestStep().CheckOwners(ctx, out, r.live.Inventory.Manifests); err != nil {
+	if err := r.manifestStep().CheckOwners(ctx, out, r.journal.Inventory().Manifests); err != nil {
 		return nil, err
 	}
 	cv, err := live.ReadCrossplaneVersion(ctx, r.c, r.opts.Namespace)
@@ -512,8 +513,8 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 		return nil, err
 	}
 	r.crossplane, r.res.Crossplane = cv, cv
-	r.loaded = r.live.Inventory
-	r.replacedBy = r.replacedInOutput()
+	r.loaded = r.journal.Inventory()
+	r.replacedBy = out.ReplacedBy()
 	// Packages that share no object and do not replace one another are
 	// independent: their groups all run at once, and the packages of a
 	// group in out's order. The client bounds their requests
@@ -521,7 +522,7 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 	// so a package that waits (for its CRDs to be Established, say) holds
 	// none of them.
 	pkgs := make([]*pkgRun, len(out.Packages))
-	groups := packageGroups(out, r.replacedBy, out.Replaces)
+	groups := out.Groups()
 	// A package's failure is in its result (pkgs[i].res), which the
 	// summary and the inventory report: the groups return no error.
 	if err := parallel.Each(ctx, len(groups), len(groups), func(ctx context.Context, gi int) error {
@@ -576,21 +577,13 @@ type run struct {
 	// replacedBy maps packages of the output that another package of the
 	// output replaces to the replacing package.
 	replacedBy map[crossplane.PackageRef]string
-	// loaded is the inventory as read before the packages' steps;
-	// live.Inventory gains the intents recordIntent writes, under invMu.
-	loaded *inventory.Inventory
-	invMu  sync.Mutex
-	// intentMu guards the batching of recordIntent's writes: intentView
-	// is the inventory as last written by writeIntents (nil before the
-	// first recordIntent), intentOpen the batch the next write takes,
-	// intentWriting whether a package is writing batches.
-	intentMu      sync.Mutex
-	intentView    *inventory.Inventory
-	intentOpen    *intentBatch
-	intentWriting bool
-
+	// loaded is the inventory as read before the packages' steps; journal
+	// the inventory as the run records it (intents, then the result).
+	loaded  *inventory.Inventory
+	journal *journal.Journal
 	// w sends the run's writes and counts them.
 	w *writer.Writer
+
 	// keptListed counts the bytes of listed CRD JSON kept (keepListed).
 	keptListed atomic.Int64
 	// mrdOnce lists the ManagedResourceDefinitions once per apply, for

@@ -70,22 +70,7 @@ func (r *run) manifestsStep(ctx context.Context) {
 // lockstep killed after creating a manifest still prunes it once it is
 // gone from Git. A dry run records nothing.
 func (r *run) recordManifestIntent(ctx context.Context) error {
-	if r.opts.DryRun {
-		return nil
-	}
-	r.invMu.Lock()
-	defer r.invMu.Unlock()
-	cur := r.live.Inventory
-	missing := missingEntries(cur.Manifests, manifests.Entries(r.out))
-	if len(missing) == 0 {
-		return nil
-	}
-	inv := &inventory.Inventory{Instance: cur.Instance, Manifests: append(slices.Clone(cur.Manifests), missing...)}
-	for _, p := range cur.Packages {
-		p.Entries = slices.Clone(p.Entries)
-		inv.Packages = append(inv.Packages, p)
-	}
-	if err := r.writeInventory(ctx, inv); err != nil {
+	if err := r.journal.RecordManifests(ctx, manifests.Entries(r.out)); err != nil {
 		return fmt.Errorf("cannot record the manifests in the inventory before applying them: %w", err)
 	}
 	return nil
@@ -95,7 +80,7 @@ func (r *run) recordManifestIntent(ctx context.Context) error {
 // apply, before any deletion: those it listed (with the intents of
 // recordManifestIntent) and the output's.
 func (r *run) manifestInventory() []inventory.Entry {
-	out := slices.Clone(r.live.Inventory.Manifests)
+	out := slices.Clone(r.journal.Inventory().Manifests)
 	if !r.opts.DryRun {
 		out = append(out, manifests.Entries(r.out)...)
 	}
@@ -107,7 +92,7 @@ func (r *run) manifestInventory() []inventory.Entry {
 // returns the IDs that are gone from the inventory.
 func (r *run) pruneManifests(ctx context.Context, entries []inventory.Entry) map[string]bool {
 	var known []inventory.Entry
-	for _, p := range r.live.Inventory.Packages {
+	for _, p := range r.journal.Inventory().Packages {
 		known = append(known, p.Entries...)
 	}
 	res, gone := r.manifestStep().Prune(ctx, r.out, entries, known)

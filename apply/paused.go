@@ -23,7 +23,7 @@ func (r *run) pausedPackage(po *render.PackageOutput) *pkgRun {
 		key: crossplane.Ref(po.Kind, po.Name),
 		res: &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet(), Paused: true},
 	}
-	installed := r.live.Inventory.Package(po.Kind, po.Name)
+	installed := r.journal.Inventory().Package(po.Kind, po.Name)
 	if installed == nil {
 		r.warn(p.res, "paused (lockstep.io/paused: \"true\") before it was installed: nothing of it is installed until the annotation is removed")
 		p.res.Health = health.Target{Kind: po.Kind, Name: po.Name, Version: po.Version, Digest: po.Digest}

@@ -20,6 +20,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/owners"
+	"github.com/lockstep-gitops/lockstep/render"
 )
 
 // replacedPkg is an installed package that a package of the output
@@ -41,22 +42,12 @@ func sourceOf(ref string) string {
 	return r.Context().Name()
 }
 
-// normalizeSource returns a source as go-containerregistry spells it, so
-// that sources compare equal however they were written.
-func normalizeSource(src string) string {
-	r, err := name.NewRepository(src, name.WeakValidation)
-	if err != nil {
-		return src
-	}
-	return r.Name()
-}
-
 // findReplaced returns the installed packages of the same kind whose
 // spec.package is one of the sources p replaces.
 func (p *pkgRun) findReplaced(sources []string) {
 	want := map[string]bool{}
 	for _, s := range sources {
-		want[normalizeSource(s)] = true
+		want[render.NormalizeSource(s)] = true
 	}
 	for _, key := range p.r.live.PackageKeys() {
 		if key.Kind != p.key.Kind || key == p.key {

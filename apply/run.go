@@ -26,87 +26,6 @@ func refOf(o *render.Object) render.Reference {
 	return render.Reference{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name}
 }
 
-// replacedInOutput returns, for every package of the output that another
-// package of the output replaces, the replacing package ("Kind/name").
-func (r *run) replacedInOutput() map[crossplane.PackageRef]string {
-	out := map[crossplane.PackageRef]string{}
-	for _, po := range r.out.Packages {
-		for _, src := range r.out.Replaces[po.PackageRef().String()] {
-			want := normalizeSource(src)
-			for _, q := range r.out.Packages {
-				if q.Kind == po.Kind && q.Name != po.Name && normalizeSource(q.Source) == want {
-					out[crossplane.Ref(q.Kind, q.Name)] = po.PackageRef().String()
-				}
-			}
-		}
-	}
-	return out
-}
-
-// packageGroups partitions the packages of out into groups that can be
-// applied concurrently, as indexes into out.Packages, each group in out's
-// order and the groups by their first package. Two packages are in one
-// group when they render an object with the same identity (a CRD two
-// packages ship, a family's shared RBAC: the second must see the first's
-// ownership), when one replaces the other (replacedBy), or when both
-// replace the same source (meta replaces).
-func packageGroups(out *render.Output, replacedBy map[crossplane.PackageRef]string, replaces map[string][]string) [][]int {
-	parent := make([]int, len(out.Packages))
-	for i := range parent {
-		parent[i] = i
-	}
-	find := func(i int) int {
-		for parent[i] != i {
-			parent[i] = parent[parent[i]]
-			i = parent[i]
-		}
-		return i
-	}
-	union := func(a, b int) {
-		if ra, rb := find(a), find(b); ra != rb {
-			parent[max(ra, rb)] = min(ra, rb)
-		}
-	}
-	first := map[string]int{}
-	claim := func(key string, i int) {
-		if j, ok := first[key]; ok {
-			union(i, j)
-		} else {
-			first[key] = i
-		}
-	}
-	for i, po := range out.Packages {
-		key := crossplane.Ref(po.Kind, po.Name).String()
-		claim("package "+key, i)
-		if by, ok := replacedBy[crossplane.Ref(po.Kind, po.Name)]; ok {
-			claim("package "+by, i)
-		}
-		for _, src := range replaces[key] {
-			claim("replaces "+string(po.Kind)+" "+normalizeSource(src), i)
-		}
-		rev := po.Revision
-		for _, objs := range [][]*render.Object{rev.Payload, rev.Runtime, rev.RBAC} {
-			for _, o := range objs {
-				claim("object "+o.ID(), i)
-			}
-		}
-	}
-	byRoot := map[int][]int{}
-	var roots []int
-	for i := range out.Packages {
-		root := find(i)
-		if _, ok := byRoot[root]; !ok {
-			roots = append(roots, root)
-		}
-		byRoot[root] = append(byRoot[root], i)
-	}
-	groups := make([][]int, 0, len(roots))
-	for _, root := range roots {
-		groups = append(groups, byRoot[root])
-	}
-	return groups
-}
-
 // applyPackage runs the steps of one package. A failed step stops the
 // package; its status is written regardless, and a failure (or a change)
 // is recorded as an Event.
@@ -221,7 +140,7 @@ func (p *pkgRun) activeRevision() string {
 // after the deletions it is written again without what they removed, so a
 // failed deletion stays in it and is retried by the next apply.
 func (r *run) finish(ctx context.Context) {
-	old := r.live.Inventory
+	old := r.journal.Inventory()
 	desiredIDs := map[string]bool{}
 	inOutput := map[crossplane.PackageRef]bool{}
 	for _, po := range r.out.Packages {
@@ -241,7 +160,7 @@ func (r *run) finish(ctx context.Context) {
 		inv.Packages[i].Entries = inventory.Without(inv.Packages[i].Entries, deleted)
 	}
 	inv.Manifests = r.manifestInventory()
-	if err := r.writeInventory(ctx, inv); err != nil {
+	if err := r.journal.Write(ctx, inv); err != nil {
 		// Without a recorded inventory nothing may be deleted: a restarted
 		// lockstep would not know what to prune.
 		r.warn(nil, "%v; revisions past their history limit and packages gone from Git are deleted on the next apply", err)
@@ -265,7 +184,7 @@ func (r *run) finish(ctx context.Context) {
 		}
 		final.Packages = append(final.Packages, ip)
 	}
-	if err := r.writeInventory(ctx, final); err != nil {
+	if err := r.journal.Write(ctx, final); err != nil {
 		r.warn(nil, "%v", err)
 	}
 }

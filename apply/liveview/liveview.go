@@ -1,8 +1,8 @@
 // Package liveview is what an apply reads of the cluster before it
-// writes: every Crossplane package and revision, the instance's inventory,
-// the objects labelled with the instance of every kind the render output
-// applies, and, when a package needs them, the metadata of the objects of
-// those kinds that exist without the label. It reads with LISTs only, no
+// writes: every Crossplane package and revision, the objects labelled
+// with the instance of every kind the render output applies, and, when a
+// package needs them, the metadata of the objects of those kinds that
+// exist without the label (the inventory is apply/journal's). It reads with LISTs only, no
 // GET per object, as Flux's kustomize-controller reads its inventory's
 // objects (fluxcd/pkg/ssa ResourceManager), and keeps the bulk kinds
 // compact (CompactKinds): their header decoded, the rest as a drift
@@ -34,7 +34,6 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/drift"
-	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/liststream"
 	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/parallel"
@@ -157,12 +156,6 @@ type View struct {
 	metaListed map[Key]chan struct{}
 	// listed records the kinds whose labelled objects were listed.
 	listed map[Key]bool
-
-	// Inventory is the instance's inventory, empty when there is none;
-	// the executor replaces it when it writes a new one.
-	Inventory *inventory.Inventory
-	// InventoryExists says whether the inventory ConfigMap exists.
-	InventoryExists bool
 }
 
 // New returns an empty View that reads with cfg.
@@ -177,21 +170,18 @@ func New(cfg Config) *View {
 		foreign:    map[string]*metav1.PartialObjectMetadata{},
 		metaListed: map[Key]chan struct{}{},
 		listed:     map[Key]bool{},
-		Inventory:  &inventory.Inventory{},
 	}
 }
 
-// Records returns a View that shares v's packages, revisions and
-// inventory and has listed no object yet: what a targeted re-apply starts
-// from, which reads its objects with a GET each. It reads with v's
-// Client, Lister, Instance and Concurrency, without Shapes, KeepListed or
-// OnCRDList.
+// Records returns a View that shares v's packages and revisions and has
+// listed no object yet: what a targeted re-apply starts from, which reads
+// its objects with a GET each. It reads with v's Client, Lister, Instance
+// and Concurrency, without Shapes, KeepListed or OnCRDList.
 func (v *View) Records() *View {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	n := New(Config{Client: v.cfg.Client, Lister: v.cfg.Lister, Instance: v.cfg.Instance, Concurrency: v.cfg.Concurrency})
 	n.packages, n.revisions, n.byUID = v.packages, v.revisions, v.byUID
-	n.Inventory, n.InventoryExists = v.Inventory, v.InventoryExists
 	return n
 }
 

@@ -67,6 +67,7 @@ var ranks = []struct {
 	{"apply/adopt", 7},
 	{"apply/events", 7},
 	{"apply/handback", 7},
+	{"apply/journal", 7},
 	{"apply/liveview", 7},
 	{"apply/manifests", 7},
 	{"apply/protection", 7},

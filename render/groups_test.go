@@ -1,4 +1,4 @@
-package apply
+package render_test
 
 import (
 	"testing"
@@ -11,21 +11,21 @@ import (
 
 // groupsPkg returns a package output whose payload is a CRD per name.
 func groupsPkg(kind crossplane.Kind, name string, crds ...string) *render.PackageOutput {
+	source := "xpkg.example.io/org/" + name
 	rev := &render.RevisionOutput{Name: name + "-rev"}
 	for _, c := range crds {
 		rev.Payload = append(rev.Payload, &render.Object{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: c})
 	}
 	rev.Runtime = []*render.Object{{APIVersion: "v1", Kind: "ServiceAccount", Namespace: "crossplane-system", Name: name}}
-	return &render.PackageOutput{Kind: kind, Name: name, Revision: rev}
+	return &render.PackageOutput{Kind: kind, Name: name, Source: source, Revision: rev}
 }
 
-func TestPackageGroups(t *testing.T) {
+func TestGroups(t *testing.T) {
 	cases := map[string]struct {
-		reason     string
-		pkgs       []*render.PackageOutput
-		replacedBy map[crossplane.PackageRef]string
-		replaces   map[string][]string
-		want       [][]int
+		reason   string
+		pkgs     []*render.PackageOutput
+		replaces map[string][]string
+		want     [][]int
 	}{
 		"independent": {
 			reason: "packages that share nothing run on their own",
@@ -43,10 +43,16 @@ func TestPackageGroups(t *testing.T) {
 			want:   [][]int{{0, 1, 2}},
 		},
 		"replaced in output": {
-			reason:     "a package and the one that replaces it are one group",
-			pkgs:       []*render.PackageOutput{groupsPkg(crossplane.KindProvider, "old", "x.old.io"), groupsPkg(crossplane.KindProvider, "other", "o.io"), groupsPkg(crossplane.KindProvider, "new", "x.new.io")},
-			replacedBy: map[crossplane.PackageRef]string{{Kind: crossplane.KindProvider, Name: "old"}: "Provider/new"},
-			want:       [][]int{{0, 2}, {1}},
+			reason:   "a package and the one that replaces it are one group",
+			pkgs:     []*render.PackageOutput{groupsPkg(crossplane.KindProvider, "old", "x.old.io"), groupsPkg(crossplane.KindProvider, "other", "o.io"), groupsPkg(crossplane.KindProvider, "new", "x.new.io")},
+			replaces: map[string][]string{"Provider/new": {"xpkg.example.io/org/old"}},
+			want:     [][]int{{0, 2}, {1}},
+		},
+		"replaced of another kind": {
+			reason:   "a package replaces only packages of its own kind",
+			pkgs:     []*render.PackageOutput{groupsPkg(crossplane.KindFunction, "old"), groupsPkg(crossplane.KindProvider, "new", "x.new.io")},
+			replaces: map[string][]string{"Provider/new": {"xpkg.example.io/org/old"}},
+			want:     [][]int{{0}, {1}},
 		},
 		"same replaced source": {
 			reason:   "two packages replacing one source are one group",
@@ -57,9 +63,9 @@ func TestPackageGroups(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := packageGroups(&render.Output{Packages: tc.pkgs}, tc.replacedBy, tc.replaces)
+			got := (&render.Output{Packages: tc.pkgs, Replaces: tc.replaces}).Groups()
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("%s\npackageGroups: -want +got\n%s", tc.reason, diff)
+				t.Errorf("%s\nGroups: -want +got\n%s", tc.reason, diff)
 			}
 		})
 	}
