@@ -12,6 +12,7 @@ import (
 
 	"github.com/fluxcd/pkg/ssa"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
@@ -26,6 +27,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/apply/rootca"
 	"github.com/lockstep-gitops/lockstep/apply/writer"
 	"github.com/lockstep-gitops/lockstep/health"
+	"github.com/lockstep-gitops/lockstep/internal/crdcheck"
 	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
@@ -204,10 +206,9 @@ type Manager struct {
 	// SelfSubjectReview returned it (deletion protection).
 	identityMu sync.Mutex
 	user       string
-	// versionMu guards serverVersion, the kube-apiserver's /version once
-	// read (localValidation).
-	versionMu     sync.Mutex
-	serverVersion *version.Info
+	// validation decides whether CRDs are validated in-process; it reads
+	// the kube-apiserver's /version once per Manager.
+	validation *crdcheck.Policy
 	// restoreMu guards restorable, what the last full Apply that wrote
 	// nothing left for Restore (nil when there is none).
 	restoreMu  sync.Mutex
@@ -268,6 +269,7 @@ func NewManager(c client.Client, opts Options, mopts ...ManagerOption) (*Manager
 		o(&mc)
 	}
 	m.lock = mc.lock
+	var readVersion crdcheck.VersionReader
 	if mc.rest != nil {
 		rc, err := crdwait.NewRESTClient(mc.rest)
 		if err != nil {
@@ -275,10 +277,19 @@ func NewManager(c client.Client, opts Options, mopts ...ManagerOption) (*Manager
 		}
 		m.crds = crdwait.NewWatcher(rc)
 		m.lister = &liststream.Lister{REST: rc, Mapper: c.RESTMapper()}
+		readVersion = func(ctx context.Context) (*version.Info, error) {
+			raw, err := rc.Get().AbsPath("/version").Do(ctx).Raw()
+			if err != nil {
+				return nil, err
+			}
+			v := &version.Info{}
+			return v, utiljson.Unmarshal(raw, v)
+		}
 		if m.disco, err = discovery.NewDiscoveryClientForConfig(mc.rest); err != nil {
 			return nil, err
 		}
 	}
+	m.validation = crdcheck.NewPolicy(readVersion, opts.PreflightSkew)
 	if sa := opts.ManifestServiceAccount; sa != "" {
 		if mc.rest == nil {
 			return nil, fmt.Errorf("manifest service account %s: impersonating it needs a REST config (WithRESTConfig)", sa)
@@ -591,15 +602,10 @@ type run struct {
 	mrdOnce sync.Once
 	mrds    []metav1.PartialObjectMetadata
 	mrdErr  error
-	// localOnce decides local: whether new CRDs are validated in-process
-	// (localCRDs).
+	// localOnce takes local, the run's decision on in-process validation
+	// (preflight).
 	localOnce sync.Once
-	local     bool
-	// skewMinor, set with localOnce when local is false, is the older
-	// kube-apiserver's minor whose CRD validation differs from lockstep's
-	// only in what crdcheck.SkewDifference looks for: CRDs without those
-	// are validated in-process too (localCRD).
-	skewMinor int
+	local     crdcheck.Decision
 	// access answers whether runtime objects may be created without a
 	// dry-run (access.Reviewer.MayCreate).
 	access *access.Reviewer

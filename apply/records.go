@@ -286,7 +286,7 @@ func (r *run) newDesired(u *unstructured.Unstructured, role inventory.Role, revi
 //
 // A CRD that does not exist yet is validated in-process instead of
 // dry-run when the run's preflight mode is local and the kube-apiserver's
-// version allows it (localCRDs, crdcheck.Create); so is the change of a
+// version allows it (localCRD, crdcheck.Create); so is the change of a
 // labelled CRD whose live object lacks the applied hash (crdcheck.Update),
 // unless it has controller references to release first or the update
 // cannot be modelled in-process. In the same local mode, a runtime or RBAC
