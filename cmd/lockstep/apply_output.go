@@ -38,16 +38,28 @@ type applyDocument struct {
 
 // applyPackage is one package's result.
 type applyPackage struct {
-	Kind            string         `json:"kind"`
-	Name            string         `json:"name"`
-	CurrentRevision string         `json:"currentRevision,omitempty"`
-	ActiveRevision  string         `json:"activeRevision,omitempty"`
-	Paused          bool           `json:"paused,omitempty"`
-	Changes         []applyChange  `json:"changes"`
-	Counts          map[string]int `json:"counts"`
+	Kind            string `json:"kind"`
+	Name            string `json:"name"`
+	CurrentRevision string `json:"currentRevision,omitempty"`
+	ActiveRevision  string `json:"activeRevision,omitempty"`
+	Paused          bool   `json:"paused,omitempty"`
+	// Plan are the decisions the apply took for the package, each with
+	// its reason (apply.PackageResult.Plan): the revision's activation,
+	// the revisions garbage collected, a removed package's prune. A dry
+	// run's are what an apply would do.
+	Plan    []applyDecision `json:"plan"`
+	Changes []applyChange   `json:"changes"`
+	Counts  map[string]int  `json:"counts"`
 	// Step and Error say where and why the package failed.
 	Step  string `json:"step,omitempty"`
 	Error string `json:"error,omitempty"`
+}
+
+// applyDecision is one decision of a package's plan (plan.Decision).
+type applyDecision struct {
+	Action  string `json:"action"`
+	Subject string `json:"subject"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // applyChange is one object and what the apply did to it.
@@ -74,7 +86,10 @@ func newApplyDocument(res *apply.Result, dryRun bool) *applyDocument {
 	}
 	pkg := func(p *apply.PackageResult) applyPackage {
 		out := applyPackage{Kind: string(p.Kind), Name: p.Name, CurrentRevision: p.CurrentRevision, ActiveRevision: p.ActiveRevision,
-			Paused: p.Paused, Changes: []applyChange{}, Counts: map[string]int{}}
+			Paused: p.Paused, Plan: []applyDecision{}, Changes: []applyChange{}, Counts: map[string]int{}}
+		for _, d := range p.Plan {
+			out.Plan = append(out.Plan, applyDecision{Action: d.Action, Subject: d.Subject, Reason: d.Reason})
+		}
 		if p.Changes != nil {
 			for _, e := range p.Changes.Entries {
 				out.Changes = append(out.Changes, applyChange{Object: e.Subject, Action: string(e.Action)})

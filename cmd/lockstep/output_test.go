@@ -63,6 +63,7 @@ func TestMachineOutput(t *testing.T) {
 		APIVersion, Kind string
 		Packages         []struct {
 			Kind, Name, CurrentRevision, Error string
+			Plan                               []struct{ Action, Subject, Reason string }
 			Changes                            []struct{ Object, Action string }
 		}
 		MutatingRequests int64
@@ -87,6 +88,10 @@ func TestMachineOutput(t *testing.T) {
 		for _, p := range doc.Packages {
 			if p.CurrentRevision == "" || len(p.Changes) == 0 {
 				t.Errorf("apply -o json #%d: %s %s: revision %q, %d changes", i+1, p.Kind, p.Name, p.CurrentRevision, len(p.Changes))
+			}
+			// The plan says why the revision is Active.
+			if len(p.Plan) == 0 || p.Plan[0].Action != "activate" || p.Plan[0].Subject != "revision "+p.CurrentRevision || p.Plan[0].Reason == "" {
+				t.Errorf("apply -o json #%d: %s %s: plan %+v, want the activation of revision %s with its reason", i+1, p.Kind, p.Name, p.Plan, p.CurrentRevision)
 			}
 		}
 	}
