@@ -61,14 +61,14 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.live = p.cur
-	if err := r.reconcile(ctx, d); err != nil {
+	d.Live = p.cur
+	if err := r.planner.Reconcile(ctx, d); err != nil {
 		return err
 	}
-	p.cur = d.result
+	p.cur = d.Result
 	p.records[len(p.records)-1] = d
-	if d.action != ssa.UnchangedAction {
-		p.setChange(d.u, ssa.ConfiguredAction)
+	if d.Action != ssa.UnchangedAction {
+		p.setChange(d.U, ssa.ConfiguredAction)
 	}
 	r.events.Record(p.cur, corev1.EventTypeNormal, events.ReasonTransitionRevision, fmt.Sprintf("Revision %s is Active", p.cur.GetName()))
 	return nil

@@ -246,14 +246,14 @@ func (p *pkgRun) dropDeletedMRDRefs(ctx context.Context) error {
 		}
 	}
 	for _, d := range p.payload {
-		if d.u.GroupVersionKind().GroupKind() != crossplane.GroupKindCRD {
+		if d.U.GroupVersionKind().GroupKind() != crossplane.GroupKindCRD {
 			continue
 		}
-		if !deleted[d.u.GetName()] && (d.result == nil || p.mrdRefsKnown(d.result.GetOwnerReferences())) {
+		if !deleted[d.U.GetName()] && (d.Result == nil || p.mrdRefsKnown(d.Result.GetOwnerReferences())) {
 			continue
 		}
-		if err := r.dropDeletedMRDRefsOf(ctx, d.u.GetName()); err != nil {
-			return fmt.Errorf("CustomResourceDefinition %s: cannot remove the owner reference of its deleted ManagedResourceDefinition: %w", d.u.GetName(), err)
+		if err := r.dropDeletedMRDRefsOf(ctx, d.U.GetName()); err != nil {
+			return fmt.Errorf("CustomResourceDefinition %s: cannot remove the owner reference of its deleted ManagedResourceDefinition: %w", d.U.GetName(), err)
 		}
 	}
 	return nil
@@ -289,11 +289,11 @@ func (p *pkgRun) rollbackAdoption(ctx context.Context) error {
 		}
 	}
 	for _, d := range p.records {
-		if d.revision == "" || d.action != ssa.CreatedAction || d.result == nil || p.adopting(d.result) {
+		if d.Revision == "" || d.Action != ssa.CreatedAction || d.Result == nil || p.adopting(d.Result) {
 			continue
 		}
-		if err := r.w.Delete(ctx, d.result, d.result.GetUID()); err != nil {
-			errs = append(errs, fmt.Errorf("cannot delete %s %s, created for the failed adoption: %w", d.result.GetKind(), d.result.GetName(), err))
+		if err := r.w.Delete(ctx, d.Result, d.Result.GetUID()); err != nil {
+			errs = append(errs, fmt.Errorf("cannot delete %s %s, created for the failed adoption: %w", d.Result.GetKind(), d.Result.GetName(), err))
 		}
 	}
 	a.paused = false

@@ -9,6 +9,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/crdcheck"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -36,9 +37,9 @@ func (p *pkgRun) breakingStep(ctx context.Context) error {
 	if p.po.AllowBreakingUpgrade {
 		return nil
 	}
-	var changed []*desired
+	var changed []*desired.Object
 	for _, d := range p.payload {
-		if d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && d.exists() && d.action != ssa.UnchangedAction && !contentUnchanged(d) {
+		if d.U.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD && d.Exists() && d.Action != ssa.UnchangedAction && !d.ContentUnchanged() {
 			changed = append(changed, d)
 		}
 	}
@@ -64,29 +65,16 @@ func (p *pkgRun) breakingStep(ctx context.Context) error {
 	return nil
 }
 
-// contentUnchanged reports whether the live object holds the content
-// lockstep applies now (its content-hash annotation matches what is
-// rendered): what differs, if anything, is metadata alone, such as a new
-// revision taking control of every CRD of a provider on upgrade. plan
-// checks such a change in-process, and it cannot break an object.
-func contentUnchanged(d *desired) bool {
-	if d.live == nil {
-		return false
-	}
-	h := d.u.GetAnnotations()[AnnotationContentHash]
-	return h != "" && d.live.GetAnnotations()[AnnotationContentHash] == h
-}
-
 // breakages returns how d, a CRD lockstep changes, breaks the custom
 // resources that exist: it lists them (one paged LIST, at the version the
 // live CRD prefers, as the RESTMapper has it from discovery) and checks
 // each against the new CRD. A kind with no object costs that one LIST. A
 // stored version the new CRD drops is left to the API server, which
 // refuses that update itself.
-func (r *run) breakages(ctx context.Context, d *desired) ([]crdcheck.Breakage, error) {
+func (r *run) breakages(ctx context.Context, d *desired.Object) ([]crdcheck.Breakage, error) {
 	next := &apiextensionsv1.CustomResourceDefinition{}
-	if err := json.Unmarshal(d.obj.JSON(), next); err != nil {
-		return nil, fmt.Errorf("%s: %w", d.id, err)
+	if err := json.Unmarshal(d.Obj.JSON(), next); err != nil {
+		return nil, fmt.Errorf("%s: %w", d.ID, err)
 	}
 	if r.m.lister == nil || r.m.lister.Mapper == nil {
 		return nil, nil
@@ -97,7 +85,7 @@ func (r *run) breakages(ctx context.Context, d *desired) ([]crdcheck.Breakage, e
 		if liveview.IsNotServed(err) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("%s: %w", d.id, err)
+		return nil, fmt.Errorf("%s: %w", d.ID, err)
 	}
 	gvk := mapping.GroupVersionKind
 	broken, err := crdcheck.Breakages(ctx, next, gvk, r.m.lister)

@@ -39,31 +39,3 @@ func (r *run) preflight(ctx context.Context) crdcheck.Decision {
 	})
 	return r.local
 }
-
-// localCRD reports whether the CRD d is validated in-process
-// (crdcheck.Decision.CRD): every CRD when the server validates as
-// lockstep does, or, on an older kube-apiserver of a minor compared with
-// lockstep's validation (crdcheck.OldestEvidenced and later), one that
-// uses nothing the two releases judge otherwise
-// (docs/design/apply.md#crd-validation-from-kubernetes-133-to-137). Any
-// other CRD is dry-run on the server. It returns d's body, which the
-// in-process validation reads, so that it is encoded once.
-func (r *run) localCRD(ctx context.Context, d *desired) (bool, []byte, error) {
-	dec := r.preflight(ctx)
-	if !dec.Some() {
-		return false, nil, nil
-	}
-	body, err := d.payloadJSON()
-	if err != nil {
-		return false, nil, err
-	}
-	return dec.CRD(body), body, nil
-}
-
-// localRuntime reports whether new runtime objects of lockstep's defaults
-// are created without a dry-run: their validity does not depend on the
-// server's minor, so on any server whose CRD validation is known
-// (crdcheck.Decision.Some).
-func (r *run) localRuntime(ctx context.Context) bool {
-	return r.preflight(ctx).Some()
-}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/managedfields"
 	"github.com/lockstep-gitops/lockstep/internal/owners"
@@ -31,10 +32,10 @@ import (
 func (p *pkgRun) findHandOffs(ctx context.Context) error {
 	cur := p.uids[p.revRef()]
 	for _, d := range p.runtime {
-		if d.role != inventory.RoleRuntime || !d.exists() {
+		if d.Role != inventory.RoleRuntime || !d.Exists() {
 			continue
 		}
-		c := owners.Controller(d.liveRefs())
+		c := owners.Controller(d.LiveRefs())
 		if c == nil || c.UID == cur {
 			continue
 		}
@@ -43,20 +44,20 @@ func (p *pkgRun) findHandOffs(ctx context.Context) error {
 			continue
 		}
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(d.u.GroupVersionKind())
-		if err := p.r.c.Get(ctx, client.ObjectKey{Namespace: d.u.GetNamespace(), Name: d.u.GetName()}, u); err != nil {
+		u.SetGroupVersionKind(d.U.GroupVersionKind())
+		if err := p.r.c.Get(ctx, client.ObjectKey{Namespace: d.U.GetNamespace(), Name: d.U.GetName()}, u); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return fmt.Errorf("%s: cannot read it to hand its controller reference over: %w", d.id, err)
+			return fmt.Errorf("%s: cannot read it to hand its controller reference over: %w", d.ID, err)
 		}
 		if !ownedByOthers(u, FieldManager, *c) {
 			continue
 		}
-		d.handOff = u
+		d.HandOff = u
 		// The apply's dry-run would see two controllers until the
 		// hand-off is written: dry-run it right before the apply.
-		d.deferDryRun = true
+		d.DeferDryRun = true
 	}
 	return nil
 }
@@ -79,13 +80,13 @@ func ownedByOthers(u *unstructured.Unstructured, manager string, ref metav1.Owne
 // resourceVersion read by findHandOffs, that replaces the old controller
 // reference with the current revision's, keeping every other owner
 // reference. The object is never without a controller, nor with two.
-func (p *pkgRun) handOver(ctx context.Context, d *desired) error {
-	if d.handOff == nil {
+func (p *pkgRun) handOver(ctx context.Context, d *desired.Object) error {
+	if d.HandOff == nil {
 		return nil
 	}
 	var next metav1.OwnerReference
 	found := false
-	for _, ref := range d.u.GetOwnerReferences() {
+	for _, ref := range d.U.GetOwnerReferences() {
 		if ref.Controller != nil && *ref.Controller {
 			next, found = ref, true
 		}
@@ -94,7 +95,7 @@ func (p *pkgRun) handOver(ctx context.Context, d *desired) error {
 		return nil
 	}
 	var refs []metav1.OwnerReference
-	for _, ref := range d.handOff.GetOwnerReferences() {
+	for _, ref := range d.HandOff.GetOwnerReferences() {
 		switch {
 		case ref.Controller != nil && *ref.Controller:
 			refs = append(refs, next)
@@ -102,9 +103,9 @@ func (p *pkgRun) handOver(ctx context.Context, d *desired) error {
 			refs = append(refs, ref)
 		}
 	}
-	old := owners.Controller(d.handOff.GetOwnerReferences())
-	if err := p.r.w.PatchOwnerReferences(ctx, d.handOff, refs, FieldManager); err != nil {
-		return fmt.Errorf("%s: cannot hand the controller reference over from %s to %s: %w", d.id, owners.Describe(*old), owners.Describe(next), err)
+	old := owners.Controller(d.HandOff.GetOwnerReferences())
+	if err := p.r.w.PatchOwnerReferences(ctx, d.HandOff, refs, FieldManager); err != nil {
+		return fmt.Errorf("%s: cannot hand the controller reference over from %s to %s: %w", d.ID, owners.Describe(*old), owners.Describe(next), err)
 	}
 	return nil
 }

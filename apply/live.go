@@ -48,6 +48,7 @@ func (r *run) load(ctx context.Context) error {
 		cfg.OnCRDList = func(rv string) { r.crds.Seed(rv, r.listedCRD) }
 	}
 	r.live = liveview.New(cfg)
+	r.planner.View = r.live
 	inv, exists, err := inventory.ReadExisting(ctx, r.c, r.opts.Namespace, r.opts.Instance)
 	if err != nil {
 		return err

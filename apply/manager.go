@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/apply/access"
+	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/events"
 	"github.com/lockstep-gitops/lockstep/apply/journal"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
@@ -592,8 +593,10 @@ type run struct {
 	// the inventory as the run records it (intents, then the result).
 	loaded  *inventory.Inventory
 	journal *journal.Journal
-	// w sends the run's writes and counts them.
-	w *writer.Writer
+	// w sends the run's writes and counts them; planner decides and writes
+	// each object through it.
+	w       *writer.Writer
+	planner *desired.Planner
 
 	// keptListed counts the bytes of listed CRD JSON kept (keepListed).
 	keptListed atomic.Int64
@@ -620,6 +623,7 @@ func (m *Manager) newRun(out *render.Output, meta Origin) *run {
 	r.ca = rootca.New(r.c, r.opts.Namespace, r.now,
 		rootca.WithDryRun(r.opts.DryRun), rootca.WithFieldManager(FieldManager), rootca.OnCreate(r.w.Wrote))
 	r.events = events.NewRecorder(r.opts.Instance, r.now, r.opts.DryRun)
+	r.planner = &desired.Planner{Writer: r.w, Client: r.c, FieldManager: FieldManager, Local: r.preflight, MayCreate: r.access.MayCreate}
 	return r
 }
 

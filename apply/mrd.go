@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-gitops/lockstep/apply/adopt"
+	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/apply/prune"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -34,15 +35,15 @@ func mrdRef(name string) render.Reference {
 // (render.RevisionOutput.ManagedCRDs) as payload objects marked managed.
 // An MRD's UID is taken from its live object (labelled or foreign), the
 // placeholder otherwise; payloadStep binds again once the MRD is written.
-func (p *pkgRun) bindManaged(mrds []*desired, crds []*render.Object) ([]*desired, error) {
+func (p *pkgRun) bindManaged(mrds []*desired.Object, crds []*render.Object) ([]*desired.Object, error) {
 	if len(crds) == 0 {
 		return nil, nil
 	}
 	p.setMRDUIDs(mrds)
-	out := make([]*desired, 0, len(crds))
+	out := make([]*desired.Object, 0, len(crds))
 	for _, o := range crds {
-		d := &desired{obj: o, role: inventory.RolePayload, id: renderedID(o), managed: true, p: p}
-		d.live = p.r.live.Object(d.id)
+		d := &desired.Object{Obj: o, Role: inventory.RolePayload, ID: renderedID(o), Managed: true, Pkg: p}
+		d.Live = p.r.live.Object(d.ID)
 		if err := p.rebind(d); err != nil {
 			return nil, err
 		}
@@ -53,21 +54,21 @@ func (p *pkgRun) bindManaged(mrds []*desired, crds []*render.Object) ([]*desired
 
 // setMRDUIDs records in p.uids the UID of every MRD of objs: the one this
 // apply wrote, else the live one, else the placeholder.
-func (p *pkgRun) setMRDUIDs(objs []*desired) {
+func (p *pkgRun) setMRDUIDs(objs []*desired.Object) {
 	for _, d := range objs {
-		if d.obj.GroupKind() != crossplane.GroupKindMRD {
+		if d.Obj.GroupKind() != crossplane.GroupKindMRD {
 			continue
 		}
 		uid := placeholderUID
 		switch {
-		case d.result != nil && d.result.GetUID() != "":
-			uid = d.result.GetUID()
-		case d.live != nil:
-			uid = d.live.GetUID()
-		case d.foreign != nil:
-			uid = d.foreign.GetUID()
+		case d.Result != nil && d.Result.GetUID() != "":
+			uid = d.Result.GetUID()
+		case d.Live != nil:
+			uid = d.Live.GetUID()
+		case d.Foreign != nil:
+			uid = d.Foreign.GetUID()
 		}
-		p.uids[mrdRef(d.obj.Name)] = uid
+		p.uids[mrdRef(d.Obj.Name)] = uid
 	}
 }
 
@@ -98,7 +99,7 @@ func crossplaneOwners(refs []metav1.OwnerReference) []metav1.OwnerReference {
 // writeManaged binds the managed CRDs of objs once more with the UIDs of
 // the MRDs the stage wrote (mrds) and writes them, after their MRDs: the
 // CRD's owner reference needs the MRD's UID.
-func (p *pkgRun) writeManaged(ctx context.Context, mrds, objs []*desired) error {
+func (p *pkgRun) writeManaged(ctx context.Context, mrds, objs []*desired.Object) error {
 	if len(objs) == 0 {
 		return nil
 	}
@@ -107,8 +108,8 @@ func (p *pkgRun) writeManaged(ctx context.Context, mrds, objs []*desired) error 
 		if err := p.rebind(d); err != nil {
 			return err
 		}
-		if p.uids[mrdRef(d.obj.Name)] == placeholderUID && !p.r.opts.DryRun {
-			return fmt.Errorf("%s: the ManagedResourceDefinition %s was not written", d.id, d.obj.Name)
+		if p.uids[mrdRef(d.Obj.Name)] == placeholderUID && !p.r.opts.DryRun {
+			return fmt.Errorf("%s: the ManagedResourceDefinition %s was not written", d.ID, d.Obj.Name)
 		}
 	}
 	return p.writeAll(ctx, objs)
@@ -141,7 +142,7 @@ func liveActive(v *liveview.View, id string) (bool, *unstructured.Unstructured, 
 // resources, as --prune-crds unused never deletes a CRD that holds some.
 // A warning per MRD says so and whether custom resources of its kind
 // exist (docs/design/activation.md#managed-resource-activation).
-func (p *pkgRun) keepActiveMRDs(ctx context.Context, payload []*desired) error {
+func (p *pkgRun) keepActiveMRDs(ctx context.Context, payload []*desired.Object) error {
 	active, latched := map[string]bool{}, map[string]bool{}
 	for _, o := range p.po.Revision.ManagedCRDs {
 		active[o.Name] = true
@@ -152,21 +153,21 @@ func (p *pkgRun) keepActiveMRDs(ctx context.Context, payload []*desired) error {
 		latched[m.Name] = m.By == render.ByCluster
 	}
 	for _, d := range payload {
-		if d.obj.GroupKind() != crossplane.GroupKindMRD || (active[d.obj.Name] && !latched[d.obj.Name]) {
+		if d.Obj.GroupKind() != crossplane.GroupKindMRD || (active[d.Obj.Name] && !latched[d.Obj.Name]) {
 			continue
 		}
 		// An MRD the provider ships with state Active, or one activated
 		// by a policy, has its CRD in ManagedCRDs; any other is inactive.
-		ok, live, err := liveActive(p.r.live, d.id)
+		ok, live, err := liveActive(p.r.live, d.ID)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			continue
 		}
-		if !latched[d.obj.Name] {
+		if !latched[d.Obj.Name] {
 			// Rendered without the cluster's state: keep it Active here.
-			if d.obj, err = render.KeepActive(d.obj); err != nil {
+			if d.Obj, err = render.KeepActive(d.Obj); err != nil {
 				return err
 			}
 			if err := p.rebind(d); err != nil {
@@ -175,7 +176,7 @@ func (p *pkgRun) keepActiveMRDs(ctx context.Context, payload []*desired) error {
 		}
 		n, err := prune.CountInstances(ctx, p.r.c, live)
 		if err != nil {
-			return fmt.Errorf("%s: cannot tell whether objects of its kind exist: %w", d.id, err)
+			return fmt.Errorf("%s: cannot tell whether objects of its kind exist: %w", d.ID, err)
 		}
 		held := "no custom resource of its kind exists"
 		if n > 0 {
@@ -183,7 +184,7 @@ func (p *pkgRun) keepActiveMRDs(ctx context.Context, payload []*desired) error {
 		}
 		p.r.warn(p.res, "%s %s: no ManagedResourceActivationPolicy activates it any more, but an Active MRD cannot become Inactive "+
 			"(a validation rule of its CRD): it stays Active, and CustomResourceDefinition %s stays in place (%s)",
-			crossplane.GroupKindMRD.Kind, d.obj.Name, d.obj.Name, held)
+			crossplane.GroupKindMRD.Kind, d.Obj.Name, d.Obj.Name, held)
 	}
 	return nil
 }
@@ -247,22 +248,22 @@ func (p *pkgRun) runtimeActive() *xpv2.Condition {
 // package ships itself, an inactive one (its CRD is not in the plan), one
 // that exists, or a cluster that does not serve the MRD kind at the
 // version render writes is dry-run.
-func (p *pkgRun) planLocalMRD(ctx context.Context, d *desired) (bool, error) {
+func (p *pkgRun) PlanLocalMRD(ctx context.Context, d *desired.Object) (bool, error) {
 	r := p.r
-	if r.opts.Preflight != PreflightLocal || !d.obj.FromCRD || d.exists() || len(d.release) > 0 || d.handOff != nil || !p.hasManagedCRD(d.obj.Name) {
+	if r.opts.Preflight != PreflightLocal || !d.Obj.FromCRD || d.Exists() || len(d.Release) > 0 || d.HandOff != nil || !p.hasManagedCRD(d.Obj.Name) {
 		return false, nil
 	}
-	gvk := d.u.GroupVersionKind()
+	gvk := d.U.GroupVersionKind()
 	if _, err := r.c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
 		return false, nil //nolint:nilerr // not served: the dry-run's error is the API server's
 	}
 	if !r.access.MayCreate(ctx, crossplane.GroupKindMRD, "") {
 		return false, nil
 	}
-	if err := drift.ValidateMetadata(d.u); err != nil {
-		return true, fmt.Errorf("%s: %w", d.id, err)
+	if err := drift.ValidateMetadata(d.U); err != nil {
+		return true, fmt.Errorf("%s: %w", d.ID, err)
 	}
-	d.action = ssa.CreatedAction
+	d.Action = ssa.CreatedAction
 	return true, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/parallel"
 )
@@ -40,8 +41,8 @@ var resumePatch = []byte(`{"metadata":{"annotations":{"` + crossplane.Annotation
 
 // pausesOnCreate reports whether d is an MRD this apply creates, which it
 // creates paused: a payload MRD that does not exist yet, outside a dry run.
-func (p *pkgRun) pausesOnCreate(d *desired) bool {
-	return d.isPayload() && d.obj.GroupKind() == crossplane.GroupKindMRD && !d.exists() && !p.r.opts.DryRun
+func (p *pkgRun) pausesOnCreate(d *desired.Object) bool {
+	return d.IsPayload() && d.Obj.GroupKind() == crossplane.GroupKindMRD && !d.Exists() && !p.r.opts.DryRun
 }
 
 // pauseForInstall sets the annotations of an MRD created paused on u.
@@ -68,13 +69,13 @@ func (p *pkgRun) resumeMRDs(ctx context.Context) error {
 	if p.r.opts.DryRun {
 		return nil
 	}
-	var paused []*desired
+	var paused []*desired.Object
 	for _, d := range p.payload {
-		if d.obj.GroupKind() != crossplane.GroupKindMRD {
+		if d.Obj.GroupKind() != crossplane.GroupKindMRD {
 			continue
 		}
-		created := d.result != nil && d.action == ssa.CreatedAction && pausedForInstall(d.u.GetAnnotations())
-		left := d.live != nil && pausedForInstall(d.live.GetAnnotations())
+		created := d.Result != nil && d.Action == ssa.CreatedAction && pausedForInstall(d.U.GetAnnotations())
+		left := d.Live != nil && pausedForInstall(d.Live.GetAnnotations())
 		if created || left {
 			paused = append(paused, d)
 		}
@@ -89,13 +90,13 @@ func (p *pkgRun) resumeMRDs(ctx context.Context) error {
 // that no longer exists needs none. The API server answers with the MRD's
 // metadata alone (a PartialObjectMetadata): an MRD holds its CRD's whole
 // schema, which nothing here reads.
-func (r *run) resume(ctx context.Context, d *desired) error {
-	err := r.w.Patch(ctx, d.u.GroupVersionKind(), "", d.u.GetName(), types.MergePatchType, resumePatch, FieldManager)
+func (r *run) resume(ctx context.Context, d *desired.Object) error {
+	err := r.w.Patch(ctx, d.U.GroupVersionKind(), "", d.U.GetName(), types.MergePatchType, resumePatch, FieldManager)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("%s: cannot resume it (remove %s): %w", d.id, crossplane.AnnotationPaused, err)
+		return fmt.Errorf("%s: cannot resume it (remove %s): %w", d.ID, crossplane.AnnotationPaused, err)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/crdwait"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -52,14 +53,14 @@ func (p *pkgRun) payloadStep(ctx context.Context) error {
 		return nil
 	}
 	r := p.r
-	for _, d := range append(append([]*desired(nil), p.payload...), p.runtime...) {
+	for _, d := range append(append([]*desired.Object(nil), p.payload...), p.runtime...) {
 		if err := p.releaseStale(ctx, d); err != nil {
 			return err
 		}
 	}
-	stages := make([][]*desired, 4)
+	stages := make([][]*desired.Object, 4)
 	for _, d := range p.payload {
-		s := payloadStage(d.u.GroupVersionKind().GroupKind())
+		s := payloadStage(d.U.GroupVersionKind().GroupKind())
 		stages[s] = append(stages[s], d)
 	}
 	crds := changedCRDs(stages[0])
@@ -71,7 +72,7 @@ func (p *pkgRun) payloadStep(ctx context.Context) error {
 		r.crds.Start()
 	}
 	for i, stage := range stages {
-		var managed []*desired
+		var managed []*desired.Object
 		if i == 0 {
 			stage, managed = splitManaged(stage)
 		}
@@ -102,9 +103,9 @@ func (p *pkgRun) payloadStep(ctx context.Context) error {
 
 // splitManaged returns the objects of objs that are not managed CRDs,
 // then those that are.
-func splitManaged(objs []*desired) (rest, managed []*desired) {
+func splitManaged(objs []*desired.Object) (rest, managed []*desired.Object) {
 	for _, d := range objs {
-		if d.managed {
+		if d.Managed {
 			managed = append(managed, d)
 		} else {
 			rest = append(rest, d)
@@ -114,13 +115,13 @@ func splitManaged(objs []*desired) (rest, managed []*desired) {
 }
 
 // writeAll writes objs, Concurrency at a time, and joins the errors.
-func (p *pkgRun) writeAll(ctx context.Context, objs []*desired) error {
+func (p *pkgRun) writeAll(ctx context.Context, objs []*desired.Object) error {
 	errs := parallel.Errors(ctx, len(objs), p.r.opts.Concurrency, func(ctx context.Context, i int) error {
-		return p.r.write(ctx, objs[i])
+		return p.r.planner.Write(ctx, objs[i])
 	})
 	for _, d := range objs {
-		if d.action != "" && d.result != nil {
-			p.res.Changes.Add(entry(d.u, d.action))
+		if d.Action != "" && d.Result != nil {
+			p.res.Changes.Add(entry(d.U, d.Action))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -132,8 +133,8 @@ func (p *pkgRun) writeAll(ctx context.Context, objs []*desired) error {
 // releaseStale removes controller references to revisions that no longer
 // exist from a live object before lockstep applies it, since an apply
 // cannot drop references another field manager wrote.
-func (p *pkgRun) releaseStale(ctx context.Context, d *desired) error {
-	if len(d.release) == 0 {
+func (p *pkgRun) releaseStale(ctx context.Context, d *desired.Object) error {
+	if len(d.Release) == 0 {
 		return nil
 	}
 	var obj interface {
@@ -141,20 +142,20 @@ func (p *pkgRun) releaseStale(ctx context.Context, d *desired) error {
 	}
 	var target *unstructured.Unstructured
 	switch {
-	case d.live != nil:
-		obj, target = d.live, d.live
-	case d.foreign != nil:
-		obj = d.foreign
+	case d.Live != nil:
+		obj, target = d.Live, d.Live
+	case d.Foreign != nil:
+		obj = d.Foreign
 		target = &unstructured.Unstructured{}
-		target.SetGroupVersionKind(d.foreign.GroupVersionKind())
-		target.SetName(d.foreign.Name)
-		target.SetNamespace(d.foreign.Namespace)
-		target.SetResourceVersion(d.foreign.ResourceVersion)
+		target.SetGroupVersionKind(d.Foreign.GroupVersionKind())
+		target.SetName(d.Foreign.Name)
+		target.SetNamespace(d.Foreign.Namespace)
+		target.SetResourceVersion(d.Foreign.ResourceVersion)
 	default:
 		return nil
 	}
 	stale := map[string]bool{}
-	for _, ref := range d.release {
+	for _, ref := range d.Release {
 		stale[string(ref.UID)] = true
 	}
 	var keep []metav1.OwnerReference
@@ -167,19 +168,19 @@ func (p *pkgRun) releaseStale(ctx context.Context, d *desired) error {
 		if apierrors.IsNotFound(err) {
 			return nil // gone meanwhile: the apply creates it afresh
 		}
-		return fmt.Errorf("%s: cannot release the stale controller reference %s: %w", d.id, owners.Describe(d.release[0]), err)
+		return fmt.Errorf("%s: cannot release the stale controller reference %s: %w", d.ID, owners.Describe(d.Release[0]), err)
 	}
-	p.r.warn(p.res, "released the stale controller reference %s of %s", owners.Describe(d.release[0]), d.id)
+	p.r.warn(p.res, "released the stale controller reference %s of %s", owners.Describe(d.Release[0]), d.ID)
 	return nil
 }
 
 // changedCRDs returns the CRDs of objs that this apply creates or changes
 // (their action was planned in the preflight): the ones to wait for.
 // Objects of other kinds (MRDs share the stage) are not waited for.
-func changedCRDs(objs []*desired) []*desired {
-	var out []*desired
+func changedCRDs(objs []*desired.Object) []*desired.Object {
+	var out []*desired.Object
 	for _, d := range objs {
-		if (d.action == ssa.CreatedAction || d.action == ssa.ConfiguredAction) && d.u.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD {
+		if (d.Action == ssa.CreatedAction || d.Action == ssa.ConfiguredAction) && d.U.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD {
 			out = append(out, d)
 		}
 	}
@@ -195,13 +196,13 @@ func changedCRDs(objs []*desired) []*desired {
 // pkg/apiserver/customresource_handler.go, updateCustomResourceDefinition),
 // and discovery leaves the kind out until then. The payload step updates
 // them (nudgeCRD) and waits for them with the CRDs it writes.
-func (r *run) unestablishedCRDs(objs []*desired) []*desired {
-	var out []*desired
+func (r *run) unestablishedCRDs(objs []*desired.Object) []*desired.Object {
+	var out []*desired.Object
 	for _, d := range objs {
-		if d.action == ssa.CreatedAction || d.action == ssa.ConfiguredAction || d.u.GroupVersionKind().GroupKind() != crossplane.GroupKindCRD {
+		if d.Action == ssa.CreatedAction || d.Action == ssa.ConfiguredAction || d.U.GroupVersionKind().GroupKind() != crossplane.GroupKindCRD {
 			continue
 		}
-		if st, ok := r.listedCRD(d.u.GetName()); ok && !st.Established && st.NotAccepted == "" {
+		if st, ok := r.listedCRD(d.U.GetName()); ok && !st.Established && st.NotAccepted == "" {
 			out = append(out, d)
 		}
 	}
@@ -214,25 +215,25 @@ const establishNudge = "lockstep.io/establish"
 // nudgeCRD updates the live CRD of d twice with JSON merge patches,
 // adding the annotation establishNudge and removing it again, so that the
 // API server's establishing controller is queued for it (see
-// unestablishedCRDs) and the object ends as it was. d.result's
+// unestablishedCRDs) and the object ends as it was. d.Result's
 // resourceVersion becomes the last write's, for the wait; the warning goes
 // to res.
-func (r *run) nudgeCRD(ctx context.Context, res *PackageResult, d *desired) error {
+func (r *run) nudgeCRD(ctx context.Context, res *PackageResult, d *desired.Object) error {
 	target := &unstructured.Unstructured{}
-	target.SetGroupVersionKind(d.u.GroupVersionKind())
-	target.SetName(d.u.GetName())
+	target.SetGroupVersionKind(d.U.GroupVersionKind())
+	target.SetName(d.U.GetName())
 	for _, v := range []any{"true", nil} {
 		b, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{establishNudge: v}}})
 		if err != nil {
 			return err
 		}
 		if err := r.c.Patch(ctx, target, client.RawPatch(types.MergePatchType, b), client.FieldOwner(FieldManager)); err != nil {
-			return fmt.Errorf("CustomResourceDefinition %s: not Established, and cannot update it to have it established: %w", d.u.GetName(), err)
+			return fmt.Errorf("CustomResourceDefinition %s: not Established, and cannot update it to have it established: %w", d.U.GetName(), err)
 		}
 		r.w.Wrote()
 	}
-	d.result = target
-	r.warn(res, "CustomResourceDefinition %s was not Established (an API server that restarted in the middle of an earlier apply leaves it so); updated it to have it established", d.u.GetName())
+	d.Result = target
+	r.warn(res, "CustomResourceDefinition %s was not Established (an API server that restarted in the middle of an earlier apply leaves it so); updated it to have it established", d.U.GetName())
 	return nil
 }
 
@@ -240,16 +241,16 @@ func (r *run) nudgeCRD(ctx context.Context, res *PackageResult, d *desired) erro
 // by this apply, is Established: through the run's CRD tracker when the
 // Manager has a REST config (WithRESTConfig), else by polling through
 // kstatus every WaitInterval.
-func (r *run) waitEstablished(ctx context.Context, crds []*desired) error {
+func (r *run) waitEstablished(ctx context.Context, crds []*desired.Object) error {
 	if len(crds) == 0 {
 		return nil
 	}
 	if r.crds != nil {
 		want := make([]crdwait.Want, 0, len(crds))
 		for _, d := range crds {
-			c := crdwait.Want{Name: d.u.GetName()}
-			if d.result != nil {
-				c.ResourceVersion = d.result.GetResourceVersion()
+			c := crdwait.Want{Name: d.U.GetName()}
+			if d.Result != nil {
+				c.ResourceVersion = d.Result.GetResourceVersion()
 			}
 			want = append(want, c)
 		}
@@ -257,7 +258,7 @@ func (r *run) waitEstablished(ctx context.Context, crds []*desired) error {
 	}
 	set := make(object.ObjMetadataSet, 0, len(crds))
 	for _, d := range crds {
-		set = append(set, object.UnstructuredToObjMetadata(d.u))
+		set = append(set, object.UnstructuredToObjMetadata(d.U))
 	}
 	return r.m.rm.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: r.opts.WaitInterval, Timeout: r.opts.WaitTimeout})
 }
@@ -278,22 +279,22 @@ func (r *run) listedCRD(name string) (crdwait.State, bool) {
 // by "<group>/<version>, Kind=<kind>/<name>" descending
 // (docs/crossplane-behaviour.md#revision-reconcile step
 // 12, uniqueResourceIdentifier).
-func objectRefs(objs []*desired) []any {
+func objectRefs(objs []*desired.Object) []any {
 	type ref struct {
 		key string
 		m   map[string]any
 	}
 	var refs []ref
 	for _, d := range objs {
-		if d.result == nil || d.managed {
+		if d.Result == nil || d.Managed {
 			continue
 		}
-		gvk := d.u.GroupVersionKind()
-		m := map[string]any{"apiVersion": d.u.GetAPIVersion(), "kind": d.u.GetKind(), "name": d.u.GetName()}
-		if uid := d.result.GetUID(); uid != "" {
+		gvk := d.U.GroupVersionKind()
+		m := map[string]any{"apiVersion": d.U.GetAPIVersion(), "kind": d.U.GetKind(), "name": d.U.GetName()}
+		if uid := d.Result.GetUID(); uid != "" {
 			m["uid"] = string(uid)
 		}
-		refs = append(refs, ref{key: gvk.String() + "/" + d.u.GetName(), m: m})
+		refs = append(refs, ref{key: gvk.String() + "/" + d.U.GetName(), m: m})
 	}
 	sort.SliceStable(refs, func(i, j int) bool { return refs[i].key > refs[j].key })
 	out := make([]any, len(refs))

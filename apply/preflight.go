@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/drift"
@@ -91,15 +92,15 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 		return err
 	}
 	for _, d := range all {
-		d.deferDryRun = pending[d.u.GroupVersionKind().GroupKind()]
+		d.DeferDryRun = pending[d.U.GroupVersionKind().GroupKind()]
 	}
 	if err := p.findHandOffs(ctx); err != nil {
 		return err
 	}
 	p.managedCRDs = map[string]bool{}
 	for _, d := range p.payload {
-		if d.managed {
-			p.managedCRDs[d.obj.Name] = true
+		if d.Managed {
+			p.managedCRDs[d.Obj.Name] = true
 		}
 	}
 	if err := p.planAll(ctx, all); err != nil {
@@ -111,7 +112,7 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 // bindRevision binds the current revision's objects to the cluster:
 // the payload (keeping the MRDs already Active), the managed CRDs, the
 // runtime and RBAC objects. It returns them all, payload first.
-func (p *pkgRun) bindRevision(ctx context.Context) ([]*desired, error) {
+func (p *pkgRun) bindRevision(ctx context.Context) ([]*desired.Object, error) {
 	rev := p.po.Revision
 	payload, err := p.bindAll(rev.Payload)
 	if err != nil {
@@ -134,27 +135,27 @@ func (p *pkgRun) bindRevision(ctx context.Context) ([]*desired, error) {
 			p.runtime = append(p.runtime, d)
 		}
 	}
-	return append(append([]*desired(nil), p.payload...), p.runtime...), nil
+	return append(append([]*desired.Object(nil), p.payload...), p.runtime...), nil
 }
 
 // findForeign finds the objects of all missing from the labelled LIST,
 // which may exist without lockstep's label (one metadata LIST of their
 // kind), and binds the payload once more now that foreign owner
 // references (and the UIDs of foreign MRDs) are known.
-func (p *pkgRun) findForeign(ctx context.Context, all []*desired) error {
+func (p *pkgRun) findForeign(ctx context.Context, all []*desired.Object) error {
 	r := p.r
 	for _, d := range all {
-		if d.live != nil {
+		if d.Live != nil {
 			continue
 		}
-		if err := r.live.ListForeign(ctx, liveview.KeyFor(d.obj.APIVersion, d.obj.Kind, d.obj.Namespace)); err != nil {
+		if err := r.live.ListForeign(ctx, liveview.KeyFor(d.Obj.APIVersion, d.Obj.Kind, d.Obj.Namespace)); err != nil {
 			return err
 		}
-		d.foreign = r.live.Foreign(d.id)
+		d.Foreign = r.live.Foreign(d.ID)
 	}
 	p.setMRDUIDs(p.payload)
 	for _, d := range all {
-		if (d.foreign != nil || d.managed) && d.role == inventory.RolePayload {
+		if (d.Foreign != nil || d.Managed) && d.Role == inventory.RolePayload {
 			if err := p.rebind(d); err != nil {
 				return err
 			}
@@ -168,7 +169,7 @@ func (p *pkgRun) findForeign(ctx context.Context, all []*desired) error {
 func (p *pkgRun) pendingKinds() (map[schema.GroupKind]bool, error) {
 	pending := map[schema.GroupKind]bool{}
 	for _, d := range p.payload {
-		if gk := d.u.GroupVersionKind().GroupKind(); gk != crossplane.GroupKindCRD || d.exists() {
+		if gk := d.U.GroupVersionKind().GroupKind(); gk != crossplane.GroupKindCRD || d.Exists() {
 			continue
 		}
 		var crd struct {
@@ -179,8 +180,8 @@ func (p *pkgRun) pendingKinds() (map[schema.GroupKind]bool, error) {
 				} `json:"names"`
 			} `json:"spec"`
 		}
-		if err := json.Unmarshal(d.obj.JSON(), &crd); err != nil {
-			return nil, fmt.Errorf("%s: %w", d.id, err)
+		if err := json.Unmarshal(d.Obj.JSON(), &crd); err != nil {
+			return nil, fmt.Errorf("%s: %w", d.ID, err)
 		}
 		pending[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = true
 	}
@@ -188,13 +189,13 @@ func (p *pkgRun) pendingKinds() (map[schema.GroupKind]bool, error) {
 }
 
 // planAll plans every object, Concurrency at a time, and joins the errors.
-func (p *pkgRun) planAll(ctx context.Context, objs []*desired) error {
+func (p *pkgRun) planAll(ctx context.Context, objs []*desired.Object) error {
 	r := p.r
 	err := parallel.Each(ctx, len(objs), r.opts.Concurrency, func(ctx context.Context, i int) error {
-		if objs[i].deferDryRun {
+		if objs[i].DeferDryRun {
 			return nil
 		}
-		return r.plan(ctx, objs[i])
+		return r.planner.Plan(ctx, objs[i])
 	})
 	if err != nil {
 		return fmt.Errorf("checking the payload: %w", err)
@@ -217,8 +218,8 @@ func (p *pkgRun) runtimeRevision(o *render.Object) string {
 // a bind decodes the object and encodes it three times (content hash,
 // applied hash, body), about 1 s of CPU for the 2,043 CRDs of the
 // provider-aws monolith. It returns the first error in objs' order.
-func (p *pkgRun) bindAll(objs []*render.Object) ([]*desired, error) {
-	out := make([]*desired, len(objs))
+func (p *pkgRun) bindAll(objs []*render.Object) ([]*desired.Object, error) {
+	out := make([]*desired.Object, len(objs))
 	// A bind uses no network and no context: the background context only
 	// fills the signature.
 	errs := parallel.Errors(context.Background(), len(objs), runtime.GOMAXPROCS(0), func(_ context.Context, i int) error {
@@ -237,23 +238,23 @@ func (p *pkgRun) bindAll(objs []*render.Object) ([]*desired, error) {
 // bind completes o for this apply: owner references with UIDs, the CA
 // bundle, TLS data, and for payload objects the owner references of other
 // owners to keep (see extraOwners).
-func (p *pkgRun) bind(o *render.Object, role inventory.Role, revision string) (*desired, error) {
-	d := &desired{obj: o, role: role, revision: revision, id: renderedID(o), p: p}
-	d.live = p.r.live.Object(d.id)
+func (p *pkgRun) bind(o *render.Object, role inventory.Role, revision string) (*desired.Object, error) {
+	d := &desired.Object{Obj: o, Role: role, Revision: revision, ID: renderedID(o), Pkg: p}
+	d.Live = p.r.live.Object(d.ID)
 	if err := p.rebind(d); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
-// rebind binds d again (bindDesired), keeping no body.
-func (p *pkgRun) rebind(d *desired) error { return p.bindDesired(d, false) }
+// rebind binds d again (Bind), keeping no body.
+func (p *pkgRun) rebind(d *desired.Object) error { return p.Bind(d, false) }
 
-// bindDesired binds d.obj for this apply and sets d's object, hash and,
+// Bind binds d.Obj for this apply and sets d's object, hash and,
 // for a payload object, match digest; with keepBody a payload object's
-// JSON goes to d.body (see payloadJSON).
-func (p *pkgRun) bindDesired(d *desired, keepBody bool) error {
-	o := d.obj
+// JSON goes to d.Body (see desired.Object.PayloadJSON).
+func (p *pkgRun) Bind(d *desired.Object, keepBody bool) error {
+	o := d.Obj
 	b := render.Binding{UIDs: p.uids}
 	if o.CABundle != nil {
 		b.CABundle = p.tls[o.CABundle.SecretName][o.CABundle.Key]
@@ -269,10 +270,10 @@ func (p *pkgRun) bindDesired(d *desired, keepBody bool) error {
 		}
 		u.Object["data"] = data
 	}
-	if d.role == inventory.RolePayload {
+	if d.Role == inventory.RolePayload {
 		refs := u.GetOwnerReferences()
-		refs = append(refs, p.extraOwners(d.liveRefs(), refs)...)
-		if d.managed {
+		refs = append(refs, p.extraOwners(d.LiveRefs(), refs)...)
+		if d.Managed {
 			refs = crossplaneOwners(refs)
 		}
 		u.SetOwnerReferences(refs)
@@ -286,9 +287,9 @@ func (p *pkgRun) bindDesired(d *desired, keepBody bool) error {
 		// resumeMRDs removes it (AnnotationInstalling).
 		pauseForInstall(u)
 	}
-	d.u, d.hash = u, h
-	if d.role == inventory.RolePayload {
-		return d.compact(keepBody)
+	d.U, d.Hash = u, h
+	if d.Role == inventory.RolePayload {
+		return d.Compact(keepBody)
 	}
 	return nil
 }
@@ -360,8 +361,8 @@ func (p *pkgRun) isReplaced(u *unstructured.Unstructured) bool {
 // this pass, as a replaced package's does). A controller reference to a revision that
 // no longer exists is stale (Crossplane #7656): it is released before the
 // apply.
-func (p *pkgRun) checkController(d *desired) error {
-	refs := d.liveRefs()
+func (p *pkgRun) checkController(d *desired.Object) error {
+	refs := d.LiveRefs()
 	c := owners.Controller(refs)
 	if c == nil {
 		return nil
@@ -371,14 +372,14 @@ func (p *pkgRun) checkController(d *desired) error {
 	case c.UID == p.uids[p.revRef()] || c.UID == p.uids[p.pkgRef()]:
 		return nil
 	case owner == nil && isRevisionRef(*c):
-		d.release = append(d.release, *c)
+		d.Release = append(d.Release, *c)
 		return nil
 	case owner != nil && p.isOwnRevision(owner):
 		return nil
-	case owner != nil && d.role == inventory.RolePayload && (p.isReplaced(owner) || p.r.isGoneFromGit(owner)):
+	case owner != nil && d.Role == inventory.RolePayload && (p.isReplaced(owner) || p.r.isGoneFromGit(owner)):
 		return nil
 	}
-	e := &ConflictError{Object: utils.FmtUnstructured(d.u), Controller: *c}
+	e := &ConflictError{Object: utils.FmtUnstructured(d.U), Controller: *c}
 	if owner != nil {
 		if name := owner.GetLabels()[render.LabelParentPackage]; name != "" {
 			e.ControllerPackage = kindOfRevision(owner.GetKind()) + " " + name

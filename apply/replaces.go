@@ -79,7 +79,7 @@ func (p *pkgRun) replacesStep(ctx context.Context) error {
 	r := p.r
 	shipped := map[string]bool{}
 	for _, d := range p.payload {
-		shipped[d.id] = true
+		shipped[d.ID] = true
 	}
 	for _, q := range p.replaced {
 		changed := false

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
@@ -167,6 +168,7 @@ func (m *Manager) Restore(ctx context.Context, out *render.Output, refs []Object
 	}
 	r := m.newRun(out, st.meta)
 	r.live = st.live
+	r.planner.View = r.live
 	if m.lock != nil {
 		held, release, err := m.lock.Acquire(ctx)
 		if err != nil {
@@ -181,7 +183,7 @@ func (m *Manager) Restore(ctx context.Context, out *render.Output, refs []Object
 		p.r = r
 		p.res = &PackageResult{Kind: p.key.Kind, Name: p.key.Name, CurrentRevision: p.po.Revision.Name, Changes: ssa.NewChangeSet(), Health: healthTarget(p.po)}
 		p.payload, p.runtime = nil, nil
-		var ds []*desired
+		var ds []*desired.Object
 		for _, o := range byPkg[kept] {
 			d, err := p.restoreDesired(ctx, o)
 			if err != nil {
@@ -189,7 +191,7 @@ func (m *Manager) Restore(ctx context.Context, out *render.Output, refs []Object
 			}
 			ds = append(ds, d)
 		}
-		sort.Slice(ds, func(i, j int) bool { return ds[i].id < ds[j].id })
+		sort.Slice(ds, func(i, j int) bool { return ds[i].ID < ds[j].ID })
 		pkgs = append(pkgs, &p)
 		if err := p.writeAll(ctx, ds); err != nil {
 			p.res.Step, p.res.Err = restoreStep(ds), err
@@ -216,9 +218,9 @@ func (m *Manager) Restore(ctx context.Context, out *render.Output, refs []Object
 // restoreStep names the step whose objects a Restore wrote, for
 // PackageResult.Step: payload when it wrote a payload object, else
 // runtime.
-func restoreStep(ds []*desired) string {
+func restoreStep(ds []*desired.Object) string {
 	for _, d := range ds {
-		if d.role == inventory.RolePayload {
+		if d.Role == inventory.RolePayload {
 			return "payload"
 		}
 	}
@@ -230,8 +232,8 @@ func restoreStep(ds []*desired) string {
 // the instance's label) and the owner references to keep. It returns an
 // error wrapping ErrNotRestorable when the controller is not the one the
 // package sets.
-func (p *pkgRun) restoreDesired(ctx context.Context, o restorableObject) (*desired, error) {
-	d := &desired{obj: o.obj, role: o.role, revision: o.revision, id: renderedID(o.obj), p: p}
+func (p *pkgRun) restoreDesired(ctx context.Context, o restorableObject) (*desired.Object, error) {
+	d := &desired.Object{Obj: o.obj, Role: o.role, Revision: o.revision, ID: renderedID(o.obj), Pkg: p}
 	u := &unstructured.Unstructured{}
 	gv, err := schema.ParseGroupVersion(o.obj.APIVersion)
 	if err != nil {
@@ -243,7 +245,7 @@ func (p *pkgRun) restoreDesired(ctx context.Context, o restorableObject) (*desir
 	case err != nil:
 		return nil, fmt.Errorf("%s: %w", o.obj, err)
 	case u.GetLabels()[render.LabelInstance] == p.r.opts.Instance:
-		d.live = u
+		d.Live = u
 	default:
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(u.GroupVersionKind())
@@ -254,7 +256,7 @@ func (p *pkgRun) restoreDesired(ctx context.Context, o restorableObject) (*desir
 		m.SetLabels(u.GetLabels())
 		m.SetAnnotations(u.GetAnnotations())
 		m.SetOwnerReferences(u.GetOwnerReferences())
-		d.foreign = m
+		d.Foreign = m
 	}
 	if err := p.rebind(d); err != nil {
 		return nil, err
@@ -262,7 +264,7 @@ func (p *pkgRun) restoreDesired(ctx context.Context, o restorableObject) (*desir
 	if err := p.checkController(d); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotRestorable, err)
 	}
-	if c := owners.Controller(d.liveRefs()); c != nil && (len(d.release) > 0 || !controls(d.u, c.UID)) {
+	if c := owners.Controller(d.LiveRefs()); c != nil && (len(d.Release) > 0 || !controls(d.U, c.UID)) {
 		return nil, fmt.Errorf("%w: %s is controlled by %s, which a full apply hands over", ErrNotRestorable, o.obj, owners.Describe(*c))
 	}
 	return d, nil

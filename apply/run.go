@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/events"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -261,21 +262,21 @@ func (p *pkgRun) inventory(old *inventory.Package) inventory.Package {
 		ip.Entries = append(ip.Entries, inventory.Entry{ID: liveview.ID(u), Version: u.GroupVersionKind().Version, Role: role, Revision: rev})
 	}
 	for _, d := range p.records {
-		if d.result != nil {
-			add(d.u, inventory.RoleRecord, d.revision)
+		if d.Result != nil {
+			add(d.U, inventory.RoleRecord, d.Revision)
 		}
 	}
 	for _, o := range p.others {
 		add(o, inventory.RoleRecord, o.GetName())
 	}
 	for _, d := range p.payload {
-		if d.result != nil {
-			add(d.u, inventory.RolePayload, "")
+		if d.Result != nil {
+			add(d.U, inventory.RolePayload, "")
 		}
 	}
 	for _, d := range p.runtime {
-		if d.result != nil {
-			add(d.u, inventory.RoleRuntime, d.revision)
+		if d.Result != nil {
+			add(d.U, inventory.RoleRuntime, d.Revision)
 		}
 	}
 	if p.r.opts.DryRun && old != nil {
@@ -295,9 +296,9 @@ func (p *pkgRun) remember() {
 		revs = append(append(make([]*unstructured.Unstructured, 0, len(p.others)+1), p.others...), p.cur)
 	}
 	written := map[string]*unstructured.Unstructured{}
-	for _, d := range append(append([]*desired(nil), p.payload...), p.runtime...) {
-		if d.result != nil && !p.r.opts.DryRun {
-			written[d.id] = d.result
+	for _, d := range append(append([]*desired.Object(nil), p.payload...), p.runtime...) {
+		if d.Result != nil && !p.r.opts.DryRun {
+			written[d.ID] = d.Result
 		}
 	}
 	p.r.live.Remember(p.key, p.pkg, revs, written)

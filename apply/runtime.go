@@ -52,8 +52,8 @@ func (p *pkgRun) runtimeStep(ctx context.Context) error {
 		return err
 	}
 	for _, d := range p.runtime {
-		if d.u.GetKind() == "Deployment" && d.u.GroupVersionKind().Group == "apps" && d.result != nil {
-			p.runtimeHealth = deploymentHealth(p.po.Kind, d.result)
+		if d.U.GetKind() == "Deployment" && d.U.GroupVersionKind().Group == "apps" && d.Result != nil {
+			p.runtimeHealth = deploymentHealth(p.po.Kind, d.Result)
 		}
 	}
 	return p.deleteInactiveDeployments(ctx)
@@ -66,7 +66,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 	r := p.r
 	desiredIDs := map[string]bool{}
 	for _, d := range p.runtime {
-		desiredIDs[d.id] = true
+		desiredIDs[d.ID] = true
 	}
 	candidates := r.live.ObjectsWhere(func(u *unstructured.Unstructured) bool {
 		return u.GetKind() == "Deployment" && u.GroupVersionKind().Group == "apps" && u.GetNamespace() == r.opts.Namespace
