@@ -10,7 +10,6 @@ import (
 
 	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -71,7 +70,7 @@ func (p *pkgRun) adoptionStep(ctx context.Context) error {
 	}
 	// MRDs are looked for even when every record is lockstep's: an
 	// adoption interrupted after the pause leaves them.
-	mrds, err := r.mrdsOwnedBy(ctx, uids)
+	mrds, err := r.live.MRDsOwnedBy(ctx, uids)
 	if err != nil {
 		return err
 	}
@@ -91,28 +90,6 @@ func (p *pkgRun) adoptionStep(ctx context.Context) error {
 	p.adoption = &adoptionState{plan: a, originals: originals, mrds: mrds}
 	p.res.Plan = append(p.res.Plan, a.Decisions()...)
 	return nil
-}
-
-// mrdsOwnedBy returns the metadata of the ManagedResourceDefinitions
-// without this instance's label that have an owner reference to one of
-// uids: MRDs Crossplane's revision made. A cluster without the MRD kind
-// has none. The MRDs are listed once per apply (metadata only).
-func (r *run) mrdsOwnedBy(ctx context.Context, uids map[types.UID]bool) ([]*metav1.PartialObjectMetadata, error) {
-	r.mrdOnce.Do(func() {
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(adopt.MRDKind.GroupVersion().WithKind(adopt.MRDKind.Kind + "List"))
-		if err := r.c.List(ctx, list); err != nil {
-			if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
-				r.mrdErr = fmt.Errorf("cannot list ManagedResourceDefinitions: %w", err)
-			}
-			return
-		}
-		r.mrds = list.Items
-	})
-	if r.mrdErr != nil {
-		return nil, r.mrdErr
-	}
-	return adopt.OwnedMRDs(r.mrds, uids, r.opts.Instance), nil
 }
 
 // adopting reports whether u is one of the records the adoption takes

@@ -45,7 +45,7 @@ func (r *run) load(ctx context.Context) error {
 	if r.crds != nil {
 		// The CRD tracker's watch starts from the labelled LIST of CRDs,
 		// which it selects the same way (crdwait.Tracker.Seed).
-		cfg.OnCRDList = func(rv string) { r.crds.Seed(rv, r.listedCRD) }
+		cfg.OnCRDList = func(rv string) { r.crds.Seed(rv, r.establish().Listed) }
 	}
 	r.live = liveview.New(cfg)
 	r.planner.View = r.live

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/version"
@@ -600,11 +599,6 @@ type run struct {
 
 	// keptListed counts the bytes of listed CRD JSON kept (keepListed).
 	keptListed atomic.Int64
-	// mrdOnce lists the ManagedResourceDefinitions once per apply, for
-	// adoption and prune (mrdsOwnedBy): mrds, or mrdErr.
-	mrdOnce sync.Once
-	mrds    []metav1.PartialObjectMetadata
-	mrdErr  error
 	// localOnce takes local, the run's decision on in-process validation
 	// (preflight).
 	localOnce sync.Once

@@ -2,23 +2,16 @@ package apply
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 
-	"github.com/fluxcd/cli-utils/pkg/object"
-	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/apply/desired"
-	"github.com/lockstep-gitops/lockstep/apply/liveview"
-	"github.com/lockstep-gitops/lockstep/internal/crdwait"
+	"github.com/lockstep-gitops/lockstep/apply/establish"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/owners"
 	"github.com/lockstep-gitops/lockstep/internal/parallel"
@@ -44,7 +37,7 @@ func payloadStage(gk schema.GroupKind) int {
 // stale controller references found by
 // the preflight, then applies the payload stage by stage, waiting after the
 // CRDs until every CRD it created or changed, or found not Established
-// (unestablishedCRDs), is Established (kstatus with
+// (establish.Waiter.Stuck), is Established (kstatus with
 // lockstep's readers, through fluxcd/pkg/ssa's WaitForSetWithContext). The
 // active revision controls every object; the package and the revisions
 // that shipped it before own it (extraOwners).
@@ -63,8 +56,9 @@ func (p *pkgRun) payloadStep(ctx context.Context) error {
 		s := payloadStage(d.U.GroupVersionKind().GroupKind())
 		stages[s] = append(stages[s], d)
 	}
-	crds := changedCRDs(stages[0])
-	stuck := r.unestablishedCRDs(stages[0])
+	wait := r.establish()
+	crds := establish.Changed(stages[0])
+	stuck := wait.Stuck(stages[0])
 	crds = append(crds, stuck...)
 	if len(crds) > 0 && r.crds != nil && !r.opts.DryRun {
 		// Watch from the apply's LIST before the first CRD changes, so
@@ -86,18 +80,19 @@ func (p *pkgRun) payloadStep(ctx context.Context) error {
 			continue
 		}
 		for _, d := range stuck {
-			if err := r.nudgeCRD(ctx, p.res, d); err != nil {
+			if err := wait.Nudge(ctx, d); err != nil {
 				return err
 			}
+			r.warn(p.res, "CustomResourceDefinition %s was not Established (an API server that restarted in the middle of an earlier apply leaves it so); updated it to have it established", d.U.GetName())
 		}
-		if err := r.waitEstablished(ctx, crds); err != nil {
+		if err := wait.Wait(ctx, crds); err != nil {
 			return fmt.Errorf("waiting for CustomResourceDefinitions to be Established: %w", err)
 		}
 	}
 	if err := p.dropDeletedMRDRefs(ctx); err != nil {
 		return err
 	}
-	p.objectRefs = objectRefs(p.payload)
+	p.objectRefs = desired.ObjectRefs(p.payload)
 	return nil
 }
 
@@ -174,132 +169,8 @@ func (p *pkgRun) releaseStale(ctx context.Context, d *desired.Object) error {
 	return nil
 }
 
-// changedCRDs returns the CRDs of objs that this apply creates or changes
-// (their action was planned in the preflight): the ones to wait for.
-// Objects of other kinds (MRDs share the stage) are not waited for.
-func changedCRDs(objs []*desired.Object) []*desired.Object {
-	var out []*desired.Object
-	for _, d := range objs {
-		if (d.Action == ssa.CreatedAction || d.Action == ssa.ConfiguredAction) && d.U.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// unestablishedCRDs returns the CRDs of objs that this apply leaves as
-// they are but that its LIST saw not Established, with names not refused:
-// a kube-apiserver that crashed after accepting a CRD's names and before
-// establishing it (a crash in the middle of an earlier apply) never
-// establishes it on its own, because its establishing controller is queued
-// only by an update of the CRD (kubernetes apiextensions-apiserver
-// pkg/apiserver/customresource_handler.go, updateCustomResourceDefinition),
-// and discovery leaves the kind out until then. The payload step updates
-// them (nudgeCRD) and waits for them with the CRDs it writes.
-func (r *run) unestablishedCRDs(objs []*desired.Object) []*desired.Object {
-	var out []*desired.Object
-	for _, d := range objs {
-		if d.Action == ssa.CreatedAction || d.Action == ssa.ConfiguredAction || d.U.GroupVersionKind().GroupKind() != crossplane.GroupKindCRD {
-			continue
-		}
-		if st, ok := r.listedCRD(d.U.GetName()); ok && !st.Established && st.NotAccepted == "" {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// establishNudge is the annotation nudgeCRD adds and removes.
-const establishNudge = "lockstep.io/establish"
-
-// nudgeCRD updates the live CRD of d twice with JSON merge patches,
-// adding the annotation establishNudge and removing it again, so that the
-// API server's establishing controller is queued for it (see
-// unestablishedCRDs) and the object ends as it was. d.Result's
-// resourceVersion becomes the last write's, for the wait; the warning goes
-// to res.
-func (r *run) nudgeCRD(ctx context.Context, res *PackageResult, d *desired.Object) error {
-	target := &unstructured.Unstructured{}
-	target.SetGroupVersionKind(d.U.GroupVersionKind())
-	target.SetName(d.U.GetName())
-	for _, v := range []any{"true", nil} {
-		b, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{establishNudge: v}}})
-		if err != nil {
-			return err
-		}
-		if err := r.c.Patch(ctx, target, client.RawPatch(types.MergePatchType, b), client.FieldOwner(FieldManager)); err != nil {
-			return fmt.Errorf("CustomResourceDefinition %s: not Established, and cannot update it to have it established: %w", d.U.GetName(), err)
-		}
-		r.w.Wrote()
-	}
-	d.Result = target
-	r.warn(res, "CustomResourceDefinition %s was not Established (an API server that restarted in the middle of an earlier apply leaves it so); updated it to have it established", d.U.GetName())
-	return nil
-}
-
-// waitEstablished waits until every CRD of crds (see changedCRDs), written
-// by this apply, is Established: through the run's CRD tracker when the
-// Manager has a REST config (WithRESTConfig), else by polling through
-// kstatus every WaitInterval.
-func (r *run) waitEstablished(ctx context.Context, crds []*desired.Object) error {
-	if len(crds) == 0 {
-		return nil
-	}
-	if r.crds != nil {
-		want := make([]crdwait.Want, 0, len(crds))
-		for _, d := range crds {
-			c := crdwait.Want{Name: d.U.GetName()}
-			if d.Result != nil {
-				c.ResourceVersion = d.Result.GetResourceVersion()
-			}
-			want = append(want, c)
-		}
-		return r.crds.Wait(ctx, want, r.opts.WaitTimeout)
-	}
-	set := make(object.ObjMetadataSet, 0, len(crds))
-	for _, d := range crds {
-		set = append(set, object.UnstructuredToObjMetadata(d.U))
-	}
-	return r.m.rm.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: r.opts.WaitInterval, Timeout: r.opts.WaitTimeout})
-}
-
-// listedCRD returns what the apply's LIST said of the CRD name: its
-// resourceVersion and conditions, kept in its summary (drift.Summary.CRD).
-// It is false when the LIST did not have it.
-func (r *run) listedCRD(name string) (crdwait.State, bool) {
-	_, s := r.live.ObjectSummary(liveview.IDFor("", name, crossplane.GroupKindCRD))
-	if s == nil || s.CRD == nil {
-		return crdwait.State{}, false
-	}
-	return *s.CRD, true
-}
-
-// objectRefs returns the status.objectRefs of a revision that established
-// objs: apiVersion, kind, name and UID, sorted as Crossplane sorts them,
-// by "<group>/<version>, Kind=<kind>/<name>" descending
-// (docs/crossplane-behaviour.md#revision-reconcile step
-// 12, uniqueResourceIdentifier).
-func objectRefs(objs []*desired.Object) []any {
-	type ref struct {
-		key string
-		m   map[string]any
-	}
-	var refs []ref
-	for _, d := range objs {
-		if d.Result == nil || d.Managed {
-			continue
-		}
-		gvk := d.U.GroupVersionKind()
-		m := map[string]any{"apiVersion": d.U.GetAPIVersion(), "kind": d.U.GetKind(), "name": d.U.GetName()}
-		if uid := d.Result.GetUID(); uid != "" {
-			m["uid"] = string(uid)
-		}
-		refs = append(refs, ref{key: gvk.String() + "/" + d.U.GetName(), m: m})
-	}
-	sort.SliceStable(refs, func(i, j int) bool { return refs[i].key > refs[j].key })
-	out := make([]any, len(refs))
-	for i, r := range refs {
-		out[i] = r.m
-	}
-	return out
+// establish returns the run's wait for CRDs to be Established.
+func (r *run) establish() *establish.Waiter {
+	return &establish.Waiter{Tracker: r.crds, Poller: r.m.rm, Interval: r.opts.WaitInterval, Timeout: r.opts.WaitTimeout,
+		View: r.live, Client: r.c, Writer: r.w, FieldManager: FieldManager}
 }

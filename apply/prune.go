@@ -45,7 +45,7 @@ func (r *run) prunePackage(ctx context.Context, pp plan.PackagePrune) (*PackageR
 	// CRD of every MRD left, and would recreate a CRD pruned below
 	//. Their CRDs lose the MRD's owner reference and follow
 	// --prune-crds like every definition.
-	mrds, err := r.mrdsOwnedBy(ctx, uids)
+	mrds, err := r.live.MRDsOwnedBy(ctx, uids)
 	if err != nil {
 		errs = append(errs, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/fluxcd/pkg/ssa"
@@ -190,4 +191,35 @@ func (d *Object) ContentUnchanged() bool {
 	}
 	h := d.U.GetAnnotations()[drift.AnnotationContentHash]
 	return h != "" && d.Live.GetAnnotations()[drift.AnnotationContentHash] == h
+}
+
+// ObjectRefs returns the status.objectRefs of a revision that established
+// objs (those it wrote or found, managed CRDs left out): apiVersion,
+// kind, name and UID, sorted as Crossplane sorts them,
+// by "<group>/<version>, Kind=<kind>/<name>" descending
+// (docs/crossplane-behaviour.md#revision-reconcile step
+// 12, uniqueResourceIdentifier).
+func ObjectRefs(objs []*Object) []any {
+	type ref struct {
+		key string
+		m   map[string]any
+	}
+	var refs []ref
+	for _, d := range objs {
+		if d.Result == nil || d.Managed {
+			continue
+		}
+		gvk := d.U.GroupVersionKind()
+		m := map[string]any{"apiVersion": d.U.GetAPIVersion(), "kind": d.U.GetKind(), "name": d.U.GetName()}
+		if uid := d.Result.GetUID(); uid != "" {
+			m["uid"] = string(uid)
+		}
+		refs = append(refs, ref{key: gvk.String() + "/" + d.U.GetName(), m: m})
+	}
+	sort.SliceStable(refs, func(i, j int) bool { return refs[i].key > refs[j].key })
+	out := make([]any, len(refs))
+	for i, r := range refs {
+		out[i] = r.m
+	}
+	return out
 }

@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockstep-gitops/lockstep/apply/adopt"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/drift"
 	"github.com/lockstep-gitops/lockstep/internal/liststream"
@@ -156,6 +157,12 @@ type View struct {
 	metaListed map[Key]chan struct{}
 	// listed records the kinds whose labelled objects were listed.
 	listed map[Key]bool
+
+	// mrdOnce lists the ManagedResourceDefinitions once (MRDsOwnedBy):
+	// mrds, or mrdErr.
+	mrdOnce sync.Once
+	mrds    []metav1.PartialObjectMetadata
+	mrdErr  error
 }
 
 // New returns an empty View that reads with cfg.
@@ -569,4 +576,27 @@ func ShapeOf(o *render.Object) (*unstructured.Unstructured, error) {
 		uids[r] = "shape"
 	}
 	return o.Bind(render.Binding{UIDs: uids, CABundle: []byte("shape"), Revision: 1})
+}
+
+// MRDsOwnedBy returns the metadata of the ManagedResourceDefinitions
+// without the instance's label that have an owner reference to one of
+// uids: MRDs Crossplane's revision made of those package records
+// (adopt.OwnedMRDs). The MRDs are listed once per View (metadata only); a
+// cluster without the MRD kind has none.
+func (v *View) MRDsOwnedBy(ctx context.Context, uids map[types.UID]bool) ([]*metav1.PartialObjectMetadata, error) {
+	v.mrdOnce.Do(func() {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(adopt.MRDKind.GroupVersion().WithKind(adopt.MRDKind.Kind + "List"))
+		if err := v.cfg.Client.List(ctx, list); err != nil {
+			if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+				v.mrdErr = fmt.Errorf("cannot list ManagedResourceDefinitions: %w", err)
+			}
+			return
+		}
+		v.mrds = list.Items
+	})
+	if v.mrdErr != nil {
+		return nil, v.mrdErr
+	}
+	return adopt.OwnedMRDs(v.mrds, uids, v.cfg.Instance), nil
 }

@@ -66,6 +66,7 @@ var ranks = []struct {
 	{"apply/activate", 7},
 	{"apply/adopt", 7},
 	{"apply/desired", 7},
+	{"apply/establish", 7},
 	{"apply/events", 7},
 	{"apply/handback", 7},
 	{"apply/journal", 7},
