@@ -116,7 +116,7 @@ spec:
 	}
 	// A CRD whose names the killed kube-apiserver accepted but which it had
 	// not established yet stays so after the restart until it is updated;
-	// apply updates it (apply unestablishedCRDs). Whether the kill
+	// apply updates it (establish.Waiter.Stuck). Whether the kill
 	// hits that window depends on timing.
 	t.Logf("apply after the restart (CRDs left unestablished by the crash: %d):\n%s", strings.Count(out, "was not Established"), out)
 
