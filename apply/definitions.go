@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
+	"github.com/lockstep-gitops/lockstep/apply/ownership"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/owners"
 	"github.com/lockstep-gitops/lockstep/render"
@@ -115,7 +116,7 @@ func (p *pkgRun) checkDefinitionOwner(ctx context.Context, o *render.Object) err
 		// A definition Crossplane's package manager installed for the
 		// package lockstep adopts (docs/migrating.md).
 		return nil
-	case owner == nil && labelled != nil && isRevisionRef(*c):
+	case owner == nil && labelled != nil && ownership.IsRevisionRef(*c):
 		return nil
 	}
 	desc := "it is controlled by " + owners.Describe(*c)

@@ -40,7 +40,7 @@ func (p *pkgRun) findHandOffs(ctx context.Context) error {
 			continue
 		}
 		owner := p.r.live.Owner(c.UID)
-		if c.UID != p.uids[p.pkgRef()] && (owner == nil || !p.isOwnRevision(owner)) {
+		if c.UID != p.uids[p.pkgRef()] && (owner == nil || !p.owns().IsOwnRevision(owner)) {
 			continue
 		}
 		u := &unstructured.Unstructured{}

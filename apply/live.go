@@ -8,12 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/apply/journal"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
-	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/render"
 )
@@ -100,13 +98,6 @@ func (r *run) keepListed(n int) bool {
 	}
 	r.keptListed.Add(-int64(n))
 	return false
-}
-
-// isRevisionRef reports whether ref points at a Crossplane package revision.
-func isRevisionRef(ref metav1.OwnerReference) bool {
-	gv, _ := schema.ParseGroupVersion(ref.APIVersion)
-	_, ok := crossplane.RevisionKindFor(ref.Kind)
-	return gv.Group == crossplane.Group && ok
 }
 
 // ensureNamespace creates the Crossplane namespace when it does not exist,

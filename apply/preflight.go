@@ -3,52 +3,34 @@ package apply
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
-	"sort"
 	"strings"
 
-	"github.com/fluxcd/pkg/ssa/utils"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
+	"github.com/lockstep-gitops/lockstep/apply/ownership"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/drift"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
-	"github.com/lockstep-gitops/lockstep/internal/owners"
 	"github.com/lockstep-gitops/lockstep/internal/parallel"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
 // ConflictError is a preflight failure: an object the package would
-// control is controlled by something other than the package's own
-// revisions (or those of a package it replaces). Crossplane reports the
-// same case as "cannot establish control of object: ... is already
-// controlled by ..." (docs/crossplane-behaviour.md#establishing-the-payload),
-// but only after it wrote part of the
-// payload; lockstep refuses the package before its first payload write.
-type ConflictError struct {
-	// Object is "Kind/name" or "Kind/namespace/name" of the object.
-	Object string
-	// Controller is the current controller reference.
-	Controller metav1.OwnerReference
-	// ControllerPackage is "Kind name" of the package the controlling
-	// revision belongs to, "" when unknown.
-	ControllerPackage string
-}
+// control is controlled by something else (ownership.ConflictError).
+type ConflictError = ownership.ConflictError
 
-// Error names the object, its controller and the controller's package.
-func (e *ConflictError) Error() string {
-	of := ""
-	if e.ControllerPackage != "" {
-		of = " of " + e.ControllerPackage
-	}
-	return fmt.Sprintf("%s is already controlled by %s%s", e.Object, owners.Describe(e.Controller), of)
+// owns returns the package's ownership rules, as they stand now (the
+// UIDs, the revisions to collect and the packages it replaces are filled
+// in by the records and replaces steps).
+func (p *pkgRun) owns() *ownership.Package {
+	return &ownership.Package{View: p.r.live, Name: p.key.Name, RevisionKind: p.revRef().Kind,
+		Revision: p.uids[p.revRef()], Record: p.uids[p.pkgRef()], Doomed: p.doomed,
+		Replaced: p.isReplaced, GoneFromGit: p.r.isGoneFromGit}
 }
 
 // preflightStep is the preflight step (docs/design/apply.md#apply-steps). For the
@@ -78,7 +60,7 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 	}
 	var conflicts []error
 	for _, d := range all {
-		if err := p.checkController(d); err != nil {
+		if err := p.owns().CheckController(d); err != nil {
 			conflicts = append(conflicts, err)
 		}
 	}
@@ -87,7 +69,7 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 	}
 	// Kinds defined by CRDs of this payload that do not exist yet cannot be
 	// dry-run before those CRDs are applied.
-	pending, err := p.pendingKinds()
+	pending, err := desired.PendingKinds(p.payload)
 	if err != nil {
 		return err
 	}
@@ -162,30 +144,6 @@ func (p *pkgRun) findForeign(ctx context.Context, all []*desired.Object) error {
 		}
 	}
 	return nil
-}
-
-// pendingKinds returns the kinds the payload's CRDs define that do not
-// exist yet.
-func (p *pkgRun) pendingKinds() (map[schema.GroupKind]bool, error) {
-	pending := map[schema.GroupKind]bool{}
-	for _, d := range p.payload {
-		if gk := d.U.GroupVersionKind().GroupKind(); gk != crossplane.GroupKindCRD || d.Exists() {
-			continue
-		}
-		var crd struct {
-			Spec struct {
-				Group string `json:"group"`
-				Names struct {
-					Kind string `json:"kind"`
-				} `json:"names"`
-			} `json:"spec"`
-		}
-		if err := json.Unmarshal(d.Obj.JSON(), &crd); err != nil {
-			return nil, fmt.Errorf("%s: %w", d.ID, err)
-		}
-		pending[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = true
-	}
-	return pending, nil
 }
 
 // planAll plans every object, Concurrency at a time, and joins the errors.
@@ -272,7 +230,7 @@ func (p *pkgRun) Bind(d *desired.Object, keepBody bool) error {
 	}
 	if d.Role == inventory.RolePayload {
 		refs := u.GetOwnerReferences()
-		refs = append(refs, p.extraOwners(d.LiveRefs(), refs)...)
+		refs = append(refs, p.owns().ExtraOwners(d.LiveRefs(), refs)...)
 		if d.Managed {
 			refs = crossplaneOwners(refs)
 		}
@@ -294,49 +252,6 @@ func (p *pkgRun) Bind(d *desired.Object, keepBody bool) error {
 	return nil
 }
 
-// extraOwners returns the live owner references of a payload object that
-// lockstep keeps while applying it: those of the package's other revisions
-// and of the packages this one replaces (and their revisions), as owners
-// that are not controllers (with blockOwnerDeletion, as Crossplane's
-// ReleaseObjects leaves them). The active revision thereby takes control and
-// the previous controller becomes an owner in one server-side apply: the
-// hand-off cannot race (Crossplane #6761, #7656), and the payload stays
-// owned by every revision that ships it
-// (docs/crossplane-behaviour.md#establishing-the-payload,
-// #active-and-inactive-revisions). References to
-// objects that no longer exist are dropped.
-func (p *pkgRun) extraOwners(live, have []metav1.OwnerReference) []metav1.OwnerReference {
-	seen := map[string]bool{}
-	for _, h := range have {
-		seen[string(h.UID)] = true
-	}
-	f, t := false, true
-	var out []metav1.OwnerReference
-	for _, ref := range live {
-		if seen[string(ref.UID)] {
-			continue
-		}
-		owner := p.r.live.Owner(ref.UID)
-		if owner == nil || !(p.isOwnRevision(owner) || p.isReplaced(owner)) || p.doomed[string(ref.UID)] {
-			continue
-		}
-		seen[string(ref.UID)] = true
-		out = append(out, metav1.OwnerReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Controller: &f, BlockOwnerDeletion: &t})
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Kind != out[j].Kind {
-			return out[i].Kind < out[j].Kind
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out
-}
-
-// isOwnRevision reports whether u is a revision of this package.
-func (p *pkgRun) isOwnRevision(u *unstructured.Unstructured) bool {
-	return u.GetKind() == p.revRef().Kind && u.GetLabels()[render.LabelParentPackage] == p.key.Name
-}
-
 // isReplaced reports whether u is a package this one replaces, or one of
 // its revisions.
 func (p *pkgRun) isReplaced(u *unstructured.Unstructured) bool {
@@ -353,49 +268,6 @@ func (p *pkgRun) isReplaced(u *unstructured.Unstructured) bool {
 	return false
 }
 
-// checkController returns a *ConflictError when d's live object is
-// controlled by something other than this package, its revisions, or (for
-// payload) a package it replaces or a package of this instance that is gone
-// from Git (a renamed package, or one whose CRDs another package now ships:
-// prune removes it after the installs, so its payload changes controller in
-// this pass, as a replaced package's does). A controller reference to a revision that
-// no longer exists is stale (Crossplane #7656): it is released before the
-// apply.
-func (p *pkgRun) checkController(d *desired.Object) error {
-	refs := d.LiveRefs()
-	c := owners.Controller(refs)
-	if c == nil {
-		return nil
-	}
-	owner := p.r.live.Owner(c.UID)
-	switch {
-	case c.UID == p.uids[p.revRef()] || c.UID == p.uids[p.pkgRef()]:
-		return nil
-	case owner == nil && isRevisionRef(*c):
-		d.Release = append(d.Release, *c)
-		return nil
-	case owner != nil && p.isOwnRevision(owner):
-		return nil
-	case owner != nil && d.Role == inventory.RolePayload && (p.isReplaced(owner) || p.r.isGoneFromGit(owner)):
-		return nil
-	}
-	e := &ConflictError{Object: utils.FmtUnstructured(d.U), Controller: *c}
-	if owner != nil {
-		if name := owner.GetLabels()[render.LabelParentPackage]; name != "" {
-			e.ControllerPackage = kindOfRevision(owner.GetKind()) + " " + name
-		}
-	}
-	return e
-}
-
-// kindOfRevision returns the package kind of a revision kind.
-func kindOfRevision(k string) string {
-	if len(k) > len("Revision") {
-		return k[:len(k)-len("Revision")]
-	}
-	return k
-}
-
 // isGoneFromGit reports whether u is a package of this lockstep instance
 // that the Output no longer has, or a revision of one: prune deletes it at
 // the end of this Apply.
@@ -405,7 +277,7 @@ func (r *run) isGoneFromGit(u *unstructured.Unstructured) bool {
 	}
 	key := crossplane.PackageRef{Kind: crossplane.Kind(u.GetKind()), Name: u.GetName()}
 	if strings.HasSuffix(u.GetKind(), "Revision") {
-		key = crossplane.PackageRef{Kind: crossplane.Kind(kindOfRevision(u.GetKind())), Name: u.GetLabels()[render.LabelParentPackage]}
+		key = crossplane.PackageRef{Kind: crossplane.Kind(ownership.KindOfRevision(u.GetKind())), Name: u.GetLabels()[render.LabelParentPackage]}
 	}
 	if r.live.Package(key) == nil {
 		return false

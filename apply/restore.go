@@ -261,7 +261,7 @@ func (p *pkgRun) restoreDesired(ctx context.Context, o restorableObject) (*desir
 	if err := p.rebind(d); err != nil {
 		return nil, err
 	}
-	if err := p.checkController(d); err != nil {
+	if err := p.owns().CheckController(d); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotRestorable, err)
 	}
 	if c := owners.Controller(d.LiveRefs()); c != nil && (len(d.Release) > 0 || !controls(d.U, c.UID)) {

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
-	pkgv1 "github.com/crossplane/crossplane/apis/v2/pkg/v1"
-	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/pkg/ssa"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,7 +12,6 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/health"
-	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/owners"
 )
 
@@ -53,7 +49,8 @@ func (p *pkgRun) runtimeStep(ctx context.Context) error {
 	}
 	for _, d := range p.runtime {
 		if d.U.GetKind() == "Deployment" && d.U.GroupVersionKind().Group == "apps" && d.Result != nil {
-			p.runtimeHealth = deploymentHealth(p.po.Kind, d.Result)
+			c := health.RuntimeCondition(p.po.Kind, d.Result)
+			p.runtimeHealth = &c
 		}
 	}
 	return p.deleteInactiveDeployments(ctx)
@@ -93,7 +90,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 			continue
 		}
 		owner := r.live.Owner(c.UID)
-		if owner == nil || !p.isOwnRevision(owner) || c.UID == p.uids[p.revRef()] {
+		if owner == nil || !p.owns().IsOwnRevision(owner) || c.UID == p.uids[p.revRef()] {
 			continue
 		}
 		if err := r.w.Delete(ctx, dep, dep.GetUID()); err != nil {
@@ -103,28 +100,4 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 		r.live.Forget(id)
 	}
 	return nil
-}
-
-// deploymentHealth returns a revision's RuntimeHealthy condition from its
-// Deployment: True when health.Compute says Current (Available, every
-// replica updated), Unknown while it rolls out, False when it failed. The
-// messages follow Crossplane's runtime controller (docs/crossplane-behaviour.md#runtime-reconcile).
-func deploymentHealth(kind crossplane.Kind, dep *unstructured.Unstructured) *xpv2.Condition {
-	c := deploymentCondition(kind, dep)
-	return &c
-}
-
-// deploymentCondition is deploymentHealth's condition.
-func deploymentCondition(kind crossplane.Kind, dep *unstructured.Unstructured) xpv2.Condition {
-	res, err := health.Compute(dep)
-	what := kind.Lower()
-	switch {
-	case err != nil:
-		return pkgv1.RuntimeUnknownHealth().WithMessage(fmt.Sprintf("cannot read the %s deployment's status: %v", what, err))
-	case res.Status == status.CurrentStatus:
-		return pkgv1.RuntimeHealthy()
-	case res.Status == status.FailedStatus:
-		return pkgv1.RuntimeUnhealthy().WithMessage(fmt.Sprintf("%s deployment is unavailable with message: %s", what, res.Message))
-	}
-	return pkgv1.RuntimeUnknownHealth().WithMessage(fmt.Sprintf("%s deployment %s is not available yet: %s", what, dep.GetName(), res.Message))
 }

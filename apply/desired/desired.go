@@ -16,7 +16,9 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/drift"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/render"
@@ -222,4 +224,29 @@ func ObjectRefs(objs []*Object) []any {
 		out[i] = r.m
 	}
 	return out
+}
+
+// PendingKinds returns the kinds the CRDs of payload define that do not
+// exist yet: objects of those kinds cannot be dry-run before the CRDs are
+// applied and Established.
+func PendingKinds(payload []*Object) (map[schema.GroupKind]bool, error) {
+	pending := map[schema.GroupKind]bool{}
+	for _, d := range payload {
+		if gk := d.U.GroupVersionKind().GroupKind(); gk != crossplane.GroupKindCRD || d.Exists() {
+			continue
+		}
+		var crd struct {
+			Spec struct {
+				Group string `json:"group"`
+				Names struct {
+					Kind string `json:"kind"`
+				} `json:"names"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal(d.Obj.JSON(), &crd); err != nil {
+			return nil, fmt.Errorf("%s: %w", d.ID, err)
+		}
+		pending[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = true
+	}
+	return pending, nil
 }

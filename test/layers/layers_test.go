@@ -73,6 +73,7 @@ var ranks = []struct {
 	{"apply/liveview", 7},
 	{"apply/manifests", 7},
 	{"apply/protection", 7},
+	{"apply/ownership", 7},
 	{"apply/prune", 7},
 	{"apply/rootca", 7},
 	{"apply/writer", 7},
