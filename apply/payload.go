@@ -40,7 +40,7 @@ func payloadStage(gk schema.GroupKind) int {
 // (establish.Waiter.Stuck), is Established (kstatus with
 // lockstep's readers, through fluxcd/pkg/ssa's WaitForSetWithContext). The
 // active revision controls every object; the package and the revisions
-// that shipped it before own it (extraOwners).
+// that shipped it before own it (ownership.Package.ExtraOwners).
 func (p *pkgRun) payloadStep(ctx context.Context) error {
 	if !p.activation.Active {
 		return nil

@@ -195,7 +195,7 @@ func (p *pkgRun) bindAll(objs []*render.Object) ([]*desired.Object, error) {
 
 // bind completes o for this apply: owner references with UIDs, the CA
 // bundle, TLS data, and for payload objects the owner references of other
-// owners to keep (see extraOwners).
+// owners to keep (see ownership.Package.ExtraOwners).
 func (p *pkgRun) bind(o *render.Object, role inventory.Role, revision string) (*desired.Object, error) {
 	d := &desired.Object{Obj: o, Role: role, Revision: revision, ID: renderedID(o), Pkg: p}
 	d.Live = p.r.live.Object(d.ID)

@@ -130,7 +130,7 @@ func (m *Manager) keepRestorable(r *run) {
 // refs name objects of an installed revision whose desired content did
 // not change. Each object is read with one GET; then it goes through the
 // steps a full Apply runs for it: bound with the owner references, UIDs
-// and TLS data of that Apply, its controller checked (checkController),
+// and TLS data of that Apply, its controller checked (ownership.Package.CheckController),
 // planned (compare, then a server-side dry-run when it differs) and
 // server-side applied as FieldManager with force (write). Restore holds
 // the instance's write Lease (WithLock) while it writes, sends no LIST,
