@@ -45,8 +45,7 @@ func (r *run) load(ctx context.Context) error {
 		// which it selects the same way (crdwait.Tracker.Seed).
 		cfg.OnCRDList = func(rv string) { r.crds.Seed(rv, r.establish().Listed) }
 	}
-	r.live = liveview.New(cfg)
-	r.planner.View = r.live
+	r.setLive(liveview.New(cfg))
 	inv, exists, err := inventory.ReadExisting(ctx, r.c, r.opts.Namespace, r.opts.Instance)
 	if err != nil {
 		return err
@@ -98,6 +97,13 @@ func (r *run) keepListed(n int) bool {
 	}
 	r.keptListed.Add(-int64(n))
 	return false
+}
+
+// setLive makes v the run's view of the cluster, which its planner
+// compares with.
+func (r *run) setLive(v *liveview.View) {
+	r.live = v
+	r.planner.View = v
 }
 
 // ensureNamespace creates the Crossplane namespace when it does not exist,

@@ -91,7 +91,7 @@ func (p *pkgRun) resumeMRDs(ctx context.Context) error {
 // metadata alone (a PartialObjectMetadata): an MRD holds its CRD's whole
 // schema, which nothing here reads.
 func (r *run) resume(ctx context.Context, d *desired.Object) error {
-	err := r.w.Patch(ctx, d.U.GroupVersionKind(), "", d.U.GetName(), types.MergePatchType, resumePatch, FieldManager)
+	_, err := r.w.Patch(ctx, d.U.GroupVersionKind(), "", d.U.GetName(), types.MergePatchType, resumePatch, FieldManager)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -7,8 +7,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/establish"
@@ -132,20 +132,12 @@ func (p *pkgRun) releaseStale(ctx context.Context, d *desired.Object) error {
 	if len(d.Release) == 0 {
 		return nil
 	}
-	var obj interface {
-		GetOwnerReferences() []metav1.OwnerReference
-	}
-	var target *unstructured.Unstructured
+	var target client.Object
 	switch {
 	case d.Live != nil:
-		obj, target = d.Live, d.Live
+		target = d.Live
 	case d.Foreign != nil:
-		obj = d.Foreign
-		target = &unstructured.Unstructured{}
-		target.SetGroupVersionKind(d.Foreign.GroupVersionKind())
-		target.SetName(d.Foreign.Name)
-		target.SetNamespace(d.Foreign.Namespace)
-		target.SetResourceVersion(d.Foreign.ResourceVersion)
+		target = d.Foreign
 	default:
 		return nil
 	}
@@ -154,7 +146,7 @@ func (p *pkgRun) releaseStale(ctx context.Context, d *desired.Object) error {
 		stale[string(ref.UID)] = true
 	}
 	var keep []metav1.OwnerReference
-	for _, ref := range obj.GetOwnerReferences() {
+	for _, ref := range target.GetOwnerReferences() {
 		if !stale[string(ref.UID)] {
 			keep = append(keep, ref)
 		}
@@ -172,5 +164,5 @@ func (p *pkgRun) releaseStale(ctx context.Context, d *desired.Object) error {
 // establish returns the run's wait for CRDs to be Established.
 func (r *run) establish() *establish.Waiter {
 	return &establish.Waiter{Tracker: r.crds, Poller: r.m.rm, Interval: r.opts.WaitInterval, Timeout: r.opts.WaitTimeout,
-		View: r.live, Client: r.c, Writer: r.w, FieldManager: FieldManager}
+		View: r.live, Writer: r.w, FieldManager: FieldManager}
 }

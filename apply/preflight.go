@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -230,7 +229,10 @@ func (p *pkgRun) Bind(d *desired.Object, keepBody bool) error {
 	}
 	if d.Role == inventory.RolePayload {
 		refs := u.GetOwnerReferences()
-		refs = append(refs, p.owns().ExtraOwners(d.LiveRefs(), refs)...)
+		if live := d.LiveRefs(); len(live) > 0 {
+			// Most payload objects are new: no rules to build.
+			refs = append(refs, p.owns().ExtraOwners(live, refs)...)
+		}
 		if d.Managed {
 			refs = crossplaneOwners(refs)
 		}
@@ -276,8 +278,8 @@ func (r *run) isGoneFromGit(u *unstructured.Unstructured) bool {
 		return false
 	}
 	key := crossplane.PackageRef{Kind: crossplane.Kind(u.GetKind()), Name: u.GetName()}
-	if strings.HasSuffix(u.GetKind(), "Revision") {
-		key = crossplane.PackageRef{Kind: crossplane.Kind(ownership.KindOfRevision(u.GetKind())), Name: u.GetLabels()[render.LabelParentPackage]}
+	if k, ok := crossplane.RevisionKindFor(u.GetKind()); ok {
+		key = crossplane.PackageRef{Kind: k.Kind, Name: u.GetLabels()[render.LabelParentPackage]}
 	}
 	if r.live.Package(key) == nil {
 		return false

@@ -167,8 +167,7 @@ func (m *Manager) Restore(ctx context.Context, out *render.Output, refs []Object
 		byPkg[o.p] = append(byPkg[o.p], o)
 	}
 	r := m.newRun(out, st.meta)
-	r.live = st.live
-	r.planner.View = r.live
+	r.setLive(st.live)
 	if m.lock != nil {
 		held, release, err := m.lock.Acquire(ctx)
 		if err != nil {

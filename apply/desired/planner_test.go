@@ -1,16 +1,13 @@
 package desired_test
 
 import (
-	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,8 +18,6 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 )
-
-var nsSeq atomic.Int64
 
 // configMap returns a runtime Object of a ConfigMap cm in ns with data
 // k=v, hashed, whose live object is live.
@@ -87,10 +82,7 @@ func TestPlanner(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			ctx := envtest.Context(t, time.Minute)
-			ns := fmt.Sprintf("desired-%d", nsSeq.Add(1))
-			if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				t.Fatal(err)
-			}
+			ns := env.Namespace(t, "desired")
 			var live *unstructured.Unstructured
 			if tc.before != "" {
 				setup := &desired.Planner{Writer: writer.New(env.Client, false), View: liveview.New(liveview.Config{}), Client: env.Client, FieldManager: "lockstep"}

@@ -8,15 +8,14 @@ package establish
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
@@ -35,9 +34,7 @@ type Waiter struct {
 	Timeout  time.Duration
 	// View is what the apply listed: the conditions of the CRDs it saw.
 	View *liveview.View
-	// Client and Writer send Nudge's patches as FieldManager; Writer
-	// counts them.
-	Client       client.Client
+	// Writer sends Nudge's patches as FieldManager, and counts them.
 	Writer       *writer.Writer
 	FieldManager string
 }
@@ -90,20 +87,19 @@ func (w *Waiter) Nudge(ctx context.Context, d *desired.Object) error {
 	if w.Writer.DryRun() {
 		return nil
 	}
-	target := &unstructured.Unstructured{}
-	target.SetGroupVersionKind(d.U.GroupVersionKind())
-	target.SetName(d.U.GetName())
+	gvk, name := d.U.GroupVersionKind(), d.U.GetName()
+	var answer *metav1.PartialObjectMetadata
 	for _, v := range []any{"true", nil} {
-		b, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{annotation: v}}})
-		if err != nil {
-			return err
+		patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{annotation: v}}}
+		var err error
+		if answer, err = w.Writer.Patch(ctx, gvk, "", name, types.MergePatchType, patch, w.FieldManager); err != nil {
+			return fmt.Errorf("CustomResourceDefinition %s: not Established, and cannot update it to have it established: %w", name, err)
 		}
-		if err := w.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, b), client.FieldOwner(w.FieldManager)); err != nil {
-			return fmt.Errorf("CustomResourceDefinition %s: not Established, and cannot update it to have it established: %w", d.U.GetName(), err)
-		}
-		w.Writer.Wrote()
 	}
-	d.Result = target
+	d.Result = &unstructured.Unstructured{}
+	d.Result.SetGroupVersionKind(gvk)
+	d.Result.SetName(name)
+	d.Result.SetResourceVersion(answer.ResourceVersion)
 	return nil
 }
 

@@ -80,7 +80,7 @@ func TestNudgeAndWait(t *testing.T) {
 	}
 	w := writer.New(env.Client, false)
 	poller := ssa.NewResourceManager(env.Client, health.NewStatusPoller(env.Client, env.Client.RESTMapper()), ssa.Owner{Field: "lockstep"})
-	wait := &establish.Waiter{Poller: poller, Interval: 100 * time.Millisecond, Timeout: 30 * time.Second, Client: env.Client, Writer: w, FieldManager: "lockstep"}
+	wait := &establish.Waiter{Poller: poller, Interval: 100 * time.Millisecond, Timeout: 30 * time.Second, Writer: w, FieldManager: "lockstep"}
 	d := object("CustomResourceDefinition", crd.Name, ssa.UnchangedAction)
 	if err := wait.Nudge(ctx, d); err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestNudgeAndWait(t *testing.T) {
 		t.Fatalf("waiting for an Established CRD: %v", err)
 	}
 	dw := writer.New(env.Client, true)
-	dry := &establish.Waiter{Client: env.Client, Writer: dw, FieldManager: "lockstep"}
+	dry := &establish.Waiter{Writer: dw, FieldManager: "lockstep"}
 	dd := object("CustomResourceDefinition", crd.Name, ssa.UnchangedAction)
 	if err := dry.Nudge(ctx, dd); err != nil {
 		t.Fatal(err)

@@ -120,12 +120,7 @@ func (j *Journal) RecordManifests(ctx context.Context, entries []inventory.Entry
 	if len(missing) == 0 {
 		return nil
 	}
-	inv := &inventory.Inventory{Instance: cur.Instance, Manifests: append(slices.Clone(cur.Manifests), missing...)}
-	for _, p := range cur.Packages {
-		p.Entries = slices.Clone(p.Entries)
-		inv.Packages = append(inv.Packages, p)
-	}
-	return j.writeLocked(ctx, inv)
+	return j.writeLocked(ctx, with(cur, nil, append(slices.Clone(cur.Manifests), missing...)))
 }
 
 // RecordPackage writes the inventory when it does not list the package
@@ -252,14 +247,7 @@ func (j *Journal) commit(ctx context.Context) {
 		}
 		j.mu.Lock()
 		cur := j.cur
-		inv := &inventory.Inventory{Instance: cur.Instance, Packages: slices.Clone(b.packages), Manifests: slices.Clone(cur.Manifests)}
-		for _, o := range cur.Packages {
-			if !slices.ContainsFunc(b.packages, func(ip inventory.Package) bool { return ip.Kind == o.Kind && ip.Name == o.Name }) {
-				// Encode sorts entries in place: never those of cur.
-				o.Entries = slices.Clone(o.Entries)
-				inv.Packages = append(inv.Packages, o)
-			}
-		}
+		inv := with(cur, b.packages, slices.Clone(cur.Manifests))
 		b.err = j.writeLocked(ctx, inv)
 		if b.err != nil && ctx.Err() != nil {
 			b.err = errCommitterStopped
@@ -271,6 +259,20 @@ func (j *Journal) commit(ctx context.Context) {
 		j.bmu.Unlock()
 		close(b.done)
 	}
+}
+
+// with returns a copy of cur with packages in place of cur's entries of
+// the same packages, and manifests as its manifests. cur's other package
+// entries are copied: Encode sorts entries in place, and cur is shared.
+func with(cur *inventory.Inventory, packages []inventory.Package, manifests []inventory.Entry) *inventory.Inventory {
+	inv := &inventory.Inventory{Instance: cur.Instance, Packages: slices.Clone(packages), Manifests: manifests}
+	for _, o := range cur.Packages {
+		if !slices.ContainsFunc(packages, func(ip inventory.Package) bool { return ip.Kind == o.Kind && ip.Name == o.Name }) {
+			o.Entries = slices.Clone(o.Entries)
+			inv.Packages = append(inv.Packages, o)
+		}
+	}
+	return inv
 }
 
 // Missing returns the entries of want whose ID listed lacks, in want's

@@ -1,16 +1,12 @@
 package journal_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockstep-gitops/lockstep/apply/journal"
 	"github.com/lockstep-gitops/lockstep/apply/writer"
@@ -20,8 +16,6 @@ import (
 )
 
 const instance = "journal-test"
-
-var nsSeq atomic.Int64
 
 // entries returns one payload entry per ID.
 func entries(ids ...string) []inventory.Entry {
@@ -35,16 +29,6 @@ func entries(ids ...string) []inventory.Entry {
 // provider is the inventory entry of Provider name with ids.
 func provider(name string, ids ...string) inventory.Package {
 	return inventory.Package{Kind: crossplane.KindProvider, Name: name, Source: "xpkg.example.org/" + name, Version: "v1.0.0", Entries: entries(ids...)}
-}
-
-// namespace creates a fresh namespace and returns its name.
-func namespace(ctx context.Context, t *testing.T, env *envtest.Env) string {
-	t.Helper()
-	ns := fmt.Sprintf("journal-%d", nsSeq.Add(1))
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	return ns
 }
 
 // TestRecordPackage records one package's intent on a real API server.
@@ -90,7 +74,7 @@ func TestRecordPackage(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			ctx := envtest.Context(t, time.Minute)
-			ns := namespace(ctx, t, env)
+			ns := env.Namespace(t, "journal")
 			inv, exists := &inventory.Inventory{Instance: instance}, false
 			if tc.before != nil {
 				if err := journal.New(journal.Config{Writer: writer.New(env.Client, false), Namespace: ns, Instance: instance, FieldManager: "test"}, inv, false).Write(ctx, tc.before); err != nil {
@@ -136,7 +120,7 @@ func TestRecordPackage(t *testing.T) {
 func TestGroupCommit(t *testing.T) {
 	env := envtest.Shared(t)
 	ctx := envtest.Context(t, time.Minute)
-	ns := namespace(ctx, t, env)
+	ns := env.Namespace(t, "journal")
 	const n = 10
 	var first sync.Once
 	w := writer.New(env.Client, false)
@@ -195,7 +179,7 @@ func TestGroupCommit(t *testing.T) {
 func TestRecordManifests(t *testing.T) {
 	env := envtest.Shared(t)
 	ctx := envtest.Context(t, time.Minute)
-	ns := namespace(ctx, t, env)
+	ns := env.Namespace(t, "journal")
 	w := writer.New(env.Client, false)
 	before := &inventory.Inventory{Instance: instance, Packages: []inventory.Package{provider("provider-a", "_a__A")}}
 	j := journal.New(journal.Config{Writer: w, Namespace: ns, Instance: instance, FieldManager: "lockstep"}, &inventory.Inventory{Instance: instance}, false)

@@ -21,9 +21,7 @@ func ExamplePackage_CheckController() {
 	fmt.Println(p.CheckController(foreign))
 	stale := object(ref("ProviderRevision", "provider-nop-0ld", "uid-of-a-gone-revision", true))
 	fmt.Println(p.CheckController(stale), "; release:", stale.Release[0].Name)
-	fmt.Println(ownership.KindOfRevision("ProviderRevision"))
 	// Output:
 	// CustomResourceDefinition/widgets.example.org is already controlled by Deployment someone-else (UID uid-of-the-deployment)
 	// <nil> ; release: provider-nop-0ld
-	// Provider
 }

@@ -152,17 +152,9 @@ func (p *Package) CheckController(d *desired.Object) error {
 	}
 	e := &ConflictError{Object: utils.FmtUnstructured(d.U), Controller: *c}
 	if owner != nil {
-		if name := owner.GetLabels()[render.LabelParentPackage]; name != "" {
-			e.ControllerPackage = KindOfRevision(owner.GetKind()) + " " + name
+		if k, ok := crossplane.RevisionKindFor(owner.GetKind()); ok && owner.GetLabels()[render.LabelParentPackage] != "" {
+			e.ControllerPackage = string(k.Kind) + " " + owner.GetLabels()[render.LabelParentPackage]
 		}
 	}
 	return e
-}
-
-// KindOfRevision returns the package kind of a revision kind.
-func KindOfRevision(k string) string {
-	if len(k) > len("Revision") {
-		return k[:len(k)-len("Revision")]
-	}
-	return k
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/apply/ownership"
+	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/render"
 )
 
 func ref(kind, name, uid string, controller bool) metav1.OwnerReference {
@@ -100,10 +102,33 @@ func TestExtraOwnersUnknown(t *testing.T) {
 	}
 }
 
-func TestKindOfRevision(t *testing.T) {
-	for in, want := range map[string]string{"ProviderRevision": "Provider", "ConfigurationRevision": "Configuration", "Revision": "Revision"} {
-		if got := ownership.KindOfRevision(in); got != want {
-			t.Errorf("KindOfRevision(%q) = %q, want %q", in, got, want)
+// TestConflictNamesPackage: a conflict names the package of the revision
+// in control, and no package for a controller that is not a revision,
+// even one carrying the parent-package label.
+func TestConflictNamesPackage(t *testing.T) {
+	view := liveview.New(liveview.Config{})
+	owner := func(kind, name, uid string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("pkg.crossplane.io/v1")
+		u.SetKind(kind)
+		u.SetName(name)
+		u.SetUID(types.UID(uid))
+		u.SetLabels(map[string]string{render.LabelParentPackage: "provider-b"})
+		return u
+	}
+	view.Remember(crossplane.Ref(crossplane.KindProvider, "provider-b"), nil,
+		[]*unstructured.Unstructured{owner("ProviderRevision", "provider-b-1", "b-rev"), owner("Deployment", "provider-b-1", "b-dep")}, nil)
+	p := &ownership.Package{View: view, Name: "provider-a", RevisionKind: "ProviderRevision", Revision: "rev-uid", Record: "pkg-uid",
+		Replaced:    func(*unstructured.Unstructured) bool { return false },
+		GoneFromGit: func(*unstructured.Unstructured) bool { return false }}
+	for uid, want := range map[string]string{"b-rev": "Provider provider-b", "b-dep": ""} {
+		err := p.CheckController(object(ref("ProviderRevision", "x", uid, true)))
+		var ce *ownership.ConflictError
+		if !errors.As(err, &ce) {
+			t.Fatalf("controller %s: %v, want a ConflictError", uid, err)
+		}
+		if ce.ControllerPackage != want {
+			t.Errorf("controller %s: the conflict names package %q, want %q", uid, ce.ControllerPackage, want)
 		}
 	}
 }

@@ -125,7 +125,7 @@ func (p *Pruner) ReleaseRevisionFinalizer(ctx context.Context, obj *metav1.Parti
 		{Op: "test", Path: path, Value: crossplane.RevisionFinalizer},
 		{Op: "remove", Path: path},
 	}
-	if err := p.Writer.Patch(ctx, gvk, "", obj.Name, types.JSONPatchType, ops, p.FieldManager); err != nil {
+	if _, err := p.Writer.Patch(ctx, gvk, "", obj.Name, types.JSONPatchType, ops, p.FieldManager); err != nil {
 		return fmt.Errorf("cannot remove finalizer %s: %w", crossplane.RevisionFinalizer, err)
 	}
 	obj.Finalizers = slices.Delete(slices.Clone(obj.Finalizers), i, i+1)

@@ -100,10 +100,7 @@ func TestDeleteOwnedAndOrphan(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			ctx := envtest.Context(t, time.Minute)
-			ns := fmt.Sprintf("prune-%d", seq.Add(1))
-			if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				t.Fatal(err)
-			}
+			ns := env.Namespace(t, "prune")
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm", Labels: tc.labels, Finalizers: tc.finalizers, OwnerReferences: tc.owners}}
 			if !tc.absent {
 				if err := env.Client.Create(ctx, cm); err != nil {

@@ -190,28 +190,30 @@ func (w *Writer) PatchOwnerReferences(ctx context.Context, obj client.Object, re
 	} else {
 		ops = append(ops, JSONPatchOp{Op: "replace", Path: "/metadata/ownerReferences", Value: refs})
 	}
-	return w.Patch(ctx, obj.GetObjectKind().GroupVersionKind(), obj.GetNamespace(), obj.GetName(), types.JSONPatchType, ops, manager)
+	_, err := w.Patch(ctx, obj.GetObjectKind().GroupVersionKind(), obj.GetNamespace(), obj.GetName(), types.JSONPatchType, ops, manager)
+	return err
 }
 
 // MergePatch sends patch as a JSON merge patch (RFC 7386) of u as
 // manager.
 func (w *Writer) MergePatch(ctx context.Context, u *unstructured.Unstructured, patch any, manager string) error {
-	return w.Patch(ctx, u.GroupVersionKind(), u.GetNamespace(), u.GetName(), types.MergePatchType, patch, manager)
+	_, err := w.Patch(ctx, u.GroupVersionKind(), u.GetNamespace(), u.GetName(), types.MergePatchType, patch, manager)
+	return err
 }
 
 // Patch sends patch, encoded as JSON unless it is a []byte already, as a
 // patch of type pt (JSON patch or JSON merge patch) to the object gvk
-// namespace/name as manager, and counts the write. A dry-run Writer sends
-// a server-side dry-run. The API server answers with the object's
-// metadata alone (a PartialObjectMetadata; a CRD's would be its whole
-// schema), which is dropped. The error is the API server's, unwrapped, so
-// that callers can test it with apierrors.
-func (w *Writer) Patch(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, pt types.PatchType, patch any, manager string) error {
+// namespace/name as manager, counts the write, and returns the object's
+// metadata as the API server answered (a PartialObjectMetadata: a CRD's
+// whole answer would be its schema). A dry-run Writer sends a server-side
+// dry-run. The error is the API server's, unwrapped, so that callers can
+// test it with apierrors.
+func (w *Writer) Patch(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, pt types.PatchType, patch any, manager string) (*metav1.PartialObjectMetadata, error) {
 	b, ok := patch.([]byte)
 	if !ok {
 		var err error
 		if b, err = json.Marshal(patch); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	opts := []client.PatchOption{client.FieldOwner(manager)}
@@ -223,10 +225,10 @@ func (w *Writer) Patch(ctx context.Context, gvk schema.GroupVersionKind, namespa
 	target.SetName(name)
 	target.SetNamespace(namespace)
 	if err := w.c.Patch(ctx, target, client.RawPatch(pt, b), opts...); err != nil {
-		return err
+		return nil, err
 	}
 	w.Wrote()
-	return nil
+	return target, nil
 }
 
 // Delete deletes obj if its UID is still uid ("" for any; a precondition,

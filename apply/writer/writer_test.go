@@ -3,7 +3,6 @@ package writer_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,8 +19,6 @@ import (
 	"github.com/lockstep-gitops/lockstep/apply/writer"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 )
-
-var nsSeq atomic.Int64
 
 // configMap returns a ConfigMap named name in ns with data k=v, as
 // unstructured.
@@ -154,10 +151,7 @@ func TestWriter(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			ctx := envtest.Context(t, time.Minute)
-			ns := fmt.Sprintf("writer-%d", nsSeq.Add(1))
-			if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				t.Fatal(err)
-			}
+			ns := env.Namespace(t, "writer")
 			live := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}, Data: map[string]string{"k": "old"}}
 			if err := env.Client.Create(ctx, live); err != nil {
 				t.Fatal(err)

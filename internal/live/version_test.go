@@ -3,7 +3,6 @@ package live_test
 import (
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,8 +13,6 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
 )
-
-var nsSeq atomic.Int64
 
 // deployment returns a Deployment named name with label app=app and one
 // container per "name=image" of containers.
@@ -90,10 +87,7 @@ func TestReadCrossplaneVersion(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			ctx := envtest.Context(t, time.Minute)
-			ns := fmt.Sprintf("xpversion-%d", nsSeq.Add(1))
-			if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				t.Fatal(err)
-			}
+			ns := env.Namespace(t, "xpversion")
 			if tc.dep != nil {
 				if err := env.Client.Create(ctx, tc.dep(ns)); err != nil {
 					t.Fatal(err)
