@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-gitops/lockstep/apply/events"
+	"github.com/lockstep-gitops/lockstep/apply/writer"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/live"
@@ -47,7 +48,7 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 		_ = unstructured.SetNestedField(o.Object, crossplane.DesiredStateInactive, "spec", "desiredState")
 		p.others[i] = o
 		p.deactivated = append(p.deactivated, o)
-		p.res.Changes.Add(entry(o, ssa.ConfiguredAction))
+		p.res.Changes.Add(writer.Entry(o, ssa.ConfiguredAction))
 		r.events.Record(o, corev1.EventTypeNormal, events.ReasonTransitionRevision, fmt.Sprintf("Revision %s is Inactive: revision %s of %s %s is Active", o.GetName(), p.po.Revision.Name, p.key.Kind, p.key.Name))
 	}
 	if !p.activation.HandOff {
@@ -77,7 +78,7 @@ func (p *pkgRun) activationStep(ctx context.Context) error {
 // setChange records action for u in the package's change set, replacing an
 // earlier entry for the same object unless that one says created.
 func (p *pkgRun) setChange(u *unstructured.Unstructured, action ssa.Action) {
-	e := entry(u, action)
+	e := writer.Entry(u, action)
 	for i := range p.res.Changes.Entries {
 		if old := &p.res.Changes.Entries[i]; old.Subject == e.Subject {
 			if old.Action != ssa.CreatedAction {

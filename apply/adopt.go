@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-gitops/lockstep/apply/adopt"
+	"github.com/lockstep-gitops/lockstep/apply/binder"
+	"github.com/lockstep-gitops/lockstep/apply/writer"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
 	"github.com/lockstep-gitops/lockstep/render"
@@ -143,13 +145,13 @@ func (p *pkgRun) adoptStep(ctx context.Context) error {
 		if err := r.w.MergePatch(ctx, o, adopt.PausePatch(r.opts.Instance), AdoptFieldManager); err != nil {
 			return fmt.Errorf("cannot pause %s %s to adopt it: %w", o.GetKind(), o.GetName(), err)
 		}
-		p.res.Changes.Add(entry(o, ssa.ConfiguredAction))
+		p.res.Changes.Add(writer.Entry(o, ssa.ConfiguredAction))
 	}
 	for _, m := range a.mrds {
 		if err := r.removeMRD(ctx, m); err != nil {
 			return err
 		}
-		p.res.Changes.Add(entry(&unstructured.Unstructured{Object: map[string]any{"apiVersion": m.APIVersion, "kind": m.Kind, "metadata": map[string]any{"name": m.Name}}}, ssa.DeletedAction))
+		p.res.Changes.Add(writer.Entry(&unstructured.Unstructured{Object: map[string]any{"apiVersion": m.APIVersion, "kind": m.Kind, "metadata": map[string]any{"name": m.Name}}}, ssa.DeletedAction))
 	}
 	return nil
 }
@@ -175,7 +177,7 @@ func (p *pkgRun) adoptPreflight(ctx context.Context) error {
 		p.payload, p.runtime, p.doomed, p.tls = nil, nil, nil, nil
 	}()
 	p.uids = map[render.Reference]types.UID{p.pkgRef(): pkg.GetUID()}
-	p.uids[p.revRef()] = types.UID("00000000-0000-0000-0000-000000000000")
+	p.uids[p.revRef()] = binder.PlaceholderUID
 	if cur != nil {
 		p.uids[p.revRef()] = cur.GetUID()
 	}
@@ -205,7 +207,7 @@ func (r *run) removeMRD(ctx context.Context, m *metav1.PartialObjectMetadata) er
 // controller may have written back after the delete. It runs on every
 // apply, so a reference written back after one apply is removed by the
 // next; a CRD whose MRD owner references all name an MRD this apply knows
-// with that UID (mrdRefsKnown: every CRD of an Active MRD lockstep wrote)
+// with that UID (binder.Binder.MRDRefsKnown: every CRD of an Active MRD lockstep wrote)
 // costs no request. The
 // garbage collector of kube-controller-manager removes such dangling
 // references too (kubernetes/kubernetes pkg/controller/garbagecollector
@@ -226,7 +228,7 @@ func (p *pkgRun) dropDeletedMRDRefs(ctx context.Context) error {
 		if d.U.GroupVersionKind().GroupKind() != crossplane.GroupKindCRD {
 			continue
 		}
-		if !deleted[d.U.GetName()] && (d.Result == nil || p.mrdRefsKnown(d.Result.GetOwnerReferences())) {
+		if !deleted[d.U.GetName()] && (d.Result == nil || p.binder().MRDRefsKnown(d.Result.GetOwnerReferences())) {
 			continue
 		}
 		if err := r.dropDeletedMRDRefsOf(ctx, d.U.GetName()); err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/api/meta"
 
+	"github.com/lockstep-gitops/lockstep/apply/writer"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/xplock"
@@ -113,5 +114,5 @@ func (r *run) lockEntryOf(p *pkgRun) (string, any) {
 
 // lockEntry returns the change set entry of the Lock with action a.
 func lockEntry(a ssa.Action) ssa.ChangeSetEntry {
-	return entry(xplock.Object(), a)
+	return writer.Entry(xplock.Object(), a)
 }

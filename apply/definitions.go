@@ -81,7 +81,7 @@ func (p *pkgRun) definitionsStep(ctx context.Context) error {
 // revision is released by preflight).
 func (p *pkgRun) checkDefinitionOwner(ctx context.Context, o *render.Object) error {
 	r := p.r
-	id := renderedID(o)
+	id := o.ID()
 	labelled := r.live.Object(id)
 	var refs []metav1.OwnerReference
 	var managers []string

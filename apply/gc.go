@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/fluxcd/pkg/ssa"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-gitops/lockstep/apply/events"
-	"github.com/lockstep-gitops/lockstep/apply/liveview"
-	"github.com/lockstep-gitops/lockstep/apply/prune"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/live"
@@ -68,29 +65,21 @@ func (p *pkgRun) collectGarbage(ctx context.Context, old *inventory.Package, des
 	for _, c := range plan.Collect(limit, revisionOf(p.cur), revisionsOf(p.others), old, desiredIDs) {
 		p.res.Plan = append(p.res.Plan, c.Decision(limit))
 		rev := byName[c.Revision.Name]
-		for _, e := range c.Runtime {
-			obj, err := e.Object()
-			if err != nil {
-				continue
-			}
-			if _, err := r.pruner().DeleteOwned(ctx, obj); err != nil {
-				r.warn(p.res, "cannot delete %s of garbage-collected revision %s: %v", e.ID, rev.GetName(), err)
-				continue
-			}
-			deleted[e.ID] = true
-			p.res.Changes.Add(entry(obj, ssa.DeletedAction))
+		got, err := r.pruner().Revision(ctx, rev, c.Runtime)
+		for _, w := range got.Warnings {
+			r.warn(p.res, "%s", w)
 		}
-		if err := r.pruner().ReleaseRevisionFinalizer(ctx, prune.MetaOf(rev)); err != nil {
-			p.res.Step, p.res.Err = "gc", fmt.Errorf("cannot garbage collect old package revision %s: %w", rev.GetName(), err)
+		for _, id := range got.IDs {
+			deleted[id] = true
+		}
+		for _, e := range got.Changes {
+			p.res.Changes.Add(e)
+		}
+		if err != nil {
+			p.res.Step, p.res.Err = "gc", err
 			continue
 		}
-		if err := r.w.Delete(ctx, rev, rev.GetUID()); err != nil {
-			p.res.Step, p.res.Err = "gc", fmt.Errorf("cannot garbage collect old package revision %s: %w", rev.GetName(), err)
-			continue
-		}
-		deleted[liveview.ID(rev)] = true
 		names = append(names, rev.GetName())
-		p.res.Changes.Add(entry(rev, ssa.DeletedAction))
 	}
 	if len(names) > 0 {
 		r.events.Record(p.pkg, corev1.EventTypeNormal, events.ReasonGarbageCollect, fmt.Sprintf("Deleted old package revisions past revisionHistoryLimit %d: %s", limit, strings.Join(names, ", ")))

@@ -18,7 +18,7 @@ func (p *pkgRun) intended() []inventory.Entry {
 	rev := p.po.Revision
 	entry := func(o *render.Object, role inventory.Role, revision string) inventory.Entry {
 		gv, _ := schema.ParseGroupVersion(o.APIVersion)
-		return inventory.Entry{ID: renderedID(o), Version: gv.Version, Role: role, Revision: revision}
+		return inventory.Entry{ID: o.ID(), Version: gv.Version, Role: role, Revision: revision}
 	}
 	out := []inventory.Entry{entry(p.po.Record, inventory.RoleRecord, ""), entry(rev.Record, inventory.RoleRecord, rev.Name)}
 	if p.adoption != nil {

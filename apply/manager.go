@@ -617,7 +617,8 @@ func (m *Manager) newRun(out *render.Output, meta Origin) *run {
 	r.ca = rootca.New(r.c, r.opts.Namespace, r.now,
 		rootca.WithDryRun(r.opts.DryRun), rootca.WithFieldManager(FieldManager), rootca.OnCreate(r.w.Wrote))
 	r.events = events.NewRecorder(r.opts.Instance, r.now, r.opts.DryRun)
-	r.planner = &desired.Planner{Writer: r.w, Client: r.c, FieldManager: FieldManager, Local: r.preflight, MayCreate: r.access.MayCreate}
+	r.planner = &desired.Planner{Writer: r.w, Client: r.c, FieldManager: FieldManager, Local: r.preflight, MayCreate: r.access.MayCreate,
+		LocalMRDs: r.opts.Preflight == PreflightLocal, Mapper: r.c.RESTMapper()}
 	return r
 }
 

@@ -2,7 +2,6 @@ package apply
 
 import (
 	"github.com/fluxcd/pkg/ssa"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
@@ -41,19 +40,7 @@ func (r *run) pausedPackage(po *render.PackageOutput) *pkgRun {
 	} else {
 		r.warn(p.res, "paused (lockstep.io/paused: \"true\"): %s is kept as installed; the lock's %s is not applied until the annotation is removed", pin(installed.Version, installed.Digest), pin(po.Version, po.Digest))
 	}
-	t := health.Target{Kind: po.Kind, Name: po.Name, Version: installed.Version, Digest: installed.Digest, Revision: active}
-	var rev, runtime *health.Ref
-	if active != "" && po.Revision.Record != nil {
-		rev = &health.Ref{GroupVersionKind: schema.FromAPIVersionAndKind(po.Revision.Record.APIVersion, po.Revision.Record.Kind), Name: active}
-		for _, o := range po.Revision.Runtime {
-			if o.Kind == "Deployment" {
-				// The runtime Deployment is named after its revision.
-				runtime = &health.Ref{GroupVersionKind: schema.FromAPIVersionAndKind(o.APIVersion, o.Kind), Namespace: o.Namespace, Name: active}
-				break
-			}
-		}
-	}
-	p.res.Health = health.NewTarget(t, *ref(po.Record), rev, runtime)
+	p.res.Health = health.KeptTargetOf(po, installed.Version, installed.Digest, active)
 	return p
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/establish"
+	"github.com/lockstep-gitops/lockstep/apply/writer"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/owners"
 	"github.com/lockstep-gitops/lockstep/internal/parallel"
@@ -116,7 +117,7 @@ func (p *pkgRun) writeAll(ctx context.Context, objs []*desired.Object) error {
 	})
 	for _, d := range objs {
 		if d.Action != "" && d.Result != nil {
-			p.res.Changes.Add(entry(d.U, d.Action))
+			p.res.Changes.Add(writer.Entry(d.U, d.Action))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -2,18 +2,16 @@ package apply
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"runtime"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/lockstep-gitops/lockstep/apply/binder"
 	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/apply/ownership"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
-	"github.com/lockstep-gitops/lockstep/internal/drift"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/parallel"
 	"github.com/lockstep-gitops/lockstep/render"
@@ -47,9 +45,12 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 		return nil
 	}
 	p.doomed = p.doomedRevisions()
-	if err := p.prepareTLS(ctx); err != nil {
+	// The data of the runtime's TLS Secrets, which binding reads.
+	tls, err := binder.PrepareTLS(ctx, p.r.ca, p.r.live, p.po.Revision.Runtime)
+	if err != nil {
 		return err
 	}
+	p.tls = tls
 	all, err := p.bindRevision(ctx)
 	if err != nil {
 		return err
@@ -95,21 +96,21 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 // runtime and RBAC objects. It returns them all, payload first.
 func (p *pkgRun) bindRevision(ctx context.Context) ([]*desired.Object, error) {
 	rev := p.po.Revision
-	payload, err := p.bindAll(rev.Payload)
+	payload, err := p.binder().Payload(rev.Payload)
 	if err != nil {
 		return nil, err
 	}
 	if err := p.keepActiveMRDs(ctx, payload); err != nil {
 		return nil, err
 	}
-	managed, err := p.bindManaged(payload, rev.ManagedCRDs)
+	managed, err := p.binder().Managed(payload, rev.ManagedCRDs)
 	if err != nil {
 		return nil, err
 	}
 	p.payload = append(payload, managed...)
 	for _, group := range [][]*render.Object{rev.Runtime, rev.RBAC} {
 		for _, o := range group {
-			d, err := p.bind(o, inventory.RoleRuntime, p.runtimeRevision(o))
+			d, err := p.binder().New(o, inventory.RoleRuntime, p.runtimeRevision(o))
 			if err != nil {
 				return nil, err
 			}
@@ -134,7 +135,7 @@ func (p *pkgRun) findForeign(ctx context.Context, all []*desired.Object) error {
 		}
 		d.Foreign = r.live.Foreign(d.ID)
 	}
-	p.setMRDUIDs(p.payload)
+	p.binder().SetMRDUIDs(p.payload)
 	for _, d := range all {
 		if (d.Foreign != nil || d.Managed) && d.Role == inventory.RolePayload {
 			if err := p.rebind(d); err != nil {
@@ -171,88 +172,18 @@ func (p *pkgRun) runtimeRevision(o *render.Object) string {
 	return ""
 }
 
-// bindAll binds payload objects (see bind) on every core, in objs' order:
-// a bind decodes the object and encodes it three times (content hash,
-// applied hash, body), about 1 s of CPU for the 2,043 CRDs of the
-// provider-aws monolith. It returns the first error in objs' order.
-func (p *pkgRun) bindAll(objs []*render.Object) ([]*desired.Object, error) {
-	out := make([]*desired.Object, len(objs))
-	// A bind uses no network and no context: the background context only
-	// fills the signature.
-	errs := parallel.Errors(context.Background(), len(objs), runtime.GOMAXPROCS(0), func(_ context.Context, i int) error {
-		var err error
-		out[i], err = p.bind(objs[i], inventory.RolePayload, "")
-		return err
-	})
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// bind completes o for this apply: owner references with UIDs, the CA
-// bundle, TLS data, and for payload objects the owner references of other
-// owners to keep (see ownership.Package.ExtraOwners).
-func (p *pkgRun) bind(o *render.Object, role inventory.Role, revision string) (*desired.Object, error) {
-	d := &desired.Object{Obj: o, Role: role, Revision: revision, ID: renderedID(o), Pkg: p}
-	d.Live = p.r.live.Object(d.ID)
-	if err := p.rebind(d); err != nil {
-		return nil, err
-	}
-	return d, nil
+// binder returns the package's Binder: its UIDs and TLS data as they
+// stand, its ownership rules, the run's live view.
+func (p *pkgRun) binder() binder.Binder {
+	return binder.Binder{UIDs: p.uids, TLS: p.tls, Owners: p.owns, Live: p.r.live, Pkg: p, DryRun: p.r.opts.DryRun}
 }
 
 // rebind binds d again (Bind), keeping no body.
 func (p *pkgRun) rebind(d *desired.Object) error { return p.Bind(d, false) }
 
-// Bind binds d.Obj for this apply and sets d's object, hash and,
-// for a payload object, match digest; with keepBody a payload object's
-// JSON goes to d.Body (see desired.Object.PayloadJSON).
-func (p *pkgRun) Bind(d *desired.Object, keepBody bool) error {
-	o := d.Obj
-	b := render.Binding{UIDs: p.uids}
-	if o.CABundle != nil {
-		b.CABundle = p.tls[o.CABundle.SecretName][o.CABundle.Key]
-	}
-	u, err := o.Bind(b)
-	if err != nil {
-		return err
-	}
-	if o.TLS != nil {
-		data := map[string]any{}
-		for k, v := range p.tls[o.Name] {
-			data[k] = base64.StdEncoding.EncodeToString(v)
-		}
-		u.Object["data"] = data
-	}
-	if d.Role == inventory.RolePayload {
-		refs := u.GetOwnerReferences()
-		if live := d.LiveRefs(); len(live) > 0 {
-			// Most payload objects are new: no rules to build.
-			refs = append(refs, p.owns().ExtraOwners(live, refs)...)
-		}
-		if d.Managed {
-			refs = crossplaneOwners(refs)
-		}
-		u.SetOwnerReferences(refs)
-	}
-	h, err := drift.SetAppliedHash(u)
-	if err != nil {
-		return err
-	}
-	if p.pausesOnCreate(d) {
-		// After the hash: the pause is not what lockstep applies, and
-		// resumeMRDs removes it (AnnotationInstalling).
-		pauseForInstall(u)
-	}
-	d.U, d.Hash = u, h
-	if d.Role == inventory.RolePayload {
-		return d.Compact(keepBody)
-	}
-	return nil
-}
+// Bind binds d for this apply (binder.Binder.Bind): the package is the
+// desired.Package of its objects.
+func (p *pkgRun) Bind(d *desired.Object, keepBody bool) error { return p.binder().Bind(d, keepBody) }
 
 // isReplaced reports whether u is a package this one replaces, or one of
 // its revisions.

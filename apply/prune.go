@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockstep-gitops/lockstep/apply/prune"
+	"github.com/lockstep-gitops/lockstep/apply/writer"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/parallel"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
@@ -58,7 +59,7 @@ func (r *run) prunePackage(ctx context.Context, pp plan.PackagePrune) (*PackageR
 			errs = append(errs, fmt.Errorf("CustomResourceDefinition %s: cannot remove the owner reference of its deleted ManagedResourceDefinition: %w", m.Name, err))
 			continue
 		}
-		res.Changes.Add(entry(&unstructured.Unstructured{Object: map[string]any{"apiVersion": m.APIVersion, "kind": m.Kind, "metadata": map[string]any{"name": m.Name}}}, ssa.DeletedAction))
+		res.Changes.Add(writer.Entry(&unstructured.Unstructured{Object: map[string]any{"apiVersion": m.APIVersion, "kind": m.Kind, "metadata": map[string]any{"name": m.Name}}}, ssa.DeletedAction))
 	}
 	for _, e := range pp.HandOffs {
 		// Another package of the output applies it now (it replaced this
@@ -85,7 +86,7 @@ func (r *run) prunePackage(ctx context.Context, pp plan.PackagePrune) (*PackageR
 		}
 		gone[e.ID] = true
 		if stub, err := e.Object(); err == nil {
-			res.Changes.Add(entry(stub, actions[i]))
+			res.Changes.Add(writer.Entry(stub, actions[i]))
 		}
 	}
 	for _, e := range pp.Delete {
@@ -106,7 +107,7 @@ func (r *run) prunePackage(ctx context.Context, pp plan.PackagePrune) (*PackageR
 			continue
 		}
 		gone[e.ID] = true
-		res.Changes.Add(entry(stub, a))
+		res.Changes.Add(writer.Entry(stub, a))
 	}
 	if len(errs) > 0 {
 		res.Step, res.Err = "prune", errors.Join(errs...)

@@ -11,8 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/lockstep-gitops/lockstep/apply/binder"
 	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
+	"github.com/lockstep-gitops/lockstep/apply/writer"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/drift"
@@ -174,9 +176,9 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 		return err
 	}
 	p.records = append(p.records, d)
-	p.res.Changes.Add(entry(d.U, d.Action))
+	p.res.Changes.Add(writer.Entry(d.U, d.Action))
 	p.pkg = d.Result
-	p.uids[p.pkgRef()] = uidOrPlaceholder(p.pkg)
+	p.uids[p.pkgRef()] = binder.UIDOf(p.pkg)
 
 	// The revision record.
 	state := p.activation.DesiredState
@@ -212,7 +214,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 		return err
 	}
 	created := cur == nil
-	p.res.Changes.Add(entry(rd.U, rd.Action))
+	p.res.Changes.Add(writer.Entry(rd.U, rd.Action))
 	if created && p.manual() && p.replacedBy == "" && !r.opts.DryRun {
 		if _, err := r.w.SetDesiredState(ctx, rd.Result, crossplane.DesiredStateInactive, ActivationFieldManager); err != nil {
 			return err
@@ -220,7 +222,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	}
 	p.records = append(p.records, rd)
 	p.cur = rd.Result
-	p.uids[p.revRef()] = uidOrPlaceholder(p.cur)
+	p.uids[p.revRef()] = binder.UIDOf(p.cur)
 	return nil
 }
 
@@ -256,13 +258,4 @@ func (p *pkgRun) planRevisions() (*unstructured.Unstructured, int64) {
 	p.activation = plan.Activate(plan.ActivationInput{Manual: p.manual(), ReplacedBy: p.replacedBy, Current: current, Others: revisionsOf(p.others)})
 	p.res.Plan = append(p.res.Plan, p.activation.Decision(p.po.Revision.Name))
 	return cur, number
-}
-
-// uidOrPlaceholder returns u's UID; a dry run that creates an object may
-// get none back, and then a placeholder keeps the owner references valid.
-func uidOrPlaceholder(u *unstructured.Unstructured) types.UID {
-	if uid := u.GetUID(); uid != "" {
-		return uid
-	}
-	return types.UID("00000000-0000-0000-0000-000000000000")
 }

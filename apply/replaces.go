@@ -16,6 +16,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/apply/events"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
+	"github.com/lockstep-gitops/lockstep/apply/writer"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
 	"github.com/lockstep-gitops/lockstep/internal/live"
@@ -96,7 +97,7 @@ func (p *pkgRun) replacesStep(ctx context.Context) error {
 			}
 			_ = unstructured.SetNestedField(q.pkg.Object, string(declarations.ManualActivation), "spec", "revisionActivationPolicy")
 			changed = true
-			p.res.Changes.Add(entry(q.pkg, ssa.ConfiguredAction))
+			p.res.Changes.Add(writer.Entry(q.pkg, ssa.ConfiguredAction))
 		}
 		for _, rev := range q.revisions {
 			wasActive := live.DesiredState(rev) == crossplane.DesiredStateActive
@@ -106,7 +107,7 @@ func (p *pkgRun) replacesStep(ctx context.Context) error {
 				}
 				_ = unstructured.SetNestedField(rev.Object, crossplane.DesiredStateInactive, "spec", "desiredState")
 				changed = true
-				p.res.Changes.Add(entry(rev, ssa.ConfiguredAction))
+				p.res.Changes.Add(writer.Entry(rev, ssa.ConfiguredAction))
 			}
 			if !wasActive {
 				continue
@@ -186,7 +187,7 @@ func (p *pkgRun) deleteRevisionDeployment(ctx context.Context, rev *unstructured
 	if err := r.w.Delete(ctx, dep, dep.GetUID()); err != nil {
 		return fmt.Errorf("cannot delete Deployment %s/%s of %s %s: %w", dep.GetNamespace(), dep.GetName(), rev.GetKind(), rev.GetName(), err)
 	}
-	p.res.Changes.Add(entry(dep, ssa.DeletedAction))
+	p.res.Changes.Add(writer.Entry(dep, ssa.DeletedAction))
 	r.live.Forget(liveview.ID(dep))
 	return nil
 }

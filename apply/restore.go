@@ -16,6 +16,7 @@ import (
 
 	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
+	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/owners"
@@ -99,7 +100,7 @@ func (m *Manager) keepRestorable(r *run) {
 					// Secret it comes from is an event Restore refuses.
 					continue
 				}
-				id := renderedID(o)
+				id := o.ID()
 				if _, ok := st.objects[id]; ok {
 					shared[id] = true
 				}
@@ -180,7 +181,7 @@ func (m *Manager) Restore(ctx context.Context, out *render.Output, refs []Object
 	for _, kept := range order {
 		p := *kept
 		p.r = r
-		p.res = &PackageResult{Kind: p.key.Kind, Name: p.key.Name, CurrentRevision: p.po.Revision.Name, Changes: ssa.NewChangeSet(), Health: healthTarget(p.po)}
+		p.res = &PackageResult{Kind: p.key.Kind, Name: p.key.Name, CurrentRevision: p.po.Revision.Name, Changes: ssa.NewChangeSet(), Health: health.TargetOf(p.po)}
 		p.payload, p.runtime = nil, nil
 		var ds []*desired.Object
 		for _, o := range byPkg[kept] {
@@ -232,7 +233,7 @@ func restoreStep(ds []*desired.Object) string {
 // error wrapping ErrNotRestorable when the controller is not the one the
 // package sets.
 func (p *pkgRun) restoreDesired(ctx context.Context, o restorableObject) (*desired.Object, error) {
-	d := &desired.Object{Obj: o.obj, Role: o.role, Revision: o.revision, ID: renderedID(o.obj), Pkg: p}
+	d := &desired.Object{Obj: o.obj, Role: o.role, Revision: o.revision, ID: o.obj.ID(), Pkg: p}
 	u := &unstructured.Unstructured{}
 	gv, err := schema.ParseGroupVersion(o.obj.APIVersion)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/events"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
+	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/live"
@@ -34,7 +35,7 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 	p := &pkgRun{
 		r: r, po: po,
 		key:  crossplane.Ref(po.Kind, po.Name),
-		res:  &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet(), Health: healthTarget(po)},
+		res:  &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet(), Health: health.TargetOf(po)},
 		uids: map[render.Reference]types.UID{},
 	}
 	for _, w := range po.Revision.Warnings {
@@ -147,7 +148,7 @@ func (r *run) finish(ctx context.Context) {
 	for _, po := range r.out.Packages {
 		inOutput[crossplane.Ref(po.Kind, po.Name)] = true
 		for _, o := range append(po.Objects(), po.Revision.ManagedCRDs...) {
-			desiredIDs[renderedID(o)] = true
+			desiredIDs[o.ID()] = true
 		}
 	}
 

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
+	"github.com/lockstep-gitops/lockstep/apply/writer"
 	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/owners"
 )
@@ -96,7 +97,7 @@ func (p *pkgRun) deleteInactiveDeployments(ctx context.Context) error {
 		if err := r.w.Delete(ctx, dep, dep.GetUID()); err != nil {
 			return fmt.Errorf("cannot delete Deployment %s/%s of inactive revision %s: %w", dep.GetNamespace(), dep.GetName(), owner.GetName(), err)
 		}
-		p.res.Changes.Add(entry(dep, ssa.DeletedAction))
+		p.res.Changes.Add(writer.Entry(dep, ssa.DeletedAction))
 		r.live.Forget(id)
 	}
 	return nil

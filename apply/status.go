@@ -9,6 +9,7 @@ import (
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/pkgstatus"
 )
 
@@ -69,7 +70,7 @@ func (p *pkgRun) revisionStatus() pkgstatus.Revision {
 		FailedStep:            p.res.Step,
 		Err:                   p.res.Err,
 		RuntimeHealth:         p.runtimeHealth,
-		RuntimeActive:         p.runtimeActive(),
+		RuntimeActive:         health.RuntimeActive(p.po.Revision),
 		ObjectRefs:            p.objectRefs,
 		Capabilities:          p.po.Revision.Capabilities,
 		Resolved:              p.resolved(),

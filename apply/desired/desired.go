@@ -7,7 +7,6 @@
 package desired
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -95,9 +94,11 @@ type Package interface {
 	// bundles), sets U, Hash and Match, and with keepBody keeps its JSON
 	// as Body.
 	Bind(d *Object, keepBody bool) error
-	// PlanLocalMRD decides, when it can, the create of a new MRD without
-	// a server-side dry-run, and reports whether it decided.
-	PlanLocalMRD(ctx context.Context, d *Object) (bool, error)
+	// HasManagedCRD reports whether the package's payload holds the
+	// managed CRD named name: the CRD of its Active MRD of that name. It
+	// is answered from what the binding decided, never from a bound
+	// object, which the plan rebinds concurrently.
+	HasManagedCRD(name string) bool
 }
 
 // IsPayload reports whether d is a payload object, kept compact (see

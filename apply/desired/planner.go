@@ -8,6 +8,7 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	ssaerrors "github.com/fluxcd/pkg/ssa/errors"
 	"github.com/fluxcd/pkg/ssa/utils"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +44,12 @@ type Planner struct {
 	// object of gk in namespace (access.Reviewer.MayCreate); nil answers
 	// false.
 	MayCreate func(ctx context.Context, gk schema.GroupKind, namespace string) bool
+	// LocalMRDs decides the create of a new Active MRD converted from a
+	// CRD of the package in-process (planLocalMRD): --preflight=local.
+	LocalMRDs bool
+	// Mapper tells whether the cluster serves the MRD kind at the version
+	// render writes; nil dry-runs every MRD.
+	Mapper meta.RESTMapper
 }
 
 // local returns the apply's decision on in-process validation.
@@ -107,7 +114,7 @@ func (pl *Planner) localRuntime(ctx context.Context) bool {
 // lockstep create it (MayCreate); otherwise it is dry-run, and the error
 // is the API server's (docs/design/apply.md#preflight-modes). A new
 // Active MRD converted from a CRD of the package whose CRD is in the plan
-// is the package's to decide (Package.PlanLocalMRD).
+// is decided in-process (planLocalMRD).
 func (pl *Planner) Plan(ctx context.Context, d *Object) error {
 	c, err := pl.compare(d)
 	if err != nil {
@@ -182,7 +189,7 @@ func (c comparison) inProcess(d *Object) (bool, error) {
 // decided.
 func (pl *Planner) planLocal(ctx context.Context, d *Object, sameHash bool) (bool, error) {
 	if d.IsPayload() && d.Pkg != nil && d.U.GroupVersionKind().GroupKind() == crossplane.GroupKindMRD {
-		return d.Pkg.PlanLocalMRD(ctx, d)
+		return pl.planLocalMRD(ctx, d)
 	}
 	isCRD := d.IsPayload() && len(d.Release) == 0 && d.U.GroupVersionKind().GroupKind() == crossplane.GroupKindCRD
 	if isCRD && (!d.Exists() || (d.Live != nil && !sameHash && d.HandOff == nil)) {
@@ -385,4 +392,39 @@ func (pl *Planner) Apply(ctx context.Context, d *Object, dryRun, metaOnly bool) 
 		return nil, err
 	}
 	return pl.Writer.ApplyBody(ctx, d.U.GroupVersionKind(), d.U.GetNamespace(), d.U.GetName(), body, pl.FieldManager, dryRun, metaOnly)
+}
+
+// planLocalMRD decides, under LocalMRDs, the create of a new Active MRD
+// that Crossplane's converter makes of a CRD of the package
+// (render.Object.FromCRD) without a server-side dry-run. Such an MRD holds
+// its CRD's spec and spec.state Active, and that CRD is in the same plan
+// (its managed CRD, validated in-process or dry-run before anything of the
+// package is written, or live and unchanged), so the MRD is valid when
+// its CRD is: on create, Crossplane's MRD schema requires what the CRD's
+// validation requires and a lowercase plural, which CRD names have
+// (crossplane/crossplane cluster/crds
+// apiextensions.crossplane.io_managedresourcedefinitions.yaml). Its
+// metadata, the package's labels and annotations, is validated
+// in-process (drift.ValidateMetadata), and the authorizer is asked whether
+// lockstep may create MRDs. It reports whether it decided; an MRD the
+// package ships itself, an inactive one (its CRD is not in the plan), one
+// that exists, or a cluster that does not serve the MRD kind at the
+// version render writes is dry-run.
+func (pl *Planner) planLocalMRD(ctx context.Context, d *Object) (bool, error) {
+	if !pl.LocalMRDs || pl.Mapper == nil || pl.MayCreate == nil || d.Obj == nil || !d.Obj.FromCRD || d.Exists() ||
+		len(d.Release) > 0 || d.HandOff != nil || !d.Pkg.HasManagedCRD(d.Obj.Name) {
+		return false, nil
+	}
+	gvk := d.U.GroupVersionKind()
+	if _, err := pl.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+		return false, nil //nolint:nilerr // not served: the dry-run's error is the API server's
+	}
+	if !pl.MayCreate(ctx, crossplane.GroupKindMRD, "") {
+		return false, nil
+	}
+	if err := drift.ValidateMetadata(d.U); err != nil {
+		return true, fmt.Errorf("%s: %w", d.ID, err)
+	}
+	d.Action = ssa.CreatedAction
+	return true, nil
 }

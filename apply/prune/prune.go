@@ -100,6 +100,53 @@ func (p *Pruner) DeleteOwned(ctx context.Context, stub *unstructured.Unstructure
 	return ssa.DeletedAction, nil
 }
 
+// Collected is what Revision deleted of one revision past its history
+// limit.
+type Collected struct {
+	// Changes are the change set entries of what was deleted: the
+	// runtime objects, then the revision.
+	Changes []ssa.ChangeSetEntry
+	// IDs are the inventory IDs of what was deleted.
+	IDs []string
+	// Warnings name the runtime objects that could not be deleted; they
+	// stay in the inventory, and the next apply tries again.
+	Warnings []string
+}
+
+// Revision deletes rev, a package revision the revision history GC
+// collects (plan.Collect), after the runtime objects the inventory lists
+// for it (runtime, each with DeleteOwned; one that fails is a warning),
+// as Crossplane's package manager deletes a revision past
+// spec.revisionHistoryLimit with what it owns: Crossplane's finalizer
+// released (ReleaseRevisionFinalizer), then a delete with rev's UID as
+// precondition. The error, naming the revision, is the finalizer's or the
+// delete's; what was deleted before it is in the Collected all the same.
+func (p *Pruner) Revision(ctx context.Context, rev *unstructured.Unstructured, runtime []inventory.Entry) (Collected, error) {
+	var c Collected
+	for _, e := range runtime {
+		obj, err := e.Object()
+		if err != nil {
+			continue
+		}
+		if _, err := p.DeleteOwned(ctx, obj); err != nil {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("cannot delete %s of garbage-collected revision %s: %v", e.ID, rev.GetName(), err))
+			continue
+		}
+		c.IDs = append(c.IDs, e.ID)
+		c.Changes = append(c.Changes, writer.Entry(obj, ssa.DeletedAction))
+	}
+	if err := p.ReleaseRevisionFinalizer(ctx, MetaOf(rev)); err != nil {
+		return c, fmt.Errorf("cannot garbage collect old package revision %s: %w", rev.GetName(), err)
+	}
+	if err := p.Writer.Delete(ctx, rev, rev.GetUID()); err != nil {
+		return c, fmt.Errorf("cannot garbage collect old package revision %s: %w", rev.GetName(), err)
+	}
+	e := writer.Entry(rev, ssa.DeletedAction)
+	c.IDs = append(c.IDs, e.ObjMetadata.String())
+	c.Changes = append(c.Changes, e)
+	return c, nil
+}
+
 // ReleaseRevisionFinalizer removes Crossplane's finalizer
 // revision.pkg.crossplane.io (crossplane.RevisionFinalizer) from a package
 // revision lockstep is about to delete. Crossplane's revision controller

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -262,5 +263,63 @@ func TestDefinition(t *testing.T) {
 				t.Errorf("%s: owner references %v, want only the other owner's", tc.reason, got.OwnerReferences)
 			}
 		})
+	}
+}
+
+// TestRevision collects a ProviderRevision past its history limit on a
+// real API server with Crossplane's CRDs: its runtime objects first, one
+// kept by a finalizer as a warning, then the revision itself despite
+// Crossplane's revision finalizer.
+func TestRevision(t *testing.T) {
+	env := envtest.Shared(t)
+	if _, err := env.InstallCrossplaneCRDs(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := envtest.Context(t, time.Minute)
+	ns := env.Namespace(t, "gc")
+	owned := map[string]string{render.LabelInstance: instance}
+	cms := []*corev1.ConfigMap{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "runtime", Labels: owned}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kept", Labels: owned, Finalizers: []string{"example.org/keep"}}},
+	}
+	var runtime []inventory.Entry
+	for _, cm := range cms {
+		if err := env.Client.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { releaseFinalizers(env.Client, cm) })
+		runtime = append(runtime, inventory.Entry{ID: liveview.IDFor(ns, cm.Name, schema.GroupKind{Kind: "ConfigMap"}), Version: "v1"})
+	}
+	rev := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "pkg.crossplane.io/v1", "kind": "ProviderRevision",
+		"metadata": map[string]any{"name": ns + "-1", "labels": owned, "finalizers": []any{"revision.pkg.crossplane.io"}},
+		"spec":     map[string]any{"desiredState": "Inactive", "image": "registry.lockstep.test/provider-a:v1", "revision": int64(1)},
+	}}
+	if err := env.Client.Create(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	p := &prune.Pruner{Client: env.Client, Writer: writer.New(env.Client, false), Instance: instance, FieldManager: "lockstep"}
+	got, err := p.Revision(ctx, rev, runtime)
+	if err != nil {
+		t.Fatalf("Revision: %v", err)
+	}
+	var subjects []string
+	for _, e := range got.Changes {
+		subjects = append(subjects, e.Subject+" "+string(e.Action))
+	}
+	want := []string{"ConfigMap/" + ns + "/runtime deleted", "ProviderRevision/" + ns + "-1 deleted"}
+	if diff := cmp.Diff(want, subjects); diff != "" {
+		t.Errorf("changes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{runtime[0].ID, liveview.IDFor("", ns+"-1", schema.GroupKind{Group: "pkg.crossplane.io", Kind: "ProviderRevision"})}, got.IDs); diff != "" {
+		t.Errorf("inventory IDs deleted (-want +got):\n%s", diff)
+	}
+	if len(got.Warnings) != 1 || !strings.Contains(got.Warnings[0], "kept") || !strings.Contains(got.Warnings[0], ns+"-1") {
+		t.Errorf("warnings %q, want one naming the kept ConfigMap and the revision", got.Warnings)
+	}
+	left := &unstructured.Unstructured{}
+	left.SetGroupVersionKind(rev.GroupVersionKind())
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rev), left); !apierrors.IsNotFound(err) {
+		t.Errorf("the revision after Revision: %v (finalizers %v), want it gone", err, left.GetFinalizers())
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/fluxcd/cli-utils/pkg/object"
+	"github.com/fluxcd/pkg/ssa"
 	"github.com/fluxcd/pkg/ssa/utils"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -277,4 +279,16 @@ func (w *Writer) DeleteAs(ctx context.Context, c client.Client, obj client.Objec
 	w.deleted[liveview.IDFor(obj.GetNamespace(), obj.GetName(), gvk.GroupKind())] = true
 	w.mu.Unlock()
 	return nil
+}
+
+// Entry returns the change set entry of a write of u with action a, in
+// the form of fluxcd/pkg/ssa: GroupVersion holds the version alone, as in
+// Flux inventories, and Subject is ssa's "Kind/namespace/name".
+func Entry(u *unstructured.Unstructured, a ssa.Action) ssa.ChangeSetEntry {
+	return ssa.ChangeSetEntry{
+		ObjMetadata:  object.UnstructuredToObjMetadata(u),
+		GroupVersion: u.GroupVersionKind().Version,
+		Subject:      utils.FmtUnstructured(u),
+		Action:       a,
+	}
 }

@@ -79,3 +79,27 @@ func ReadCrossplaneVersion(ctx context.Context, c client.Reader, ns string) (Cro
 	}
 	return CrossplaneVersion{Version: v, Source: where}, nil
 }
+
+// Check returns an error when constraint, the spec.crossplane.version of
+// the package subject names ("Provider provider-nop"), does not allow v,
+// as Crossplane's revision controller refuses such a package
+// (crossplane-runtime pkg/xpkg/lint.go,
+// docs/crossplane-behaviour.md#crossplane-version-constraints):
+// Masterminds semver, so a pre-release Crossplane satisfies only
+// constraints with a pre-release part. An empty constraint and an unknown
+// version (nil Version) pass; a constraint that is not semver is an
+// error naming the field.
+func (v CrossplaneVersion) Check(subject, constraint string) error {
+	if constraint == "" || v.Version == nil {
+		return nil
+	}
+	con, err := semver.NewConstraint(constraint)
+	if err != nil {
+		return fmt.Errorf("%s: spec.crossplane.version %q is not a semver constraint: %w", subject, constraint, err)
+	}
+	if !con.Check(v.Version) {
+		return fmt.Errorf("%s requires Crossplane %s, the cluster runs %s (%s); set spec.ignoreCrossplaneConstraints in its declaration to install it anyway",
+			subject, constraint, v.Version.Original(), v.Source)
+	}
+	return nil
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Masterminds/semver/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,6 +111,42 @@ func TestReadCrossplaneVersion(t *testing.T) {
 			}
 			if !strings.Contains(got.Source, source) {
 				t.Errorf("%s: source %q lacks %q", tc.reason, got.Source, source)
+			}
+		})
+	}
+}
+
+// TestCheck applies a package's spec.crossplane.version to the version
+// the cluster runs, as Crossplane's revision controller does.
+func TestCheck(t *testing.T) {
+	at := func(v string) live.CrossplaneVersion {
+		return live.CrossplaneVersion{Version: semver.MustParse(v), Source: "Deployment crossplane-system/crossplane"}
+	}
+	cases := map[string]struct {
+		reason     string
+		version    live.CrossplaneVersion
+		constraint string
+		wantErr    string
+	}{
+		"Allowed":        {reason: "a version inside the constraint passes", version: at("v2.3.4"), constraint: ">=v2.0.0"},
+		"NoConstraint":   {reason: "a package without a constraint passes", version: at("v1.20.0")},
+		"UnknownVersion": {reason: "a cluster whose version is unknown passes", constraint: ">=v2.0.0"},
+		"Refused": {reason: "a version outside the constraint is refused, naming both and the way out", version: at("v1.20.0"), constraint: ">=v2.1.0",
+			wantErr: "Provider provider-a requires Crossplane >=v2.1.0, the cluster runs v1.20.0 (Deployment crossplane-system/crossplane); set spec.ignoreCrossplaneConstraints in its declaration to install it anyway"},
+		"PrereleaseRefused": {reason: "a pre-release Crossplane satisfies only constraints with a pre-release part (Masterminds semver)", version: at("v2.4.0-rc.1"), constraint: ">=v2.0.0",
+			wantErr: "requires Crossplane >=v2.0.0"},
+		"PrereleaseAllowed": {reason: "a constraint with a pre-release part allows a pre-release", version: at("v2.4.0-rc.1"), constraint: ">=v2.0.0-0"},
+		"NotSemver": {reason: "a constraint that is not semver is an error naming the field", version: at("v2.3.4"), constraint: "two or later",
+			wantErr: `Provider provider-a: spec.crossplane.version "two or later" is not a semver constraint`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := tc.version.Check("Provider provider-a", tc.constraint)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("%s\nCheck: %v, want no error", tc.reason, err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("%s\nCheck: %v, want an error containing %q", tc.reason, err, tc.wantErr)
 			}
 		})
 	}
