@@ -7,9 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -197,37 +194,6 @@ func BenchmarkWatchDecode(b *testing.B) {
 	}
 }
 
-// childCPU returns the CPU time, user and system, of this process's child
-// processes (the test control plane's etcd and kube-apiserver).
-func childCPU(tb testing.TB) time.Duration {
-	tb.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		tb.Skipf("no /proc: %v", err)
-	}
-	self := strconv.Itoa(os.Getpid())
-	var ticks int64
-	for _, d := range entries {
-		stat, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ... utime stime: fields 4, 14 and 15.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 13 || f[1] != self {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		s, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += u + s
-	}
-	return time.Duration(ticks) * time.Second / 100 // USER_HZ
-}
-
 // BenchmarkWatchServer opens the tracker's watch on 200 CRDs with large
 // schemas and reads the event of each, in protobuf and in JSON, and
 // reports the CPU kube-apiserver and etcd spent per watch (server-ms/op)
@@ -256,7 +222,7 @@ func BenchmarkWatchServer(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			w := NewWatcher(rc)
 			w.accept = tc.accept
-			cpu0 := childCPU(b)
+			cpu0 := envtest.ChildCPU(b)
 			for b.Loop() {
 				tr := w.Track(Selector{Labels: map[string]string{testLabel: instance}})
 				var want []Want
@@ -268,7 +234,7 @@ func BenchmarkWatchServer(b *testing.B) {
 				}
 				tr.Stop()
 			}
-			b.ReportMetric(float64((childCPU(b)-cpu0).Milliseconds())/float64(b.N), "server-ms/op")
+			b.ReportMetric(float64((envtest.ChildCPU(b)-cpu0).Milliseconds())/float64(b.N), "server-ms/op")
 		})
 	}
 }
