@@ -9,21 +9,14 @@ import (
 	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/render"
-	"github.com/lockstep-gitops/lockstep/test/testdata"
+	"github.com/lockstep-gitops/lockstep/test/rendered"
 )
 
 // renderDemo renders the example provider-demo v0.1.0, with MRDs for a
 // Crossplane version that has them.
 func renderDemo(tb testing.TB, crossplaneVersion string) *render.PackageOutput {
 	tb.Helper()
-	b := testdata.Build(tb, testdata.Examples(tb, "packages", "provider-demo", "v0.1.0"))
-	out, err := render.Render(render.Input{Namespace: "crossplane-system", Instance: "health", CrossplaneVersion: crossplaneVersion,
-		Packages: []render.Package{{Kind: crossplane.KindProvider, Name: "provider-demo", Source: "registry.lockstep.test/provider-demo",
-			Version: "v0.1.0", Digest: b.Digest, Contents: b.Contents}}})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return out.Packages[0]
+	return rendered.ProviderDemo(tb, "v0.1.0", "health", crossplaneVersion)
 }
 
 // names returns the "Kind namespace/name" of each of t's Objects.

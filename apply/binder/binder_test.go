@@ -17,7 +17,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/render"
-	"github.com/lockstep-gitops/lockstep/test/testdata"
+	"github.com/lockstep-gitops/lockstep/test/rendered"
 )
 
 // liveObjects is a Live of fixed objects by inventory ID.
@@ -29,14 +29,7 @@ func (l liveObjects) Object(id string) *unstructured.Unstructured { return l[id]
 // its two CRDs become Active MRDs, and their CRDs managed CRDs.
 func demo(tb testing.TB) *render.RevisionOutput {
 	tb.Helper()
-	b := testdata.Build(tb, testdata.Examples(tb, "packages", "provider-demo", "v0.1.0"))
-	out, err := render.Render(render.Input{Namespace: "crossplane-system", Instance: "bind", CrossplaneVersion: "v2.3.4",
-		Packages: []render.Package{{Kind: crossplane.KindProvider, Name: "provider-demo", Source: "registry.lockstep.test/provider-demo",
-			Version: "v0.1.0", Digest: b.Digest, Contents: b.Contents}}})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return out.Packages[0].Revision
+	return rendered.ProviderDemo(tb, "v0.1.0", "bind", "v2.3.4").Revision
 }
 
 // uids are the owners' UIDs of a demo binding: the package record and the

@@ -21,7 +21,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/render"
 	"github.com/lockstep-gitops/lockstep/test/envtest"
-	"github.com/lockstep-gitops/lockstep/test/testdata"
+	"github.com/lockstep-gitops/lockstep/test/rendered"
 )
 
 const instance = "mrd-test"
@@ -30,14 +30,7 @@ const instance = "mrd-test"
 // two Active MRDs, buckets.demo.lockstep.io and queues.demo.lockstep.io.
 func demo(tb testing.TB) *render.RevisionOutput {
 	tb.Helper()
-	b := testdata.Build(tb, testdata.Examples(tb, "packages", "provider-demo", "v0.1.0"))
-	out, err := render.Render(render.Input{Namespace: "crossplane-system", Instance: instance, CrossplaneVersion: "v2.3.4",
-		Packages: []render.Package{{Kind: crossplane.KindProvider, Name: "provider-demo", Source: "registry.lockstep.test/provider-demo",
-			Version: "v0.1.0", Digest: b.Digest, Contents: b.Contents}}})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return out.Packages[0].Revision
+	return rendered.ProviderDemo(tb, "v0.1.0", instance, "v2.3.4").Revision
 }
 
 // controlPlane is the shared control plane with Crossplane's CRDs.
