@@ -2,9 +2,10 @@
 // apply writes them to (render.Object.Bind): the UIDs of their owners, the
 // CA bundles and TLS data of the runtime, the owner references of other
 // owners an apply keeps, and the owner references of the CRDs that
-// Crossplane's MRD controller shares with lockstep. It reads no cluster
-// and writes nothing: its inputs are what the apply's records step and
-// root CA found.
+// Crossplane's MRD controller shares with lockstep. Binding reads no
+// cluster and writes nothing: its inputs are what the apply's LISTs and
+// records step found, and the TLS data PrepareTLS took from the root CA
+// (rootca.Authority, which reads crossplane-root-ca once per apply).
 package binder
 
 import (

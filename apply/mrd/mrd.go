@@ -2,10 +2,11 @@
 // ManagedResourceDefinitions besides writing them
 // (docs/design/activation.md#managed-resource-activation): it keeps Active
 // the MRDs that no policy activates any more but that the cluster has
-// Active (Crossplane's MRD CRD refuses the change back), and it creates
-// new MRDs paused and resumes them once their CRDs are Established, so
-// that Crossplane's MRD controller does not rewrite each CRD while
-// lockstep writes it.
+// Active (Crossplane's MRD CRD refuses the change back), and it marks
+// new MRDs paused for the install (Pause, which binding applies to an MRD
+// about to be created) and resumes them once their CRDs are Established
+// (Resume), so that Crossplane's MRD controller does not rewrite each CRD
+// while lockstep writes it.
 package mrd
 
 import (
