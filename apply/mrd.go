@@ -41,11 +41,6 @@ func (p *pkgRun) resumeMRDs(ctx context.Context) error {
 	return mrd.Resume(ctx, p.r.w, p.payload, p.r.opts.Concurrency, FieldManager)
 }
 
-// AnnotationInstalling marks a ManagedResourceDefinition that lockstep
-// created paused while it installs the package, and must resume
-// (mrd.AnnotationInstalling).
-const AnnotationInstalling = mrd.AnnotationInstalling
-
 // ReasonMRDsActive is the reason of RuntimeActive True that lockstep
 // writes on the active revision of a provider with an Active MRD
 // (health.ReasonMRDsActive).

@@ -27,16 +27,7 @@ func TargetOf(po *render.PackageOutput) Target {
 	if po.Record == nil {
 		return t
 	}
-	var rev, runtime *Ref
-	if po.Revision != nil && po.Revision.Record != nil {
-		rev = refOf(po.Revision.Record)
-		for _, o := range po.Revision.Runtime {
-			if o.Kind == "Deployment" {
-				runtime = refOf(o)
-				break
-			}
-		}
-	}
+	rev, runtime := revisionRefs(po, "")
 	return NewTarget(t, *refOf(po.Record), rev, runtime)
 }
 
@@ -49,18 +40,34 @@ func TargetOf(po *render.PackageOutput) Target {
 func KeptTargetOf(po *render.PackageOutput, version, digest, active string) Target {
 	t := Target{Kind: po.Kind, Name: po.Name, Version: version, Digest: digest, Revision: active}
 	var rev, runtime *Ref
-	if active != "" && po.Revision != nil && po.Revision.Record != nil {
-		rev = refOf(po.Revision.Record)
-		rev.Name = active
-		for _, o := range po.Revision.Runtime {
-			if o.Kind == "Deployment" {
-				runtime = refOf(o)
-				runtime.Name = active
-				break
-			}
-		}
+	if active != "" {
+		rev, runtime = revisionRefs(po, active)
 	}
 	return NewTarget(t, *refOf(po.Record), rev, runtime)
+}
+
+// revisionRefs returns the Refs of po's revision record and of the
+// runtime Deployment it renders, nil for those it has none of; name, when
+// not "", names both (the runtime Deployment is named after its
+// revision).
+func revisionRefs(po *render.PackageOutput, name string) (rev, runtime *Ref) {
+	if po.Revision == nil || po.Revision.Record == nil {
+		return nil, nil
+	}
+	rev = refOf(po.Revision.Record)
+	for _, o := range po.Revision.Runtime {
+		if o.Kind == "Deployment" {
+			runtime = refOf(o)
+			break
+		}
+	}
+	if name != "" {
+		rev.Name = name
+		if runtime != nil {
+			runtime.Name = name
+		}
+	}
+	return rev, runtime
 }
 
 // refOf returns the Ref of the rendered object o.

@@ -14,17 +14,13 @@ import (
 // runtime kinds render makes without a dry-run; a kind render never makes
 // is always dry-run.
 func Example() {
-	env, err := envtest.Start()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer func() { _ = env.Stop() }()
-	r := access.New(env.Client)
-	ctx := context.Background()
-	for _, gk := range []schema.GroupKind{{Group: "apps", Kind: "Deployment"}, {Kind: "Secret"}, {Group: "batch", Kind: "Job"}} {
-		fmt.Println(gk.String(), r.MayCreate(ctx, gk, "crossplane-system"))
-	}
+	envtest.RunExample(func(env *envtest.Env) {
+		r := access.New(env.Client)
+		ctx := context.Background()
+		for _, gk := range []schema.GroupKind{{Group: "apps", Kind: "Deployment"}, {Kind: "Secret"}, {Group: "batch", Kind: "Job"}} {
+			fmt.Println(gk.String(), r.MayCreate(ctx, gk, "crossplane-system"))
+		}
+	})
 	// Output:
 	// Deployment.apps true
 	// Secret true

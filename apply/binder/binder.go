@@ -87,7 +87,13 @@ type Binder struct {
 // object the current revision controls, that revision (inventory
 // revision; "" otherwise), with its live object from Live.
 func (b Binder) New(o *render.Object, role inventory.Role, revision string) (*desired.Object, error) {
-	d := &desired.Object{Obj: o, Role: role, Revision: revision, ID: o.ID(), Pkg: b.Pkg}
+	return b.bindNew(&desired.Object{Obj: o, Role: role, Revision: revision})
+}
+
+// bindNew completes d, an Object of a rendered object, with its identity,
+// package and live object, and binds it.
+func (b Binder) bindNew(d *desired.Object) (*desired.Object, error) {
+	d.ID, d.Pkg = d.Obj.ID(), b.Pkg
 	d.Live = b.Live.Object(d.ID)
 	if err := b.Bind(d, false); err != nil {
 		return nil, err
@@ -176,9 +182,8 @@ func (b Binder) Managed(mrds []*desired.Object, crds []*render.Object) ([]*desir
 	b.SetMRDUIDs(mrds)
 	out := make([]*desired.Object, 0, len(crds))
 	for _, o := range crds {
-		d := &desired.Object{Obj: o, Role: inventory.RolePayload, ID: o.ID(), Managed: true, Pkg: b.Pkg}
-		d.Live = b.Live.Object(d.ID)
-		if err := b.Bind(d, false); err != nil {
+		d, err := b.bindNew(&desired.Object{Obj: o, Role: inventory.RolePayload, Managed: true})
+		if err != nil {
 			return nil, err
 		}
 		out = append(out, d)

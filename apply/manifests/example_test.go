@@ -51,62 +51,58 @@ func renderFiles(files map[string]string) (*render.Output, error) {
 // refuses a ConfigMap someone else created, a second Apply changes
 // nothing, and Prune deletes both once they are gone from Git.
 func Example() {
-	env, err := envtest.Start()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer func() { _ = env.Stop() }()
-	ctx := context.Background()
-	disco, err := discovery.NewDiscoveryClientForConfig(env.Config)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	s := &manifests.Step{Client: env.Client, Writer: writer{}, Discovery: disco, Options: manifests.Options{Instance: "prod"}}
-
-	legacy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "legacy"}, Data: map[string]string{"owner": "ops"}}
-	if err := env.Client.Create(ctx, legacy, client.FieldOwner("kubectl")); err != nil {
-		fmt.Println(err)
-		return
-	}
-	files := map[string]string{
-		"clusters/prod/team.yaml":   "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: team-a\ndata:\n  region: eu-west-1\n",
-		"clusters/prod/legacy.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: legacy\n  namespace: default\n",
-	}
-	out, err := renderFiles(files)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	var scope *manifests.ScopeError
-	if err := s.CheckScope(ctx, out); errors.As(err, &scope) {
-		fmt.Println("outside the default scope:", len(scope.Objects))
-	}
-	s.Kinds = []string{"/Namespace", "/ConfigMap"}
-	fmt.Println("scope:", s.CheckScope(ctx, out))
-	var foreign *manifests.ForeignError
-	if err := s.CheckOwners(ctx, out, nil); errors.As(err, &foreign) {
-		fmt.Println(foreign.Objects[0])
-	}
-
-	delete(files, "clusters/prod/legacy.yaml")
-	if out, err = renderFiles(files); err != nil {
-		fmt.Println(err)
-		return
-	}
-	record := func(context.Context) error { return nil }
-	for range 2 {
-		for _, r := range s.Apply(ctx, out, nil, record) {
-			fmt.Println(r, r.Action, r.Status, r.Err)
+	envtest.RunExample(func(env *envtest.Env) {
+		ctx := context.Background()
+		disco, err := discovery.NewDiscoveryClientForConfig(env.Config)
+		if err != nil {
+			fmt.Println(err)
+			return
 		}
-	}
-	entries := manifests.Entries(out)
-	results, gone := s.Prune(ctx, &render.Output{}, entries, nil)
-	for _, r := range results {
-		fmt.Println(r, r.Action, r.Err)
-	}
-	fmt.Println("gone from the inventory:", len(gone))
+		s := &manifests.Step{Client: env.Client, Writer: writer{}, Discovery: disco, Options: manifests.Options{Instance: "prod"}}
+
+		legacy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "legacy"}, Data: map[string]string{"owner": "ops"}}
+		if err := env.Client.Create(ctx, legacy, client.FieldOwner("kubectl")); err != nil {
+			fmt.Println(err)
+			return
+		}
+		files := map[string]string{
+			"clusters/prod/team.yaml":   "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: team-a\ndata:\n  region: eu-west-1\n",
+			"clusters/prod/legacy.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: legacy\n  namespace: default\n",
+		}
+		out, err := renderFiles(files)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		var scope *manifests.ScopeError
+		if err := s.CheckScope(ctx, out); errors.As(err, &scope) {
+			fmt.Println("outside the default scope:", len(scope.Objects))
+		}
+		s.Kinds = []string{"/Namespace", "/ConfigMap"}
+		fmt.Println("scope:", s.CheckScope(ctx, out))
+		var foreign *manifests.ForeignError
+		if err := s.CheckOwners(ctx, out, nil); errors.As(err, &foreign) {
+			fmt.Println(foreign.Objects[0])
+		}
+
+		delete(files, "clusters/prod/legacy.yaml")
+		if out, err = renderFiles(files); err != nil {
+			fmt.Println(err)
+			return
+		}
+		record := func(context.Context) error { return nil }
+		for range 2 {
+			for _, r := range s.Apply(ctx, out, nil, record) {
+				fmt.Println(r, r.Action, r.Status, r.Err)
+			}
+		}
+		entries := manifests.Entries(out)
+		results, gone := s.Prune(ctx, &render.Output{}, entries, nil)
+		for _, r := range results {
+			fmt.Println(r, r.Action, r.Err)
+		}
+		fmt.Println("gone from the inventory:", len(gone))
+	})
 	// Output:
 	// outside the default scope: 3
 	// scope: <nil>

@@ -31,31 +31,27 @@ func (a *applier) Delete(ctx context.Context, u *unstructured.Unstructured) erro
 // plane), for the user the client authenticates as; a second Ensure
 // writes nothing, and Remove deletes the binding and the policy.
 func Example() {
-	env, err := envtest.Start()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer func() { _ = env.Stop() }()
-	ctx := context.Background()
-	user, err := protection.Identity(ctx, env.Client)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	w := &applier{c: env.Client}
-	for range 2 {
-		if err := protection.Ensure(ctx, env.Client, w, "prod", user); err != nil {
+	envtest.RunExample(func(env *envtest.Env) {
+		ctx := context.Background()
+		user, err := protection.Identity(ctx, env.Client)
+		if err != nil {
 			fmt.Println(err)
 			return
 		}
-		fmt.Println("writes:", w.writes)
-	}
-	if err := protection.Remove(ctx, env.Client, w, "prod"); err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println("deletes:", w.drops)
+		w := &applier{c: env.Client}
+		for range 2 {
+			if err := protection.Ensure(ctx, env.Client, w, "prod", user); err != nil {
+				fmt.Println(err)
+				return
+			}
+			fmt.Println("writes:", w.writes)
+		}
+		if err := protection.Remove(ctx, env.Client, w, "prod"); err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println("deletes:", w.drops)
+	})
 	// Output:
 	// writes: 2
 	// writes: 2

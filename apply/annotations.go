@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"github.com/lockstep-gitops/lockstep/apply/mrd"
 	"github.com/lockstep-gitops/lockstep/internal/drift"
 )
 
@@ -12,3 +13,8 @@ const AnnotationAppliedHash = drift.AnnotationAppliedHash
 // SHA-256 of the object's content as lockstep applied it
 // (drift.AnnotationContentHash).
 const AnnotationContentHash = drift.AnnotationContentHash
+
+// AnnotationInstalling marks a ManagedResourceDefinition that lockstep
+// created paused while it installs the package, and must resume
+// (mrd.AnnotationInstalling).
+const AnnotationInstalling = mrd.AnnotationInstalling
