@@ -34,61 +34,40 @@ type adoptionState struct {
 	mrds []*metav1.PartialObjectMetadata
 }
 
-// adoptionStep plans the adoption of a package another package manager
-// installed (plan.Adopt, docs/migrating.md): its package record or
-// revisions exist without this instance's label. It reads the package's
-// MRDs and writes nothing; the definitions step then accepts the
-// definitions those records control, and the adopt step executes the
-// plan.
-func (p *pkgRun) adoptionStep(ctx context.Context) error {
+// adoptionStep takes the plan's adoption of a package another package
+// manager installed (plan.PackagePlan.Adoption, docs/migrating.md): its
+// package record or revisions exist without this instance's label. It
+// refuses a package record that is being deleted, finds the records and
+// MRDs the plan names, and writes nothing; the definitions step then
+// accepts the definitions those records control, and the adopt step
+// executes the plan.
+func (p *pkgRun) adoptionStep(context.Context) error {
 	r := p.r
-	in := plan.AdoptionInput{Instance: r.opts.Instance, Current: p.po.Revision.Name}
-	uids := map[types.UID]bool{}
 	var originals []*unstructured.Unstructured
-	if pkg := r.live.Package(p.key); pkg != nil {
-		rec := adopt.Record(pkg)
-		if rec.Instance == "" && pkg.GetDeletionTimestamp() != nil {
+	if pkg := r.live.Package(p.key); pkg != nil && adopt.Record(pkg).Instance == "" {
+		if pkg.GetDeletionTimestamp() != nil {
 			// Adopting it would write the payload under an object that
 			// is going away: refuse, and install it once it is gone.
 			return fmt.Errorf("%s %s is being deleted (since %s, finalizers: %s): not adopted, nothing was written; lockstep installs it once it is gone",
 				p.key.Kind, p.key.Name, pkg.GetDeletionTimestamp().UTC().Format(time.RFC3339), strings.Join(pkg.GetFinalizers(), ", "))
 		}
-		in.Package = &rec
-		uids[pkg.GetUID()] = true
-		if rec.Instance == "" {
-			originals = append(originals, pkg)
-		}
+		originals = append(originals, pkg)
 	}
-	for _, rev := range r.live.RevisionsOf(p.key) {
-		rec := adopt.Record(rev)
-		in.Revisions = append(in.Revisions, rec)
-		uids[rev.GetUID()] = true
-		if rec.Instance == "" {
-			originals = append(originals, rev)
-		}
-	}
-	if len(uids) == 0 {
-		return nil
-	}
-	// MRDs are looked for even when every record is lockstep's: an
-	// adoption interrupted after the pause leaves them.
-	mrds, err := r.live.MRDsOwnedBy(ctx, uids)
-	if err != nil {
+	if err := r.planErrs[p.key]; err != nil {
 		return err
 	}
-	for _, m := range mrds {
-		in.MRDs = append(in.MRDs, m.Name)
-	}
-	for _, m := range p.po.Revision.MRDs {
-		in.Rendered = append(in.Rendered, m.Name)
-	}
-	a := plan.Adopt(in)
+	a := p.pp.Adoption
 	if !a.Needed() {
 		return nil
 	}
+	for _, rev := range r.live.RevisionsOf(p.key) {
+		if adopt.Record(rev).Instance == "" {
+			originals = append(originals, rev)
+		}
+	}
 	// Only the MRDs the plan deletes: those lockstep renders are applied
 	// by the payload step (plan.Adoption.KeepMRDs).
-	mrds = slices.DeleteFunc(mrds, func(m *metav1.PartialObjectMetadata) bool { return !slices.Contains(a.MRDs, m.Name) })
+	mrds := slices.DeleteFunc(slices.Clone(r.ownedMRDs[p.key]), func(m *metav1.PartialObjectMetadata) bool { return !slices.Contains(a.MRDs, m.Name) })
 	p.adoption = &adoptionState{plan: a, originals: originals, mrds: mrds}
 	p.res.Plan = append(p.res.Plan, a.Decisions()...)
 	return nil

@@ -30,8 +30,9 @@
 // what lockstep last applied (the hash in AnnotationAppliedHash) or when a
 // field lockstep set was changed by someone else (compare.go).
 //
-// The decisions that need no API server (activation, revision GC, prune
-// and hand-offs, the --prune-crds policy) are internal/plan's pure
-// functions; apply executes them and reports them in PackageResult.Plan.
+// The decisions that need no API server (adoption, activation, revision
+// numbering and GC, prune and hand-offs, the --prune-crds policy) are one
+// value, internal/plan's Plan, computed before the first write (plan.go);
+// apply executes it and reports it in PackageResult.Plan.
 // What `lockstep status` reads back is cmd/internal/inspect's.
 package apply

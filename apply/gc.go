@@ -13,12 +13,17 @@ import (
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
 	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
+	"github.com/lockstep-gitops/lockstep/render"
 )
 
 // historyLimit returns the package's spec.revisionHistoryLimit,
 // plan.DefaultRevisionHistoryLimit when unset.
-func (p *pkgRun) historyLimit() int64 {
-	u, err := p.po.Record.Unstructured()
+func (p *pkgRun) historyLimit() int64 { return historyLimitOf(p.po) }
+
+// historyLimitOf returns po's spec.revisionHistoryLimit,
+// plan.DefaultRevisionHistoryLimit when unset.
+func historyLimitOf(po *render.PackageOutput) int64 {
+	u, err := po.Record.Unstructured()
 	if err != nil {
 		return plan.DefaultRevisionHistoryLimit
 	}
@@ -31,7 +36,7 @@ func (p *pkgRun) historyLimit() int64 {
 
 // revisionOf returns what the plan reads of a live revision.
 func revisionOf(u *unstructured.Unstructured) plan.Revision {
-	return plan.Revision{Name: u.GetName(), UID: string(u.GetUID()), Active: live.DesiredState(u) == crossplane.DesiredStateActive}
+	return plan.Revision{Name: u.GetName(), UID: string(u.GetUID()), Active: live.DesiredState(u) == crossplane.DesiredStateActive, Number: live.RevisionNumber(u)}
 }
 
 // revisionsOf returns the plan's view of revs, in order.
@@ -41,12 +46,6 @@ func revisionsOf(revs []*unstructured.Unstructured) []plan.Revision {
 		out[i] = revisionOf(u)
 	}
 	return out
-}
-
-// doomedRevisions returns the UIDs of the revisions the history GC will
-// delete at the end of this apply (plan.Doomed).
-func (p *pkgRun) doomedRevisions() map[string]bool {
-	return plan.Doomed(p.historyLimit(), revisionsOf(p.others))
 }
 
 // collectGarbage executes the revision history GC's plan (plan.Collect,

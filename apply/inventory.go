@@ -12,7 +12,7 @@ import (
 
 // intended returns the inventory entries of every object the package's
 // apply is about to write: its two records and, when the current revision
-// is or becomes Active (p.activation, decided by planRevisions), its
+// is or becomes Active (p.activation, the plan's, taken by planRevisions), its
 // payload, runtime and RBAC.
 func (p *pkgRun) intended() []inventory.Entry {
 	rev := p.po.Revision

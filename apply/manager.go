@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/version"
@@ -526,6 +527,9 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 	r.crossplane, r.res.Crossplane = cv, cv
 	r.loaded = r.journal.Inventory()
 	r.replacedBy = out.ReplacedBy()
+	// What the run decides before its first write; the packages' steps
+	// execute it.
+	r.computePlan(ctx)
 	// Packages that share no object and do not replace one another are
 	// independent: their groups all run at once, and the packages of a
 	// group in out's order. The client bounds their requests
@@ -588,6 +592,13 @@ type run struct {
 	// replacedBy maps packages of the output that another package of the
 	// output replaces to the replacing package.
 	replacedBy map[crossplane.PackageRef]string
+	// plan is what the run decided before its first write (computePlan);
+	// planErrs are the errors of reading a package's part of it.
+	plan     *plan.Plan
+	planErrs map[crossplane.PackageRef]error
+	// ownedMRDs are the MRDs without the instance's label that each
+	// package's records own (liveview.View.MRDsOwnedBy), read for the plan.
+	ownedMRDs map[crossplane.PackageRef][]*metav1.PartialObjectMetadata
 	// loaded is the inventory as read before the packages' steps; journal
 	// the inventory as the run records it (intents, then the result).
 	loaded  *inventory.Inventory

@@ -44,7 +44,7 @@ func (p *pkgRun) preflightStep(ctx context.Context) error {
 	if !p.activation.Active {
 		return nil
 	}
-	p.doomed = p.doomedRevisions()
+	p.doomed = p.pp.Doomed
 	// The data of the runtime's TLS Secrets, which binding reads.
 	tls, err := binder.PrepareTLS(ctx, p.r.ca, p.r.live, p.po.Revision.Runtime)
 	if err != nil {

@@ -33,6 +33,8 @@ type pkgRun struct {
 	// res is the package's result; its Step and Err are the failed step
 	// and its error.
 	res *PackageResult
+	// pp is the package's part of the run's plan (run.computePlan).
+	pp *plan.PackagePlan
 
 	// pkg and cur are the live package record and current revision after
 	// the records step; others are the package's other revisions.
@@ -88,8 +90,12 @@ func (p *pkgRun) revRef() render.Reference { return refOf(p.po.Revision.Record) 
 
 // manual reports whether the current revision's activation policy is
 // Manual.
-func (p *pkgRun) manual() bool {
-	return p.po.Revision.ActivationPolicy == declarations.ManualActivation
+func (p *pkgRun) manual() bool { return manualOf(p.po) }
+
+// manualOf reports whether po's current revision's activation policy is
+// Manual.
+func manualOf(po *render.PackageOutput) bool {
+	return po.Revision.ActivationPolicy == declarations.ManualActivation
 }
 
 // newDesired prepares u for apply: sets its hash and finds it in the
@@ -226,36 +232,16 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 	return nil
 }
 
-// planRevisions reads the package's live revisions: it returns the
-// current one (the revision of the locked digest, nil when this apply
-// creates it) and the spec.revision its record gets, numbered after the
-// others (highest spec.revision), keeps the others in p.others, and decides
-// the current revision's activation (plan.Activate). It writes nothing.
+// planRevisions takes the package's live revisions and the plan's
+// decisions about them: it returns the current one (the revision of the
+// locked digest, nil when this apply creates it) and the spec.revision
+// its record gets (plan.PackagePlan.Number), keeps the others in
+// p.others, and takes the current revision's activation
+// (plan.PackagePlan.Activation). It writes nothing.
 func (p *pkgRun) planRevisions() (*unstructured.Unstructured, int64) {
-	var cur *unstructured.Unstructured
-	var maxRev int64
-	for _, rev := range p.r.live.RevisionsOf(p.key) {
-		if n := live.RevisionNumber(rev); n > maxRev {
-			maxRev = n
-		}
-		if rev.GetName() == p.po.Revision.Name && rev.GetKind() == p.revRef().Kind {
-			cur = rev
-		} else {
-			p.others = append(p.others, rev)
-		}
-	}
-	number := maxRev + 1
-	if cur != nil {
-		if n := live.RevisionNumber(cur); n >= maxRev && maxRev > 0 {
-			number = n
-		}
-	}
-	var current *plan.Revision
-	if cur != nil {
-		v := revisionOf(cur)
-		current = &v
-	}
-	p.activation = plan.Activate(plan.ActivationInput{Manual: p.manual(), ReplacedBy: p.replacedBy, Current: current, Others: revisionsOf(p.others)})
+	cur, others := p.r.revisionsOf(p.po)
+	p.others = others
+	p.activation = p.pp.Activation
 	p.res.Plan = append(p.res.Plan, p.activation.Decision(p.po.Revision.Name))
-	return cur, number
+	return cur, p.pp.Number
 }

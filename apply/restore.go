@@ -87,7 +87,7 @@ func (m *Manager) keepRestorable(r *run) {
 		}
 		// The package's state as the apply left it, without what it
 		// bound: Restore binds the objects it re-applies afresh.
-		kept := &pkgRun{po: p.po, key: p.key, pkg: p.pkg, cur: p.cur, others: p.others, uids: p.uids,
+		kept := &pkgRun{po: p.po, key: p.key, pkg: p.pkg, cur: p.cur, others: p.others, uids: p.uids, pp: p.pp,
 			activation: p.activation, replaced: p.replaced, doomed: p.doomed, tls: p.tls}
 		rev := p.po.Revision
 		add := func(objs []*render.Object, role inventory.Role) {

@@ -37,6 +37,7 @@ func (r *run) applyPackage(ctx context.Context, po *render.PackageOutput) *pkgRu
 		key:  crossplane.Ref(po.Kind, po.Name),
 		res:  &PackageResult{Kind: po.Kind, Name: po.Name, CurrentRevision: po.Revision.Name, Changes: ssa.NewChangeSet(), Health: health.TargetOf(po)},
 		uids: map[render.Reference]types.UID{},
+		pp:   r.plan.Package(po.Kind, po.Name),
 	}
 	for _, w := range po.Revision.Warnings {
 		r.warn(p.res, "%s", w)
@@ -143,17 +144,16 @@ func (p *pkgRun) activeRevision() string {
 // failed deletion stays in it and is retried by the next apply.
 func (r *run) finish(ctx context.Context) {
 	old := r.journal.Inventory()
-	desiredIDs := map[string]bool{}
+	desiredIDs := desiredIDs(r.out)
 	inOutput := map[crossplane.PackageRef]bool{}
 	for _, po := range r.out.Packages {
 		inOutput[crossplane.Ref(po.Kind, po.Name)] = true
-		for _, o := range append(po.Objects(), po.Revision.ManagedCRDs...) {
-			desiredIDs[o.ID()] = true
-		}
 	}
 
 	inv := &inventory.Inventory{Instance: r.opts.Instance, Packages: r.packageInventories(old)}
-	prunes := plan.Prune(old, func(kind crossplane.Kind, name string) bool { return inOutput[crossplane.Ref(kind, name)] }, desiredIDs, r.opts.PruneCRDs)
+	// The packages gone from Git, as planned before the first write: the
+	// run changes no inventory entry of a package the output does not hold.
+	prunes := r.plan.Prunes
 	for _, pp := range prunes {
 		inv.Packages = append(inv.Packages, *pp.Package)
 	}

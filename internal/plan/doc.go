@@ -25,7 +25,11 @@
 //     only what no longer belongs to the desired set; fluxcd/pkg/ssa
 //     ResourceManager.DeleteAll).
 //
-// The per-object create/update/unchanged decision needs the API server's
-// dry-run (defaulting, admission, field ownership) and stays in
+// Compute gathers them into one Plan for a whole apply, computed before
+// its first write from the render output, the live records and the
+// inventory; apply executes it package by package. The per-object
+// create/update/unchanged decision needs the object validated, in-process
+// or by the API server's dry-run (defaulting, admission, field ownership),
+// after the CRDs of the packages before it are Established, and stays in
 // apply's preflight.
 package plan

@@ -13,6 +13,8 @@ type Revision struct {
 	UID string
 	// Active is spec.desiredState == Active.
 	Active bool
+	// Number is spec.revision, 0 when unset.
+	Number int64
 }
 
 // DefaultRevisionHistoryLimit is Crossplane's default for a package's
