@@ -9,44 +9,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-gitops/lockstep/apply/events"
-	"github.com/lockstep-gitops/lockstep/internal/crossplane"
+	"github.com/lockstep-gitops/lockstep/apply/planinput"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
-	"github.com/lockstep-gitops/lockstep/internal/live"
 	"github.com/lockstep-gitops/lockstep/internal/plan"
-	"github.com/lockstep-gitops/lockstep/render"
 )
 
-// historyLimit returns the package's spec.revisionHistoryLimit,
-// plan.DefaultRevisionHistoryLimit when unset.
-func (p *pkgRun) historyLimit() int64 { return historyLimitOf(p.po) }
-
-// historyLimitOf returns po's spec.revisionHistoryLimit,
-// plan.DefaultRevisionHistoryLimit when unset.
-func historyLimitOf(po *render.PackageOutput) int64 {
-	u, err := po.Record.Unstructured()
-	if err != nil {
-		return plan.DefaultRevisionHistoryLimit
-	}
-	n, found, _ := unstructured.NestedInt64(u.Object, "spec", "revisionHistoryLimit")
-	if !found {
-		return plan.DefaultRevisionHistoryLimit
-	}
-	return n
-}
-
-// revisionOf returns what the plan reads of a live revision.
-func revisionOf(u *unstructured.Unstructured) plan.Revision {
-	return plan.Revision{Name: u.GetName(), UID: string(u.GetUID()), Active: live.DesiredState(u) == crossplane.DesiredStateActive, Number: live.RevisionNumber(u)}
-}
-
-// revisionsOf returns the plan's view of revs, in order.
-func revisionsOf(revs []*unstructured.Unstructured) []plan.Revision {
-	out := make([]plan.Revision, len(revs))
-	for i, u := range revs {
-		out[i] = revisionOf(u)
-	}
-	return out
-}
+// historyLimit returns the package's spec.revisionHistoryLimit
+// (planinput.HistoryLimit).
+func (p *pkgRun) historyLimit() int64 { return planinput.HistoryLimit(p.po) }
 
 // collectGarbage executes the revision history GC's plan (plan.Collect,
 // docs/design/apply.md#apply-steps): it deletes the
@@ -61,7 +31,7 @@ func (p *pkgRun) collectGarbage(ctx context.Context, old *inventory.Package, des
 	}
 	var names []string
 	limit := p.historyLimit()
-	for _, c := range plan.Collect(limit, revisionOf(p.cur), revisionsOf(p.others), old, desiredIDs) {
+	for _, c := range plan.Collect(limit, planinput.Revision(p.cur), planinput.Revisions(p.others), old, desiredIDs) {
 		p.res.Plan = append(p.res.Plan, c.Decision(limit))
 		rev := byName[c.Revision.Name]
 		got, err := r.pruner().Revision(ctx, rev, c.Runtime)

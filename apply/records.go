@@ -14,6 +14,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/apply/binder"
 	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
+	"github.com/lockstep-gitops/lockstep/apply/planinput"
 	"github.com/lockstep-gitops/lockstep/apply/writer"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/declarations"
@@ -90,13 +91,7 @@ func (p *pkgRun) revRef() render.Reference { return refOf(p.po.Revision.Record) 
 
 // manual reports whether the current revision's activation policy is
 // Manual.
-func (p *pkgRun) manual() bool { return manualOf(p.po) }
-
-// manualOf reports whether po's current revision's activation policy is
-// Manual.
-func manualOf(po *render.PackageOutput) bool {
-	return po.Revision.ActivationPolicy == declarations.ManualActivation
-}
+func (p *pkgRun) manual() bool { return planinput.Manual(p.po) }
 
 // newDesired prepares u for apply: sets its hash and finds it in the
 // cluster state.
@@ -239,7 +234,7 @@ func (p *pkgRun) recordsStep(ctx context.Context) error {
 // p.others, and takes the current revision's activation
 // (plan.PackagePlan.Activation). It writes nothing.
 func (p *pkgRun) planRevisions() (*unstructured.Unstructured, int64) {
-	cur, others := p.r.revisionsOf(p.po)
+	cur, others := planinput.Split(p.r.live, p.po)
 	p.others = others
 	p.activation = p.pp.Activation
 	p.res.Plan = append(p.res.Plan, p.activation.Decision(p.po.Revision.Name))

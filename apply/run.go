@@ -15,6 +15,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/events"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
+	"github.com/lockstep-gitops/lockstep/apply/planinput"
 	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
@@ -144,7 +145,7 @@ func (p *pkgRun) activeRevision() string {
 // failed deletion stays in it and is retried by the next apply.
 func (r *run) finish(ctx context.Context) {
 	old := r.journal.Inventory()
-	desiredIDs := desiredIDs(r.out)
+	desiredIDs := planinput.DesiredIDs(r.out)
 	inOutput := map[crossplane.PackageRef]bool{}
 	for _, po := range r.out.Packages {
 		inOutput[crossplane.Ref(po.Kind, po.Name)] = true

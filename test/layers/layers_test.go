@@ -76,6 +76,7 @@ var ranks = []struct {
 	{"apply/mrd", 7},
 	{"apply/protection", 7},
 	{"apply/ownership", 7},
+	{"apply/planinput", 7},
 	{"apply/prune", 7},
 	{"apply/rootca", 7},
 	{"apply/writer", 7},
