@@ -599,6 +599,9 @@ type run struct {
 	// ownedMRDs are the MRDs without the instance's label that each
 	// package's records own (liveview.View.MRDsOwnedBy), read for the plan.
 	ownedMRDs map[crossplane.PackageRef][]*metav1.PartialObjectMetadata
+	// desiredIDs are the inventory IDs of every object the output applies
+	// (planinput.DesiredIDs).
+	desiredIDs map[string]bool
 	// loaded is the inventory as read before the packages' steps; journal
 	// the inventory as the run records it (intents, then the result).
 	loaded  *inventory.Inventory

@@ -15,5 +15,5 @@ import (
 // package.
 func (r *run) computePlan(ctx context.Context) {
 	rd := planinput.ReadAll(ctx, r.live, r.out, planinput.Options{Instance: r.opts.Instance, Inventory: r.loaded, PruneCRDs: r.opts.PruneCRDs})
-	r.plan, r.ownedMRDs, r.planErrs = plan.Compute(rd.Input), rd.OwnedMRDs, rd.Errs
+	r.plan, r.ownedMRDs, r.planErrs, r.desiredIDs = plan.Compute(rd.Input), rd.OwnedMRDs, rd.Errs, rd.Input.Desired
 }

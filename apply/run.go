@@ -15,7 +15,6 @@ import (
 	"github.com/lockstep-gitops/lockstep/apply/desired"
 	"github.com/lockstep-gitops/lockstep/apply/events"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
-	"github.com/lockstep-gitops/lockstep/apply/planinput"
 	"github.com/lockstep-gitops/lockstep/health"
 	"github.com/lockstep-gitops/lockstep/internal/crossplane"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
@@ -145,7 +144,7 @@ func (p *pkgRun) activeRevision() string {
 // failed deletion stays in it and is retried by the next apply.
 func (r *run) finish(ctx context.Context) {
 	old := r.journal.Inventory()
-	desiredIDs := planinput.DesiredIDs(r.out)
+	desiredIDs := r.desiredIDs
 	inOutput := map[crossplane.PackageRef]bool{}
 	for _, po := range r.out.Packages {
 		inOutput[crossplane.Ref(po.Kind, po.Name)] = true

@@ -34,8 +34,8 @@ type Options struct {
 	PruneCRDs plan.PruneCRDs
 }
 
-// Read is what Read returns: the plan's input, and what the apply keeps
-// of the reads for its steps.
+// Read is what ReadAll returns: the plan's input, and what the apply
+// keeps of the reads for its steps.
 type Read struct {
 	// Input is plan.Compute's input.
 	Input plan.Input
@@ -49,8 +49,8 @@ type Read struct {
 }
 
 // ReadAll reads the plan's input for every package of out from view
-// (Read). A paused package gets its name alone: the plan decides nothing
-// for it.
+// (Read). A paused package gets no revisions and no adoption input: the
+// plan decides nothing for it.
 func ReadAll(ctx context.Context, view *liveview.View, out *render.Output, opts Options) *Read {
 	rd := &Read{
 		Input:     plan.Input{Inventory: opts.Inventory, Desired: DesiredIDs(out), PruneCRDs: opts.PruneCRDs},
