@@ -43,31 +43,35 @@ type adoptionState struct {
 // executes the plan.
 func (p *pkgRun) adoptionStep(context.Context) error {
 	r := p.r
-	var originals []*unstructured.Unstructured
-	if pkg := r.live.Package(p.key); pkg != nil && adopt.Record(pkg).Instance == "" {
-		if pkg.GetDeletionTimestamp() != nil {
-			// Adopting it would write the payload under an object that
-			// is going away: refuse, and install it once it is gone.
-			return fmt.Errorf("%s %s is being deleted (since %s, finalizers: %s): not adopted, nothing was written; lockstep installs it once it is gone",
-				p.key.Kind, p.key.Name, pkg.GetDeletionTimestamp().UTC().Format(time.RFC3339), strings.Join(pkg.GetFinalizers(), ", "))
-		}
-		originals = append(originals, pkg)
-	}
-	if err := r.planErrs[p.key]; err != nil {
+	if err := r.planRead.Errs[p.key]; err != nil {
 		return err
 	}
 	a := p.pp.Adoption
 	if !a.Needed() {
 		return nil
 	}
-	for _, rev := range r.live.RevisionsOf(p.key) {
-		if adopt.Record(rev).Instance == "" {
-			originals = append(originals, rev)
+	// The records the plan pauses, as the cluster holds them: the package
+	// first, then its revisions.
+	pause := map[string]bool{}
+	for _, rec := range a.Pause {
+		pause[rec.Kind+"/"+rec.Name] = true
+	}
+	var originals []*unstructured.Unstructured
+	for _, u := range append([]*unstructured.Unstructured{r.live.Package(p.key)}, r.live.RevisionsOf(p.key)...) {
+		if u == nil || !pause[u.GetKind()+"/"+u.GetName()] {
+			continue
 		}
+		if u.GetKind() == string(p.key.Kind) && u.GetDeletionTimestamp() != nil {
+			// Adopting it would write the payload under an object that
+			// is going away: refuse, and install it once it is gone.
+			return fmt.Errorf("%s %s is being deleted (since %s, finalizers: %s): not adopted, nothing was written; lockstep installs it once it is gone",
+				p.key.Kind, p.key.Name, u.GetDeletionTimestamp().UTC().Format(time.RFC3339), strings.Join(u.GetFinalizers(), ", "))
+		}
+		originals = append(originals, u)
 	}
 	// Only the MRDs the plan deletes: those lockstep renders are applied
 	// by the payload step (plan.Adoption.KeepMRDs).
-	mrds := slices.DeleteFunc(slices.Clone(r.ownedMRDs[p.key]), func(m *metav1.PartialObjectMetadata) bool { return !slices.Contains(a.MRDs, m.Name) })
+	mrds := slices.DeleteFunc(slices.Clone(r.planRead.OwnedMRDs[p.key]), func(m *metav1.PartialObjectMetadata) bool { return !slices.Contains(a.MRDs, m.Name) })
 	p.adoption = &adoptionState{plan: a, originals: originals, mrds: mrds}
 	p.res.Plan = append(p.res.Plan, a.Decisions()...)
 	return nil

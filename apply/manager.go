@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/version"
@@ -25,6 +24,7 @@ import (
 	"github.com/lockstep-gitops/lockstep/apply/journal"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/apply/manifests"
+	"github.com/lockstep-gitops/lockstep/apply/planinput"
 	"github.com/lockstep-gitops/lockstep/apply/rootca"
 	"github.com/lockstep-gitops/lockstep/apply/writer"
 	"github.com/lockstep-gitops/lockstep/health"
@@ -593,15 +593,11 @@ type run struct {
 	// output replaces to the replacing package.
 	replacedBy map[crossplane.PackageRef]string
 	// plan is what the run decided before its first write (computePlan);
-	// planErrs are the errors of reading a package's part of it.
+	// planRead is what was read for it: its input (the desired IDs among
+	// it), the MRDs each package's records own, the errors of reading a
+	// package's part.
 	plan     *plan.Plan
-	planErrs map[crossplane.PackageRef]error
-	// ownedMRDs are the MRDs without the instance's label that each
-	// package's records own (liveview.View.MRDsOwnedBy), read for the plan.
-	ownedMRDs map[crossplane.PackageRef][]*metav1.PartialObjectMetadata
-	// desiredIDs are the inventory IDs of every object the output applies
-	// (planinput.DesiredIDs).
-	desiredIDs map[string]bool
+	planRead *planinput.Read
 	// loaded is the inventory as read before the packages' steps; journal
 	// the inventory as the run records it (intents, then the result).
 	loaded  *inventory.Inventory

@@ -14,6 +14,7 @@ import (
 // packages' records own is the adoption step's error of each such
 // package.
 func (r *run) computePlan(ctx context.Context) {
-	rd := planinput.ReadAll(ctx, r.live, r.out, planinput.Options{Instance: r.opts.Instance, Inventory: r.loaded, PruneCRDs: r.opts.PruneCRDs})
-	r.plan, r.ownedMRDs, r.planErrs, r.desiredIDs = plan.Compute(rd.Input), rd.OwnedMRDs, rd.Errs, rd.Input.Desired
+	r.planRead = planinput.ReadAll(ctx, r.live, r.out, planinput.Options{Instance: r.opts.Instance, Inventory: r.loaded,
+		PruneCRDs: r.opts.PruneCRDs, ReplacedBy: r.replacedBy})
+	r.plan = plan.Compute(r.planRead.Input)
 }

@@ -144,7 +144,7 @@ func (p *pkgRun) activeRevision() string {
 // failed deletion stays in it and is retried by the next apply.
 func (r *run) finish(ctx context.Context) {
 	old := r.journal.Inventory()
-	desiredIDs := r.desiredIDs
+	desiredIDs := r.planRead.Input.Desired
 	inOutput := map[crossplane.PackageRef]bool{}
 	for _, po := range r.out.Packages {
 		inOutput[crossplane.Ref(po.Kind, po.Name)] = true

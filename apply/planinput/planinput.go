@@ -32,6 +32,9 @@ type Options struct {
 	Inventory *inventory.Inventory
 	// PruneCRDs is the --prune-crds policy.
 	PruneCRDs plan.PruneCRDs
+	// ReplacedBy maps the packages of the output another package of it
+	// replaces to that package (render.Output.ReplacedBy).
+	ReplacedBy map[crossplane.PackageRef]string
 }
 
 // Read is what ReadAll returns: the plan's input, and what the apply
@@ -57,11 +60,10 @@ func ReadAll(ctx context.Context, view *liveview.View, out *render.Output, opts 
 		OwnedMRDs: map[crossplane.PackageRef][]*metav1.PartialObjectMetadata{},
 		Errs:      map[crossplane.PackageRef]error{},
 	}
-	replacedBy := out.ReplacedBy()
 	for _, po := range out.Packages {
 		key := crossplane.Ref(po.Kind, po.Name)
 		pi := plan.PackageInput{Kind: po.Kind, Name: po.Name, Revision: po.Revision.Name, Paused: po.Paused,
-			Manual: Manual(po), ReplacedBy: replacedBy[key], HistoryLimit: HistoryLimit(po)}
+			Manual: Manual(po), ReplacedBy: opts.ReplacedBy[key], HistoryLimit: HistoryLimit(po)}
 		if !po.Paused {
 			cur, others := Split(view, po)
 			if cur != nil {
