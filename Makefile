@@ -175,13 +175,19 @@ fuzz: ## fuzz the declarations, lockstep.lock and package.yaml parsers, each for
 # and lockstep's in-process validation 1.37: with the default flags
 # (BENCH_PREFLIGHT_SKEW=0) lockstep validates each CRD in-process unless it
 # uses what 1.36 judges otherwise; BENCH_PREFLIGHT_SKEW=1 validates every
-# CRD in-process without that check.
+# CRD in-process without that check. After the default run, one variant
+# runs lockstep and the floor again with --preflight-skew
+# $(BENCH_SKEW_VARIANT) on the family and the small packages (cold install
+# and upgrade; results under $(BENCH_OUT)/skew); BENCH_SKEW_VARIANT= skips it.
 BENCH_OUT ?=
 BENCH_FLAGS ?=
 BENCH_PREFLIGHT_SKEW ?= 0
-bench: testbin ## the Go micro-benchmarks, then the end-to-end benchmark cmd/bench (BENCH_OUT=DIR keeps the results)
+BENCH_SKEW_VARIANT ?= 1
+bench-skew-variant = LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) run ./cmd/bench -preflight-skew $(BENCH_SKEW_VARIANT) -workloads family,small -tools lockstep,floor -scenarios "cold install,upgrade" $(if $(BENCH_OUT),-out $(BENCH_OUT)/skew) $(BENCH_FLAGS)
+bench: testbin ## the Go micro-benchmarks, then the end-to-end benchmark cmd/bench with default flags and one --preflight-skew variant (BENCH_OUT=DIR keeps the results)
 	LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) test -run '^$$' -bench . -benchtime 1x -benchmem ./...
 	LOCKSTEP_TESTDATA=$(TESTDATA) $(GO) run ./cmd/bench -preflight-skew $(BENCH_PREFLIGHT_SKEW) $(if $(BENCH_OUT),-out $(BENCH_OUT)) $(BENCH_FLAGS)
+	$(if $(BENCH_SKEW_VARIANT),$(bench-skew-variant))
 
 clean: ## remove bin/
 	rm -rf $(BIN)

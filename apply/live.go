@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,13 +12,20 @@ import (
 	"github.com/lockstep-gitops/lockstep/apply/journal"
 	"github.com/lockstep-gitops/lockstep/apply/liveview"
 	"github.com/lockstep-gitops/lockstep/internal/inventory"
+	"github.com/lockstep-gitops/lockstep/internal/parallel"
 	"github.com/lockstep-gitops/lockstep/render"
 )
 
 // load reads the cluster state of the run into a new live view: the
 // inventory, every package and revision, and the live objects of every kind
-// the output applies.
-func (r *run) load(ctx context.Context) error {
+// the output applies. The reads do not depend on one another and go at
+// once: the inventory, the package records and the labelled LISTs; on a first
+// install (an inventory that lists no package) the unlabelled LISTs of
+// every kind too, since every object to apply is then likely missing from
+// the labelled ones and the preflight would list them after
+// (liveview.View.ListAllForeign). It writes nothing, and returns whether
+// the inventory exists; every failed read is returned, joined.
+func (r *run) load(ctx context.Context) (bool, error) {
 	shapes := map[string]*render.Object{}
 	keys := map[liveview.Key]bool{}
 	for _, po := range r.out.Packages {
@@ -46,39 +52,35 @@ func (r *run) load(ctx context.Context) error {
 		cfg.OnCRDList = func(rv string) { r.crds.Seed(rv, r.establish().Listed) }
 	}
 	r.setLive(liveview.New(cfg))
-	inv, exists, err := inventory.ReadExisting(ctx, r.c, r.opts.Namespace, r.opts.Instance)
-	if err != nil {
-		return err
+	// One labelled LIST per kind and namespace of the objects to apply.
+	sorted := liveview.SortedKeys(keys)
+	var (
+		inv    *inventory.Inventory
+		exists bool
+	)
+	reads := []func(context.Context) error{
+		r.live.LoadRecords,
+		func(ctx context.Context) error { return r.live.ListLabelled(ctx, sorted) },
+		func(ctx context.Context) error {
+			var err error
+			if inv, exists, err = inventory.ReadExisting(ctx, r.c, r.opts.Namespace, r.opts.Instance); err != nil {
+				return err
+			}
+			if len(inv.Packages) > 0 {
+				return nil
+			}
+			return r.live.ListAllForeign(ctx, sorted)
+		},
+	}
+	if err := parallel.Each(ctx, len(reads), 0, func(ctx context.Context, i int) error { return reads[i](ctx) }); err != nil {
+		return false, err
 	}
 	r.journal = journal.New(journal.Config{
 		Writer: r.w, Namespace: r.opts.Namespace, Instance: r.opts.Instance,
 		Labels: render.InstanceLabels(r.opts.Instance), FieldManager: FieldManager,
 		BeforeWrite: intentWriteHook,
 	}, inv, exists)
-	if !exists {
-		// A first apply may find no Crossplane namespace yet: the runtime,
-		// TLS Secrets and the inventory go there.
-		if err := r.ensureNamespace(ctx); err != nil {
-			return err
-		}
-	}
-	if err := r.live.LoadRecords(ctx); err != nil {
-		return err
-	}
-	// One labelled LIST per kind and namespace of the objects to apply.
-	sorted := liveview.SortedKeys(keys)
-	if len(inv.Packages) > 0 {
-		return r.live.ListLabelled(ctx, sorted)
-	}
-	// A first install (the inventory lists no package): every object to
-	// apply is likely missing from the labelled LISTs, and the preflight
-	// would list each kind's metadata after them (ListForeign); both run
-	// at once instead, which saves a round of LISTs before the first
-	// dry-run or write.
-	var g errgroup.Group
-	g.Go(func() error { return r.live.ListLabelled(ctx, sorted) })
-	g.Go(func() error { return r.live.ListAllForeign(ctx, sorted) })
-	return g.Wait()
+	return exists, nil
 }
 
 // keepListedBudget is how many bytes of listed CRD JSON a run keeps for

@@ -501,15 +501,37 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 		defer release()
 		ctx = held
 	}
-	if err := r.protectStep(ctx); err != nil {
-		return nil, err
-	}
 	if m.crds != nil {
 		r.crds = m.crds.Track(crdwait.Selector{Labels: map[string]string{render.LabelInstance: m.opts.Instance}})
 		defer r.crds.Stop()
 	}
-	if err := r.load(ctx); err != nil {
+	// The deletion protection, the run's reads and Crossplane's version
+	// do not depend on one another: they go at once, and all of them end
+	// before the first package write.
+	var (
+		cv        live.CrossplaneVersion
+		invExists bool
+	)
+	start := []func(context.Context) error{
+		r.protectStep,
+		func(ctx context.Context) (err error) {
+			invExists, err = r.load(ctx)
+			return err
+		},
+		func(ctx context.Context) (err error) {
+			cv, err = live.ReadCrossplaneVersion(ctx, r.c, r.opts.Namespace)
+			return err
+		},
+	}
+	if err := parallel.Each(ctx, len(start), 0, func(ctx context.Context, i int) error { return start[i](ctx) }); err != nil {
 		return nil, err
+	}
+	if !invExists {
+		// A first apply may find no Crossplane namespace yet: the
+		// runtime, TLS Secrets and the inventory go there.
+		if err := r.ensureNamespace(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if err := r.refuseEmpty(r.journal.Inventory()); err != nil {
 		return nil, err
@@ -518,10 +540,6 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 		return nil, err
 	}
 	if err := r.manifestStep().CheckOwners(ctx, out, r.journal.Inventory().Manifests); err != nil {
-		return nil, err
-	}
-	cv, err := live.ReadCrossplaneVersion(ctx, r.c, r.opts.Namespace)
-	if err != nil {
 		return nil, err
 	}
 	r.crossplane, r.res.Crossplane = cv, cv

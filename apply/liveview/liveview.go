@@ -327,24 +327,39 @@ func (v *View) TakeListed(id string, u *unstructured.Unstructured) []byte {
 }
 
 // LoadRecords lists every package and revision of every Crossplane
-// package kind. The error says when Crossplane's CRDs are missing.
+// package kind, all LISTs at once. The error says when Crossplane's CRDs
+// are missing; every failed LIST is returned, joined.
 func (v *View) LoadRecords(ctx context.Context) error {
-	for _, k := range crossplane.KindNames() {
-		pkgs, err := live.ListAll(ctx, v.cfg.Client, schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: string(k)}, "", nil)
-		if err != nil {
-			return fmt.Errorf("cannot list %s objects (are Crossplane's CRDs, or lockstep's stand-ins in examples/crossplane-crds, installed?): %w", k, err)
+	kinds := crossplane.KindNames()
+	// lists[2i] holds the packages of kinds[i], lists[2i+1] their revisions.
+	lists := make([][]*unstructured.Unstructured, 2*len(kinds))
+	err := parallel.Each(ctx, len(lists), 0, func(ctx context.Context, i int) error {
+		k := kinds[i/2]
+		kind := string(k)
+		if i%2 == 1 {
+			kind = k.Descriptor().RevisionKind
 		}
-		revKind := k.Descriptor().RevisionKind
-		revs, err := live.ListAll(ctx, v.cfg.Client, schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: revKind}, "", nil)
-		if err != nil {
-			return fmt.Errorf("cannot list %s objects: %w", revKind, err)
+		objs, err := live.ListAll(ctx, v.cfg.Client, schema.GroupVersionKind{Group: crossplane.Group, Version: "v1", Kind: kind}, "", nil)
+		switch {
+		case err != nil && i%2 == 0:
+			return fmt.Errorf("cannot list %s objects (are Crossplane's CRDs, or lockstep's stand-ins in examples/crossplane-crds, installed?): %w", kind, err)
+		case err != nil:
+			return fmt.Errorf("cannot list %s objects: %w", kind, err)
 		}
-		v.mu.Lock()
-		for _, p := range pkgs {
+		lists[i] = objs
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for i, k := range kinds {
+		for _, p := range lists[2*i] {
 			v.packages[crossplane.Ref(k, p.GetName())] = p
 			v.byUID[p.GetUID()] = p
 		}
-		for _, rev := range revs {
+		for _, rev := range lists[2*i+1] {
 			v.byUID[rev.GetUID()] = rev
 			owner := rev.GetLabels()[render.LabelParentPackage]
 			if owner == "" {
@@ -353,13 +368,10 @@ func (v *View) LoadRecords(ctx context.Context) error {
 			key := crossplane.Ref(k, owner)
 			v.revisions[key] = append(v.revisions[key], rev)
 		}
-		v.mu.Unlock()
 	}
-	v.mu.Lock()
 	for k := range v.revisions {
 		live.SortRevisions(v.revisions[k])
 	}
-	v.mu.Unlock()
 	return nil
 }
 
