@@ -58,7 +58,7 @@ func (r *run) load(ctx context.Context) (bool, error) {
 		inv    *inventory.Inventory
 		exists bool
 	)
-	reads := []func(context.Context) error{
+	err := parallel.All(ctx,
 		r.live.LoadRecords,
 		func(ctx context.Context) error { return r.live.ListLabelled(ctx, sorted) },
 		func(ctx context.Context) error {
@@ -71,8 +71,8 @@ func (r *run) load(ctx context.Context) (bool, error) {
 			}
 			return r.live.ListAllForeign(ctx, sorted)
 		},
-	}
-	if err := parallel.Each(ctx, len(reads), 0, func(ctx context.Context, i int) error { return reads[i](ctx) }); err != nil {
+	)
+	if err != nil {
 		return false, err
 	}
 	r.journal = journal.New(journal.Config{

@@ -512,7 +512,7 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 		cv        live.CrossplaneVersion
 		invExists bool
 	)
-	start := []func(context.Context) error{
+	err := parallel.All(ctx,
 		r.protectStep,
 		func(ctx context.Context) (err error) {
 			invExists, err = r.load(ctx)
@@ -522,8 +522,8 @@ func (m *Manager) Apply(ctx context.Context, out *render.Output, meta Origin) (*
 			cv, err = live.ReadCrossplaneVersion(ctx, r.c, r.opts.Namespace)
 			return err
 		},
-	}
-	if err := parallel.Each(ctx, len(start), 0, func(ctx context.Context, i int) error { return start[i](ctx) }); err != nil {
+	)
+	if err != nil {
 		return nil, err
 	}
 	if !invExists {

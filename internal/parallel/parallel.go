@@ -48,3 +48,10 @@ func Errors(ctx context.Context, n, limit int, fn func(ctx context.Context, i in
 func Each(ctx context.Context, n, limit int, fn func(ctx context.Context, i int) error) error {
 	return errors.Join(Errors(ctx, n, limit, fn)...)
 }
+
+// All calls every fn at once, each with ctx, waits for all of them, and
+// returns their errors joined in the order of fns (Each with no limit):
+// for a few independent steps of different kinds.
+func All(ctx context.Context, fns ...func(context.Context) error) error {
+	return Each(ctx, len(fns), 0, func(ctx context.Context, i int) error { return fns[i](ctx) })
+}
